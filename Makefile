@@ -1,0 +1,25 @@
+# Two commands on a fresh machine: `make demo` and `make test` (each installs what it needs first).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: install demo test clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml tools/install_system_deps.sh
+	bash tools/install_system_deps.sh
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+demo: install
+	$(VENV)/bin/adreno compile resnet18 --target adreno-740 -o build/resnet18
+	$(VENV)/bin/adreno run build/resnet18 --check --repeat 5
+
+test: install
+	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+
+clean:
+	rm -rf build $(VENV)

@@ -1,0 +1,212 @@
+"""The deployable artifact: a directory a phone app (or our executors) can run without the compiler.
+
+Layout of an artifact directory::
+
+    manifest.json      what was compiled, for which target, by which versions; file list with sizes
+    plan.json          the launch plan: tensors, storage plan, programs, and the ordered steps/kernels
+    kernels/*.cl       OpenCL C source of every program (one per lowered primitive function)
+    params.npz         constant tensors (weights, folded at compile time), keyed by param name
+    lib.so | lib.tar   TVM host library (Relax VM executable) from `export_library`
+
+The launch plan is the contract between the compiler and every executor. `Plan` is its typed form;
+`Artifact.load` checks that a directory is complete and from a compatible format before anything runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import ArtifactError
+
+PLAN_FORMAT = 1
+MANIFEST_NAME, PLAN_NAME, PARAMS_NAME, KERNEL_DIR = "manifest.json", "plan.json", "params.npz", "kernels"
+
+
+@dataclass
+class TensorSpec:
+    """A logical tensor of the graph. kind: input | output | param | intermediate."""
+
+    name: str
+    shape: list[int]
+    dtype: str
+    kind: str
+    storage: str
+    scope: str = "global"
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+
+@dataclass
+class KernelArg:
+    """One kernel argument: a step argument (by index), a per-step workspace, or a scalar."""
+
+    arg: int | None = None
+    workspace: int | None = None
+    scalar: float | int | None = None
+    dtype: str | None = None
+
+
+@dataclass
+class KernelLaunch:
+    """One OpenCL kernel launch: OpenCL global size = groups x local (per dimension)."""
+
+    name: str
+    args: list[KernelArg]
+    global_size: list[int]
+    local_size: list[int]
+    local_mem_bytes: int = 0  # dynamic __local memory passed as the last argument, 0 if none
+
+
+@dataclass
+class Step:
+    """One call of a lowered primitive function: its tensors and the kernels it launches, in order."""
+
+    func: str
+    program: str
+    op: str
+    args: list[str]
+    kernels: list[KernelLaunch]
+    workspaces: list[int] = field(default_factory=list)  # byte sizes of temporary global buffers
+
+
+@dataclass
+class Plan:
+    """The launch plan of a compiled model."""
+
+    inputs: list[str]
+    outputs: list[str]
+    tensors: dict[str, TensorSpec]
+    storage: dict[str, int]  # storage id -> bytes; intermediates share storage where lifetimes allow
+    programs: dict[str, str]  # program name -> kernel source path (relative to the artifact)
+    steps: list[Step]
+    format: int = PLAN_FORMAT
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Plan":
+        if data.get("format") != PLAN_FORMAT:
+            raise ArtifactError(f"launch plan format {data.get('format')!r} is not supported "
+                                f"(this adreno reads format {PLAN_FORMAT}); recompile the model")
+        steps = [Step(**{**s, "kernels": [KernelLaunch(**{**k, "args": [KernelArg(**a) for a in k["args"]]})
+                                          for k in s["kernels"]]}) for s in data["steps"]]
+        tensors = {n: TensorSpec(**t) for n, t in data["tensors"].items()}
+        return cls(data["inputs"], data["outputs"], tensors, data["storage"], data["programs"], steps, data["format"])
+
+    def kernel_count(self) -> int:
+        return sum(len(s.kernels) for s in self.steps)
+
+
+@dataclass
+class Artifact:
+    """A loaded artifact directory."""
+
+    path: Path
+    manifest: dict
+    plan: Plan
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Artifact":
+        """Open and validate an artifact directory; every problem is an `ArtifactError` that says what to do."""
+        path = Path(path)
+        if not path.is_dir():
+            raise ArtifactError(f"{path}: no such artifact directory (create one with `adreno compile`)")
+        manifest = _read_json(path / MANIFEST_NAME)
+        if manifest.get("plan_format") != PLAN_FORMAT:
+            raise ArtifactError(f"{path} was written by adreno {manifest.get('adreno_version', '?')} with plan format "
+                                f"{manifest.get('plan_format')!r}; this adreno reads format {PLAN_FORMAT}: recompile it")
+        missing = [f for f in manifest.get("files", {}) if not (path / f).is_file()]
+        if missing:
+            raise ArtifactError(f"{path} is incomplete, missing: {', '.join(sorted(missing))}; recompile the model")
+        wrong = [f for f, size in manifest["files"].items() if (path / f).stat().st_size != size]
+        if wrong:
+            raise ArtifactError(f"{path}: files changed since compile (size differs): {', '.join(sorted(wrong))}")
+        try:
+            plan = Plan.from_json(_read_json(path / PLAN_NAME))
+        except (KeyError, TypeError) as err:
+            raise ArtifactError(f"{path / PLAN_NAME} is malformed ({err}); recompile the model") from None
+        return cls(path, manifest, plan)
+
+    def kernel_source(self, program: str) -> str:
+        return (self.path / self.plan.programs[program]).read_text()
+
+    def params(self) -> dict[str, np.ndarray]:
+        """The constant tensors, keyed by tensor name."""
+        try:
+            with np.load(self.path / PARAMS_NAME) as npz:
+                params = {name: npz[name] for name in npz.files}
+        except (OSError, ValueError) as err:
+            raise ArtifactError(f"{self.path / PARAMS_NAME} cannot be read ({err}); recompile the model") from None
+        wanted = [n for n, t in self.plan.tensors.items() if t.kind == "param"]
+        missing = [n for n in wanted if n not in params]
+        if missing:
+            raise ArtifactError(f"{self.path / PARAMS_NAME} lacks params {missing[:5]}; recompile the model")
+        return params
+
+    def input_specs(self) -> list[TensorSpec]:
+        return [self.plan.tensors[n] for n in self.plan.inputs]
+
+    def output_specs(self) -> list[TensorSpec]:
+        return [self.plan.tensors[n] for n in self.plan.outputs]
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ArtifactError(f"{path.parent} is not a complete artifact: {path.name} is missing; recompile the model") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ArtifactError(f"{path} is corrupt ({err}); recompile the model") from None
+
+
+class ArtifactWriter:
+    """Writes an artifact into a temporary sibling directory and moves it into place only when complete,
+    so a failed compile never leaves a partial artifact behind (and never destroys the previous one)."""
+
+    def __init__(self, final_path: str | os.PathLike):
+        self.final_path = Path(final_path).resolve()
+        self.final_path.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.final_path.name}.", dir=self.final_path.parent))
+        (self.tmp / KERNEL_DIR).mkdir()
+
+    def write_text(self, rel: str, text: str) -> None:
+        (self.tmp / rel).write_text(text)
+
+    def write_json(self, rel: str, data: dict) -> None:
+        self.write_text(rel, json.dumps(data, indent=1, sort_keys=False) + "\n")
+
+    def write_params(self, params: dict[str, np.ndarray]) -> None:
+        np.savez(self.tmp / PARAMS_NAME, **params)
+
+    def commit(self, manifest: dict) -> Path:
+        """Record every file with its size in the manifest, then atomically replace the final directory."""
+        files = {str(p.relative_to(self.tmp)): p.stat().st_size for p in sorted(self.tmp.rglob("*")) if p.is_file()}
+        self.write_json(MANIFEST_NAME, {**manifest, "plan_format": PLAN_FORMAT, "files": files})
+        old = None
+        if self.final_path.exists():
+            old = self.final_path.with_name(f".{self.final_path.name}.old.{os.getpid()}")
+            os.replace(self.final_path, old)
+        os.replace(self.tmp, self.final_path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        return self.final_path
+
+    def abort(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self) -> "ArtifactWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()

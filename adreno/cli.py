@@ -1,0 +1,308 @@
+"""`adreno`: compile models for Adreno GPUs, run and check them on OpenCL devices, manage the farm and caches.
+
+Every command prints human-readable output by default and JSON with --json. A user error (bad model, unknown
+target, missing device, broken artifact) is one line on stderr and exit status 2; a failed --check is status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .errors import AdrenoError
+
+EPILOG = """examples:
+  adreno models
+  adreno compile resnet18 --target adreno-740 -o build/resnet18
+  adreno run build/resnet18 --check --repeat 20
+  adreno devices --local
+"""
+
+
+class Progress:
+    """One line per step on stderr, with the time the previous step took; silent under --json/--quiet."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled, self.started, self.last = enabled, time.perf_counter(), None
+
+    def __call__(self, message: str) -> None:
+        self.finish_step()
+        self.last = (message, time.perf_counter())
+        if self.enabled:
+            print(f"  {message} ...", end="", file=sys.stderr, flush=True)
+
+    def finish_step(self) -> None:
+        if self.last and self.enabled:
+            print(f" {time.perf_counter() - self.last[1]:.1f} s", file=sys.stderr, flush=True)
+        self.last = None
+
+
+def _emit(args, data, text: str) -> None:
+    print(json.dumps(data, indent=1, default=_json_default) if args.json else text)
+
+
+def _json_default(value):
+    if isinstance(value, (np.generic,)):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    return repr(value)
+
+
+def cmd_models(args) -> int:
+    from . import zoo
+
+    models = zoo.list_models()
+    rows = [{"name": m.name, "input": [m.input_name, list(m.input_shape)], "description": m.description} for m in models]
+    text = "\n".join(f"{m.name:<16} {'x'.join(map(str, m.input_shape)):<14} {m.description}" for m in models)
+    _emit(args, rows, text)
+    return 0
+
+
+def _parse_shapes(items: list[str] | None) -> dict[str, list[int]]:
+    shapes = {}
+    for item in items or []:
+        name, sep, dims = item.rpartition(":")
+        try:
+            shapes[name] = [int(d) for d in dims.replace("x", ",").split(",") if d]
+        except ValueError:
+            sep = ""
+        if not sep or not name or not shapes.get(name):
+            raise AdrenoError(f"--input-shape {item!r}: expected NAME:D0,D1,... e.g. input:1,3,224,224")
+    return shapes
+
+
+def cmd_compile(args) -> int:
+    from .compile import CompileOptions, compile_model
+
+    output = args.output or f"build/{Path(str(args.model)).stem}"
+    options = CompileOptions(target=args.target, host=args.host, cc=args.cc, input_shapes=_parse_shapes(args.input_shape),
+                             memory=args.memory, schedules=args.schedules)
+    progress = Progress(not (args.json or args.quiet))
+    started = time.perf_counter()
+    path = compile_model(args.model, output, options, progress=progress)
+    progress.finish_step()
+    manifest = json.loads((path / "manifest.json").read_text())
+    summary = {"artifact": str(path), "target": manifest["target"], "kernels": manifest["kernels"],
+               "host_library": manifest["host_library"], "seconds": round(time.perf_counter() - started, 2)}
+    _emit(args, summary, f"compiled {manifest['model']} for {manifest['target']}: {manifest['kernels']} kernels, "
+                         f"host library {manifest['host_library']} -> {path} ({summary['seconds']} s)")
+    return 0
+
+
+def _load_inputs(args, artifact) -> list[np.ndarray]:
+    from .runner import random_inputs
+
+    specs = artifact.input_specs()
+    if not args.input:
+        return random_inputs(specs, args.seed)
+    try:
+        with np.load(args.input) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except (OSError, ValueError) as err:
+        raise AdrenoError(f"--input {args.input}: cannot read it as .npz ({err})") from None
+    missing = [s.name for s in specs if s.name not in arrays]
+    if missing:
+        raise AdrenoError(f"--input {args.input} lacks arrays for inputs {missing} (has {sorted(arrays)})")
+    return [arrays[s.name] for s in specs]
+
+
+def cmd_run(args) -> int:
+    from .artifact import Artifact
+    from .opencl.executor import Executor
+
+    artifact = Artifact.load(args.artifact)
+    progress = Progress(not (args.json or args.quiet))
+    progress(f"building {len(artifact.plan.programs)} OpenCL programs")
+    executor = Executor(artifact, args.device, cache=_program_cache(args))
+    inputs = _load_inputs(args, artifact)
+    progress("first run")
+    first_started = time.perf_counter()
+    outputs = executor.run(inputs)
+    first_ms = (time.perf_counter() - first_started) * 1e3
+    check = None
+    if args.check:
+        from .reference import compare, onnxruntime_outputs, reference_model
+
+        progress("onnxruntime reference")
+        reference = onnxruntime_outputs(reference_model(artifact, args.reference), inputs)
+        rows = compare(outputs, reference)
+        ok = all(r["max_abs_error"] <= args.atol + args.rtol * r["max_abs_ref"] for r in rows)
+        check = {"ok": ok, "outputs": rows, "rtol": args.rtol, "atol": args.atol}
+    progress(f"profiling {args.repeat} runs")
+    profile = executor.profile(inputs, repeat=args.repeat)
+    progress.finish_step()
+    if args.output:
+        np.savez(args.output, **{name: out for name, out in zip(artifact.plan.outputs, outputs)})
+    total = sum(k.median_ms for k in profile.kernels) or 1.0
+    result = {
+        "artifact": str(artifact.path), "device": executor.device.name.strip(),
+        "platform": executor.device.platform.name.strip(), "build_seconds": round(executor.build_seconds, 3),
+        "first_run_ms": round(first_ms, 3), "median_ms": round(profile.median_ms, 3),
+        "device_median_ms": round(profile.device_median_ms, 3), "repeat": args.repeat,
+        "kernels": [{"name": k.name, "op": k.op, "calls": k.calls, "median_ms": round(k.median_ms, 4),
+                     "share": round(k.median_ms / total, 4)} for k in profile.kernels],
+        "check": check,
+    }
+    _emit(args, result, _run_text(result, args.top))
+    return 0 if check is None or check["ok"] else 1
+
+
+def _run_text(result: dict, top: int) -> str:
+    lines = [f"{result['artifact']} on {result['device']} ({result['platform']})",
+             f"  build {result['build_seconds']:.2f} s, first run {result['first_run_ms']:.1f} ms, "
+             f"median {result['median_ms']:.2f} ms wall / {result['device_median_ms']:.2f} ms kernels "
+             f"over {result['repeat']} runs", "",
+             f"  {'kernel':<52} {'op':<14} {'calls':>5} {'median ms':>10} {'share':>7}"]
+    kernels = result["kernels"]
+    for k in kernels[:top]:
+        lines.append(f"  {k['name'][:52]:<52} {k['op'][:14]:<14} {k['calls']:>5} {k['median_ms']:>10.3f} "
+                     f"{k['share'] * 100:>6.1f}%")
+    if len(kernels) > top:
+        rest = kernels[top:]
+        lines.append(f"  {'(' + str(len(rest)) + ' more kernels)':<52} {'':<14} {sum(k['calls'] for k in rest):>5} "
+                     f"{sum(k['median_ms'] for k in rest):>10.3f} {sum(k['share'] for k in rest) * 100:>6.1f}%")
+    check = result["check"]
+    if check:
+        lines.append("")
+        for index, row in enumerate(check["outputs"]):
+            tolerance = check["atol"] + check["rtol"] * row["max_abs_ref"]
+            lines.append(f"  check output {index} vs onnxruntime: max abs error {row['max_abs_error']:.3g} "
+                         f"(relative {row['max_rel_error']:.3g} of max |ref| {row['max_abs_ref']:.3g}), "
+                         f"tolerance {tolerance:.3g}: {'OK' if row['max_abs_error'] <= tolerance else 'MISMATCH'}")
+    return "\n".join(lines)
+
+
+def _program_cache(args):
+    if getattr(args, "no_cache", False):
+        return None
+    try:
+        from .cache import ProgramCache
+    except ImportError:
+        return None
+    return ProgramCache()
+
+
+def cmd_devices(args) -> int:
+    from dataclasses import asdict
+
+    data: dict = {}
+    lines: list[str] = []
+    if args.local or not args.tracker:
+        from .opencl.device import list_devices
+
+        devices = list_devices()
+        data["local"] = [asdict(d) for d in devices]
+        lines.append("local OpenCL devices:" if devices else "no local OpenCL devices (install PoCL: "
+                     "`pip install pocl-binary-distribution`, or a GPU vendor's OpenCL driver)")
+        for d in devices:
+            lines.append(f"  [{d.index}] {d.name} ({d.kind}) on {d.platform} {d.platform_version}; "
+                         f"{d.compute_units} CUs, max workgroup {d.max_workgroup_size}, local mem "
+                         f"{d.local_memory_bytes // 1024} KiB, images {'yes' if d.image_support else 'no'}, "
+                         f"fp16 {'yes' if d.fp16 else 'no'}, compiler {'ok' if d.compiler_ok else 'BROKEN'}")
+    if args.tracker:
+        from .rpc.cli import tracker_devices
+
+        queue = tracker_devices(args.tracker)
+        data["tracker"] = queue
+        lines.append(_format_queue(args.tracker, queue))
+    _emit(args, data, "\n".join(lines))
+    return 0
+
+
+def _format_queue(address: str, queue) -> str:
+    return f"tracker {address}:\n" + json.dumps(queue, indent=1, default=_json_default)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="adreno", description="Compile neural networks for Qualcomm Adreno GPUs (OpenCL, on Apache TVM), run and "
+        "check them on OpenCL devices, tune them on phones.", epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"adreno {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name, func, help_text, description=None):
+        p = sub.add_parser(name, help=help_text, description=description or help_text)
+        p.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout")
+        p.set_defaults(func=func)
+        return p
+
+    command("models", cmd_models, "list the bundled example models (built in code, nothing downloaded)")
+
+    p = command("compile", cmd_compile, "compile a model into a deployable artifact directory",
+                "Compile MODEL (a bundled model name or an .onnx file) for an Adreno GPU. The artifact directory "
+                "holds the OpenCL source of every kernel, the launch plan, the weights and the TVM host library; "
+                "it is written completely or not at all.")
+    p.add_argument("model", help="bundled model name (see `adreno models`) or path to an .onnx file")
+    p.add_argument("-o", "--output", help="artifact directory to write (default: build/<model name>)")
+    p.add_argument("--target", default="adreno-740", help="Adreno GPU: adreno-640/650/660/730/740/750/830 "
+                   "(default adreno-740)")
+    p.add_argument("--host", choices=["android", "native"], default="android",
+                   help="host CPU of the library: android (aarch64 phone, default) or native (this machine)")
+    p.add_argument("--cc", help="compiler to link the host library (an NDK aarch64-linux-android<API>-clang for "
+                   "--host android; default $TVM_NDK_CC; without one, lib.tar holds the objects)")
+    p.add_argument("--input-shape", action="append", metavar="NAME:DIMS",
+                   help="static shape for a model input with dynamic dimensions, e.g. input:1,3,224,224 (repeatable)")
+    p.add_argument("--memory", choices=["buffer"], default="buffer",
+                   help="where tensors live on the GPU: buffer (OpenCL buffers)")
+    p.add_argument("--schedules", choices=["adreno", "tvm"], default="adreno",
+                   help="adreno: our conv/pool schedules first (default); tvm: TVM 0.27's default schedules only")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+    p = command("run", cmd_run, "run an artifact on a local OpenCL device, time each kernel, check the output",
+                "Run ARTIFACT on an OpenCL device through pyopencl: builds its programs, runs it once, optionally "
+                "checks the output against onnxruntime on the same input, then times --repeat runs and prints a "
+                "per-kernel table.")
+    p.add_argument("artifact", help="artifact directory written by `adreno compile`")
+    p.add_argument("--device", help="pocl (default), gpu, cpu, an index from `adreno devices --local`, or part of "
+                   "a device name")
+    p.add_argument("--check", action="store_true", help="compare the output with onnxruntime on the same input "
+                   "(exit status 1 on a mismatch)")
+    p.add_argument("--repeat", type=int, default=10, help="timed runs (default 10)")
+    p.add_argument("--input", help=".npz file with one array per model input (default: seeded random input)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
+    p.add_argument("--reference", help="ONNX model for --check (default: the model the artifact was compiled from)")
+    p.add_argument("--rtol", type=float, default=1e-3, help="--check tolerance relative to the output's largest "
+                   "magnitude (default 1e-3)")
+    p.add_argument("--atol", type=float, default=1e-4, help="--check absolute tolerance (default 1e-4)")
+    p.add_argument("--output", help="write the outputs to this .npz file")
+    p.add_argument("--top", type=int, default=15, help="kernels shown in the table (default 15)")
+    p.add_argument("--no-cache", action="store_true", help="build programs from source, bypassing the program cache")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+    p = command("devices", cmd_devices, "list OpenCL devices on this machine, or the device farm's queue")
+    p.add_argument("--local", action="store_true", help="the OpenCL platforms/devices pyopencl sees here (default)")
+    p.add_argument("--tracker", metavar="HOST:PORT", help="also show the RPC tracker's queue and device health")
+
+    for extension in ("adreno.cache_cli", "adreno.rpc.cli"):
+        try:
+            module = __import__(extension, fromlist=["register"])
+        except ImportError:
+            continue
+        module.register(sub, command)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except AdrenoError as err:
+        print(f"\nerror: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,421 @@
+"""The compiler: model -> Relax -> Adreno lowering -> launch plan + OpenCL sources + host library.
+
+`compile_model` is the one entry point. The launch plan is extracted from TVM's own lowering of each
+primitive function: the TIR pipeline is run unchanged and the module is captured right after
+`SplitHostDevice`, where the host function still names its buffers and launches each kernel with
+`call_ffi_kernel(name, <buffer data vars>, <grid extents>, <workgroup extents>)`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from . import __version__
+from .artifact import KERNEL_DIR, PLAN_NAME, ArtifactWriter, KernelArg, KernelLaunch, Plan, Step, TensorSpec
+from .errors import AdrenoError, DynamicShapeError, ModelError, UnsupportedOpError
+from .frontend import load_model, to_relax
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class CompileOptions:
+    """What to compile for. host: "android" (aarch64 phone) or "native" (this machine)."""
+
+    target: str = "adreno-740"
+    host: str = "android"
+    cc: str | None = None
+    input_shapes: dict[str, list[int]] = field(default_factory=dict)
+    memory: str = "buffer"
+    schedules: str = "adreno"  # "adreno": our schedule rules first, TVM's dlight rules for the rest; "tvm": TVM's only
+
+
+def compile_model(model, output: str | os.PathLike, options: CompileOptions | None = None,
+                  progress: Progress | None = None) -> Path:
+    """Compile `model` (a zoo name, an .onnx path or an onnx.ModelProto) into an artifact directory.
+
+    Nothing is left at `output` unless the whole compile succeeds (the artifact is written to a temporary
+    sibling directory and renamed into place at the end)."""
+    from . import target as targets
+
+    options = options or CompileOptions()
+    say = progress or (lambda msg: None)
+    device = targets.get_device(options.target)
+    host = options.host
+    if host not in ("android", "native"):
+        raise AdrenoError(f"--host must be 'android' or 'native', not {host!r}")
+    tvm_target = targets.tvm_target(device, host=host)
+
+    start = time.perf_counter()
+    say("loading model")
+    onnx_model, model_name = load_model(model)
+    model_bytes = onnx_model.SerializeToString()
+    say("importing to Relax")
+    mod = to_relax(onnx_model, options.input_shapes)
+    say(f"lowering for {device.name} ({options.memory} memory)")
+    lowered = lower_relax(mod, tvm_target, options.schedules)
+    say("extracting the launch plan")
+    plan, sources, params = extract_plan(lowered, tvm_target)
+
+    with ArtifactWriter(output) as writer:
+        for name, source in sources.items():
+            writer.write_text(plan.programs[name], source)
+        writer.write_json(PLAN_NAME, plan.to_json())
+        writer.write_params(params)
+        say("building the host library")
+        library = export_host_library(lowered, tvm_target, writer.tmp, host, options.cc)
+        import tvm
+
+        manifest = {
+            "model": model_name,
+            "model_source": model_source(model, model_name),
+            "model_sha256": hashlib.sha256(model_bytes).hexdigest(),
+            "target": device.name,
+            "target_info": targets.describe(device),
+            "tvm_target": str(tvm_target),
+            "memory": options.memory,
+            "schedules": options.schedules,
+            "host": host,
+            "host_library": library,
+            "adreno_version": __version__,
+            "tvm_version": tvm.__version__,
+            "compiled_on": platform.node(),
+            "compile_seconds": round(time.perf_counter() - start, 3),
+            "inputs": {n: {"shape": plan.tensors[n].shape, "dtype": plan.tensors[n].dtype} for n in plan.inputs},
+            "outputs": {n: {"shape": plan.tensors[n].shape, "dtype": plan.tensors[n].dtype} for n in plan.outputs},
+            "kernels": plan.kernel_count(),
+        }
+        return writer.commit(manifest)
+
+
+def model_source(model, model_name: str) -> dict:
+    """Where the model came from, so `adreno run --check` can find the reference model again."""
+    from . import zoo
+
+    if isinstance(model, (str, os.PathLike)) and str(model) in zoo.MODELS:
+        return {"zoo": model_name, "seed": 0}
+    if isinstance(model, (str, os.PathLike)):
+        return {"path": str(Path(model).resolve())}
+    return {}
+
+
+def lower_relax(mod, tvm_target, schedules: str = "adreno"):
+    """Run the Adreno Relax legalization pipeline (library dispatch, legalize, fuse, schedules).
+
+    With schedules="adreno" our rules (`adreno.schedules.rules`) get the first chance at every function and
+    TVM's dlight rules schedule the rest; "tvm" keeps TVM 0.27's defaults (for comparisons).
+    The result's `main` is a flat dataflow of `call_tir`; any other call left there is an op we cannot lower."""
+    import tvm
+    from tvm.relax.backend.adreno import pipeline
+
+    if schedules not in ("adreno", "tvm"):
+        raise AdrenoError(f"schedules must be 'adreno' or 'tvm', not {schedules!r}")
+    with tvm_target:
+        passes = pipeline.library_dispatch_passes(tvm_target) + pipeline.legalize_passes(tvm_target)
+        if schedules == "adreno":
+            from .schedules import schedule_pass
+
+            passes.insert(len(passes) - 2, schedule_pass(tvm_target))
+        lowered = tvm.transform.Sequential(passes)(mod)
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+    for binding in _bindings(lowered["main"]):
+        value = binding.value
+        if isinstance(value, tvm.ir.expr.Call) and value.op != call_tir:
+            name = getattr(value.op, "name", str(value.op))
+            raise UnsupportedOpError(f"operator {name} (producing {binding.var.name}) has no lowering for Adreno "
+                                     "in this version; replace it in the model or file an issue with the model")
+    return lowered
+
+
+def _bindings(func):
+    for block in func.body.blocks:
+        yield from block.bindings
+
+
+def extract_plan(lowered, tvm_target) -> tuple[Plan, dict[str, str], dict[str, np.ndarray]]:
+    """Walk `main` of a lowered module into a launch plan, the OpenCL source per program, and the params."""
+    import tvm
+
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+    main = lowered["main"]
+    tensors: dict[str, TensorSpec] = {}
+    params: dict[str, np.ndarray] = {}
+    values: dict[int, str] = {}  # id of a relax expr -> tensor name (or a tuple of names for tuples)
+    steps: list[Step] = []
+    programs: dict[str, str] = {}
+    sources: dict[str, str] = {}
+    lowered_funcs: dict[str, tuple[list[KernelLaunch], list[int], str]] = {}
+
+    def tensor_of(expr) -> str:
+        if isinstance(expr, tvm.ir.expr.GenericConst) or isinstance(expr, tvm.ir.expr.Constant):
+            name = f"param{len(params)}"
+            array = expr.value.numpy()
+            params[name] = array
+            tensors[name] = TensorSpec(name, list(array.shape), str(array.dtype), "param", "")
+            return name
+        try:
+            return values[_expr_key(expr)]
+        except KeyError:
+            raise ModelError(f"unexpected expression in the lowered graph: {expr}") from None
+
+    for var in main.params:
+        shape, dtype = _tensor_type(var)
+        tensors[var.name] = TensorSpec(var.name, shape, dtype, "input", "")
+        values[_expr_key(var)] = var.name
+    inputs = [v.name for v in main.params]
+
+    for binding in _bindings(main):
+        var, value = binding.var, binding.value
+        if isinstance(value, tvm.ir.expr.Call) and value.op == call_tir:
+            gvar, args = value.args[0], [tensor_of(a) for a in value.args[1].fields]
+            outs = _output_types(var)
+            base = _unique(var.name, tensors)
+            out_names = [base] if len(outs) == 1 else [_unique(f"{base}.{i}", tensors) for i in range(len(outs))]
+            for name, (shape, dtype) in zip(out_names, outs):
+                tensors[name] = TensorSpec(name, shape, dtype, "intermediate", "")
+            values[_expr_key(var)] = out_names[0] if len(outs) == 1 else tuple(out_names)
+            func_name = gvar.name_hint
+            if func_name not in lowered_funcs:
+                launches, workspaces, source = lower_primfunc(lowered[gvar], func_name, tvm_target)
+                lowered_funcs[func_name] = (launches, workspaces, source)
+                programs[func_name] = f"{KERNEL_DIR}/{func_name}.cl"
+                sources[func_name] = source
+            launches, workspaces, _ = lowered_funcs[func_name]
+            steps.append(Step(func_name, func_name, _op_family(func_name), args + out_names, launches, workspaces))
+        elif isinstance(value, tvm.ir.expr.TupleGetItem):
+            values[_expr_key(var)] = values[_expr_key(value.tuple_value)][value.index]
+        elif isinstance(value, tvm.ir.expr.Tuple):
+            values[_expr_key(var)] = tuple(tensor_of(f) for f in value.fields)
+        elif isinstance(value, tvm.ir.expr.Var):
+            values[_expr_key(var)] = values[_expr_key(value)]
+        else:
+            raise UnsupportedOpError(f"cannot execute binding {var.name} = {type(value).__name__} in the launch plan")
+
+    result = values[_expr_key(main.body.body)]
+    outputs = list(result) if isinstance(result, tuple) else [result]
+    for name in outputs:
+        if tensors[name].kind == "intermediate":
+            tensors[name].kind = "output"
+    storage = plan_storage(tensors, steps, outputs)
+    return Plan(inputs, outputs, tensors, storage, programs, steps), sources, params
+
+
+def _unique(name: str, taken) -> str:
+    """Relax names are hints, not identifiers (two bindings may both be `lv6`): make tensor names unique."""
+    if name not in taken:
+        return name
+    suffix = 1
+    while f"{name}_{suffix}" in taken:
+        suffix += 1
+    return f"{name}_{suffix}"
+
+
+def _expr_key(expr) -> int:
+    return expr.__hash__()
+
+
+def _tensor_type(var) -> tuple[list[int], str]:
+    ty = var.ty
+    try:
+        return [int(d) for d in ty.shape.values], str(ty.dtype)
+    except (AttributeError, TypeError):
+        raise DynamicShapeError(f"{var.name} has no static shape ({ty}); give one with --input-shape") from None
+
+
+def _output_types(var) -> list[tuple[list[int], str]]:
+    ty = var.ty
+    fields = getattr(ty, "fields", None)
+    if fields is None:
+        return [_tensor_type(var)]
+    return [([int(d) for d in f.shape.values], str(f.dtype)) for f in fields]
+
+
+_OP_FAMILIES = ("conv2d", "max_pool", "avg_pool", "adaptive_avg_pool", "matmul", "dense", "softmax", "mean",
+                "layout_transform", "reshape", "transpose", "concatenate", "add", "multiply", "relu", "clip")
+
+
+def _op_family(func_name: str) -> str:
+    """A short op name for tables: the first known op in a (possibly fused) function name."""
+    for family in _OP_FAMILIES:
+        if family in func_name:
+            return family
+    return func_name.removeprefix("fused_").split("_")[0]
+
+
+def plan_storage(tensors: dict[str, TensorSpec], steps: list[Step], outputs: list[str]) -> dict[str, int]:
+    """Assign storage to tensors: inputs, outputs and params own theirs; intermediates reuse a freed storage
+    block of at least their size once its previous tensor is dead (greedy, best fit)."""
+    last_use: dict[str, int] = {}
+    for index, step in enumerate(steps):
+        for name in step.args:
+            last_use[name] = index
+    storage: dict[str, int] = {}
+    free: list[str] = []
+    for index, step in enumerate(steps):
+        for name in step.args:
+            spec = tensors[name]
+            if spec.storage:
+                continue
+            if spec.kind != "intermediate":
+                spec.storage = f"s{len(storage)}"
+                storage[spec.storage] = spec.nbytes
+                continue
+            fitting = [s for s in free if storage[s] >= spec.nbytes]
+            if fitting:
+                block = min(fitting, key=storage.__getitem__)
+                free.remove(block)
+            elif free:  # grow the largest free block rather than allocate another
+                block = max(free, key=storage.__getitem__)
+                free.remove(block)
+                storage[block] = spec.nbytes
+            else:
+                block = f"s{len(storage)}"
+                storage[block] = spec.nbytes
+            spec.storage = block
+        for name in set(step.args):
+            spec = tensors[name]
+            if spec.kind == "intermediate" and last_use[name] == index:
+                free.append(spec.storage)
+    for spec in tensors.values():  # inputs/outputs never touched by a step (pass-through) still need storage
+        if not spec.storage:
+            spec.storage = f"s{len(storage)}"
+            storage[spec.storage] = spec.nbytes
+    return storage
+
+
+class _SplitCapture:
+    """Pass instrument that keeps the module as it is right after SplitHostDevice."""
+
+    def __init__(self):
+        self.module = None
+
+    def run_after_pass(self, mod, info):
+        if info.name.endswith("SplitHostDevice"):
+            self.module = mod
+
+
+def lower_primfunc(func, name: str, tvm_target) -> tuple[list[KernelLaunch], list[int], str]:
+    """Lower one scheduled PrimFunc with TVM's own TIR pipeline; return its kernel launches (in order),
+    the byte sizes of the global workspaces it allocates, and the OpenCL source of its kernels."""
+    import tvm
+
+    capture = tvm.ir.instrument.pass_instrument(_SplitCapture)()
+    module = tvm.IRModule({name: func.with_attr("global_symbol", name)})
+    module = tvm.tirx.transform.BindTarget(tvm_target)(module)
+    pipeline, _, finalize_device = tvm.tirx.get_tir_pipeline("s_tir")
+    with tvm.transform.PassContext(instruments=[capture]):
+        pipeline(module)
+    split = capture.module
+    host = split[name]
+    device_funcs = {gv.name_hint: f for gv, f in split.functions.items() if gv.name_hint != name}
+    alias: dict[int, object] = {}  # a declared buffer view -> the buffer it views (params, workspaces)
+
+    def root(expr):
+        var = expr.args[0] if getattr(getattr(expr, "op", None), "name", "") == "tirx.buffer_data" else expr
+        return alias.get(var.__hash__(), var)
+
+    param_of = {p.__hash__(): i for i, p in enumerate(host.params)}
+    workspaces: list[int] = []
+    workspace_of: dict[int, int] = {}
+    launches: list[KernelLaunch] = []
+
+    def visit(stmt):
+        kind = type(stmt).__name__
+        if kind == "SeqStmt":
+            for s in stmt.seq:
+                visit(s)
+        elif kind == "DeclBuffer" and stmt.data is not None:
+            alias[stmt.buffer.__hash__()] = root(stmt.data)
+        elif kind == "AllocBuffer":
+            buf = stmt.buffer
+            if str(buf.scope()) not in ("global", ""):
+                raise UnsupportedOpError(f"{name}: host allocation in scope {buf.scope()} is not supported")
+            workspace_of[buf.__hash__()] = len(workspaces)
+            workspaces.append(int(np.prod([int(d) for d in buf.shape])) * np.dtype(str(buf.dtype)).itemsize)
+        elif kind == "Evaluate" and isinstance(stmt.value, tvm.ir.expr.Call) \
+                and getattr(stmt.value.op, "name", "").endswith("call_ffi_kernel"):
+            launches.append(_kernel_launch(stmt.value, device_funcs, param_of, workspace_of, root))
+        elif kind in ("For", "While"):
+            raise UnsupportedOpError(f"{name}: kernels launched inside a host loop are not supported")
+        for attr in ("body", "then_case", "else_case"):
+            child = getattr(stmt, attr, None) if kind != "SeqStmt" else None
+            if child is not None:
+                visit(child)
+
+    visit(host.body)
+    device_module = tvm.IRModule({gv: f for gv, f in split.functions.items() if gv.name_hint != name})
+    device_module = finalize_device()(device_module)
+    source = tvm.get_global_func("target.build.opencl")(device_module, tvm_target).inspect_source()
+    return launches, workspaces, source
+
+
+def _kernel_launch(call, device_funcs, param_of, workspace_of, root) -> KernelLaunch:
+    import tvm
+
+    kernel = str(call.args[0].value)
+    launch_params = [str(p) for p in device_funcs[kernel].attrs["tirx.kernel_launch_params"]]
+    n_extents = len(launch_params)
+    rest = list(call.args[1:])
+    arg_exprs, extents = rest[: len(rest) - n_extents], [int(e) for e in rest[len(rest) - n_extents:]]
+    args = []
+    for expr in arg_exprs:
+        key = root(expr).__hash__()
+        if key in param_of:
+            args.append(KernelArg(arg=param_of[key]))
+        elif key in workspace_of:
+            args.append(KernelArg(workspace=workspace_of[key]))
+        elif isinstance(expr, (tvm.tirx.IntImm, tvm.tirx.FloatImm)):
+            args.append(KernelArg(scalar=expr.value, dtype=str(expr.dtype)))
+        else:
+            raise UnsupportedOpError(f"kernel {kernel}: cannot map argument {expr} to a tensor")
+    groups, local, dyn_local = [1, 1, 1], [1, 1, 1], 0
+    for tag, extent in zip(launch_params, extents):
+        if tag.startswith("blockIdx."):
+            groups["xyz".index(tag[-1])] = extent
+        elif tag.startswith("threadIdx."):
+            local["xyz".index(tag[-1])] = extent
+        elif tag == "tirx.use_dyn_shared_memory":
+            dyn_local = extent
+    dims = max(1, max(("xyz".index(t[-1]) + 1 for t in launch_params if t[:-1] in ("blockIdx.", "threadIdx.")),
+                      default=1))
+    return KernelLaunch(kernel, args, [g * l for g, l in zip(groups, local)][:dims], local[:dims], dyn_local)
+
+
+def export_host_library(lowered, tvm_target, out_dir: Path, host: str, cc: str | None) -> str:
+    """Build the Relax VM executable and export it: `lib.so` where a compiler for the host is available
+    (the host's own for --host native; `--cc`/$TVM_NDK_CC, an Android NDK clang, for --host android),
+    otherwise `lib.tar` with the aarch64 objects, to be linked with the NDK later."""
+    import tvm
+    from tvm.relax.backend.adreno import pipeline
+
+    with tvm_target:
+        vm_module = tvm.transform.Sequential(pipeline.dataflow_lower_passes(tvm_target)
+                                             + pipeline.finalize_passes(tvm_target))(lowered)
+    executable = tvm.compile(vm_module, target=tvm_target, relax_pipeline=None)
+    cc = cc or os.environ.get("TVM_NDK_CC")
+    if host == "native":
+        executable.export_library(str(out_dir / "lib.so"), **({"cc": cc} if cc else {}))
+        return "lib.so"
+    if cc:
+        if not shutil.which(cc) and not Path(cc).is_file():
+            raise AdrenoError(f"compiler {cc!r} not found (from --cc or $TVM_NDK_CC); give the path of the NDK's "
+                              "aarch64-linux-android<API>-clang")
+        executable.export_library(str(out_dir / "lib.so"), fcompile=_cross_compiler(cc))
+        return "lib.so"
+    executable.export_library(str(out_dir / "lib.tar"))
+    return "lib.tar"
+
+
+def _cross_compiler(cc: str):
+    from tvm.contrib import cc as tvm_cc
+
+    return tvm_cc.cross_compiler(cc, options=["-shared", "-fPIC"])

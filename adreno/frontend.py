@@ -1,0 +1,104 @@
+"""Model import: ONNX (a file, a ModelProto, or a bundled zoo name) -> Relax with weights as constants.
+
+Everything a user can get wrong about a model is checked here, before TVM sees it, so the error names the
+file, the input, the dimension or the node."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import DynamicShapeError, ModelError, UnsupportedOpError
+
+
+def load_model(model) -> tuple["onnx.ModelProto", str]:  # noqa: F821
+    """Return (ModelProto, display name) for a zoo name, a path to an .onnx file, or a ModelProto."""
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        return model, model.graph.name or "model"
+    from . import zoo
+
+    text = str(model)
+    if text in zoo.MODELS:
+        return zoo.get_model(text), text
+    path = Path(os.fspath(model))
+    if not path.exists():
+        known = ", ".join(sorted(zoo.MODELS))
+        raise ModelError(f"{path}: no such file, and not a bundled model (bundled: {known})")
+    try:
+        proto = onnx.load(str(path))
+    except Exception as err:  # onnx raises DecodeError, ValueError or its own errors for bad protobufs
+        raise ModelError(f"{path} is not a valid ONNX model: {type(err).__name__}: {err}") from None
+    if not proto.graph.node:
+        raise ModelError(f"{path} is not a valid ONNX model: its graph has no nodes")
+    try:
+        onnx.checker.check_model(proto)
+    except onnx.checker.ValidationError as err:
+        raise ModelError(f"{path} is not a valid ONNX model: {str(err).splitlines()[0]}") from None
+    return proto, path.stem
+
+
+def graph_inputs(model) -> list:
+    """The real inputs of an ONNX graph (initializers listed as inputs are weights, not inputs)."""
+    weights = {init.name for init in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in weights]
+
+
+def input_shapes(model, overrides: dict[str, list[int]] | None = None) -> dict[str, list[int]]:
+    """Static shape of every graph input, with `overrides` (from --input-shape) applied.
+
+    A dynamic dimension without an override is a `DynamicShapeError` naming the input and the dimension."""
+    overrides = dict(overrides or {})
+    inputs = graph_inputs(model)
+    unknown = set(overrides) - {i.name for i in inputs}
+    if unknown:
+        raise ModelError(f"--input-shape names {sorted(unknown)}, but the model's inputs are "
+                         f"{[i.name for i in inputs]}")
+    shapes = {}
+    for inp in inputs:
+        if inp.name in overrides:
+            shapes[inp.name] = [int(d) for d in overrides[inp.name]]
+            continue
+        dims = inp.type.tensor_type.shape.dim
+        shape = []
+        for axis, dim in enumerate(dims):
+            if dim.HasField("dim_value") and dim.dim_value > 0:
+                shape.append(dim.dim_value)
+            else:
+                label = dim.dim_param or "?"
+                raise DynamicShapeError(
+                    f"input {inp.name!r} has a dynamic dimension {axis} ({label!r}); give a static shape, e.g. "
+                    f"--input-shape {inp.name}:{','.join(str(d.dim_value) if d.dim_value > 0 else '1' for d in dims)}")
+        shapes[inp.name] = shape
+    return shapes
+
+
+def check_supported_ops(model) -> None:
+    """Raise `UnsupportedOpError` naming the first node whose op the ONNX importer does not know."""
+    from tvm.relax.frontend.onnx import onnx_frontend
+
+    known = set(onnx_frontend._get_convert_map()) | {"Constant", "If"}
+    for index, node in enumerate(model.graph.node):
+        if node.op_type not in known:
+            raise UnsupportedOpError(f"operator {node.op_type} (node {node.name or f'#{index}'}) is not supported "
+                                     "by the ONNX importer of TVM 0.27")
+
+
+def to_relax(model, overrides: dict[str, list[int]] | None = None):
+    """Import an ONNX model into a Relax IRModule whose weights are bound as constants (so weight
+    preprocessing such as transposes folds at compile time instead of running on the phone)."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.onnx import from_onnx
+
+    shapes = input_shapes(model, overrides)
+    check_supported_ops(model)
+    try:
+        mod = from_onnx(model, shape_dict=shapes, keep_params_in_input=True)
+    except (tvm.error.TVMError, NotImplementedError, ValueError, KeyError, IndexError) as err:
+        raise ModelError(f"the ONNX importer failed: {type(err).__name__}: {str(err).splitlines()[0]}") from None
+    mod, params = relax.frontend.detach_params(mod)
+    weights = params.get("main", [])
+    names = [v.name for v in mod["main"].params[len(mod["main"].params) - len(weights):]]
+    return relax.transform.BindParams("main", dict(zip(names, weights)))(mod)

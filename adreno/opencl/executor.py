@@ -1,0 +1,191 @@
+"""Runs an artifact on an OpenCL device through pyopencl, driven by its launch plan.
+
+Everything that can be done once is done in the constructor: programs are built (through the program-binary
+cache when one is given), storage is allocated per the plan's storage plan, params are uploaded, and every
+kernel gets its arguments bound. A run is then: copy inputs in, enqueue the kernels in order, copy outputs out.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..artifact import Artifact
+from ..errors import AdrenoError, KernelBuildError
+from .device import select_device
+
+
+@dataclass
+class KernelTiming:
+    """Device time of one kernel name over a profiled run set."""
+
+    name: str
+    op: str
+    calls: int
+    median_ms: float
+    total_ms: float = 0.0
+
+
+@dataclass
+class Profile:
+    """Per-kernel timings (sorted by total time), the device time of each run (sum of its kernels' event
+    times) and the wall-clock latency of each run (enqueue to finish)."""
+
+    kernels: list[KernelTiming]
+    run_device_ms: list[float]
+    latencies_ms: list[float]
+    repeat: int
+    build_seconds: float = 0.0
+
+    @property
+    def median_ms(self) -> float:
+        return float(np.median(self.latencies_ms))
+
+    @property
+    def device_median_ms(self) -> float:
+        return float(np.median(self.run_device_ms))
+
+
+class _BoundKernel:
+    __slots__ = ("kernel", "global_size", "local_size", "name", "op", "step")
+
+    def __init__(self, kernel, global_size, local_size, name, op, step):
+        self.kernel, self.global_size, self.local_size = kernel, global_size, local_size
+        self.name, self.op, self.step = name, op, step
+
+
+class Executor:
+    """An artifact loaded on one OpenCL device, ready to run."""
+
+    def __init__(self, artifact: Artifact | str, device=None, cache=None, build_options: str = ""):
+        import pyopencl as cl
+
+        self.artifact = artifact if isinstance(artifact, Artifact) else Artifact.load(artifact)
+        self.device = device if isinstance(device, cl.Device) else select_device(device)
+        self.context = cl.Context([self.device])
+        self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        self.cache = cache
+        plan = self.artifact.plan
+        started = time.perf_counter()
+        self.programs = {name: self._build(name, build_options) for name in plan.programs}
+        self.build_seconds = time.perf_counter() - started
+        mf = cl.mem_flags
+        self.storage = {sid: cl.Buffer(self.context, mf.READ_WRITE, max(nbytes, 4)) for sid, nbytes in plan.storage.items()}
+        self.buffers = {name: self.storage[spec.storage] for name, spec in plan.tensors.items()}
+        for name, array in self.artifact.params().items():
+            spec = plan.tensors[name]
+            if list(array.shape) != spec.shape:
+                raise AdrenoError(f"param {name} has shape {array.shape}, the plan says {spec.shape}: recompile")
+            cl.enqueue_copy(self.queue, self.buffers[name], np.ascontiguousarray(array, dtype=spec.dtype))
+        workspace_sizes = [max(sizes) for sizes in _zip_longest_max(s.workspaces for s in plan.steps)]
+        self.workspaces = [cl.Buffer(self.context, mf.READ_WRITE, max(n, 4)) for n in workspace_sizes]
+        self.launches = [self._bind(step_index, step, launch)
+                         for step_index, step in enumerate(plan.steps) for launch in step.kernels]
+        self.queue.finish()
+
+    def _build(self, program: str, options: str):
+        import pyopencl as cl
+
+        source = self.artifact.kernel_source(program)
+        if self.cache is not None:
+            built, _how = self.cache.build(self.context, source, options)
+            return built
+        try:
+            return cl.Program(self.context, source).build(options=options)
+        except cl.RuntimeError as err:
+            raise KernelBuildError(f"OpenCL build of {program} failed on {self.device.name.strip()}:\n{err}") from None
+
+    def _bind(self, step_index, step, launch) -> _BoundKernel:
+        import pyopencl as cl
+
+        kernel = cl.Kernel(self.programs[step.program], launch.name)
+        for position, arg in enumerate(launch.args):
+            if arg.arg is not None:
+                kernel.set_arg(position, self.buffers[step.args[arg.arg]])
+            elif arg.workspace is not None:
+                kernel.set_arg(position, self.workspaces[arg.workspace])
+            else:
+                kernel.set_arg(position, np.array(arg.scalar, dtype=arg.dtype))
+        if launch.local_mem_bytes:
+            kernel.set_arg(len(launch.args), cl.LocalMemory(launch.local_mem_bytes))
+        return _BoundKernel(kernel, tuple(launch.global_size), tuple(launch.local_size), launch.name, step.op,
+                            step_index)
+
+    def _set_inputs(self, inputs) -> None:
+        import pyopencl as cl
+
+        plan = self.artifact.plan
+        if isinstance(inputs, dict):
+            missing = [n for n in plan.inputs if n not in inputs]
+            if missing:
+                raise AdrenoError(f"missing inputs {missing}; the model takes {plan.inputs}")
+            arrays = [inputs[n] for n in plan.inputs]
+        else:
+            arrays = list(inputs)
+            if len(arrays) != len(plan.inputs):
+                raise AdrenoError(f"the model takes {len(plan.inputs)} inputs {plan.inputs}, got {len(arrays)}")
+        for name, array in zip(plan.inputs, arrays):
+            spec = plan.tensors[name]
+            array = np.asarray(array)
+            if list(array.shape) != spec.shape:
+                raise AdrenoError(f"input {name} must have shape {spec.shape}, got {list(array.shape)}")
+            cl.enqueue_copy(self.queue, self.buffers[name], np.ascontiguousarray(array, dtype=spec.dtype))
+
+    def _get_outputs(self) -> list[np.ndarray]:
+        import pyopencl as cl
+
+        outputs = []
+        for name in self.artifact.plan.outputs:
+            spec = self.artifact.plan.tensors[name]
+            host = np.empty(spec.shape, dtype=spec.dtype)
+            cl.enqueue_copy(self.queue, host, self.buffers[name])
+            outputs.append(host)
+        self.queue.finish()
+        return outputs
+
+    def _enqueue_all(self) -> list:
+        import pyopencl as cl
+
+        return [cl.enqueue_nd_range_kernel(self.queue, b.kernel, b.global_size, b.local_size) for b in self.launches]
+
+    def run(self, inputs) -> list[np.ndarray]:
+        """Run the model once; inputs by name (dict) or in order (list); returns the outputs in order."""
+        self._set_inputs(inputs)
+        self._enqueue_all()
+        return self._get_outputs()
+
+    def profile(self, inputs, repeat: int = 10, warmup: int = 1) -> Profile:
+        """Run `warmup` + `repeat` times; per-kernel device times from profiling events, per-run wall time."""
+        self._set_inputs(inputs)
+        for _ in range(warmup):
+            self._enqueue_all()
+        self.queue.finish()
+        per_kernel: dict[tuple[str, str], list[float]] = {}
+        latencies, device_ms = [], []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            events = self._enqueue_all()
+            self.queue.finish()
+            latencies.append((time.perf_counter() - started) * 1e3)
+            run_ms = 0.0
+            for bound, event in zip(self.launches, events):
+                kernel_ms = (event.profile.end - event.profile.start) * 1e-6
+                per_kernel.setdefault((bound.name, bound.op), []).append(kernel_ms)
+                run_ms += kernel_ms
+            device_ms.append(run_ms)
+        kernels = []
+        for (name, op), times in per_kernel.items():
+            calls = len(times) // repeat
+            per_call = np.array(times).reshape(repeat, calls).sum(axis=1) if calls else np.zeros(1)
+            kernels.append(KernelTiming(name, op, calls, float(np.median(per_call)), float(np.sum(times))))
+        kernels.sort(key=lambda k: k.total_ms, reverse=True)
+        return Profile(kernels, device_ms, latencies, repeat, self.build_seconds)
+
+
+def _zip_longest_max(lists):
+    """Transpose ragged lists: element i of the result holds the i-th entries of every list that has one."""
+    lists = list(lists)
+    width = max((len(x) for x in lists), default=0)
+    return [[x[i] for x in lists if len(x) > i] for i in range(width)]

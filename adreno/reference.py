@@ -1,0 +1,55 @@
+"""The numerical reference: the artifact's source model run in onnxruntime on the same inputs."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from .artifact import Artifact
+from .errors import ArtifactError, ModelError
+
+
+def reference_model(artifact: Artifact, override: str | None = None):
+    """The ONNX model an artifact was compiled from: `override` (a path or zoo name) if given, else the bundled
+    model or the file recorded in the manifest, which must still be the file that was compiled."""
+    from .frontend import load_model
+
+    source = artifact.manifest.get("model_source", {})
+    if override:
+        model, _ = load_model(override)
+        return model
+    if "zoo" in source:
+        from . import zoo
+
+        return zoo.get_model(source["zoo"], seed=source.get("seed", 0))
+    if "path" in source:
+        model, _ = load_model(source["path"])
+        if hashlib.sha256(model.SerializeToString()).hexdigest() != artifact.manifest.get("model_sha256"):
+            raise ArtifactError(f"{source['path']} changed since {artifact.path} was compiled; recompile, or pass "
+                                "the original model with --reference")
+        return model
+    raise ArtifactError(f"{artifact.path} does not record its source model; pass it with --reference MODEL.onnx")
+
+
+def onnxruntime_outputs(model, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """Run `model` in onnxruntime (CPU) on `inputs`, given in the order of the model's graph inputs."""
+    import onnxruntime as ort
+
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception as err:  # onnxruntime raises its own exception types (Fail, InvalidGraph, ...)
+        raise ModelError(f"onnxruntime cannot load the reference model: {err}") from None
+    names = [i.name for i in session.get_inputs()]
+    return session.run(None, dict(zip(names, inputs)))
+
+
+def compare(outputs: list[np.ndarray], reference: list[np.ndarray]) -> list[dict]:
+    """Per output: max abs error, max relative error (to the reference's largest magnitude), and the max
+    magnitude, for the tolerance line `adreno run --check` prints."""
+    rows = []
+    for out, ref in zip(outputs, reference):
+        err = float(np.max(np.abs(out.astype(np.float64) - ref))) if out.size else 0.0
+        scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+        rows.append({"max_abs_error": err, "max_rel_error": err / scale if scale else err, "max_abs_ref": scale})
+    return rows

@@ -1,0 +1,144 @@
+"""The Runner interface: measure an artifact on a device, with its output checked before its time counts.
+
+`Runner.submit(RunInput) -> RunFuture`; `RunFuture.result() -> RunResult`. Failures are values: a build error,
+a wrong output, a dead device or a timeout is a `RunResult(error=..., stage=...)`, never an exception across
+the interface. Local, device-agent (RPC) and TVM-native runners implement the same interface; each is one file.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import AdrenoError
+
+
+@dataclass
+class RunInput:
+    """What to measure: an artifact directory, its inputs, and the reference its outputs must match."""
+
+    artifact: str
+    inputs: list[np.ndarray] | None = None  # None: seeded random inputs of the artifact's input shapes
+    reference: list[np.ndarray] | None = None  # None: outputs are not checked
+    repeat: int = 10
+    warmup: int = 1
+    rtol: float = 1e-3
+    atol: float = 1e-3
+    seed: int = 0
+    tag: str = ""  # the caller's id for this candidate, carried into the result
+
+
+@dataclass
+class RunResult:
+    """Per-repeat seconds (the sum of kernel device times of one run) or an error with the stage it failed in."""
+
+    seconds: list[float] | None = None
+    error: str | None = None
+    stage: str | None = None  # build | upload | run | check | timeout | device
+    max_error: float | None = None
+    tag: str = ""
+    device: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.seconds is not None
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self.seconds)) if self.seconds else float("inf")
+
+
+class RunFuture:
+    """The pending result of one submitted `RunInput`."""
+
+    def __init__(self, future: futures.Future, run_input: RunInput):
+        self._future, self._input = future, run_input
+
+    def done(self) -> bool:
+        return self._future.done()
+
+    def result(self, timeout: float | None = None) -> RunResult:
+        try:
+            return self._future.result(timeout)
+        except futures.TimeoutError:
+            return RunResult(error=f"no result within {timeout} s", stage="timeout", tag=self._input.tag)
+
+
+class Runner:
+    """Measures `RunInput`s; subclasses implement `run` (blocking) and may override `submit`."""
+
+    name = "runner"
+
+    def __init__(self):
+        self._pool = futures.ThreadPoolExecutor(max_workers=1)
+
+    def submit(self, run_input: RunInput) -> RunFuture:
+        return RunFuture(self._pool.submit(self.run, run_input), run_input)
+
+    def run(self, run_input: RunInput) -> RunResult:
+        raise NotImplementedError
+
+    def run_batch(self, inputs: list[RunInput]) -> list[RunResult]:
+        return [f.result() for f in [self.submit(i) for i in inputs]]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+def random_inputs(specs, seed: int = 0) -> list[np.ndarray]:
+    """Seeded standard-normal inputs for the given tensor specs (the same seed gives the same inputs)."""
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s.shape).astype(s.dtype) for s in specs]
+
+
+def check_outputs(outputs, reference, rtol: float, atol: float) -> tuple[float, str | None]:
+    """(max abs error, error message or None) of outputs against a reference."""
+    if len(outputs) != len(reference):
+        return float("inf"), f"{len(outputs)} outputs, the reference has {len(reference)}"
+    worst = 0.0
+    for index, (out, ref) in enumerate(zip(outputs, reference)):
+        if out.shape != ref.shape:
+            return float("inf"), f"output {index} has shape {out.shape}, the reference {ref.shape}"
+        diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
+        worst = max(worst, float(np.nanmax(diff)) if diff.size else 0.0)
+        if not np.all(np.isfinite(out)) or np.any(diff > atol + rtol * np.abs(ref)):
+            return worst, f"output {index} differs from the reference: max abs error {worst:.3g}"
+    return worst, None
+
+
+class LocalRunner(Runner):
+    """Runs artifacts on a local OpenCL device through pyopencl (PoCL by default)."""
+
+    name = "local"
+
+    def __init__(self, device=None, cache=None):
+        super().__init__()
+        self.device_spec, self.cache = device, cache
+
+    def run(self, run_input: RunInput) -> RunResult:
+        import pyopencl as cl
+
+        from .opencl.executor import Executor
+
+        stage = "build"
+        try:
+            executor = Executor(run_input.artifact, self.device_spec, cache=self.cache)
+            device = executor.device.name.strip()
+            inputs = run_input.inputs or random_inputs(executor.artifact.input_specs(), run_input.seed)
+            stage = "run"
+            outputs = executor.run(inputs)
+            max_error = None
+            if run_input.reference is not None:
+                stage = "check"
+                max_error, problem = check_outputs(outputs, run_input.reference, run_input.rtol, run_input.atol)
+                if problem:
+                    return RunResult(error=problem, stage=stage, max_error=max_error, tag=run_input.tag, device=device)
+            stage = "run"
+            profile = executor.profile(inputs, repeat=run_input.repeat, warmup=run_input.warmup)
+        except (AdrenoError, cl.Error, OSError, ValueError) as err:
+            return RunResult(error=f"{type(err).__name__}: {err}", stage=stage, tag=run_input.tag)
+        return RunResult(seconds=[ms * 1e-3 for ms in profile.run_device_ms], max_error=max_error, tag=run_input.tag, device=device,
+                         extra={"build_seconds": profile.build_seconds, "wall_ms": profile.latencies_ms})

@@ -1,0 +1,61 @@
+"""Artifact loading: an incomplete, altered or foreign-version directory is a clear ArtifactError."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from adreno.artifact import Artifact
+from adreno.errors import ArtifactError
+
+
+@pytest.fixture
+def artifact_copy(tiny_artifact, tmp_path):
+    return shutil.copytree(tiny_artifact, tmp_path / "copy")
+
+
+def test_loads_complete_artifact(tiny_artifact):
+    artifact = Artifact.load(tiny_artifact)
+    assert artifact.plan.steps and artifact.params()
+
+
+def test_missing_directory(tmp_path):
+    with pytest.raises(ArtifactError, match="no such artifact directory"):
+        Artifact.load(tmp_path / "nothing")
+
+
+def test_missing_kernel_file(artifact_copy):
+    victim = next((artifact_copy / "kernels").iterdir())
+    victim.unlink()
+    with pytest.raises(ArtifactError, match=f"missing: kernels/{victim.name}"):
+        Artifact.load(artifact_copy)
+
+
+def test_missing_manifest(artifact_copy):
+    (artifact_copy / "manifest.json").unlink()
+    with pytest.raises(ArtifactError, match="manifest.json is missing"):
+        Artifact.load(artifact_copy)
+
+
+def test_changed_file_is_detected(artifact_copy):
+    with open(artifact_copy / "params.npz", "ab") as f:
+        f.write(b"junk")
+    with pytest.raises(ArtifactError, match="files changed since compile.*params.npz"):
+        Artifact.load(artifact_copy)
+
+
+def test_other_plan_format_version(artifact_copy):
+    manifest = json.loads((artifact_copy / "manifest.json").read_text())
+    manifest["plan_format"], manifest["adreno_version"] = 99, "9.9"
+    (artifact_copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ArtifactError, match="adreno 9.9 with plan format 99.*recompile"):
+        Artifact.load(artifact_copy)
+
+
+def test_corrupt_plan(artifact_copy):
+    text = (artifact_copy / "plan.json").read_text()
+    (artifact_copy / "plan.json").write_text(text[: len(text) // 2] + " " * (len(text) - len(text) // 2))
+    with pytest.raises(ArtifactError, match="plan.json is corrupt"):
+        Artifact.load(artifact_copy)

@@ -1,0 +1,75 @@
+"""The `adreno` command as a user runs it: a subprocess, exit codes, human and JSON output."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+
+def adreno(*args, check_rc=0):
+    proc = subprocess.run([sys.executable, "-m", "adreno.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.returncode == check_rc, f"rc {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc
+
+
+def test_help_explains_each_command():
+    out = adreno("--help").stdout
+    for command in ("models", "compile", "run", "devices"):
+        assert command in out
+    assert "--check" in adreno("run", "--help").stdout
+    assert "--input-shape" in adreno("compile", "--help").stdout
+
+
+def test_models_lists_the_zoo():
+    rows = json.loads(adreno("models", "--json").stdout)
+    assert {r["name"] for r in rows} >= {"resnet18", "mobilenetv2", "tiny"}
+    assert "1x3x224x224" in adreno("models").stdout
+
+
+def test_compile_run_check_json(tmp_path):
+    out = tmp_path / "tiny"
+    compiled = adreno("compile", "tiny", "--target", "adreno-650", "-o", out)
+    assert "compiled tiny for adreno-650" in compiled.stdout
+    assert "lowering for adreno-650" in compiled.stderr, "progress lines go to stderr"
+    result = json.loads(adreno("run", out, "--check", "--repeat", "3", "--json", "--output", tmp_path / "y.npz").stdout)
+    assert result["check"]["ok"] and result["check"]["outputs"][0]["max_abs_error"] < 1e-4
+    assert result["kernels"] and abs(sum(k["share"] for k in result["kernels"]) - 1) < 0.01
+    assert np.load(tmp_path / "y.npz")[json.loads((out / "plan.json").read_text())["outputs"][0]].shape == (1, 10)
+    text = adreno("run", out, "--repeat", "2", "--check").stdout
+    assert "median ms" in text and "check output 0 vs onnxruntime" in text and ": OK" in text
+
+
+def test_check_mismatch_exits_1(tmp_path):
+    from adreno import zoo
+
+    out = tmp_path / "tiny"
+    adreno("compile", "tiny", "-o", out, "-q")
+    other = tmp_path / "other.onnx"
+    onnx.save(zoo.get_model("tiny", seed=7), other)
+    result = adreno("run", out, "--check", "--reference", other, "--repeat", "1", "--json", check_rc=1)
+    assert json.loads(result.stdout)["check"]["ok"] is False
+
+
+@pytest.mark.parametrize("args, message", [
+    (["compile", "no_such_model", "-o", "{tmp}/x"], "no such file, and not a bundled model"),
+    (["compile", "tiny", "--target", "adreno-1", "-o", "{tmp}/x"], "unknown Adreno target 'adreno-1'; known"),
+    (["compile", "tiny", "--input-shape", "oops", "-o", "{tmp}/x"], "expected NAME:D0,D1"),
+    (["run", "{tmp}/not_there"], "no such artifact directory"),
+    (["run", "{tmp}", "--device", "42"], "manifest.json is missing"),
+])
+def test_user_errors_are_one_clear_line(tmp_path, args, message):
+    proc = adreno(*[a.format(tmp=tmp_path) for a in args], check_rc=2)
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_devices_local():
+    data = json.loads(adreno("devices", "--local", "--json").stdout)
+    assert any(d["compiler_ok"] and "Portable Computing Language" in d["platform"] for d in data["local"])

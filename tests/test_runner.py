@@ -1,0 +1,41 @@
+"""The local Runner: timings only after the output matched; every failure is a RunResult, not an exception."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from adreno import zoo
+from adreno.artifact import Artifact
+from adreno.reference import onnxruntime_outputs
+from adreno.runner import LocalRunner, RunInput, check_outputs, random_inputs
+
+
+def test_checked_run_gives_timings(tiny_artifact):
+    inputs = random_inputs(Artifact.load(tiny_artifact).input_specs(), seed=5)
+    reference = onnxruntime_outputs(zoo.get_model("tiny"), inputs)
+    runner = LocalRunner()
+    result = runner.submit(RunInput(str(tiny_artifact), inputs, reference, repeat=4, tag="c1")).result()
+    runner.close()
+    assert result.ok and result.tag == "c1" and len(result.seconds) == 4
+    assert all(s > 0 for s in result.seconds) and result.max_error < 1e-5
+
+
+def test_wrong_output_is_an_error_not_a_timing(tiny_artifact):
+    inputs = random_inputs(Artifact.load(tiny_artifact).input_specs(), seed=5)
+    wrong = [r + 0.5 for r in onnxruntime_outputs(zoo.get_model("tiny"), inputs)]
+    result = LocalRunner().run(RunInput(str(tiny_artifact), inputs, wrong))
+    assert not result.ok and result.seconds is None and result.stage == "check"
+    assert "differs from the reference" in result.error
+
+
+def test_broken_artifact_is_a_build_error(tmp_path):
+    result = LocalRunner().run(RunInput(str(tmp_path / "missing")))
+    assert result.stage == "build" and "no such artifact directory" in result.error
+
+
+def test_check_outputs_shapes_and_nan():
+    ref = [np.ones((2, 2), np.float32)]
+    assert check_outputs([np.ones((2, 2))], ref, 1e-3, 1e-3) == (0.0, None)
+    assert "shape" in check_outputs([np.ones((2, 3))], ref, 1e-3, 1e-3)[1]
+    bad = np.ones((2, 2)); bad[0, 0] = np.nan
+    assert check_outputs([bad], ref, 1e-3, 1e-3)[1] is not None

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# System packages the product and its tests use, from Debian's registry (best effort: needs root and apt-get).
+#  - pocl-opencl-icd: PyPI's PoCL (LLVM 14) cannot compile for CPUs newer than its LLVM ("unknown target CPU
+#    'generic'"); Debian's PoCL is the fallback the device selection picks when the PyPI one fails.
+#  - openssh-server: the real sshd the SSH-host tests start on 127.0.0.1.
+set -u
+packages="pocl-opencl-icd openssh-server"
+missing=""
+for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+  echo "note: please install$missing (Debian/Ubuntu packages) for full local OpenCL and SSH test support" >&2
+  exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get install -y -qq $missing >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1; apt-get install -y -qq $missing >/dev/null; } \
+  || echo "note: apt-get could not install$missing" >&2
+exit 0
