@@ -35,3 +35,8 @@ class DeviceError(AdrenoError):
 
 class KernelBuildError(AdrenoError):
     """The OpenCL compiler rejected a kernel; the message carries the build log."""
+
+
+# What TVM 0.27 raises when it refuses a function, a schedule step or a lowering: its errors are RuntimeError
+# subclasses (InternalError, ScheduleError, ...) or ValueError/TypeError from argument checks.
+TVM_ERRORS = (RuntimeError, ValueError, TypeError)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import DynamicShapeError, ModelError, UnsupportedOpError
+from .errors import TVM_ERRORS, DynamicShapeError, ModelError, UnsupportedOpError
 
 
 def load_model(model) -> tuple["onnx.ModelProto", str]:  # noqa: F821
@@ -96,9 +96,11 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None):
     check_supported_ops(model)
     try:
         mod = from_onnx(model, shape_dict=shapes, keep_params_in_input=True)
-    except (tvm.error.TVMError, NotImplementedError, ValueError, KeyError, IndexError) as err:
+    except (*TVM_ERRORS, KeyError, IndexError) as err:
         raise ModelError(f"the ONNX importer failed: {type(err).__name__}: {str(err).splitlines()[0]}") from None
     mod, params = relax.frontend.detach_params(mod)
     weights = params.get("main", [])
     names = [v.name for v in mod["main"].params[len(mod["main"].params) - len(weights):]]
-    return relax.transform.BindParams("main", dict(zip(names, weights)))(mod)
+    mod = relax.transform.BindParams("main", dict(zip(names, weights)))(mod)
+    # BatchNorm after a conv folds into the conv's weights and a bias, so the fused kernel keeps its activation.
+    return relax.transform.FoldBatchnormToConv2D()(mod)

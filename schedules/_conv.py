@@ -1,0 +1,318 @@
+"""Shared machinery of the convolution families (`conv2d_direct`, `depthwise`, later `winograd`).
+
+`match_conv(func)` recognises a fused primitive function made of an optional zero-padding block, one NCHW/OIHW
+convolution reduction block (`conv2d_nchw` or `group_conv2d_nchw`, as TVM's legalization emits them) and a chain of
+elementwise epilogue blocks (folded BatchNorm, bias, ReLU/Clip, residual add, ...), and describes it as a
+`ConvWorkload`. `schedule_tiled(sch, match, cfg, target)` applies the register-tiled direct schedule shared by the
+direct and depthwise families: every work-item computes `tile_f` output channels x `tile_y` rows x `tile_x` columns in
+registers, the reduction (ci, kh, kw) runs serially inside the work-item (ci split by `tile_rc` and the inner part
+unrolled together with kh/kw), the padding is read through a guarded load (inlined pad block) and the whole epilogue
+is applied to the registers before the single store. The workgroup is `threads_f x threads_y x threads_x`
+(threadIdx.z/y/x); along x, the `tile_x` columns of a work-item are `threads_x` apart so that neighbouring work-items
+touch neighbouring addresses (coalesced on GPUs, vectorisable across work-items on PoCL).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..errors import TVM_ERRORS
+
+SCHEDULE_KNOBS = ("tile_f", "tile_y", "tile_x", "threads_f", "threads_y", "threads_x", "tile_rc", "unroll_k", "stage")
+
+
+@dataclass(frozen=True)
+class ConvWorkload:
+    """One 2-D convolution as it arrives in a fused primitive function (NCHW data, OIHW weight)."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    o: int
+    kh: int
+    kw: int
+    oh: int
+    ow: int
+    stride: tuple[int, int]
+    dilation: tuple[int, int]
+    padding: tuple[int, int, int, int]  # top, left, bottom, right
+    groups: int
+    dtype: str
+    epilogue: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def cin_per_group(self) -> int:
+        return self.c // self.groups
+
+    @property
+    def is_depthwise(self) -> bool:
+        return self.groups > 1 and self.groups == self.c and self.cin_per_group == 1
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.n * self.o * self.oh * self.ow * self.cin_per_group * self.kh * self.kw
+
+    def key(self, op: str) -> str:
+        """A stable text key: op, shapes, dtype, strides, padding, dilation, groups (no epilogue: it does not change
+        which knobs are good)."""
+        return (f"{op}|n{self.n}c{self.c}h{self.h}w{self.w}|o{self.o}k{self.kh}x{self.kw}|"
+                f"s{self.stride[0]}x{self.stride[1]}|p{'x'.join(map(str, self.padding))}|"
+                f"d{self.dilation[0]}x{self.dilation[1]}|g{self.groups}|{self.dtype}")
+
+
+@dataclass
+class ConvMatch:
+    workload: ConvWorkload
+    pad: object | None  # SBlockRV of the zero-padding block, if any
+    conv: object  # SBlockRV of the reduction
+    epilogue: list  # SBlockRVs of the elementwise blocks after the conv, in order
+
+
+def _ints(values) -> list[int] | None:
+    try:
+        return [int(v) for v in values]
+    except (TypeError, ValueError):
+        return None
+
+
+def match_conv(func, sch=None) -> ConvMatch | None:
+    """Recognise `pad? -> conv2d_nchw|group_conv2d_nchw -> elementwise*` (static shapes); None otherwise."""
+    import tvm
+    from tvm.sym.pattern import detect_linear_equation
+    from tvm import s_tir, tirx
+    from tvm.s_tir.dlight import analysis
+
+    if sch is None:
+        if not isinstance(func, tirx.PrimFunc):
+            return None
+        try:
+            sch = s_tir.Schedule(func)
+        except Exception:  # noqa: BLE001 - not a schedulable function
+            return None
+    try:
+        root = analysis.get_root_block(sch)
+        blocks = list(sch.get_child_blocks(root))
+    except Exception:  # noqa: BLE001
+        return None
+    infos = [analysis.get_sblock_info(sch, b) for b in blocks]
+    reductions = [i for i, info in enumerate(infos) if info.is_reduction()]
+    if len(reductions) != 1:
+        return None
+    ci = reductions[0]
+    conv = blocks[ci]
+    stmt = sch.get(conv)
+    name = str(stmt.name_hint)
+    if name not in ("conv2d_nchw", "group_conv2d_nchw"):
+        return None
+    ivs = list(stmt.iter_vars)
+    if len(ivs) != 7 or [int(iv.iter_type) for iv in ivs] != [0, 0, 0, 0, 2, 2, 2]:
+        return None
+    if len(stmt.reads) != 2 or len(stmt.writes) != 1:
+        return None
+    data_region, weight_region = stmt.reads
+    out_buf = stmt.writes[0].source
+    dtype = str(out_buf.dtype)
+    if dtype != "float32" or str(data_region.source.dtype) != dtype or str(weight_region.source.dtype) != dtype:
+        return None
+    out_shape = _ints(out_buf.shape)
+    w_shape = _ints(weight_region.source.shape)
+    dom = _ints(iv.dom.extent for iv in ivs)
+    if out_shape is None or w_shape is None or dom is None or len(out_shape) != 4 or len(w_shape) != 4:
+        return None
+    n, o, oh, ow = out_shape
+    cig, kh, kw = dom[4:]
+    if w_shape != [o, cig, kh, kw]:
+        return None
+    # stride and dilation: data[n, c, y*sh + ry*dh - pad?, x*sw + rx*dw]
+    vy, vx, vry, vrx = ivs[2].var, ivs[3].var, ivs[5].var, ivs[6].var
+    mins = [r.min for r in data_region.region]
+    if len(mins) != 4:
+        return None
+    coef_y = detect_linear_equation(mins[2], [vy, vry])
+    coef_x = detect_linear_equation(mins[3], [vx, vrx])
+    if len(coef_y) != 3 or len(coef_x) != 3:
+        return None
+    sh, dh, offy = (int(v) for v in coef_y)
+    sw, dw, offx = (int(v) for v in coef_x)
+
+    pad_block = None
+    before = blocks[:ci]
+    if len(before) > 1:
+        return None
+    if before:
+        pstmt = sch.get(before[0])
+        if not infos[0].is_injective() or len(pstmt.writes) != 1 or len(pstmt.reads) != 1 \
+                or not pstmt.writes[0].source.same_as(data_region.source):
+            return None
+        in_buf = pstmt.reads[0].source
+        in_shape = _ints(in_buf.shape)
+        padded = _ints(data_region.source.shape)
+        pivs = list(pstmt.iter_vars)
+        pmins = [r.min for r in pstmt.reads[0].region]
+        try:
+            top = -int(detect_linear_equation(pmins[2], [pivs[2].var])[1])
+            left = -int(detect_linear_equation(pmins[3], [pivs[3].var])[1])
+        except (IndexError, TypeError, ValueError):
+            return None
+        if in_shape is None or padded is None:
+            return None
+        padding = (top, left, padded[2] - in_shape[2] - top, padded[3] - in_shape[3] - left)
+        pad_block = before[0]
+    else:
+        in_shape = _ints(data_region.source.shape)
+        if in_shape is None:
+            return None
+        padding = (0, 0, 0, 0)
+    if offy != 0 or offx != 0:
+        return None
+    c = in_shape[1]
+    if c % cig or o % (c // cig):
+        return None
+    groups = c // cig
+
+    epilogue = blocks[ci + 1:]
+    for b, info in zip(epilogue, infos[ci + 1:]):
+        if not info.is_injective() or len(sch.get_loops(b)) != 4:
+            return None
+        if _ints(sch.get(b).writes[0].source.shape) != out_shape:
+            return None
+    workload = ConvWorkload(n, c, in_shape[2], in_shape[3], o, kh, kw, oh, ow, (sh, sw), (dh, dw), padding, groups,
+                            dtype, tuple(str(sch.get(b).name_hint) for b in epilogue))
+    return ConvMatch(workload, pad_block, conv, list(epilogue))
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def pick_tile(extent: int, choices: list[int], prefer: int) -> int:
+    """The largest choice <= prefer that divides `extent`; else the one wasting the fewest lanes."""
+    fitting = [c for c in choices if c <= prefer and extent % c == 0]
+    if fitting:
+        return max(fitting)
+    small = [c for c in choices if c <= max(prefer, 1)]
+    return min(small, key=lambda c: (math.ceil(extent / c) * c - extent, -c)) if small else 1
+
+
+def max_threads(target) -> int:
+    for attr in ("max_num_threads", "max_threads_per_block"):
+        value = target.attrs.get(attr) if hasattr(target, "attrs") else None
+        if value is not None:
+            return int(value)
+    return 256
+
+
+def validate(cfg: dict, knobs: dict, target) -> dict:
+    """Check a config against a knob table and the workgroup limit; raises ValueError."""
+    for name, value in cfg.items():
+        if name not in knobs:
+            raise ValueError(f"unknown knob {name!r}; knobs: {sorted(knobs)}")
+        if value not in knobs[name]:
+            raise ValueError(f"knob {name}={value!r} not among {knobs[name]}")
+    threads = cfg["threads_f"] * cfg["threads_y"] * cfg["threads_x"]
+    if threads > max_threads(target):
+        raise ValueError(f"workgroup of {threads} work-items exceeds the target's {max_threads(target)}")
+    return cfg
+
+
+def schedule_tiled(sch, match: ConvMatch, cfg: dict):
+    """The register-tiled direct convolution schedule (see the module doc). Mutates and returns `sch`."""
+    tf, ty, tx = cfg["threads_f"], cfg["threads_y"], cfg["threads_x"]
+    vf, vy, vx = cfg["tile_f"], cfg["tile_y"], cfg["tile_x"]
+    vrc, unroll_k = cfg.get("tile_rc", 1), cfg.get("unroll_k", 1)
+
+    conv = match.conv
+    for block in match.epilogue[:-1]:
+        sch.compute_inline(block)
+    if match.epilogue:
+        out = match.epilogue[-1]
+        sch.set_scope(conv, 0, "local")
+    else:
+        out = sch.cache_write(conv, 0, "local")
+    # register caches of the input tile (the padded read, guarded) and of the weights
+    if match.pad is not None:
+        data = match.pad
+        sch.set_scope(data, 0, "local")
+    else:
+        data = sch.cache_read(conv, 0, "local")
+    weight = sch.cache_read(conv, 1, "local")
+
+    n, f, y, x, rc, ry, rx = sch.get_loops(conv)
+    fo, ft, fi = sch.split(f, [None, tf, vf], preserve_unit_iters=True)
+    yo, yt, yi = sch.split(y, [None, ty, vy], preserve_unit_iters=True)
+    xo, xt, xi = sch.split(x, [None, tx, vx], preserve_unit_iters=True)
+    rco, rci = sch.split(rc, [None, vrc], preserve_unit_iters=True)
+    sch.reorder(n, fo, yo, xo, ft, yt, xt, rco, rci, ry, rx, fi, yi, xi)
+    grid = sch.fuse(n, fo, yo, xo, preserve_unit_iters=True)
+    sch.bind(grid, "blockIdx.x")
+    sch.bind(ft, "threadIdx.z")
+    sch.bind(yt, "threadIdx.y")
+    sch.bind(xt, "threadIdx.x")
+    # stage 0: load vy*vx inputs and vf weights per (ci, kh, kw); 1: the whole input patch and vf*kh*kw weights
+    # per tile_rc input channels, reused across kh/kw
+    at, depth = (rx, 8) if cfg.get("stage", 0) == 0 else (rco, 5)
+    for cache in (data, weight):
+        sch.compute_at(cache, at, preserve_unit_loops=True)
+        for loop in sch.get_loops(cache)[depth:]:
+            sch.unroll(loop)
+    for loop in (fi, yi, xi):
+        sch.unroll(loop)
+    if vrc > 1:
+        sch.unroll(rci)
+    if unroll_k:
+        sch.unroll(ry)
+        sch.unroll(rx)
+
+    sch.reverse_compute_at(out, xt, preserve_unit_loops=True)
+    init = sch.decompose_reduction(conv, rco)
+    for loop in sch.get_loops(init)[-3:]:
+        sch.unroll(loop)
+    for loop in sch.get_loops(out)[-4:]:
+        sch.unroll(loop)
+    return sch
+
+
+def apply_family(func, target, config: dict | None, op: str, handles, default_config, knobs: dict):
+    """The body of a conv family's `apply`: match, choose knobs (tuned ones from `config[workload key]` override
+    the defaults), validate, schedule. None when the function is not this family's."""
+    from tvm import s_tir, tirx
+
+    if not isinstance(func, tirx.PrimFunc):
+        return None
+    sch = s_tir.Schedule(func)
+    match = match_conv(func, sch)
+    if match is None or not handles(match.workload):
+        return None
+    cfg = default_config(match.workload, target)
+    if config:
+        cfg.update(config.get(match.workload.key(op)) or {})
+    validate(cfg, knobs, target)
+    try:
+        return schedule_tiled(sch, match, cfg)
+    except TVM_ERRORS as err:  # a schedule primitive refused: leave the function to TVM's rules
+        import warnings
+
+        warnings.warn(f"{op}: could not schedule {match.workload.key(op)} with {cfg}: {err}; "
+                      "falling back to TVM's schedule", RuntimeWarning, stacklevel=2)
+        return None
+
+
+def family_workload(func, handles) -> ConvWorkload | None:
+    """The workload of `func` when it is a convolution this family `handles`, else None."""
+    match = match_conv(func)
+    return match.workload if match is not None and handles(match.workload) else None
+
+
+def make_rule(name: str, apply, target, config: dict | None):
+    """A dlight ScheduleRule calling `apply(func, target, config)` (looked up at call time); None off OpenCL."""
+    from tvm.s_tir.dlight.base import ScheduleRule
+
+    if target is None or target.kind.name != "opencl":
+        return None
+
+    def _apply(self, func, target, tunable):  # noqa: ARG001
+        return apply(func, target, config)
+
+    return type(name, (ScheduleRule,), {"apply": _apply})()

@@ -1,0 +1,79 @@
+"""Direct 2-D convolution (groups=1, any kernel size, stride, padding, dilation), register-tiled.
+
+Each work-item computes a `tile_f` x `tile_y` x `tile_x` block of outputs (channels x rows x columns) in registers;
+the reduction over (ci, kh, kw) is serial inside the work-item, ci split by `tile_rc` with the inner part unrolled,
+kh/kw unrolled when `unroll_k`; padding is a guarded load (the pad block is inlined) and the fused epilogue (folded
+BatchNorm, bias, ReLU/Clip, residual add) is applied to the registers before the one store per output.
+The workgroup is `threads_f x threads_y x threads_x` work-items. 1x1 convolutions are handled here too.
+"""
+
+from __future__ import annotations
+
+from . import _conv
+
+OP = "conv2d_direct"
+
+# The tunable knobs and their choices (a tuner searches the product, minus what `valid` refuses).
+KNOBS: dict[str, list] = {
+    "tile_f": [1, 2, 4, 8, 16],
+    "tile_y": [1, 2, 4],
+    "tile_x": [1, 2, 4, 7, 8],
+    "threads_f": [1, 2, 4, 8, 16],
+    "threads_y": [1, 2, 4, 7, 8, 14, 16],
+    "threads_x": [1, 2, 4, 7, 8, 14, 16, 28, 32],
+    "tile_rc": [1, 2, 4, 8],
+    "unroll_k": [0, 1],
+    "stage": [0, 1],
+}
+
+
+def workload(func) -> _conv.ConvWorkload | None:
+    """The convolution `func` computes, when this family handles it."""
+    return _conv.family_workload(func, _handles)
+
+
+def workload_key(func) -> str | None:
+    """The key tuned knobs are stored under for `func`, or None when this family does not handle it."""
+    wl = workload(func)
+    return None if wl is None else wl.key(OP)
+
+
+def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
+    """Raise ValueError when `config` is not a valid point of this family's space for `wl` on `target`."""
+    return _conv.validate(config, KNOBS, target)
+
+
+def _handles(wl: _conv.ConvWorkload) -> bool:
+    return wl.groups == 1
+
+
+def default_config(wl: _conv.ConvWorkload, target) -> dict:
+    """Good knob values without tuning, from the shape and the target's workgroup limit.
+
+    Tiles that divide the output exactly come first (a ragged tile costs a guard on every accumulator); the
+    register tile stays at 28-64 accumulators (tile_f x tile_y x tile_x); the workgroup is filled up to 64
+    work-items (x first, for coalesced / vectorisable loads, then y, then output channels)."""
+    limit = min(_conv.max_threads(target), 64)
+    tile_x = next((t for t in (4, 2, 7) if wl.ow % t == 0), _conv.pick_tile(wl.ow, KNOBS["tile_x"], 4))
+    tile_y = 2 if tile_x <= 4 and wl.oh % 2 == 0 else 1
+    tile_f = 8 if tile_x * tile_y in (4, 8) and wl.o % 8 == 0 else _conv.pick_tile(wl.o, KNOBS["tile_f"], 4)
+    threads_x = _conv.pick_tile(-(-wl.ow // tile_x), KNOBS["threads_x"], 16)
+    threads_y = _conv.pick_tile(-(-wl.oh // tile_y), KNOBS["threads_y"], max(1, limit // threads_x))
+    threads_f = _conv.pick_tile(-(-wl.o // tile_f), KNOBS["threads_f"], max(1, limit // (threads_x * threads_y)))
+    tile_rc = _conv.pick_tile(wl.cin_per_group, KNOBS["tile_rc"], 4 if wl.kh * wl.kw == 1 else 1)
+    return {"tile_f": tile_f, "tile_y": tile_y, "tile_x": tile_x, "threads_f": threads_f, "threads_y": threads_y,
+            "threads_x": threads_x, "tile_rc": tile_rc, "unroll_k": 1 if wl.kh * wl.kw <= 9 else 0, "stage": 0}
+
+
+def apply(func, target, config: dict | None = None):
+    """An s_tir.Schedule for `func` when it is a direct convolution (with its fused pad and epilogue), else None.
+    `config` maps workload keys to knob values (tuned ones); missing knobs take the defaults."""
+    return _conv.apply_family(func, target, config, OP, _handles, default_config, KNOBS)
+
+
+def rule(target, config: dict | None = None):
+    """The dlight rule of this family (None when the target is not OpenCL)."""
+    import sys
+
+    module = sys.modules[__name__]
+    return _conv.make_rule("Conv2dDirect", lambda f, t, c: module.apply(f, t, c), target, config)

@@ -1,0 +1,70 @@
+"""Depthwise 2-D convolution (groups == input channels, one input channel per group; channel multiplier allowed).
+
+Same register-tiled structure as `conv2d_direct` (see `_conv.schedule_tiled`), with knobs and defaults for a
+reduction of only kh*kw taps: nothing is reused across output channels, so the register tile is spatial
+(`tile_y` x `tile_x` outputs of `tile_f` channels) and `stage=1` loads the whole input patch of the tile once
+and reuses it for every tap; the fused epilogue (BN, ReLU6, ...) is applied before the single store.
+"""
+
+from __future__ import annotations
+
+from . import _conv
+
+OP = "depthwise_conv2d"
+
+KNOBS: dict[str, list] = {
+    "tile_f": [1, 2, 4],
+    "tile_y": [1, 2, 4, 7],
+    "tile_x": [1, 2, 4, 7, 8],
+    "threads_f": [1, 2, 4, 8, 16, 32],
+    "threads_y": [1, 2, 4, 7, 8, 14, 16],
+    "threads_x": [1, 2, 4, 7, 8, 14, 16, 28, 32],
+    "unroll_k": [0, 1],
+    "stage": [0, 1],
+}
+
+
+def _handles(wl: _conv.ConvWorkload) -> bool:
+    return wl.is_depthwise
+
+
+def workload(func) -> _conv.ConvWorkload | None:
+    """The convolution `func` computes, when this family handles it."""
+    return _conv.family_workload(func, _handles)
+
+
+def workload_key(func) -> str | None:
+    """The key tuned knobs are stored under for `func`, or None when this family does not handle it."""
+    wl = workload(func)
+    return None if wl is None else wl.key(OP)
+
+
+def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
+    """Raise ValueError when `config` is not a valid point of this family's space for `wl` on `target`."""
+    return _conv.validate(config, KNOBS, target)
+
+
+def default_config(wl: _conv.ConvWorkload, target) -> dict:
+    """Spatial register tile of 4-8 outputs per channel, 64-work-item workgroups (x, then y, then channels)."""
+    limit = min(_conv.max_threads(target), 64)
+    tile_x = next((t for t in (4, 2, 7) if wl.ow % t == 0), _conv.pick_tile(wl.ow, KNOBS["tile_x"], 4))
+    tile_y = 2 if tile_x <= 4 and wl.oh % 2 == 0 else 1
+    tile_f = 1
+    threads_x = _conv.pick_tile(-(-wl.ow // tile_x), KNOBS["threads_x"], 16)
+    threads_y = _conv.pick_tile(-(-wl.oh // tile_y), KNOBS["threads_y"], max(1, limit // threads_x))
+    threads_f = _conv.pick_tile(wl.o, KNOBS["threads_f"], max(1, limit // (threads_x * threads_y)))
+    return {"tile_f": tile_f, "tile_y": tile_y, "tile_x": tile_x, "threads_f": threads_f, "threads_y": threads_y,
+            "threads_x": threads_x, "unroll_k": 1 if wl.kh * wl.kw <= 25 else 0, "stage": 1}
+
+
+def apply(func, target, config: dict | None = None):
+    """An s_tir.Schedule for `func` when it is a depthwise convolution, else None (see conv2d_direct.apply)."""
+    return _conv.apply_family(func, target, config, OP, _handles, default_config, KNOBS)
+
+
+def rule(target, config: dict | None = None):
+    """The dlight rule of this family (None when the target is not OpenCL)."""
+    import sys
+
+    module = sys.modules[__name__]
+    return _conv.make_rule("DepthwiseConv2d", lambda f, t, c: module.apply(f, t, c), target, config)

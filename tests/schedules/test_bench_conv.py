@@ -1,0 +1,27 @@
+"""tools/bench_conv.py: its layer table and its naive OpenCL kernel (the baseline every timing is checked like)."""
+
+from __future__ import annotations
+
+import pytest
+from tools_bench import bench_conv
+
+
+def test_layer_tables():
+    r18 = bench_conv.conv_layers("resnet18")
+    assert len(r18) == 15 and sum(layer.count for layer in r18) == 20  # 20 convs in ResNet-18
+    assert r18[0].label() == "conv7x7/s2 3->64 @224x224+relu"
+    mb = bench_conv.conv_layers("mobilenetv2")
+    assert any(layer.groups == layer.c > 1 and layer.stride == 2 for layer in mb)
+    assert {layer.act for layer in mb} >= {"clip6", "none"}
+
+
+@pytest.mark.parametrize("layer", [bench_conv.Layer("a", 1, 8, 9, 9, 16, 3, 2, 1, 1, "relu"),
+                                   bench_conv.Layer("b", 1, 8, 7, 7, 8, 3, 1, 1, 8, "clip6")], ids=["conv", "dw"])
+def test_naive_kernel_matches_onnxruntime(layer, pocl_device):
+    from onnxruntime import InferenceSession
+
+    p = bench_conv.layer_params(layer)
+    model = bench_conv.layer_model(layer, p)
+    ref = InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": p["x"]})[0]
+    ms, err = bench_conv.run_naive(layer, p, ref, pocl_device, repeat=2)
+    assert ms is not None and err <= bench_conv.TOL

@@ -1,0 +1,26 @@
+"""Whole ResNet-18 and MobileNetV2 compiled with our schedules: outputs match onnxruntime and every conv function
+of the model was scheduled by one of our families (none fell back to TVM's cross-thread-reduction schedule)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sched_helpers import assert_close, compile_and_run, record_claims, reference
+
+from adreno import zoo
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenetv2"])
+def test_model_matches_onnxruntime_with_our_schedules(name, tmp_path, monkeypatch):
+    model = zoo.get_model(name)
+    spec = zoo.MODELS[name]
+    x = np.random.default_rng(7).standard_normal(spec.input_shape).astype(np.float32)
+    inputs = {spec.input_name: x}
+    with record_claims(monkeypatch, "conv2d_direct", "depthwise") as claims:
+        artifact, outputs = compile_and_run(model, tmp_path / name, inputs)
+    assert_close(outputs[0], reference(model, inputs)[0], rtol=1e-4)
+    conv_programs = sorted(p.stem for p in (artifact / "kernels").glob("*conv2d*.cl"))
+    claimed = len(claims["conv2d_direct"]) + len(claims["depthwise"])
+    assert conv_programs and claimed == len(conv_programs), (claims, conv_programs)
+    if name == "mobilenetv2":
+        assert claims["depthwise"], "no depthwise conv was claimed by the depthwise family"

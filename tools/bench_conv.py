@@ -1,0 +1,455 @@
+#!/usr/bin/env python3
+"""Benchmark every distinct conv layer of a zoo model (conv + BN + activation, as in the model) four ways:
+
+  adreno  our default schedules (`schedules="adreno"`), run through the artifact executor
+  tvm     TVM 0.27's default dlight schedules (`schedules="tvm"`)
+  naive   a hand-written one-output-per-work-item OpenCL kernel (BN folded to scale/shift, activation fused)
+  torch   PyTorch/cuDNN fp32 with TF32 off, only when torch with CUDA is importable
+
+Every timing counts only after that implementation's output matched the onnxruntime reference of the same layer
+(max |diff| <= 1e-4 * max(1, max |ref|)); a mismatch is reported and the timing dropped.
+Times are medians of device time (OpenCL profiling events / CUDA events), GFLOP/s = 2*N*Co*Ho*Wo*(Ci/g)*Kh*Kw / t.
+
+    tools/bench_conv.py [--device pocl|gpu|N] [--model resnet18|mobilenetv2] [--json out.json] [--layers N]
+
+For a machine without TVM (e.g. a GPU box that has only pyopencl, numpy and torch), split the run in two:
+`--prepare DIR` (here: compiles both artifacts per layer, stores the onnxruntime reference outputs; weights and
+inputs are regenerated from their seed on the other side and checked by checksum; params are stored once per
+layer when both artifacts share them), then `--artifacts DIR` there (no compiler, no onnxruntime needed).
+See tools/gpu_check.sh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import hashlib
+import math
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+TOL = 1e-4
+
+
+@dataclass
+class Layer:
+    name: str
+    n: int
+    c: int
+    h: int
+    w: int
+    o: int
+    k: int
+    stride: int
+    pad: int
+    groups: int
+    act: str  # "relu" | "clip6" | "none"
+    count: int = 1
+
+    @property
+    def oh(self) -> int:
+        return (self.h + 2 * self.pad - self.k) // self.stride + 1
+
+    @property
+    def ow(self) -> int:
+        return (self.w + 2 * self.pad - self.k) // self.stride + 1
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.n * self.o * self.oh * self.ow * (self.c // self.groups) * self.k * self.k
+
+    def label(self) -> str:
+        kind = "dw" if self.groups > 1 and self.groups == self.c else ("g" if self.groups > 1 else "")
+        return (f"{kind}conv{self.k}x{self.k}/s{self.stride} {self.c}->{self.o} @{self.h}x{self.w}"
+                f"{'' if self.act == 'none' else '+' + self.act}")
+
+
+@dataclass
+class Result:
+    layer: str
+    gflop: float
+    count: int
+    ms: dict = field(default_factory=dict)
+    gflops: dict = field(default_factory=dict)
+    errors: dict = field(default_factory=dict)
+
+
+def conv_layers(model_name: str) -> list[Layer]:
+    """The distinct Conv layers of a zoo model, each with the activation that follows its BatchNormalization."""
+    import onnx
+
+    from adreno import zoo
+
+    model = onnx.shape_inference.infer_shapes(zoo.get_model(model_name))
+    shapes = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim]
+              for vi in list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output)}
+    inits = {i.name: list(i.dims) for i in model.graph.initializer}
+    consumers: dict[str, list] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    found: dict[tuple, Layer] = {}
+    for node in model.graph.node:
+        if node.op_type != "Conv":
+            continue
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        n, c, h, w = shapes[node.input[0]]
+        o, _, k, _ = inits[node.input[1]]
+        stride, pad, groups = attrs.get("strides", [1])[0], attrs.get("pads", [0])[0], attrs.get("group", 1)
+        act, out = "none", node.output[0]
+        nxt = consumers.get(out, [])
+        if len(nxt) == 1 and nxt[0].op_type == "BatchNormalization":
+            out = nxt[0].output[0]
+            nxt = consumers.get(out, [])
+        if len(nxt) == 1 and nxt[0].op_type in ("Relu", "Clip"):
+            act = "relu" if nxt[0].op_type == "Relu" else "clip6"
+        key = (n, c, h, w, o, k, stride, pad, groups, act)
+        if key in found:
+            found[key].count += 1
+        else:
+            found[key] = Layer(f"L{len(found)}", n, c, h, w, o, k, stride, pad, groups, act)
+    return list(found.values())
+
+
+def layer_params(layer: Layer, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    cig = layer.c // layer.groups
+    weight = rng.standard_normal((layer.o, cig, layer.k, layer.k), dtype=np.float32)
+    weight *= np.float32(math.sqrt(2.0 / (cig * layer.k * layer.k)))
+    gamma = (1.0 + 0.1 * rng.standard_normal(layer.o)).astype(np.float32)
+    beta = (0.05 * rng.standard_normal(layer.o)).astype(np.float32)
+    mean = (0.1 * rng.standard_normal(layer.o)).astype(np.float32)
+    var = (0.5 + rng.random(layer.o)).astype(np.float32)
+    x = rng.standard_normal((layer.n, layer.c, layer.h, layer.w), dtype=np.float32)
+    return {"x": x, "w": weight, "gamma": gamma, "beta": beta, "mean": mean, "var": var}
+
+
+def layer_model(layer: Layer, p: dict[str, np.ndarray]):
+    """Conv + BatchNormalization (+ Relu / Clip(0, 6)) as a one-layer ONNX model."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = [numpy_helper.from_array(p[k], k) for k in ("w", "gamma", "beta", "mean", "var")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["conv"], kernel_shape=[layer.k] * 2, strides=[layer.stride] * 2,
+                              pads=[layer.pad] * 4, group=layer.groups),
+             helper.make_node("BatchNormalization", ["conv", "gamma", "beta", "mean", "var"],
+                              ["bn" if layer.act != "none" else "y"], epsilon=1e-5)]
+    if layer.act == "relu":
+        nodes.append(helper.make_node("Relu", ["bn"], ["y"]))
+    elif layer.act == "clip6":
+        inits += [numpy_helper.from_array(np.array(0, np.float32), "lo"),
+                  numpy_helper.from_array(np.array(6, np.float32), "hi")]
+        nodes.append(helper.make_node("Clip", ["bn", "lo", "hi"], ["y"]))
+    graph = helper.make_graph(nodes, layer.name,
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [layer.n, layer.c, layer.h, layer.w])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                             [layer.n, layer.o, layer.oh, layer.ow])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def folded_bn(p: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    scale = (p["gamma"] / np.sqrt(p["var"] + 1e-5)).astype(np.float32)
+    return scale, (p["beta"] - p["mean"] * scale).astype(np.float32)
+
+
+def max_error(out: np.ndarray, ref: np.ndarray) -> float:
+    return float(np.abs(out - ref).max() / max(1.0, float(np.abs(ref).max())))
+
+
+def run_compiled(model, layer: Layer, x, ref, schedules: str, device, repeat: int, workdir: Path,
+                 prepared: Path | None = None):
+    from adreno.opencl.executor import Executor
+
+    if prepared is not None:
+        out = prepared / layer.name / schedules
+        shared = prepared / layer.name / "params.npz"
+        if shared.is_file() and not (out / "params.npz").is_file():
+            shutil.copyfile(shared, out / "params.npz")
+    else:
+        from adreno.compile import CompileOptions, compile_model
+
+        out = workdir / f"{layer.name}-{schedules}"
+        compile_model(model, out, CompileOptions(target="adreno-740", host="native", schedules=schedules))
+    ex = Executor(out, device=device)
+    err = max_error(ex.run([x])[0], ref)
+    if err > TOL:
+        return None, err
+    prof = ex.profile([x], repeat=repeat, warmup=1)
+    return prof.device_median_ms, err
+
+
+NAIVE_SOURCE = r"""
+__kernel void conv_naive(__global const float* restrict x, __global const float* restrict w,
+                         __global const float* restrict scale, __global const float* restrict shift,
+                         __global float* restrict y) {
+  const int gid = get_global_id(0);
+  if (gid >= N * CO * OH * OW) return;
+  const int ox = gid % OW, oy = (gid / OW) % OH, co = (gid / (OW * OH)) % CO, n = gid / (OW * OH * CO);
+  const int cig = CI / G, cog = CO / G, g = co / cog;
+  float acc = 0.0f;
+  for (int ci = 0; ci < cig; ++ci) {
+    const int c = g * cig + ci;
+    for (int ky = 0; ky < K; ++ky) {
+      const int iy = oy * S - P + ky;
+      if (iy < 0 || iy >= H) continue;
+      for (int kx = 0; kx < K; ++kx) {
+        const int ix = ox * S - P + kx;
+        if (ix < 0 || ix >= W) continue;
+        acc += x[((n * CI + c) * H + iy) * W + ix] * w[((co * cig + ci) * K + ky) * K + kx];
+      }
+    }
+  }
+  float v = acc * scale[co] + shift[co];
+  ACT
+  y[gid] = v;
+}
+"""
+
+
+def run_naive(layer: Layer, p, ref, device, repeat: int):
+    import pyopencl as cl
+
+    ctx = cl.Context([device])
+    queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    act = {"relu": "v = fmax(v, 0.0f);", "clip6": "v = fmin(fmax(v, 0.0f), 6.0f);", "none": ""}[layer.act]
+    defines = dict(N=layer.n, CI=layer.c, H=layer.h, W=layer.w, CO=layer.o, K=layer.k, S=layer.stride,
+                   P=layer.pad, G=layer.groups, OH=layer.oh, OW=layer.ow)
+    source = "".join(f"#define {k} {v}\n" for k, v in defines.items()) + NAIVE_SOURCE.replace("ACT", act)
+    kernel = cl.Program(ctx, source).build().conv_naive
+    scale, shift = folded_bn(p)
+    mf = cl.mem_flags
+    bufs = [cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(a))
+            for a in (p["x"], p["w"], scale, shift)]
+    y = np.empty_like(ref)
+    ybuf = cl.Buffer(ctx, mf.WRITE_ONLY, y.nbytes)
+    total = y.size
+    local = 64
+    gsize = (total + local - 1) // local * local
+    kernel.set_args(*bufs, ybuf)
+
+    def launch():
+        return cl.enqueue_nd_range_kernel(queue, kernel, (gsize,), (local,))
+
+    launch().wait()
+    cl.enqueue_copy(queue, y, ybuf)
+    queue.finish()
+    err = max_error(y, ref)
+    if err > TOL:
+        return None, err
+    times = []
+    for _ in range(repeat):
+        ev = launch()
+        ev.wait()
+        times.append((ev.profile.end - ev.profile.start) * 1e-6)
+    return float(np.median(times)), err
+
+
+def torch_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def run_torch(layer: Layer, p, ref, repeat: int):
+    import torch
+
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    dev = torch.device("cuda")
+    scale, shift = folded_bn(p)
+    x = torch.from_numpy(p["x"]).to(dev)
+    w = torch.from_numpy(p["w"]).to(dev)
+    s = torch.from_numpy(scale).to(dev).view(1, -1, 1, 1)
+    b = torch.from_numpy(shift).to(dev).view(1, -1, 1, 1)
+
+    def fn():
+        y = torch.nn.functional.conv2d(x, w, stride=layer.stride, padding=layer.pad, groups=layer.groups) * s + b
+        if layer.act == "relu":
+            y = torch.relu(y)
+        elif layer.act == "clip6":
+            y = torch.clamp(y, 0.0, 6.0)
+        return y
+
+    with torch.no_grad():
+        for _ in range(3):
+            y = fn()
+        torch.cuda.synchronize()
+        err = max_error(y.cpu().numpy(), ref)
+        if err > TOL:
+            return None, err
+        times = []
+        for _ in range(max(repeat, 10)):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+    return float(np.median(times)), err
+
+
+def checksum(array: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()[:16]
+
+
+def prepare(model_name: str, layers: list[Layer], out: Path) -> None:
+    """Compile both artifacts of every layer into `out` and store what a TVM-less machine needs to check them."""
+    from onnxruntime import InferenceSession
+
+    from adreno.compile import CompileOptions, compile_model
+
+    out.mkdir(parents=True, exist_ok=True)
+    index = []
+    for layer in layers:
+        p = layer_params(layer)
+        model = layer_model(layer, p)
+        ref = InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": p["x"]})[0]
+        ldir = out / layer.name
+        if ldir.exists():
+            shutil.rmtree(ldir)
+        for schedules in ("adreno", "tvm"):
+            compile_model(model, ldir / schedules, CompileOptions(target="adreno-740", schedules=schedules))
+        for schedules in ("adreno", "tvm"):  # the executor needs no host library (it embeds the weights again)
+            adir = ldir / schedules
+            manifest = json.loads((adir / "manifest.json").read_text())
+            for lib in ("lib.so", "lib.tar"):
+                if (adir / lib).is_file():
+                    (adir / lib).unlink()
+                    manifest["files"].pop(lib, None)
+            manifest["host_library"] = None
+            (adir / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        a, t = ldir / "adreno" / "params.npz", ldir / "tvm" / "params.npz"
+        if a.read_bytes() == t.read_bytes():
+            a.rename(ldir / "params.npz")
+            t.unlink()
+        np.save(ldir / "ref.npy", ref)
+        index.append({**asdict(layer), "x_sha": checksum(p["x"]), "w_sha": checksum(p["w"])})
+        print(f"prepared {layer.name}: {layer.label()}", flush=True)
+    (out / "layers.json").write_text(json.dumps({"model": model_name, "layers": index}, indent=1))
+
+
+def load_prepared(prepared: Path) -> tuple[str, list[Layer], dict]:
+    index = json.loads((prepared / "layers.json").read_text())
+    names = set(Layer.__dataclass_fields__)
+    layers = [Layer(**{k: v for k, v in entry.items() if k in names}) for entry in index["layers"]]
+    return index["model"], layers, {e["name"]: e for e in index["layers"]}
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v]
+    return float(math.exp(sum(math.log(v) for v in values) / len(values))) if values else None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default="pocl", help="OpenCL device: pocl | gpu | cpu | index | name substring")
+    ap.add_argument("--model", default="resnet18", choices=["resnet18", "mobilenetv2"])
+    ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--layers", type=int, help="only the first N distinct layers")
+    ap.add_argument("--repeat", type=int, default=5, help="timed runs per implementation (median is reported)")
+    ap.add_argument("--skip", default="", help="comma-separated columns to skip: adreno,tvm,naive,torch")
+    ap.add_argument("--prepare", metavar="DIR", help="only compile the layers' artifacts + references into DIR")
+    ap.add_argument("--artifacts", metavar="DIR", help="run from a --prepare'd DIR (no TVM/onnxruntime needed)")
+    args = ap.parse_args(argv)
+
+    if args.prepare:
+        layers = conv_layers(args.model)
+        prepare(args.model, layers[: args.layers] if args.layers else layers, Path(args.prepare))
+        return 0
+
+    from adreno.opencl.device import select_device
+
+    prepared = Path(args.artifacts) if args.artifacts else None
+    if prepared is not None:
+        args.model, layers, index = load_prepared(prepared)
+    else:
+        layers = conv_layers(args.model)
+    layers = layers[: args.layers] if args.layers else layers
+    device = select_device(args.device)
+    skip = set(filter(None, args.skip.split(",")))
+    columns = [c for c in ("adreno", "tvm", "naive") if c not in skip]
+    if "torch" not in skip and torch_available():
+        columns.append("torch")
+    print(f"device: {device.name.strip()} ({device.platform.name.strip()}); model {args.model}: "
+          f"{len(layers)} distinct conv layers; columns: {', '.join(columns)}", flush=True)
+    results: list[Result] = []
+    header = f"{'layer':<44}{'x':>3}{'GFLOP':>8}" + "".join(f"{c + ' ms':>12}{c + ' GF/s':>12}" for c in columns)
+    print(header)
+    with tempfile.TemporaryDirectory() as tmp:
+        for layer in layers:
+            p = layer_params(layer)
+            if prepared is not None:
+                model, ref = None, np.load(prepared / layer.name / "ref.npy")
+                entry = index[layer.name]
+                if (checksum(p["x"]), checksum(p["w"])) != (entry["x_sha"], entry["w_sha"]):
+                    raise SystemExit(f"{layer.name}: regenerated inputs differ from the prepared ones (numpy version?)")
+            else:
+                from onnxruntime import InferenceSession
+
+                model = layer_model(layer, p)
+                ref = InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+                    None, {"x": p["x"]})[0]
+            res = Result(layer.label(), layer.flops / 1e9, layer.count)
+            for col in columns:
+                try:
+                    if col in ("adreno", "tvm"):
+                        ms, err = run_compiled(model, layer, p["x"], ref, col, device, args.repeat, Path(tmp),
+                                               prepared)
+                    elif col == "naive":
+                        ms, err = run_naive(layer, p, ref, device, args.repeat)
+                    else:
+                        ms, err = run_torch(layer, p, ref, args.repeat)
+                except Exception as exc:  # noqa: BLE001 - a failing column must not stop the table
+                    ms, err = None, f"{type(exc).__name__}: {exc}"[:300]
+                res.errors[col] = err
+                if ms is not None:
+                    res.ms[col] = ms
+                    res.gflops[col] = layer.flops / (ms * 1e6)
+                elif isinstance(err, float):
+                    res.errors[col] = f"MISMATCH max rel err {err:.2e}"
+            results.append(res)
+            line = f"{res.layer:<44}{layer.count:>3}{res.gflop:>8.3f}"
+            for col in columns:
+                if col in res.ms:
+                    line += f"{res.ms[col]:>12.3f}{res.gflops[col]:>12.2f}"
+                else:
+                    line += f"{'FAIL':>12}{'-':>12}"
+            print(line, flush=True)
+            for col in columns:
+                if col not in res.ms:
+                    print(f"    {col}: {res.errors[col]}", flush=True)
+
+    summary = {col: geomean([r.gflops.get(col) for r in results]) for col in columns}
+    ratios = {}
+    for a in columns:
+        for b in columns:
+            if a != b:
+                pairs = [r.gflops[a] / r.gflops[b] for r in results if a in r.gflops and b in r.gflops]
+                if pairs:
+                    ratios[f"{a}/{b}"] = geomean(pairs)
+    print("geomean GFLOP/s: " + ", ".join(f"{c} {v:.2f}" if v else f"{c} -" for c, v in summary.items()))
+    print("geomean ratios (per layer, layers where both ran): "
+          + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items() if k.startswith("adreno/") or k == "naive/tvm"))
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "model": args.model, "device": device.name.strip(), "platform": device.platform.name.strip(),
+            "columns": columns, "repeat": args.repeat, "tolerance": TOL, "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "layers": [asdict(r) for r in results], "geomean_gflops": summary, "geomean_ratios": ratios,
+        }, indent=1))
+    failed = [r.layer for r in results if "adreno" in columns and "adreno" not in r.ms]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.exit(main())
