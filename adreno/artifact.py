@@ -25,13 +25,41 @@ import numpy as np
 
 from .errors import ArtifactError
 
-PLAN_FORMAT = 1
+PLAN_FORMAT = 2  # 2: image storage (TensorSpec.image, Plan.images) for --memory texture
 MANIFEST_NAME, PLAN_NAME, PARAMS_NAME, KERNEL_DIR = "manifest.json", "plan.json", "params.npz", "kernels"
 
 
 @dataclass
+class ImageSpec:
+    """How a packed 5-D tensor (d0, d1, d2, d3, 4) lives in an OpenCL image2d_array of RGBA pixels.
+
+    scope (TVM memory scope) fixes which tensor element sits in which pixel (see `mapping`); channel_type is the
+    image's storage ("float32": CL_FLOAT, "float16": CL_HALF_FLOAT); kernels read it with read_imagef and
+    compute in fp32 either way. The pixel array on the host is (layers, height, width, 4)."""
+
+    scope: str
+    width: int
+    height: int
+    layers: int
+    channel_order: str = "RGBA"
+    channel_type: str = "float32"
+
+    @property
+    def nbytes(self) -> int:
+        return self.width * self.height * self.layers * 4 * np.dtype(self.channel_type).itemsize
+
+    def mapping(self) -> str:
+        return {"global.texture": "x=d3, y=d2, layer=d0*D1+d1",
+                "global.texture-nhwc": "x=d2*D3+d3, y=d1, layer=d0",
+                "global.texture-weight": "x=(d1*D2+d2)*D3+d3, y=d0, layer=0"}[self.scope]
+
+
+@dataclass
 class TensorSpec:
-    """A logical tensor of the graph. kind: input | output | param | intermediate."""
+    """A logical tensor of the graph. kind: input | output | param | intermediate.
+
+    scope "global" is a buffer; a texture scope comes with `image` (an ImageSpec as a dict). `fallback` says why a
+    packed tensor of a texture compile stayed a buffer."""
 
     name: str
     shape: list[int]
@@ -39,6 +67,8 @@ class TensorSpec:
     kind: str
     storage: str
     scope: str = "global"
+    image: dict | None = None
+    fallback: str = ""
 
     @property
     def nbytes(self) -> int:
@@ -88,6 +118,7 @@ class Plan:
     storage: dict[str, int]  # storage id -> bytes; intermediates share storage where lifetimes allow
     programs: dict[str, str]  # program name -> kernel source path (relative to the artifact)
     steps: list[Step]
+    images: dict[str, dict] = field(default_factory=dict)  # storage id -> ImageSpec (as a dict) of image storage
     format: int = PLAN_FORMAT
 
     def to_json(self) -> dict:
@@ -101,10 +132,22 @@ class Plan:
         steps = [Step(**{**s, "kernels": [KernelLaunch(**{**k, "args": [KernelArg(**a) for a in k["args"]]})
                                           for k in s["kernels"]]}) for s in data["steps"]]
         tensors = {n: TensorSpec(**t) for n, t in data["tensors"].items()}
-        return cls(data["inputs"], data["outputs"], tensors, data["storage"], data["programs"], steps, data["format"])
+        return cls(data["inputs"], data["outputs"], tensors, data["storage"], data["programs"], steps,
+                   data.get("images", {}), data["format"])
 
     def kernel_count(self) -> int:
         return sum(len(s.kernels) for s in self.steps)
+
+    def texture_summary(self) -> dict:
+        """Counts and bytes of image vs buffer tensors, and the packed tensors that fell back (with why)."""
+        image_tensors = [t for t in self.tensors.values() if t.image is not None]
+        return {
+            "image_tensors": len(image_tensors),
+            "image_storage": len(self.images),
+            "image_bytes": sum(ImageSpec(**i).nbytes for i in self.images.values()),
+            "buffer_bytes": sum(n for s, n in self.storage.items() if s not in self.images),
+            "fallbacks": {t.name: t.fallback for t in self.tensors.values() if t.fallback},
+        }
 
 
 @dataclass

@@ -82,16 +82,20 @@ def cmd_compile(args) -> int:
 
     output = args.output or f"build/{Path(str(args.model)).stem}"
     options = CompileOptions(target=args.target, host=args.host, cc=args.cc, input_shapes=_parse_shapes(args.input_shape),
-                             memory=args.memory, schedules=args.schedules)
+                             memory=args.memory, precision=args.precision, schedules=args.schedules,
+                             records=args.records)
     progress = Progress(not (args.json or args.quiet))
     started = time.perf_counter()
     path = compile_model(args.model, output, options, progress=progress)
     progress.finish_step()
     manifest = json.loads((path / "manifest.json").read_text())
     summary = {"artifact": str(path), "target": manifest["target"], "kernels": manifest["kernels"],
+               "memory": manifest["memory"], "tuned_kernels": manifest["tuned_kernels"],
                "host_library": manifest["host_library"], "seconds": round(time.perf_counter() - started, 2)}
-    _emit(args, summary, f"compiled {manifest['model']} for {manifest['target']}: {manifest['kernels']} kernels, "
-                         f"host library {manifest['host_library']} -> {path} ({summary['seconds']} s)")
+    tuned = f", {manifest['tuned_kernels']} tuned workloads" if args.records else ""
+    _emit(args, summary, f"compiled {manifest['model']} for {manifest['target']} ({manifest['memory']} memory): "
+                         f"{manifest['kernels']} kernels{tuned}, host library {manifest['host_library']} -> {path} "
+                         f"({summary['seconds']} s)")
     return 0
 
 
@@ -251,10 +255,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "--host android; default $TVM_NDK_CC; without one, lib.tar holds the objects)")
     p.add_argument("--input-shape", action="append", metavar="NAME:DIMS",
                    help="static shape for a model input with dynamic dimensions, e.g. input:1,3,224,224 (repeatable)")
-    p.add_argument("--memory", choices=["buffer"], default="buffer",
-                   help="where tensors live on the GPU: buffer (OpenCL buffers)")
+    p.add_argument("--memory", choices=["buffer", "texture"], default="buffer",
+                   help="where tensors live on the GPU: buffer (OpenCL buffers, default) or texture (NCHW4c "
+                   "activations and OIHW4o weights in OpenCL images, run by our executors; see README)")
+    p.add_argument("--precision", choices=["fp32", "fp16"], default="fp32",
+                   help="fp16 stores texture images as CL_HALF_FLOAT (arithmetic stays fp32); needs --memory texture")
     p.add_argument("--schedules", choices=["adreno", "tvm"], default="adreno",
-                   help="adreno: our conv/pool schedules first (default); tvm: TVM 0.27's default schedules only")
+                   help="adreno: our conv schedules first (default); tvm: TVM 0.27's default schedules only")
+    p.add_argument("--records", help="tuning records from `adreno tune`: the best config of each workload is used")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
     p = command("run", cmd_run, "run an artifact on a local OpenCL device, time each kernel, check the output",
@@ -282,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--local", action="store_true", help="the OpenCL platforms/devices pyopencl sees here (default)")
     p.add_argument("--tracker", metavar="HOST:PORT", help="also show the RPC tracker's queue and device health")
 
-    for extension in ("adreno.cache_cli", "adreno.rpc.cli"):
+    for extension in ("adreno.tune.cli", "adreno.cache_cli", "adreno.rpc.cli"):
         try:
             module = __import__(extension, fromlist=["register"])
         except ImportError:

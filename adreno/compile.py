@@ -13,14 +13,15 @@ import os
 import platform
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from . import __version__
-from .artifact import KERNEL_DIR, PLAN_NAME, ArtifactWriter, KernelArg, KernelLaunch, Plan, Step, TensorSpec
+from .artifact import (KERNEL_DIR, PLAN_NAME, ArtifactWriter, ImageSpec, KernelArg, KernelLaunch, Plan, Step,
+                       TensorSpec)
 from .errors import AdrenoError, DynamicShapeError, ModelError, UnsupportedOpError
 from .frontend import load_model, to_relax
 
@@ -35,8 +36,10 @@ class CompileOptions:
     host: str = "android"
     cc: str | None = None
     input_shapes: dict[str, list[int]] = field(default_factory=dict)
-    memory: str = "buffer"
+    memory: str = "buffer"  # "texture": NCHW4c/OIHW4o regions in OpenCL images (see adreno/texture.py)
+    precision: str = "fp32"  # "fp16": texture images stored as CL_HALF_FLOAT (arithmetic stays fp32)
     schedules: str = "adreno"  # "adreno": our schedule rules first, TVM's dlight rules for the rest; "tvm": TVM's only
+    records: str | None = None  # tuning records (`adreno tune`): the best config per workload overrides the defaults
 
 
 def compile_model(model, output: str | os.PathLike, options: CompileOptions | None = None,
@@ -61,10 +64,19 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     model_bytes = onnx_model.SerializeToString()
     say("importing to Relax")
     mod = to_relax(onnx_model, options.input_shapes)
-    say(f"lowering for {device.name} ({options.memory} memory)")
-    lowered = lower_relax(mod, tvm_target, options.schedules)
+    if options.memory not in ("buffer", "texture"):
+        raise AdrenoError(f"--memory must be 'texture' or 'buffer', not {options.memory!r}")
+    if options.precision not in ("fp32", "fp16"):
+        raise AdrenoError(f"--precision must be 'fp32' or 'fp16', not {options.precision!r}")
+    if options.precision == "fp16" and options.memory != "texture":
+        raise AdrenoError("--precision fp16 stores images as half floats: it needs --memory texture")
+    tuned = _TunedConfigs(options.records)
+    say(f"lowering for {device.name} ({options.memory} memory"
+        f"{f', {len(tuned)} tuned workloads' if options.records else ''})")
+    lowered = lower_relax(mod, tvm_target, options.schedules, memory=options.memory, schedule_config=tuned)
     say("extracting the launch plan")
-    plan, sources, params = extract_plan(lowered, tvm_target)
+    plan, sources, params = extract_plan(lowered, tvm_target, memory=options.memory, device=device,
+                                         precision=options.precision)
 
     with ArtifactWriter(output) as writer:
         for name, source in sources.items():
@@ -83,7 +95,11 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "target_info": targets.describe(device),
             "tvm_target": str(tvm_target),
             "memory": options.memory,
+            "precision": options.precision,
+            "textures": plan.texture_summary(),
             "schedules": options.schedules,
+            "records": str(Path(options.records).resolve()) if options.records else None,
+            "tuned_kernels": len(tuned.used),
             "host": host,
             "host_library": library,
             "adreno_version": __version__,
@@ -108,24 +124,57 @@ def model_source(model, model_name: str) -> dict:
     return {}
 
 
-def lower_relax(mod, tvm_target, schedules: str = "adreno"):
+class _TunedConfigs(dict):
+    """workload key -> best tuned config from a records file; remembers which keys the schedules looked up
+    and found, so the manifest can say how many kernels were tuned."""
+
+    def __init__(self, records: str | None):
+        super().__init__()
+        self.used: set[str] = set()
+        if records:
+            from .tune.database import Database
+
+            if not Path(records).is_file():
+                raise AdrenoError(f"--records {records}: no such file (write one with `adreno tune`)")
+            self.update(Database(records).best_configs())
+
+    def get(self, key, default=None):
+        if key in self:
+            self.used.add(key)
+        return super().get(key, default)
+
+
+def lower_relax(mod, tvm_target, schedules: str = "adreno", memory: str = "buffer", schedule_config=None):
     """Run the Adreno Relax legalization pipeline (library dispatch, legalize, fuse, schedules).
 
-    With schedules="adreno" our rules (`adreno.schedules.rules`) get the first chance at every function and
-    TVM's dlight rules schedule the rest; "tvm" keeps TVM 0.27's defaults (for comparisons).
+    With schedules="adreno" our rules (`adreno.schedules.rules`, with tuned knobs from `schedule_config`) get
+    the first chance at every function and TVM's dlight rules schedule the rest; "tvm" keeps TVM 0.27's
+    defaults (for comparisons); "none" stops before any schedule (what the tuner extracts tasks from).
     The result's `main` is a flat dataflow of `call_tir`; any other call left there is an op we cannot lower."""
     import tvm
     from tvm.relax.backend.adreno import pipeline
 
-    if schedules not in ("adreno", "tvm"):
-        raise AdrenoError(f"schedules must be 'adreno' or 'tvm', not {schedules!r}")
-    with tvm_target:
-        passes = pipeline.library_dispatch_passes(tvm_target) + pipeline.legalize_passes(tvm_target)
-        if schedules == "adreno":
-            from .schedules import schedule_pass
+    if schedules not in ("adreno", "tvm", "none"):
+        raise AdrenoError(f"schedules must be 'adreno', 'tvm' or 'none', not {schedules!r}")
+    if schedules == "none" and memory == "texture":
+        raise AdrenoError("unscheduled lowering (tuning tasks) exists for buffer memory only")
+    ours = []
+    if schedules == "adreno":
+        from .schedules import schedule_pass
 
-            passes.insert(len(passes) - 2, schedule_pass(tvm_target))
+        ours = [schedule_pass(tvm_target, schedule_config)]
+    with tvm_target:
+        if memory == "texture":
+            from . import texture
+
+            passes = texture.relax_passes(tvm_target, ours)
+        else:
+            passes = pipeline.library_dispatch_passes(tvm_target) + pipeline.legalize_passes(tvm_target)
+            dlight_defaults = passes[-2:]  # TVM's dlight default-schedule passes close the list
+            passes = passes[:-2] + ours + ([] if schedules == "none" else dlight_defaults)
         lowered = tvm.transform.Sequential(passes)(mod)
+    if schedules == "none":
+        return lowered
     call_tir = tvm.ir.Op.get("relax.call_tir")
     for binding in _bindings(lowered["main"]):
         value = binding.value
@@ -141,9 +190,34 @@ def _bindings(func):
         yield from block.bindings
 
 
-def extract_plan(lowered, tvm_target) -> tuple[Plan, dict[str, str], dict[str, np.ndarray]]:
-    """Walk `main` of a lowered module into a launch plan, the OpenCL source per program, and the params."""
+def extract_plan(lowered, tvm_target, memory: str = "buffer", device=None,
+                 precision: str = "fp32") -> tuple[Plan, dict[str, str], dict[str, np.ndarray]]:
+    """Walk `main` of a lowered module into a launch plan, the OpenCL source per program, and the params.
+
+    memory="texture": every packed 5-D tensor (NCHW4c activation, OIHW4o weight) that fits the device's image
+    limits is an OpenCL image (`TensorSpec.image`); one that does not, or whose producing kernel cannot write
+    whole pixels, stays a buffer with the reason in `TensorSpec.fallback`."""
     import tvm
+
+    textures = memory == "texture"
+    if textures:
+        from . import texture
+        from .target import get_device
+
+        device = device or get_device("adreno-740")
+        storage_type = "float16" if precision == "fp16" else "float32"
+
+    def assign_image(spec: TensorSpec) -> None:
+        if not textures:
+            return
+        image, reason = texture.choose_image(spec.shape, spec.dtype, "param" if spec.kind == "param" else "act",
+                                             device, storage_type)
+        if image is None:
+            if len(spec.shape) == 5 and spec.shape[-1] == texture.LANES:
+                spec.fallback = reason
+            return
+        spec.scope = image.scope
+        spec.image = asdict(image)
 
     call_tir = tvm.ir.Op.get("relax.call_tir")
     main = lowered["main"]
@@ -153,7 +227,7 @@ def extract_plan(lowered, tvm_target) -> tuple[Plan, dict[str, str], dict[str, n
     steps: list[Step] = []
     programs: dict[str, str] = {}
     sources: dict[str, str] = {}
-    lowered_funcs: dict[str, tuple[list[KernelLaunch], list[int], str]] = {}
+    lowered_funcs: dict[tuple, tuple[list[KernelLaunch], list[int], str, str]] = {}
 
     def tensor_of(expr) -> str:
         if isinstance(expr, tvm.ir.expr.GenericConst) or isinstance(expr, tvm.ir.expr.Constant):
@@ -161,6 +235,7 @@ def extract_plan(lowered, tvm_target) -> tuple[Plan, dict[str, str], dict[str, n
             array = expr.value.numpy()
             params[name] = array
             tensors[name] = TensorSpec(name, list(array.shape), str(array.dtype), "param", "")
+            assign_image(tensors[name])
             return name
         try:
             return values[_expr_key(expr)]
@@ -182,15 +257,35 @@ def extract_plan(lowered, tvm_target) -> tuple[Plan, dict[str, str], dict[str, n
             out_names = [base] if len(outs) == 1 else [_unique(f"{base}.{i}", tensors) for i in range(len(outs))]
             for name, (shape, dtype) in zip(out_names, outs):
                 tensors[name] = TensorSpec(name, shape, dtype, "intermediate", "")
+                assign_image(tensors[name])
             values[_expr_key(var)] = out_names[0] if len(outs) == 1 else tuple(out_names)
             func_name = gvar.name_hint
-            if func_name not in lowered_funcs:
-                launches, workspaces, source = lower_primfunc(lowered[gvar], func_name, tvm_target)
-                lowered_funcs[func_name] = (launches, workspaces, source)
-                programs[func_name] = f"{KERNEL_DIR}/{func_name}.cl"
-                sources[func_name] = source
-            launches, workspaces, _ = lowered_funcs[func_name]
-            steps.append(Step(func_name, func_name, _op_family(func_name), args + out_names, launches, workspaces))
+            step_args = args + out_names
+            while True:
+                scopes = tuple(tensors[n].scope for n in step_args) if textures else None
+                key = (func_name, scopes)
+                if key in lowered_funcs:
+                    break
+                try:
+                    launches, workspaces, source = lower_primfunc(lowered[gvar], func_name, tvm_target, scopes)
+                except texture_error() as err:
+                    demoted = [n for n in out_names if tensors[n].image is not None]
+                    if not demoted:
+                        raise
+                    for n in demoted:
+                        tensors[n].scope, tensors[n].image = "global", None
+                        tensors[n].fallback = f"producer {func_name} cannot write whole pixels ({err})"
+                    continue
+                program = func_name if not scopes or all(sc == "global" for sc in scopes) \
+                    else f"{func_name}__tex{sum(1 for k in lowered_funcs if k[0] == func_name)}"
+                if program in programs:
+                    program = f"{program}_{len(programs)}"
+                lowered_funcs[key] = (launches, workspaces, source, program)
+                programs[program] = f"{KERNEL_DIR}/{program}.cl"
+                sources[program] = source
+                break
+            launches, workspaces, _, program = lowered_funcs[key]
+            steps.append(Step(func_name, program, _op_family(func_name), step_args, launches, workspaces))
         elif isinstance(value, tvm.ir.expr.TupleGetItem):
             values[_expr_key(var)] = values[_expr_key(value.tuple_value)][value.index]
         elif isinstance(value, tvm.ir.expr.Tuple):
@@ -205,8 +300,14 @@ def extract_plan(lowered, tvm_target) -> tuple[Plan, dict[str, str], dict[str, n
     for name in outputs:
         if tensors[name].kind == "intermediate":
             tensors[name].kind = "output"
-    storage = plan_storage(tensors, steps, outputs)
-    return Plan(inputs, outputs, tensors, storage, programs, steps), sources, params
+    storage, images = plan_storage(tensors, steps, outputs, with_images=True)
+    return Plan(inputs, outputs, tensors, storage, programs, steps, images=images), sources, params
+
+
+def texture_error():
+    from .texture import TextureLoweringError
+
+    return TextureLoweringError
 
 
 def _unique(name: str, taken) -> str:
@@ -251,9 +352,13 @@ def _op_family(func_name: str) -> str:
     return func_name.removeprefix("fused_").split("_")[0]
 
 
-def plan_storage(tensors: dict[str, TensorSpec], steps: list[Step], outputs: list[str]) -> dict[str, int]:
+def plan_storage(tensors: dict[str, TensorSpec], steps: list[Step], outputs: list[str], with_images: bool = False):
     """Assign storage to tensors: inputs, outputs and params own theirs; intermediates reuse a freed storage
-    block of at least their size once its previous tensor is dead (greedy, best fit)."""
+    block of at least their size once its previous tensor is dead (greedy, best fit). Image tensors get image
+    storage ("i<n>"), reused only by a later image tensor of exactly the same image spec.
+    Returns the storage dict (id -> bytes), plus the images (id -> image spec) when `with_images`."""
+    images: dict[str, dict] = {}
+    free_images: list[str] = []
     last_use: dict[str, int] = {}
     for index, step in enumerate(steps):
         for name in step.args:
@@ -265,8 +370,19 @@ def plan_storage(tensors: dict[str, TensorSpec], steps: list[Step], outputs: lis
             spec = tensors[name]
             if spec.storage:
                 continue
+            if spec.image is not None:
+                same = [i for i in free_images if images[i] == spec.image] if spec.kind == "intermediate" else []
+                if same:
+                    block = same[0]
+                    free_images.remove(block)
+                else:
+                    block = f"i{len(images)}"
+                    images[block] = dict(spec.image)
+                    storage[block] = ImageSpec(**spec.image).nbytes
+                spec.storage = block
+                continue
             if spec.kind != "intermediate":
-                spec.storage = f"s{len(storage)}"
+                spec.storage = _new_id(storage)
                 storage[spec.storage] = spec.nbytes
                 continue
             fitting = [s for s in free if storage[s] >= spec.nbytes]
@@ -278,18 +394,25 @@ def plan_storage(tensors: dict[str, TensorSpec], steps: list[Step], outputs: lis
                 free.remove(block)
                 storage[block] = spec.nbytes
             else:
-                block = f"s{len(storage)}"
+                block = _new_id(storage)
                 storage[block] = spec.nbytes
             spec.storage = block
         for name in set(step.args):
             spec = tensors[name]
             if spec.kind == "intermediate" and last_use[name] == index:
-                free.append(spec.storage)
+                (free_images if spec.image is not None else free).append(spec.storage)
     for spec in tensors.values():  # inputs/outputs never touched by a step (pass-through) still need storage
         if not spec.storage:
-            spec.storage = f"s{len(storage)}"
+            spec.storage = _new_id(storage)
             storage[spec.storage] = spec.nbytes
-    return storage
+    return (storage, images) if with_images else storage
+
+
+def _new_id(storage) -> str:
+    index = sum(1 for k in storage if k.startswith("s"))
+    while f"s{index}" in storage:
+        index += 1
+    return f"s{index}"
 
 
 class _SplitCapture:
@@ -303,15 +426,26 @@ class _SplitCapture:
             self.module = mod
 
 
-def lower_primfunc(func, name: str, tvm_target) -> tuple[list[KernelLaunch], list[int], str]:
+def lower_primfunc(func, name: str, tvm_target, scopes=None) -> tuple[list[KernelLaunch], list[int], str]:
     """Lower one scheduled PrimFunc with TVM's own TIR pipeline; return its kernel launches (in order),
-    the byte sizes of the global workspaces it allocates, and the OpenCL source of its kernels."""
+    the byte sizes of the global workspaces it allocates, and the OpenCL source of its kernels.
+
+    `scopes` (one memory scope per parameter) puts parameters in texture scopes and lowers with the texture TIR
+    pipeline (`adreno.texture`); a texture store that is not one float4 per pixel raises TextureLoweringError."""
     import tvm
 
     capture = tvm.ir.instrument.pass_instrument(_SplitCapture)()
+    textured = scopes is not None and any(sc != "global" for sc in scopes)
+    if textured:
+        from . import texture
+
+        func = texture.specialize_scopes(func, list(scopes), tvm_target)
+        pipeline_name = texture.register_pipeline()
+    else:
+        pipeline_name = "s_tir"
     module = tvm.IRModule({name: func.with_attr("global_symbol", name)})
     module = tvm.tirx.transform.BindTarget(tvm_target)(module)
-    pipeline, _, finalize_device = tvm.tirx.get_tir_pipeline("s_tir")
+    pipeline, _, finalize_device = tvm.tirx.get_tir_pipeline(pipeline_name)
     with tvm.transform.PassContext(instruments=[capture]):
         pipeline(module)
     split = capture.module
@@ -353,6 +487,8 @@ def lower_primfunc(func, name: str, tvm_target) -> tuple[list[KernelLaunch], lis
 
     visit(host.body)
     device_module = tvm.IRModule({gv: f for gv, f in split.functions.items() if gv.name_hint != name})
+    if textured:
+        texture.check_texture_stores(device_module)
     device_module = finalize_device()(device_module)
     source = tvm.get_global_func("target.build.opencl")(device_module, tvm_target).inspect_source()
     return launches, workspaces, source

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
+
+# Tests (and the CLI subprocesses they start) never touch the user's program cache.
+os.environ.setdefault("ADRENO_CACHE_DIR", tempfile.mkdtemp(prefix="adreno-test-cache-"))
 
 
 def single_op_model(op: str, input_shapes: dict[str, list[int]], weights: dict[str, np.ndarray] | None = None,

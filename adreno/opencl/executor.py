@@ -66,24 +66,80 @@ class Executor:
         self.device = device if isinstance(device, cl.Device) else select_device(device)
         self.context = cl.Context([self.device])
         self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
-        self.cache = cache
+        self.cache = cache.for_artifact(self.artifact.path) if cache is not None else None
         plan = self.artifact.plan
         started = time.perf_counter()
         self.programs = {name: self._build(name, build_options) for name in plan.programs}
         self.build_seconds = time.perf_counter() - started
         mf = cl.mem_flags
-        self.storage = {sid: cl.Buffer(self.context, mf.READ_WRITE, max(nbytes, 4)) for sid, nbytes in plan.storage.items()}
+        images = getattr(plan, "images", {}) or {}
+        if images and not self.device.image_support:
+            raise AdrenoError(f"{self.device.name.strip()} has no image support; this artifact uses textures "
+                              "(recompile with --memory buffer)")
+        self.storage = {sid: (self._image(sid, images[sid]) if sid in images
+                              else cl.Buffer(self.context, mf.READ_WRITE, max(nbytes, 4)))
+                        for sid, nbytes in plan.storage.items()}
         self.buffers = {name: self.storage[spec.storage] for name, spec in plan.tensors.items()}
         for name, array in self.artifact.params().items():
             spec = plan.tensors[name]
             if list(array.shape) != spec.shape:
                 raise AdrenoError(f"param {name} has shape {array.shape}, the plan says {spec.shape}: recompile")
-            cl.enqueue_copy(self.queue, self.buffers[name], np.ascontiguousarray(array, dtype=spec.dtype))
+            self._write(spec, array)
         workspace_sizes = [max(sizes) for sizes in _zip_longest_max(s.workspaces for s in plan.steps)]
         self.workspaces = [cl.Buffer(self.context, mf.READ_WRITE, max(n, 4)) for n in workspace_sizes]
         self.launches = [self._bind(step_index, step, launch)
                          for step_index, step in enumerate(plan.steps) for launch in step.kernels]
         self.queue.finish()
+
+    def _image(self, sid: str, image: dict):
+        """An OpenCL image2d_array for an image storage block of the plan."""
+        import pyopencl as cl
+
+        channel = {"float32": cl.channel_type.FLOAT, "float16": cl.channel_type.HALF_FLOAT}[image["channel_type"]]
+        width, height, layers = image["width"], image["height"], image["layers"]
+        limits = (self.device.image2d_max_width, self.device.image2d_max_height, self.device.image_max_array_size)
+        if width > limits[0] or height > limits[1] or layers > limits[2]:
+            raise AdrenoError(f"image {sid} is {width}x{height}x{layers}, beyond {self.device.name.strip()}'s limits "
+                              f"{limits[0]}x{limits[1]}x{limits[2]}; recompile for this device or with --memory buffer")
+        fmt = cl.ImageFormat(cl.channel_order.RGBA, channel)
+        return cl.create_image(self.context, cl.mem_flags.READ_WRITE, fmt, shape=(width, height, layers), is_array=True)
+
+    def _write(self, spec, array) -> None:
+        """Copy a host array into a tensor's storage (buffer, or image pixels per its ImageSpec)."""
+        import pyopencl as cl
+
+        if spec.image is None:
+            cl.enqueue_copy(self.queue, self.buffers[spec.name], np.ascontiguousarray(array, dtype=spec.dtype))
+            return
+        from ..texture import to_image
+        from ..artifact import ImageSpec
+
+        image = ImageSpec(**spec.image)
+        pixels = to_image(np.asarray(array, dtype=spec.dtype), image)
+        cl.enqueue_copy(self.queue, self.buffers[spec.name], pixels, origin=(0, 0, 0),
+                        region=(image.width, image.height, image.layers))
+
+    def _read(self, spec) -> np.ndarray:
+        import pyopencl as cl
+
+        if spec.image is None:
+            host = np.empty(spec.shape, dtype=spec.dtype)
+            cl.enqueue_copy(self.queue, host, self.buffers[spec.name])
+            return host
+        from ..artifact import ImageSpec
+        from ..texture import from_image
+
+        image = ImageSpec(**spec.image)
+        pixels = np.empty((image.layers, image.height, image.width, 4), dtype=image.channel_type)
+        cl.enqueue_copy(self.queue, pixels, self.buffers[spec.name], origin=(0, 0, 0),
+                        region=(image.width, image.height, image.layers))
+        return from_image(pixels, spec.shape, spec.dtype)
+
+    def read_tensor(self, name: str) -> np.ndarray:
+        """The current contents of any tensor of the plan (for debugging and tests)."""
+        out = self._read(self.artifact.plan.tensors[name])
+        self.queue.finish()
+        return out
 
     def _build(self, program: str, options: str):
         import pyopencl as cl
@@ -131,17 +187,12 @@ class Executor:
             array = np.asarray(array)
             if list(array.shape) != spec.shape:
                 raise AdrenoError(f"input {name} must have shape {spec.shape}, got {list(array.shape)}")
-            cl.enqueue_copy(self.queue, self.buffers[name], np.ascontiguousarray(array, dtype=spec.dtype))
+            self._write(spec, array)
 
     def _get_outputs(self) -> list[np.ndarray]:
         import pyopencl as cl
 
-        outputs = []
-        for name in self.artifact.plan.outputs:
-            spec = self.artifact.plan.tensors[name]
-            host = np.empty(spec.shape, dtype=spec.dtype)
-            cl.enqueue_copy(self.queue, host, self.buffers[name])
-            outputs.append(host)
+        outputs = [self._read(self.artifact.plan.tensors[name]) for name in self.artifact.plan.outputs]
         self.queue.finish()
         return outputs
 
@@ -180,7 +231,7 @@ class Executor:
             calls = len(times) // repeat
             per_call = np.array(times).reshape(repeat, calls).sum(axis=1) if calls else np.zeros(1)
             kernels.append(KernelTiming(name, op, calls, float(np.median(per_call)), float(np.sum(times))))
-        kernels.sort(key=lambda k: k.total_ms, reverse=True)
+        kernels.sort(key=lambda k: k.median_ms, reverse=True)
         return Profile(kernels, device_ms, latencies, repeat, self.build_seconds)
 
 
