@@ -1,0 +1,102 @@
+"""`adreno tune`: search schedule knobs for every tunable kernel of a model on a device."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+
+def device_fingerprint(device) -> str:
+    """Records are keyed by this: the normalised device key, its name and its driver version."""
+    from ..opencl.device import device_key
+
+    return f"{device_key(device)}|{device.name.strip()}|{device.driver_version.strip()}"
+
+
+def cmd_tune(args) -> int:
+    from ..opencl.device import select_device
+    from ..runner import LocalRunner
+    from .database import Database
+    from .task import extract_tasks
+    from .tuner import Tuner, plot_history, save_report, target_limits
+
+    device = select_device(args.device)
+    records = Path(args.records)
+    database = Database(records)
+    quiet = args.json or args.quiet
+
+    def say(text: str) -> None:
+        if not quiet:
+            print(text, file=sys.stderr, flush=True)
+
+    say(f"extracting tasks of {args.model} for {args.target}")
+    tasks = extract_tasks(args.model, args.target)
+    resumed = sum(len(database.query(t.key, device_fingerprint(device))) for t in tasks)
+    say(f"{len(tasks)} tasks; {resumed} earlier records of this device in {records} (resuming)")
+    cache = None
+    if not args.no_cache:
+        from ..cache import ProgramCache
+
+        cache = ProgramCache()
+    runner = LocalRunner(device, cache=cache)
+    tuner = Tuner(tasks, runner, database, device_fingerprint(device), strategy=args.strategy, model=args.model_kind,
+                  batch=args.batch, limits=target_limits(args.target, device), seed=args.seed, repeat=args.repeat,
+                  progress=lambda spent, total, text: say(f"  [{_bar(spent, total)}] {text}"))
+    try:
+        report = tuner.tune(args.trials)
+    finally:
+        tuner.close()
+        runner.close()
+    if args.save_model:
+        tuner.model.save(args.save_model)
+    report.plot = plot_history(report, args.plot or records.with_suffix(".png"))
+    if args.report:
+        save_report(report, args.report)
+    if args.json:
+        import json
+
+        print(json.dumps(report.__dict__, indent=1, default=float))
+    else:
+        print(f"{'task':<48} {'calls':>5} {'trials':>6} {'default ms':>10} {'best ms':>9} {'speedup':>7}")
+        for row in report.tasks:
+            speed = f"{row['speedup_vs_default']:.2f}x" if row["speedup_vs_default"] else "-"
+            print(f"{row['task'][:48]:<48} {row['weight']:>5} {row['trials']:>6} {_fmt(row['default_ms']):>10} "
+                  f"{_fmt(row['best_ms']):>9} {speed:>7}")
+        timing = ", ".join(f"{k} {v:.1f} s" for k, v in report.seconds.items())
+        print(f"{report.trials} trials ({timing}); records: {report.records}; plot: {report.plot}")
+    return 0
+
+
+def _fmt(value) -> str:
+    return f"{value:.3f}" if value is not None and math.isfinite(value) else "-"
+
+
+def _bar(done: int, total: int, width: int = 20) -> str:
+    filled = min(width, int(width * done / max(1, total)))
+    return "#" * filled + "." * (width - filled) + f" {min(done, total)}/{total}"
+
+
+def register(sub, command) -> None:
+    p = command("tune", cmd_tune, "search the best schedule for every kernel of a model on a device",
+                "Tune MODEL's kernels on a device: a cost-model-guided search over each schedule's knobs. Every "
+                "measurement (output checked against a CPU reference first) is appended to --records; running "
+                "the same command again resumes where it stopped. `adreno compile --records FILE` applies the "
+                "best record per kernel.")
+    p.add_argument("model", help="bundled model name or .onnx file")
+    p.add_argument("--target", default="adreno-740", help="Adreno target the kernels are compiled for")
+    p.add_argument("--device", help="OpenCL device to measure on: pocl (default), gpu, or an index")
+    p.add_argument("--trials", type=int, default=64, help="measurements to spend in all (default 64)")
+    p.add_argument("--strategy", default="genetic", choices=["genetic", "random", "grid"],
+                   help="search strategy (default genetic)")
+    p.add_argument("--model", dest="model_kind", default="learned", metavar="analytical|learned|transfer:FILE",
+                   help="cost model guiding the search (default learned)")
+    p.add_argument("--records", default="records.jsonl", help="records database (JSON lines; default records.jsonl)")
+    p.add_argument("--batch", type=int, default=8, help="candidates measured per round (default 8)")
+    p.add_argument("--repeat", type=int, default=5, help="timed runs per candidate (default 5)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--plot", help="PNG of best latency against trials (default: next to --records)")
+    p.add_argument("--report", help="also write the report as JSON to this file")
+    p.add_argument("--save-model", help="save the trained cost model (for transfer:FILE on another device)")
+    p.add_argument("--no-cache", action="store_true", help="do not use the OpenCL program-binary cache")
+    p.add_argument("-q", "--quiet", action="store_true")

@@ -1,0 +1,118 @@
+"""The tuning records database: append-only JSON lines keyed by (workload key, device fingerprint).
+
+Every measurement, failed or not, is one line. Lines are written, flushed and fsynced per batch, so a killed
+tuner loses at most the batch in flight; a torn last line (the process died mid-write) is skipped with a
+warning on load, and the next append starts on a fresh line. Duplicates (same workload, device, config and
+trial id) are ignored on load, so a resumed run that re-writes a batch does not double-count it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+log = logging.getLogger("adreno.tune")
+
+
+@dataclass
+class Record:
+    """One measured candidate: seconds per repeat, or the error and the stage it failed in."""
+
+    workload: str
+    device: str
+    config: dict
+    seconds: list[float] | None = None
+    error: str | None = None
+    stage: str | None = None
+    trial: int = 0
+    strategy: str = ""
+    timestamp: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.seconds)
+
+    @property
+    def median(self) -> float:
+        return sorted(self.seconds)[len(self.seconds) // 2] if self.ok else float("inf")
+
+    def identity(self) -> tuple:
+        return (self.workload, self.device, json.dumps(self.config, sort_keys=True), self.trial)
+
+
+class Database:
+    """Records in one JSON-lines file. Loading is lazy and tolerant; appends are durable per batch."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.records: list[Record] = []
+        self._seen: set[tuple] = set()
+        self.skipped_lines = 0
+        if self.path.exists():
+            self._load()
+
+    def _load(self) -> None:
+        raw = self.path.read_bytes()
+        lines = raw.split(b"\n")
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = Record(**json.loads(line))
+            except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as err:
+                self.skipped_lines += 1
+                where = "torn last line" if number >= len(lines) - 1 else f"line {number}"
+                log.warning("%s: skipping %s (%s)", self.path, where, type(err).__name__)
+                continue
+            self._add(record)
+
+    def _add(self, record: Record) -> bool:
+        identity = record.identity()
+        if identity in self._seen:
+            return False
+        self._seen.add(identity)
+        self.records.append(record)
+        return True
+
+    def append(self, records: list[Record]) -> None:
+        """Append a batch durably (one write, flush, fsync). Records already present are not written again."""
+        fresh = [r for r in records if self._add(r)]
+        if not fresh:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = "".join(json.dumps(asdict(r), sort_keys=True) + "\n" for r in fresh).encode()
+        with open(self.path, "ab") as f:
+            if f.tell() and not self._ends_with_newline():
+                data = b"\n" + data  # a torn line from a killed writer: start ours on a fresh line
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def _ends_with_newline(self) -> bool:
+        with open(self.path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) == b"\n"
+
+    def query(self, workload: str | None = None, device: str | None = None) -> list[Record]:
+        return [r for r in self.records if (workload is None or r.workload == workload)
+                and (device is None or r.device == device)]
+
+    def best(self, workload: str, device: str | None = None) -> Record | None:
+        """The fastest successful record of a workload (on one device, or any)."""
+        ok = [r for r in self.query(workload, device) if r.ok]
+        return min(ok, key=lambda r: r.median) if ok else None
+
+    def best_configs(self, device: str | None = None) -> dict[str, dict]:
+        """workload key -> config of its best record: what `adreno compile --records` applies."""
+        best = {}
+        for workload in {r.workload for r in self.records}:
+            record = self.best(workload, device)
+            if record is not None:
+                best[workload] = record.config
+        return best
+
+    def next_trial(self, workload: str, device: str) -> int:
+        return 1 + max((r.trial for r in self.query(workload, device)), default=0)

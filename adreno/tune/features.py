@@ -1,0 +1,165 @@
+"""Woodpecker-style analytical metrics of a direct-convolution candidate, and the feature rows cost models read.
+
+`conv_metrics(workload, config, target_limits)` describes one candidate of the register-tiled direct convolution
+(`schedules/_conv.py`): every work-item computes `tile_f x tile_y x tile_x` outputs (channels x rows x columns), the
+workgroup is `threads_f x threads_y x threads_x` work-items, the reduction over input channels is split by `tile_rc`,
+`unroll_k` unrolls kh/kw and `stage=1` caches the input patch of `tile_rc` channels before computing (modelled here
+as the workgroup's patch in local memory). Every metric is a positive float; all but `registers` are "higher is
+better" and lie in (0, 1] except the two reuse ratios (>= some small positive value, unbounded above).
+
+Notation (per workload: output N x O x OH x OW, kernel KH x KW, stride SH, SW, dilation DH, DW, Cg input channels
+per group; per config: vf, vy, vx = tile_f, tile_y, tile_x; tf, ty, tx = threads_f, threads_y, threads_x;
+rc = tile_rc; wg = tf*ty*tx; per target: CU compute units, T max threads, W wave size, S transaction elements =
+transaction_bytes / dtype bytes, B local-memory banks):
+
+    blocks_f = ceil(O / (tf*vf)), blocks_y = ceil(OH / (ty*vy)), blocks_x = ceil(OW / (tx*vx))
+    n_wg = N * blocks_f * blocks_y * blocks_x                 workgroups launched
+    work_items = n_wg * wg
+
+    parallelism       = min(1, work_items / (CU * T))          fraction of the device's thread slots filled
+    occupancy         = wave_fill * cu_balance
+                        wave_fill  = wg / (ceil(wg / W) * W)   lanes of the workgroup's waves doing work
+                        cu_balance = n_wg / (ceil(n_wg / CU) * CU)   last round of workgroups over the CUs
+    memory_efficiency = (coal(tx', vx*SW) * coal(tx', vx) * coal(r, SW) * coal(r, 1)) ** 1/4
+                        coal(w, d) = w / (min(w, ceil(((w-1)*d + 1) / S)) * S): the fraction of fetched elements
+                        used when w neighbouring work-items touch elements d apart (S-element transactions);
+                        tx' = min(tx, OW, W): one instruction of a wave row (work-item x is vx columns from its
+                        neighbour: loads d = vx*SW, stores d = vx); r = min(tx*vx, OW): the columns a wave row
+                        touches over its whole tile (cache-line use once the tile's loads are done)
+    register_reuse    = MACs / values loaded into registers, per reduction step
+                        stage 0 (per ci, kh, kw): vf*vy*vx / (vf + vy*vx)
+                        stage 1 (per rc channels): rc*KH*KW*vf*vy*vx / (rc * (py*px + vf*KH*KW))
+                        py = (vy-1)*SH + (KH-1)*DH + 1, px = (vx-1)*SW + (KW-1)*DW + 1 (a work-item's input patch)
+    local_reuse       = stage 1: (wg * py * px) / (Py * Px)    reads of the staged patch per value staged,
+                        Py = (ty*vy-1)*SH + (KH-1)*DH + 1, Px = (tx*vx-1)*SW + (KW-1)*DW + 1 (the workgroup patch;
+                        threads_f groups share it, neighbouring work-items share halos); 1.0 when stage = 0
+    bank_conflict     = stage 1: 1 / ceil(w / min(w, B / gcd(vx*SW, B))), w = min(tx, W): the serialisation of a
+                        wave row reading the staged patch vx*SW words apart; 1.0 when stage = 0
+    branch_efficiency = useful / computed outputs and reduction steps:
+                        (O*OH*OW*Cg) / (blocks_f*tf*vf * blocks_y*ty*vy * blocks_x*tx*vx * ceil(Cg/rc)*rc)
+    local_fit         = stage 1: min(1, local_memory_bytes / (rc * Py * Px * dtype bytes)); 1.0 when stage = 0
+    registers         = live values per work-item (pressure; higher is worse)
+                        vf*vy*vx accumulators + stage 0: vf + vy*vx; stage 1: rc * (py*px + vf*KH*KW)
+
+`featurize(workload, configs, target_limits)` turns candidates into model rows: log of each metric, then the raw
+knob values, then a few log2 workload descriptors (so a model trained across tasks can learn interactions).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+METRIC_NAMES: list[str] = ["parallelism", "occupancy", "memory_efficiency", "register_reuse", "local_reuse",
+                           "bank_conflict", "branch_efficiency", "local_fit", "registers"]
+
+# The direct-conv knobs, in feature order, with the value a missing knob takes (as in `_conv.schedule_tiled`).
+KNOB_DEFAULTS: dict[str, int] = {"tile_f": 1, "tile_y": 1, "tile_x": 1, "threads_f": 1, "threads_y": 1,
+                                 "threads_x": 1, "tile_rc": 1, "unroll_k": 1, "stage": 0}
+WORKLOAD_NAMES: list[str] = ["log2_out_channels", "log2_in_channels", "log2_out_pixels", "log2_kernel", "stride"]
+
+FEATURE_NAMES: list[str] = ([f"log_{m}" for m in METRIC_NAMES] + list(KNOB_DEFAULTS) + WORKLOAD_NAMES)
+METRIC_COLUMNS: list[int] = list(range(len(METRIC_NAMES)))  # where the log metrics sit in a feature row
+
+# Target values used when target_limits does not give them (compute_units is None where not public).
+DEFAULT_LIMITS = {"compute_units": 4, "max_threads": 256, "local_memory_bytes": 32768, "wave_size": 64,
+                  "transaction_bytes": 64, "local_banks": 32}
+
+_DTYPE_BYTES = {"float32": 4, "float16": 2, "int8": 1, "uint8": 1, "int32": 4}
+
+
+def _limits(target_limits: dict | None) -> dict:
+    limits = dict(DEFAULT_LIMITS)
+    for key, value in (target_limits or {}).items():
+        if value is not None:
+            limits[key] = value
+    return limits
+
+
+def _coalescing(width: int, spacing: int, segment: int) -> float:
+    """Fraction of fetched elements used when `width` work-items read elements `spacing` apart."""
+    width = max(1, width)
+    span = (width - 1) * spacing + 1
+    segments = min(width, math.ceil(span / segment))
+    return width / (segments * segment)
+
+
+def conv_metrics(workload, config: dict, target_limits: dict | None) -> dict[str, float]:
+    """The analytical metrics of one direct-conv candidate (see the module doc for the formulas)."""
+    lim = _limits(target_limits)
+    cfg = {**KNOB_DEFAULTS, **config}
+    vf, vy, vx = int(cfg["tile_f"]), int(cfg["tile_y"]), int(cfg["tile_x"])
+    tf, ty, tx = int(cfg["threads_f"]), int(cfg["threads_y"]), int(cfg["threads_x"])
+    rc, stage = int(cfg["tile_rc"]), int(cfg["stage"])
+    wl = workload
+    sh, sw = (int(s) for s in wl.stride)
+    dh, dw = (int(d) for d in wl.dilation)
+    cg = wl.c // wl.groups
+    cu, max_threads = int(lim["compute_units"]), int(lim["max_threads"])
+    wave = int(lim["wave_size"])
+    dbytes = _DTYPE_BYTES.get(str(wl.dtype), 4)
+    segment = max(1, int(lim["transaction_bytes"]) // dbytes)
+    banks = int(lim["local_banks"])
+
+    wg = tf * ty * tx
+    blocks_f = math.ceil(wl.o / (tf * vf))
+    blocks_y = math.ceil(wl.oh / (ty * vy))
+    blocks_x = math.ceil(wl.ow / (tx * vx))
+    n_wg = wl.n * blocks_f * blocks_y * blocks_x
+    work_items = n_wg * wg
+
+    parallelism = min(1.0, work_items / (cu * max_threads))
+    wave_fill = wg / (math.ceil(wg / wave) * wave)
+    cu_balance = n_wg / (math.ceil(n_wg / cu) * cu)
+    occupancy = wave_fill * cu_balance
+
+    lane = min(tx, wl.ow, wave)
+    row = min(tx * vx, wl.ow)
+    memory = (_coalescing(lane, vx * sw, segment) * _coalescing(lane, vx, segment)
+              * _coalescing(row, sw, segment) * _coalescing(row, 1, segment)) ** 0.25
+
+    py = (vy - 1) * sh + (wl.kh - 1) * dh + 1
+    px = (vx - 1) * sw + (wl.kw - 1) * dw + 1
+    taps = wl.kh * wl.kw
+    outputs = vf * vy * vx
+    if stage:
+        register_reuse = (rc * taps * outputs) / (rc * (py * px + vf * taps))
+        registers = outputs + rc * (py * px + vf * taps)
+        big_py = (ty * vy - 1) * sh + (wl.kh - 1) * dh + 1
+        big_px = (tx * vx - 1) * sw + (wl.kw - 1) * dw + 1
+        local_reuse = (wg * py * px) / (big_py * big_px)
+        lane_row = min(tx, wave)
+        distinct = min(lane_row, banks // math.gcd(vx * sw, banks))
+        bank_conflict = 1.0 / math.ceil(lane_row / distinct)
+        local_fit = min(1.0, float(lim["local_memory_bytes"]) / (rc * big_py * big_px * dbytes))
+    else:
+        register_reuse = outputs / (vf + vy * vx)
+        registers = outputs + vf + vy * vx
+        local_reuse = bank_conflict = local_fit = 1.0
+
+    computed = (blocks_f * tf * vf) * (blocks_y * ty * vy) * (blocks_x * tx * vx) * (math.ceil(cg / rc) * rc)
+    branch = (wl.o * wl.oh * wl.ow * cg) / computed
+
+    return {"parallelism": max(parallelism, 1e-9), "occupancy": occupancy, "memory_efficiency": memory,
+            "register_reuse": register_reuse, "local_reuse": local_reuse, "bank_conflict": bank_conflict,
+            "branch_efficiency": branch, "local_fit": local_fit, "registers": float(registers)}
+
+
+def workload_descriptors(workload) -> list[float]:
+    wl = workload
+    return [math.log2(wl.o), math.log2(max(1, wl.c // wl.groups)), math.log2(wl.oh * wl.ow),
+            math.log2(wl.kh * wl.kw), float(max(wl.stride))]
+
+
+def featurize(workload, configs: list[dict], target_limits: dict | None) -> np.ndarray:
+    """One row per config: log metrics (METRIC_NAMES order), raw knob values, workload descriptors
+    (FEATURE_NAMES gives the column names)."""
+    described = workload_descriptors(workload)
+    rows = []
+    for config in configs:
+        metrics = conv_metrics(workload, config, target_limits)
+        cfg = {**KNOB_DEFAULTS, **config}
+        rows.append([math.log(metrics[m]) for m in METRIC_NAMES] + [float(cfg[k]) for k in KNOB_DEFAULTS]
+                    + described)
+    return np.asarray(rows, dtype=np.float64).reshape(len(configs), len(FEATURE_NAMES))

@@ -1,0 +1,272 @@
+"""The tuning loop: a task scheduler hands rounds to the task with the largest expected end-to-end gain; per
+round the strategy proposes candidates (guided by the cost model), the builder builds them in processes, the
+runner measures them (output checked first), every result is appended durably to the records database, and
+the cost model is retrained. A run resumes from the database: measured candidates are never measured again."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..runner import RunInput, Runner
+from .cost_model import CostModel, make_model
+from .database import Database, Record
+from .features import featurize
+from .measure import Builder, reference_outputs, task_inputs
+from .space import SearchSpace
+from .strategies import get_strategy
+from .task import Task
+
+
+@dataclass
+class TaskState:
+    """Where tuning of one task stands."""
+
+    task: Task
+    space: SearchSpace
+    strategy: object
+    default: dict
+    measured: set = field(default_factory=set)
+    best_seconds: float = math.inf
+    default_seconds: float = math.inf
+    history: list[tuple[int, float]] = field(default_factory=list)  # (trials so far, best so far)
+    rounds: int = 0
+    inputs: list | None = None
+    reference: list | None = None
+    done: bool = False  # the strategy has nothing left to propose
+
+    @property
+    def trials(self) -> int:
+        return len(self.measured)
+
+    def exhausted(self, cap: int) -> bool:
+        return self.done or self.trials >= cap
+
+
+@dataclass
+class TuneReport:
+    tasks: list[dict]
+    trials: int
+    seconds: dict
+    records: str
+    plot: str | None = None
+
+
+def target_limits(target_name: str, device=None) -> dict:
+    """Limits the analytical features use: the measuring device's where known, else the target table's."""
+    from ..target import get_device
+
+    spec = get_device(target_name)
+    limits = {"compute_units": spec.compute_units or 4, "max_threads": spec.schedule_threads,
+              "local_memory_bytes": spec.local_memory_bytes}
+    if device is not None:
+        limits["compute_units"] = device.max_compute_units
+    return limits
+
+
+class Tuner:
+    """Tunes the tasks of a model on one runner, writing every measurement to `database`."""
+
+    def __init__(self, tasks: list[Task], runner: Runner, database: Database, device_fingerprint: str, *,
+                 strategy: str = "genetic", model: str | CostModel = "learned", batch: int = 8, builder=None,
+                 limits: dict | None = None, seed: int = 0, repeat: int = 5, progress: Callable | None = None):
+        from ..target import tvm_target
+
+        self.tasks, self.runner, self.database = tasks, runner, database
+        self.device = device_fingerprint
+        self.model = make_model(model) if isinstance(model, str) else model
+        self.batch, self.repeat, self.seed = batch, repeat, seed
+        self.builder = builder or Builder()
+        self.limits = limits or target_limits(tasks[0].target_name)
+        self.progress = progress or (lambda spent, total, text: None)
+        self.timing = {"build": 0.0, "run": 0.0, "model": 0.0}
+        self.strategy_name = strategy
+        self.states = []
+        for index, task in enumerate(tasks):
+            target = tvm_target(task.target_name)
+            space = task.space(target)
+            state = TaskState(task, space, get_strategy(strategy)(space, seed=seed + index),
+                              task.default_config(target))
+            self._resume(state)
+            self.states.append(state)
+        self._retrain()
+
+    def _resume(self, state: TaskState) -> None:
+        records = self.database.query(state.task.key, self.device)
+        candidates, seconds = [], []
+        for record in records:
+            if not _in_space(state.space, record):
+                continue
+            candidate = state.space.candidate(record.config)
+            state.measured.add(candidate)
+            candidates.append(candidate)
+            seconds.append(record.median)
+            if record.config == state.default and record.ok:
+                state.default_seconds = min(state.default_seconds, record.median)
+            state.best_seconds = min(state.best_seconds, record.median)
+            state.history.append((len(state.measured), state.best_seconds))
+        if candidates:
+            state.strategy.observe(candidates, seconds)
+
+    def _features(self, state: TaskState, candidates) -> np.ndarray:
+        return featurize(state.task.workload, [state.space.config(c) for c in candidates], self.limits)
+
+    def _retrain(self) -> None:
+        started = time.perf_counter()
+        features, seconds, groups = [], [], []
+        for state in self.states:
+            records = [r for r in self.database.query(state.task.key, self.device) if _in_space(state.space, r)]
+            if records:
+                features.append(featurize(state.task.workload, [r.config for r in records], self.limits))
+                seconds.extend(r.median for r in records)
+                groups.extend([state.task.key] * len(records))
+        if features:
+            self.model.fit(np.vstack(features), np.array(seconds), np.array(groups, dtype=object))
+        self.timing["model"] += time.perf_counter() - started
+
+    def pick_task(self, caps: list[int]) -> TaskState | None:
+        """Ansor-style: first one round each; then the task whose next round promises the largest end-to-end
+        gain, estimated as calls x best time x recent relative improvement (with a floor, so no task starves).
+        `caps`: per task, the trial count at which it stops."""
+        open_states = [s for s, cap in zip(self.states, caps) if not s.exhausted(cap)]
+        if not open_states:
+            return None
+        fresh = [s for s in open_states if s.rounds == 0]
+        if fresh:
+            return fresh[0]
+
+        def gain(state: TaskState) -> float:
+            best = state.best_seconds if math.isfinite(state.best_seconds) else 1.0
+            recent = [b for _, b in state.history[-2 * self.batch:]]
+            improvement = (recent[0] - recent[-1]) / recent[0] if recent and math.isfinite(recent[0]) else 1.0
+            return state.task.weight * best * max(improvement, 0.05)
+
+        return max(open_states, key=gain)
+
+    def run_round(self, state: TaskState) -> list[Record]:
+        """Propose, build, measure and record one batch for one task."""
+        task = state.task
+        if state.reference is None:
+            state.inputs = task_inputs(task, self.seed)
+            state.reference = reference_outputs(task, state.inputs)
+        started = time.perf_counter()
+        proposed = []
+        default = state.space.candidate(state.default) if state.rounds == 0 else None
+        if default is not None and default not in state.measured and state.space.is_valid(default):
+            proposed.append(default)
+        proposed += [c for c in state.strategy.propose(self.batch - len(proposed), self.model,
+                                                        lambda cs: self._features(state, cs),
+                                                        state.measured | set(proposed)) if c not in proposed]
+        self.timing["model"] += time.perf_counter() - started
+        configs = [state.space.config(c) for c in proposed]
+        started = time.perf_counter()
+        builds = self.builder.build(task, configs)
+        self.timing["build"] += time.perf_counter() - started
+        started = time.perf_counter()
+        futures_ = [self.runner.submit(RunInput(b.artifact, state.inputs, state.reference, repeat=self.repeat,
+                                                tag=str(i))) if b.artifact else None for i, b in enumerate(builds)]
+        records = []
+        trial = self.database.next_trial(task.key, self.device)
+        for offset, (config, build, future) in enumerate(zip(configs, builds, futures_)):
+            if future is None:
+                record = Record(task.key, self.device, config, error=build.error, stage="build")
+            else:
+                result = future.result()
+                record = Record(task.key, self.device, config, result.seconds, result.error, result.stage,
+                                extra={"max_error": result.max_error, "build_seconds": round(build.seconds, 3)})
+            record.trial, record.strategy, record.timestamp = trial + offset, self.strategy_name, time.time()
+            records.append(record)
+        self.timing["run"] += time.perf_counter() - started
+        self.database.append(records)
+        state.strategy.observe(proposed, [r.median for r in records])
+        for candidate, record in zip(proposed, records):
+            state.measured.add(candidate)
+            if record.ok and record.config == state.default:
+                state.default_seconds = record.median
+            state.best_seconds = min(state.best_seconds, record.median)
+            state.history.append((state.trials, state.best_seconds))
+        state.rounds += 1
+        self._retrain()
+        return records
+
+    def _status(self, state: TaskState) -> str:
+        best = f"{state.best_seconds * 1e3:.3f} ms" if math.isfinite(state.best_seconds) else "none yet"
+        speedup = (f", {state.default_seconds / state.best_seconds:.2f}x vs default"
+                   if math.isfinite(state.default_seconds) and math.isfinite(state.best_seconds) else "")
+        return f"{state.task.func_name} [{state.task.family}] trials {state.trials}: best {best}{speedup}"
+
+    def tune(self, trials: int) -> TuneReport:
+        """Spend `trials` new measurements in all (split by the task scheduler; resumed records do not count)."""
+        caps = [s.trials + trials for s in self.states]
+        spent = 0
+        while spent < trials:
+            state = self.pick_task(caps)
+            if state is None:
+                break
+            before = state.trials
+            self.run_round(state)
+            if state.trials == before:
+                state.done = True
+            spent += state.trials - before
+            self.progress(spent, trials, self._status(state))
+        return self.report(spent)
+
+    def report(self, spent: int) -> TuneReport:
+        rows = []
+        for s in self.states:
+            rows.append({"task": s.task.func_name, "key": s.task.key, "family": s.task.family,
+                         "weight": s.task.weight, "trials": s.trials, "best_ms": _ms(s.best_seconds),
+                         "default_ms": _ms(s.default_seconds),
+                         "speedup_vs_default": (s.default_seconds / s.best_seconds)
+                         if math.isfinite(s.default_seconds) and math.isfinite(s.best_seconds) else None,
+                         "history": s.history})
+        return TuneReport(rows, spent, dict(self.timing), str(self.database.path))
+
+    def close(self) -> None:
+        self.builder.close()
+
+
+def _in_space(space: SearchSpace, record: Record) -> bool:
+    """Whether a record's config is expressible in the space (records of an older knob table are not)."""
+    try:
+        space.candidate(record.config)
+    except (KeyError, ValueError):
+        return False
+    return True
+
+
+def _ms(seconds: float) -> float | None:
+    return round(seconds * 1e3, 4) if math.isfinite(seconds) else None
+
+
+def plot_history(report: TuneReport, path: str | Path) -> str:
+    """PNG: best latency against trials, one line per task."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for row in report.tasks:
+        points = [(t, b * 1e3) for t, b in row["history"] if math.isfinite(b)]
+        if points:
+            ax.step(*zip(*points), where="post", marker=".", label=f"{row['task'][:40]} (x{row['weight']})")
+    ax.set_xlabel("trials")
+    ax.set_ylabel("best kernel time (ms)")
+    ax.set_yscale("log")
+    ax.set_title("adreno tune: best latency against trials")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return str(path)
+
+
+def save_report(report: TuneReport, path: str | Path) -> None:
+    Path(path).write_text(json.dumps(report.__dict__, indent=1, default=float))

@@ -1,0 +1,114 @@
+"""features: the analytical metrics of direct-conv candidates (finite, positive, moving the right way) and the
+feature rows built from them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from adreno.schedules._conv import ConvWorkload
+from adreno.schedules.conv2d_direct import KNOBS
+from adreno.tune import features as F
+
+LIMITS = {"compute_units": 4, "max_threads": 256, "local_memory_bytes": 32768}
+
+
+def conv(c, hw, o, k, s=1, n=1):
+    p = k // 2
+    oh = (hw + 2 * p - k) // s + 1
+    return ConvWorkload(n, c, hw, hw, o, k, k, oh, oh, (s, s), (1, 1), (p, p, p, p), 1, "float32")
+
+
+WORKLOADS = [conv(3, 224, 64, 7, 2), conv(64, 56, 64, 3), conv(128, 28, 256, 1, 2), conv(512, 7, 512, 3),
+             conv(7, 13, 5, 1)]
+BASE = {"tile_f": 4, "tile_y": 2, "tile_x": 4, "threads_f": 2, "threads_y": 4, "threads_x": 8, "tile_rc": 1,
+        "unroll_k": 1, "stage": 0}
+
+
+def random_configs(rng, count):
+    out = []
+    while len(out) < count:
+        cfg = {k: v[int(rng.integers(len(v)))] for k, v in KNOBS.items()}
+        if cfg["threads_f"] * cfg["threads_y"] * cfg["threads_x"] <= 256:
+            out.append(cfg)
+    return out
+
+
+def test_metrics_finite_positive_and_bounded_over_random_configs():
+    rng = np.random.default_rng(0)
+    for wl in WORKLOADS:
+        for cfg in random_configs(rng, 200):
+            m = F.conv_metrics(wl, cfg, LIMITS)
+            assert list(m) == F.METRIC_NAMES
+            for name, value in m.items():
+                assert math.isfinite(value) and value > 0, (name, value, cfg)
+            for name in ("parallelism", "occupancy", "memory_efficiency", "bank_conflict", "branch_efficiency",
+                         "local_fit"):
+                assert m[name] <= 1.0 + 1e-12, (name, m[name], cfg)
+
+
+def test_more_work_items_give_higher_parallelism():
+    wl = conv(512, 7, 512, 3)  # small output (7x7): parallelism depends on how many work-items cover it
+    narrow = {**BASE, "threads_f": 1, "threads_y": 1, "threads_x": 8}
+    big_tiles = F.conv_metrics(wl, {**narrow, "tile_f": 16, "tile_x": 8, "tile_y": 4}, LIMITS)["parallelism"]
+    small_tiles = F.conv_metrics(wl, {**narrow, "tile_f": 2, "tile_x": 1, "tile_y": 1}, LIMITS)["parallelism"]
+    assert big_tiles < 1.0
+    assert small_tiles > big_tiles
+    # more threads per workgroup (same tiles) never lowers it (the grid is rounded up to whole workgroups)
+    big = {**narrow, "tile_f": 16, "tile_x": 8, "tile_y": 4}
+    for knob in ("threads_f", "threads_y", "threads_x"):
+        assert F.conv_metrics(wl, {**big, knob: 16}, LIMITS)["parallelism"] >= big_tiles
+    # and the same candidate on a device with fewer thread slots fills more of it
+    assert F.conv_metrics(wl, big, {**LIMITS, "compute_units": 1})["parallelism"] > big_tiles
+
+
+def test_ragged_tiles_lower_branch_efficiency():
+    wl = conv(64, 56, 64, 3)  # 56 x 56 output, 64 channels
+    exact = F.conv_metrics(wl, {**BASE, "tile_x": 4, "threads_x": 14, "tile_y": 2, "threads_y": 4}, LIMITS)
+    ragged_x = F.conv_metrics(wl, {**BASE, "tile_x": 8, "threads_x": 8, "tile_y": 2, "threads_y": 4}, LIMITS)
+    ragged_rc = F.conv_metrics(wl, {**BASE, "tile_x": 4, "threads_x": 14, "tile_y": 2, "threads_y": 4}
+                               | {"tile_rc": 8}, LIMITS)
+    assert exact["branch_efficiency"] == pytest.approx(1.0)
+    assert ragged_x["branch_efficiency"] == pytest.approx(56 / 64)
+    assert ragged_rc["branch_efficiency"] == pytest.approx(1.0)  # 64 input channels split by 8: exact
+    odd = conv(7, 13, 5, 1)
+    assert F.conv_metrics(odd, {**BASE, "tile_rc": 4}, LIMITS)["branch_efficiency"] < \
+        F.conv_metrics(odd, {**BASE, "tile_rc": 1}, LIMITS)["branch_efficiency"]
+
+
+def test_register_tiles_trade_reuse_for_pressure_and_coalescing_follows_threads_x():
+    wl = conv(64, 56, 64, 3)
+    small = F.conv_metrics(wl, {**BASE, "tile_f": 1, "tile_y": 1, "tile_x": 1}, LIMITS)
+    large = F.conv_metrics(wl, {**BASE, "tile_f": 8, "tile_y": 2, "tile_x": 4}, LIMITS)
+    assert large["register_reuse"] > small["register_reuse"]
+    assert large["registers"] > small["registers"]
+    one_lane = F.conv_metrics(wl, {**BASE, "threads_x": 1, "threads_y": 16, "tile_x": 1}, LIMITS)
+    wide = F.conv_metrics(wl, {**BASE, "threads_x": 16, "threads_y": 1, "tile_x": 1}, LIMITS)
+    assert wide["memory_efficiency"] > one_lane["memory_efficiency"]
+
+
+def test_staging_metrics_only_move_when_staging():
+    wl = conv(64, 56, 64, 3)
+    unstaged = F.conv_metrics(wl, {**BASE, "stage": 0}, LIMITS)
+    staged = F.conv_metrics(wl, {**BASE, "stage": 1}, LIMITS)
+    assert unstaged["local_reuse"] == unstaged["bank_conflict"] == unstaged["local_fit"] == 1.0
+    assert staged["local_reuse"] > 1.0  # threads_f groups share the patch, neighbours share halos
+    tiny_local = F.conv_metrics(wl, {**BASE, "stage": 1, "tile_rc": 8}, {**LIMITS, "local_memory_bytes": 1024})
+    assert tiny_local["local_fit"] < 1.0
+
+
+def test_featurize_rows_and_names():
+    wl = conv(64, 56, 64, 3)
+    cfgs = random_configs(np.random.default_rng(1), 20)
+    x = F.featurize(wl, cfgs, LIMITS)
+    assert x.shape == (20, len(F.FEATURE_NAMES))
+    assert np.isfinite(x).all()
+    m = F.conv_metrics(wl, cfgs[3], LIMITS)
+    assert x[3, F.FEATURE_NAMES.index("log_branch_efficiency")] == pytest.approx(math.log(m["branch_efficiency"]))
+    assert x[3, F.FEATURE_NAMES.index("tile_f")] == cfgs[3]["tile_f"]
+    assert F.featurize(wl, [], LIMITS).shape == (0, len(F.FEATURE_NAMES))
+    # compute_units None (not public for some targets) falls back to the default
+    assert F.conv_metrics(wl, BASE, {**LIMITS, "compute_units": None}) == F.conv_metrics(
+        wl, BASE, {**LIMITS, "compute_units": F.DEFAULT_LIMITS["compute_units"]})

@@ -1,0 +1,95 @@
+"""Real tuning on PoCL: extraction, improvement over the default schedule, kill -9 and resume, --records."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnx
+import pytest
+from conftest import single_op_model
+
+from adreno.tune.database import Database
+from adreno.tune.task import extract_tasks
+
+
+@pytest.fixture(scope="module")
+def conv_model(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    path = tmp_path_factory.mktemp("models") / "conv32.onnx"
+    onnx.save(single_op_model("Conv", {"x": [1, 32, 28, 28]}, {"w": rng.standard_normal((32, 32, 3, 3)) * 0.1},
+                              pads=[1, 1, 1, 1]), path)
+    return path
+
+
+def tune(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "adreno.cli", "tune", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_extract_tasks_weights_and_families():
+    tasks = extract_tasks("resnet18_block")
+    assert len(tasks) == 1 and tasks[0].weight == 2 and tasks[0].family == "conv2d_direct"
+    tasks = extract_tasks("tiny")
+    assert {t.family for t in tasks} == {"conv2d_direct", "depthwise"}
+    assert all(t.flops > 0 for t in tasks)
+    assert tasks == sorted(tasks, key=lambda t: t.weight * t.flops, reverse=True)
+
+
+def test_tuning_improves_a_conv_over_its_default(conv_model, tmp_path):
+    records = tmp_path / "r.jsonl"
+    proc = tune(conv_model, "--trials", 16, "--batch", 8, "--records", records, "--report", tmp_path / "rep.json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "rep.json").read_text())
+    row = report["tasks"][0]
+    assert row["trials"] == 16 and row["default_ms"] and row["best_ms"] < row["default_ms"], row
+    db = Database(records)
+    assert len(db.records) == 16 and all(r.ok or r.error for r in db.records)
+    assert all(r.extra.get("max_error") is not None for r in db.records if r.ok), "timings only after a check"
+    assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+    assert "[####################" in proc.stderr and "best" in proc.stderr
+
+
+def test_sigkill_and_resume_loses_and_duplicates_nothing(conv_model, tmp_path):
+    records = tmp_path / "r.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "adreno.cli", "tune", str(conv_model), "--trials", "64",
+                             "--batch", "4", "--records", str(records), "-q"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and (not records.exists() or len(records.read_text().splitlines()) < 8):
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = Database(records)
+    assert len(before.records) >= 8
+    done = tune(conv_model, "--trials", 8, "--batch", 4, "--records", records, "-q")
+    assert done.returncode == 0, done.stderr
+    after = Database(records)
+    configs = [json.dumps(r.config, sort_keys=True) for r in after.records]
+    assert len(after.records) == len(before.records) + 8, "the resumed run adds exactly its own trials"
+    assert len(set(configs)) == len(configs), "no candidate measured twice"
+    assert [r.trial for r in after.records] == list(range(1, len(after.records) + 1))
+    assert after.skipped_lines == before.skipped_lines
+
+
+def test_compile_with_records_applies_best_config(conv_model, tmp_path):
+    from adreno.artifact import Artifact
+    from adreno.compile import CompileOptions, compile_model
+    from adreno.tune.database import Record
+
+    key = extract_tasks(conv_model)[0].key
+    config = {"tile_f": 2, "tile_y": 1, "tile_x": 2, "threads_f": 4, "threads_y": 2, "threads_x": 7,
+              "tile_rc": 1, "unroll_k": 0, "stage": 0}
+    records = tmp_path / "r.jsonl"
+    Database(records).append([Record(key, "dev", config, [1e-3], trial=1),
+                              Record(key, "dev", {**config, "tile_f": 4}, [2e-3], trial=2)])
+    default = Artifact.load(compile_model(conv_model, tmp_path / "default"))
+    tuned = Artifact.load(compile_model(conv_model, tmp_path / "tuned", CompileOptions(records=str(records))))
+    local = [k.local_size for s in tuned.plan.steps for k in s.kernels]
+    assert [7, 2, 4] in local and local != [k.local_size for s in default.plan.steps for k in s.kernels]
+    assert tuned.manifest["tuned_kernels"] == 1 and default.manifest["tuned_kernels"] == 0
