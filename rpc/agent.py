@@ -1,0 +1,290 @@
+"""Device agent: a `tvm.rpc` server that runs our artifacts on this host's OpenCL device through pyopencl.
+
+`adreno farm agent --tracker HOST:PORT [--key KEY] [--device N]` starts two processes:
+
+* the **supervisor** (this process): resolves the key (a normalised GPU name: adreno-740, nvidia-h200,
+  pocl-cpu), starts the worker, and restarts it whenever it dies (back-off, bounded rate);
+* the **worker** (`python -m adreno.rpc.agent --serve ...`): TVM's own RPC server (`tvm.rpc.server`) registered
+  at the tracker under the key, with the functions below registered as TVM globals. TVM forks one session
+  process per client connection; OpenCL is only ever initialised in that session process (never before a
+  fork), and the session process dies with its worker (PR_SET_PDEATHSIG), so a killed agent leaves nothing behind.
+
+Functions a client calls over RPC (see `rpc/runner.py`):
+
+* `adreno.agent.hello() -> json`: device name, key, pid.
+* `adreno.agent.prepare(tar_name) -> json`: unpack an uploaded artifact tarball, build its programs (stage build).
+* `adreno.agent.measure(name, request_json) -> json`: run once (outputs saved for download), then profile.
+
+Each `measure` arms a watchdog: if the call outlives `watchdog_s` (the host's run deadline plus a grace period)
+the session process exits, the worker notices that its server stopped and exits, and the supervisor starts a
+fresh one. The host does not wait for that: its own deadline has already recorded the timeout.
+
+Fault injection (tests only): a worker started with `--allow-fault-injection` honours `"fault": "hang"` (sleep
+forever inside `measure`, as a kernel that never returns would) and `"fault": "crash"` (the session process
+dies at once) in a measure request. Without the flag those fields are refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import os
+import signal
+import sys
+import tarfile
+import threading
+import time
+
+from .common import (DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, FarmError, format_addr, kill_group, parse_addr,
+                     python_module_command, set_parent_death_signal, warn_if_exposed)
+
+# --- the worker side: state of one worker process and of its forked session processes -------------------------
+
+_CONFIG = {"device": None, "key": "", "faults": False}
+_EXECUTORS: dict = {}  # artifact name -> Executor, per session process
+_DEVICE = {}
+
+
+def _workpath(name: str) -> str:
+    import tvm
+
+    return tvm.get_global_func("tvm.rpc.server.workpath")(name)
+
+
+def _device():
+    if "device" not in _DEVICE:
+        from adreno.opencl.device import select_device
+
+        _DEVICE["device"] = select_device(_CONFIG["device"])
+    return _DEVICE["device"]
+
+
+def _hello() -> str:
+    set_parent_death_signal()  # this runs in the session process TVM forked: die with the worker
+    device = _device()
+    return json.dumps({"key": _CONFIG["key"], "device": device.name.strip(), "platform": device.platform.name.strip(),
+                       "pid": os.getpid(), "faults": _CONFIG["faults"]})
+
+
+def _safe_extract(tar: tarfile.TarFile, dest: str) -> None:
+    root = os.path.realpath(dest)
+    for member in tar.getmembers():
+        target = os.path.realpath(os.path.join(dest, member.name))
+        if not (target == root or target.startswith(root + os.sep)) or member.issym() or member.islnk():
+            raise FarmError(f"refusing tar member {member.name!r}")
+    tar.extractall(dest)
+
+
+def _prepare(tar_name: str) -> str:
+    from adreno.opencl.executor import Executor
+
+    name = os.path.basename(tar_name).removesuffix(".tar")
+    if name not in _EXECUTORS:
+        dest = _workpath(name)
+        if not os.path.isdir(dest):
+            with tarfile.open(_workpath(tar_name)) as tar:
+                _safe_extract(tar, dest)
+        _EXECUTORS[name] = Executor(dest, _device())
+    return json.dumps({"name": name, "build_seconds": _EXECUTORS[name].build_seconds})
+
+
+def _measure(name: str, request_json: str) -> str:
+    import numpy as np
+
+    from adreno.runner import random_inputs
+
+    request = json.loads(request_json)
+    fault = request.get("fault")
+    if fault and not _CONFIG["faults"]:
+        raise FarmError("fault injection is disabled on this agent (start it with --allow-fault-injection)")
+    watchdog = None
+    if request.get("watchdog_s"):
+        watchdog = threading.Timer(float(request["watchdog_s"]), os._exit, (70,))
+        watchdog.daemon = True
+        watchdog.start()
+    try:
+        if fault == "hang":  # FAULT INJECTION (tests): behave like a kernel that never returns
+            while True:
+                time.sleep(3600)
+        if fault == "crash":  # FAULT INJECTION (tests): the device process dies mid-run
+            os._exit(71)
+        executor = _EXECUTORS.get(name)
+        if executor is None:
+            raise FarmError(f"artifact {name} was not prepared in this session")
+        if request.get("inputs"):
+            with np.load(_workpath(request["inputs"])) as data:
+                inputs = [data[f"arr_{i}"] for i in range(len(data.files))]
+        else:
+            inputs = random_inputs(executor.artifact.input_specs(), int(request.get("seed", 0)))
+        reply = {"outputs": None}
+        if request.get("want_outputs"):
+            outputs = executor.run(inputs)
+            out_name = f"outputs-{name}.npz"
+            buffer = io.BytesIO()
+            np.savez(buffer, *outputs)
+            with open(_workpath(out_name), "wb") as handle:
+                handle.write(buffer.getvalue())
+            reply["outputs"] = out_name
+        profile = executor.profile(inputs, repeat=int(request.get("repeat", 10)), warmup=int(request.get("warmup", 1)))
+        reply.update(seconds=[ms * 1e-3 for ms in profile.run_device_ms], wall_ms=profile.latencies_ms,
+                     device=executor.device.name.strip())
+        return json.dumps(reply)
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
+
+
+def _register_functions() -> None:
+    import tvm_ffi
+
+    tvm_ffi.register_global_func("adreno.agent.hello", _hello, override=True)
+    tvm_ffi.register_global_func("adreno.agent.prepare", _prepare, override=True)
+    tvm_ffi.register_global_func("adreno.agent.measure", _measure, override=True)
+
+
+def serve_worker(tracker: tuple[str, int] | None, key: str, device, host: str, port: int, port_end: int,
+                 custom_addr: str | None, faults: bool) -> int:
+    """Run TVM's RPC server in this process until it stops; the exit status tells the supervisor to restart."""
+    import logging
+
+    from tvm.rpc.server import PopenRPCServerState
+
+    set_parent_death_signal(signal.SIGTERM)
+    _CONFIG.update(device=device, key=key, faults=faults)
+    _register_functions()
+    logging.getLogger("RPCServer").setLevel(logging.WARNING)
+    state = PopenRPCServerState(host, port, port_end, tracker_addr=tracker, key=key, custom_addr=custom_addr,
+                                silent=True)
+    print(f"adreno agent worker {os.getpid()}: serving key {key} on {host}:{state.port}"
+          f"{' via tracker ' + format_addr(tracker) if tracker else ''}", flush=True)
+    while state.thread.is_alive():
+        state.thread.join(0.5)
+    print(f"adreno agent worker {os.getpid()}: the RPC server stopped (a session died or the tracker is gone)",
+          flush=True)
+    return 3
+
+
+# --- the supervisor --------------------------------------------------------------------------------------------
+
+def resolve_key(device_spec) -> tuple[str, str]:
+    """(key, device name) for an OpenCL device spec; the key is `device_key`'s normalised GPU name."""
+    from adreno.opencl.device import device_key, select_device
+
+    device = select_device(device_spec)
+    return device_key(device), device.name.strip()
+
+
+def worker_command(tracker: str | None, key: str, device, host: str, port: int, port_end: int,
+                   custom_addr: str | None = None, faults: bool = False) -> list[str]:
+    args = ["--serve", "--key", key, "--host", host, "--port", str(port), "--port-end", str(port_end)]
+    if tracker:
+        args += ["--tracker", tracker]
+    if device is not None:
+        args += ["--device", str(device)]
+    if custom_addr:
+        args += ["--custom-addr", custom_addr]
+    if faults:
+        args.append("--allow-fault-injection")
+    return python_module_command("adreno.rpc.agent", *args)
+
+
+def supervise(command: list[str], log=print, max_restarts_per_minute: int = 30, stop: threading.Event | None = None,
+              env: dict | None = None) -> int:
+    """Run `command`, restart it when it exits (back-off 0.2 s doubling to 5 s); stop on SIGTERM/SIGINT or `stop`."""
+    stop = stop or threading.Event()
+    child = {"proc": None}
+
+    def _terminate(signum, frame):
+        stop.set()
+        if child["proc"] is not None:
+            kill_group(child["proc"], signal.SIGTERM, wait=2.0)
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
+        signal.signal(signal.SIGINT, _terminate)
+    starts: list[float] = []
+    backoff = 0.2
+    while not stop.is_set():
+        now = time.monotonic()
+        starts = [t for t in starts if now - t < 60] + [now]
+        if len(starts) > max_restarts_per_minute:
+            log(f"adreno agent: {len(starts) - 1} restarts in the last minute; giving up")
+            return 1
+        proc = child["proc"] = _spawn_inherit(command, env)
+        code = proc.wait()
+        child["proc"] = None
+        if stop.is_set():
+            break
+        lived = time.monotonic() - now
+        backoff = 0.2 if lived > 10 else min(backoff * 2, 5.0)
+        log(f"adreno agent: worker {proc.pid} exited with status {code}; restarting in {backoff:.1f} s")
+        stop.wait(backoff)
+    return 0
+
+
+def _spawn_inherit(command, env):
+    """The worker keeps the supervisor's stdout/stderr; its own process group (so one killpg ends its sessions)."""
+    import subprocess
+
+    def _child_setup():
+        set_parent_death_signal(signal.SIGTERM)
+
+    return subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=True, env=env,
+                            preexec_fn=_child_setup)
+
+
+def run_agent(tracker: str, key: str | None = None, device=None, host: str = "127.0.0.1",
+              port: int = DEFAULT_AGENT_PORT, port_end: int | None = None, custom_addr: str | None = None,
+              faults: bool = False) -> int:
+    """The body of `adreno farm agent`."""
+    warn_if_exposed(host, "device agent")
+    tracker_addr = parse_addr(tracker, DEFAULT_TRACKER_PORT)
+    device_name = None
+    if not key:
+        key, device_name = resolve_key(device)
+    print(f"adreno farm agent: key {key}{' (' + device_name + ')' if device_name else ''}, tracker "
+          f"{format_addr(tracker_addr)}, ports {port}..{(port_end or port + 100) - 1} on {host}", flush=True)
+    return supervise(worker_command(format_addr(tracker_addr), key, device, host, port, port_end or port + 100,
+                                    custom_addr, faults))
+
+
+def artifact_tarball(artifact_dir: str) -> tuple[str, bytes]:
+    """(content-addressed name, tar bytes) of an artifact directory, for upload."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for root, dirs, files in sorted(os.walk(artifact_dir)):
+            dirs.sort()
+            for file in sorted(files):
+                path = os.path.join(root, file)
+                info = tar.gettarinfo(path, arcname=os.path.relpath(path, artifact_dir))
+                info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+                with open(path, "rb") as handle:
+                    tar.addfile(info, handle)
+    data = buffer.getvalue()
+    return "art-" + hashlib.sha256(data).hexdigest()[:20], data
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m adreno.rpc.agent")
+    parser.add_argument("--tracker", default=None)
+    parser.add_argument("--key", default=None)
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=DEFAULT_AGENT_PORT)
+    parser.add_argument("--port-end", type=int, default=None)
+    parser.add_argument("--custom-addr", default=None)
+    parser.add_argument("--allow-fault-injection", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # worker mode
+    args = parser.parse_args(argv)
+    if args.serve:
+        tracker = parse_addr(args.tracker) if args.tracker else None
+        return serve_worker(tracker, args.key or "", args.device, args.host, args.port,
+                            args.port_end or args.port + 100, args.custom_addr, args.allow_fault_injection)
+    return run_agent(args.tracker or f"127.0.0.1:{DEFAULT_TRACKER_PORT}", args.key, args.device, args.host,
+                     args.port, args.port_end, args.custom_addr, args.allow_fault_injection)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""What every farm backend shares: its errors, address parsing, the loopback rule, process helpers.
+
+Security: TVM RPC has no authentication, and a client can write files and run code on the server. Every farm
+process binds to 127.0.0.1 unless told otherwise; `warn_if_exposed` prints a warning for any other bind.
+Remote devices are reached through SSH tunnels (`rpc/ssh.py`), never by opening a port to the network.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from ..errors import AdrenoError
+
+DEFAULT_TRACKER_PORT = 9190
+DEFAULT_AGENT_PORT = 9090
+
+
+class FarmError(AdrenoError):
+    """Something in the device farm (tracker, agent, tunnel, phone) failed; the message says what and where."""
+
+
+class TrackerUnreachable(FarmError):
+    """No RPC tracker answers at the given address."""
+
+
+class NoDeviceError(FarmError):
+    """The tracker has no free device of the requested key within the deadline."""
+
+
+class HostKeyError(FarmError):
+    """An SSH host presented a key that is not in known_hosts (or one that differs from it)."""
+
+
+class TunnelError(FarmError):
+    """An SSH connection or one of its port forwards failed or dropped."""
+
+
+class AdbError(FarmError):
+    """adb failed, or a phone is missing or not set up for the farm."""
+
+
+def parse_addr(text: str, default_port: int = DEFAULT_TRACKER_PORT) -> tuple[str, int]:
+    """'host:port', 'host' or ':port' -> (host, port); host defaults to 127.0.0.1."""
+    text = (text or "").strip()
+    if not text:
+        return "127.0.0.1", default_port
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        return text, default_port
+    if not port.isdigit():
+        raise FarmError(f"bad address {text!r}: expected HOST:PORT, e.g. 127.0.0.1:{default_port}")
+    return host or "127.0.0.1", int(port)
+
+
+def format_addr(addr: tuple[str, int]) -> str:
+    return f"{addr[0]}:{addr[1]}"
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", ""):
+        return host == "localhost"
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def warn_if_exposed(host: str, what: str, stream=None) -> bool:
+    """Print the security warning for a non-loopback bind; True when it was printed."""
+    if is_loopback(host):
+        return False
+    print(f"WARNING: the {what} binds to {host}, not loopback. TVM RPC has no authentication: anyone who can reach "
+          f"this port can write files to and run code on this machine. Prefer 127.0.0.1 and an SSH tunnel "
+          f"(`adreno farm ssh`).", file=stream or sys.stderr, flush=True)
+    return True
+
+
+def free_port(host: str = "127.0.0.1", span: int = 1) -> int:
+    """A port where `span` consecutive ports are free right now on `host` (racy, as every such helper)."""
+    for _ in range(200):
+        with socket.socket() as probe:
+            probe.bind((host, 0))
+            port = probe.getsockname()[1]
+        if port + span >= 65535:
+            continue
+        if all(port_is_free(host, p) for p in range(port + 1, port + span)):
+            return port
+    raise FarmError(f"no {span} consecutive free ports on {host}")
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+            return True
+        except OSError:
+            return False
+
+
+def wait_port(host: str, port: int, timeout: float) -> bool:
+    """Wait until something accepts TCP connections at host:port; False after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def python_module_command(module: str, *args: str) -> list[str]:
+    """The command line that runs `python -m module args` with this interpreter."""
+    return [sys.executable, "-m", module, *args]
+
+
+def spawn(cmd: list[str], log_path: str | None = None, env: dict | None = None,
+          die_with_parent: bool = True) -> subprocess.Popen:
+    """Start a process in its own process group (so that `kill_group` ends it with all its children); by default
+    it gets SIGTERM when this process dies, so a killed test run leaves no farm behind."""
+    out = open(log_path, "ab") if log_path else subprocess.DEVNULL
+    try:
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, env=env,
+                                preexec_fn=(lambda: set_parent_death_signal(signal.SIGTERM)) if die_with_parent else None)
+    finally:
+        if log_path:
+            out.close()
+
+
+def kill_group(proc: subprocess.Popen, sig: int = signal.SIGTERM, wait: float = 5.0) -> None:
+    """Signal a process group started by `spawn`, escalate to SIGKILL after `wait` seconds, reap the leader."""
+    if proc is None:
+        return
+    for signum in (sig, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    # The leader is reaped; children of the group that outlived it still get the SIGKILL.
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def set_parent_death_signal(sig: int = signal.SIGKILL) -> None:
+    """Linux: die with `sig` when the parent process dies (so a killed agent leaves no orphaned session)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
