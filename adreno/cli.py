@@ -83,7 +83,7 @@ def cmd_compile(args) -> int:
     output = args.output or f"build/{Path(str(args.model)).stem}"
     options = CompileOptions(target=args.target, host=args.host, cc=args.cc, input_shapes=_parse_shapes(args.input_shape),
                              memory=args.memory, precision=args.precision, schedules=args.schedules,
-                             records=args.records)
+                             records=args.records, winograd=args.winograd)
     progress = Progress(not (args.json or args.quiet))
     started = time.perf_counter()
     path = compile_model(args.model, output, options, progress=progress)
@@ -183,12 +183,10 @@ def _run_text(result: dict, top: int) -> str:
 
 
 def _program_cache(args):
-    if getattr(args, "no_cache", False):
+    if args.no_cache:
         return None
-    try:
-        from .cache import ProgramCache
-    except ImportError:
-        return None
+    from .cache import ProgramCache
+
     return ProgramCache()
 
 
@@ -210,17 +208,13 @@ def cmd_devices(args) -> int:
                          f"{d.local_memory_bytes // 1024} KiB, images {'yes' if d.image_support else 'no'}, "
                          f"fp16 {'yes' if d.fp16 else 'no'}, compiler {'ok' if d.compiler_ok else 'BROKEN'}")
     if args.tracker:
-        from .rpc.cli import tracker_devices
+        from .rpc.tracker import farm_status, format_status
 
-        queue = tracker_devices(args.tracker)
-        data["tracker"] = queue
-        lines.append(_format_queue(args.tracker, queue))
+        status = farm_status(args.tracker)
+        data["tracker"] = asdict(status)
+        lines.append(format_status(status))
     _emit(args, data, "\n".join(lines))
     return 0
-
-
-def _format_queue(address: str, queue) -> str:
-    return f"tracker {address}:\n" + json.dumps(queue, indent=1, default=_json_default)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -263,6 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schedules", choices=["adreno", "tvm"], default="adreno",
                    help="adreno: our conv schedules first (default); tvm: TVM 0.27's default schedules only")
     p.add_argument("--records", help="tuning records from `adreno tune`: the best config of each workload is used")
+    p.add_argument("--winograd", choices=["off", "auto", "f2", "f4"], default="off",
+                   help="Winograd for 3x3 stride-1 convs: auto (F(4x4,3x3) where channels >= 64 and the output is "
+                   ">= 7x7), f2/f4 (every eligible conv), off (default: direct convs, the ones `adreno tune` tunes)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
     p = command("run", cmd_run, "run an artifact on a local OpenCL device, time each kernel, check the output",
@@ -290,12 +287,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--local", action="store_true", help="the OpenCL platforms/devices pyopencl sees here (default)")
     p.add_argument("--tracker", metavar="HOST:PORT", help="also show the RPC tracker's queue and device health")
 
-    for extension in ("adreno.tune.cli", "adreno.cache_cli", "adreno.rpc.cli"):
-        try:
-            module = __import__(extension, fromlist=["register"])
-        except ImportError:
-            continue
-        module.register(sub, command)
+    from . import cache_cli
+    from .rpc import cli as farm_cli
+    from .tune import cli as tune_cli
+
+    for group in (tune_cli, cache_cli, farm_cli):
+        group.register(sub, command)
     return parser
 
 

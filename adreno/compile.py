@@ -40,6 +40,7 @@ class CompileOptions:
     precision: str = "fp32"  # "fp16": texture images stored as CL_HALF_FLOAT (arithmetic stays fp32)
     schedules: str = "adreno"  # "adreno": our schedule rules first, TVM's dlight rules for the rest; "tvm": TVM's only
     records: str | None = None  # tuning records (`adreno tune`): the best config per workload overrides the defaults
+    winograd: str = "off"  # "auto" | "f2" | "f4": Winograd F(2x2|4x4, 3x3) for 3x3 stride-1 convs (adreno/winograd.py)
 
 
 def compile_model(model, output: str | os.PathLike, options: CompileOptions | None = None,
@@ -73,7 +74,8 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     tuned = _TunedConfigs(options.records)
     say(f"lowering for {device.name} ({options.memory} memory"
         f"{f', {len(tuned)} tuned workloads' if options.records else ''})")
-    lowered = lower_relax(mod, tvm_target, options.schedules, memory=options.memory, schedule_config=tuned)
+    lowered = lower_relax(mod, tvm_target, options.schedules, memory=options.memory, schedule_config=tuned,
+                          winograd=options.winograd)
     say("extracting the launch plan")
     plan, sources, params = extract_plan(lowered, tvm_target, memory=options.memory, device=device,
                                          precision=options.precision)
@@ -95,6 +97,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "target_info": targets.describe(device),
             "tvm_target": str(tvm_target),
             "memory": options.memory,
+            "winograd": options.winograd,
             "precision": options.precision,
             "textures": plan.texture_summary(),
             "schedules": options.schedules,
@@ -144,7 +147,8 @@ class _TunedConfigs(dict):
         return super().get(key, default)
 
 
-def lower_relax(mod, tvm_target, schedules: str = "adreno", memory: str = "buffer", schedule_config=None):
+def lower_relax(mod, tvm_target, schedules: str = "adreno", memory: str = "buffer", schedule_config=None,
+                winograd: str = "off"):
     """Run the Adreno Relax legalization pipeline (library dispatch, legalize, fuse, schedules).
 
     With schedules="adreno" our rules (`adreno.schedules.rules`, with tuned knobs from `schedule_config`) get
@@ -172,6 +176,10 @@ def lower_relax(mod, tvm_target, schedules: str = "adreno", memory: str = "buffe
             passes = pipeline.library_dispatch_passes(tvm_target) + pipeline.legalize_passes(tvm_target)
             dlight_defaults = passes[-2:]  # TVM's dlight default-schedule passes close the list
             passes = passes[:-2] + ours + ([] if schedules == "none" else dlight_defaults)
+            if winograd != "off":  # Relax-level rewrite of eligible 3x3 stride-1 convs, before legalization
+                from .winograd import rewrite_pass
+
+                passes = [rewrite_pass(winograd, schedule_config)] + passes
         lowered = tvm.transform.Sequential(passes)(mod)
     if schedules == "none":
         return lowered

@@ -11,7 +11,7 @@ from pathlib import Path
 from .errors import TVM_ERRORS, DynamicShapeError, ModelError, UnsupportedOpError
 
 
-def load_model(model) -> tuple["onnx.ModelProto", str]:  # noqa: F821
+def load_model(model) -> tuple:
     """Return (ModelProto, display name) for a zoo name, a path to an .onnx file, or a ModelProto."""
     import onnx
 
@@ -88,7 +88,6 @@ def check_supported_ops(model) -> None:
 def to_relax(model, overrides: dict[str, list[int]] | None = None):
     """Import an ONNX model into a Relax IRModule whose weights are bound as constants (so weight
     preprocessing such as transposes folds at compile time instead of running on the phone)."""
-    import tvm
     from tvm import relax
     from tvm.relax.frontend.onnx import from_onnx
 

@@ -79,7 +79,6 @@ def _ints(values) -> list[int] | None:
 
 def match_conv(func, sch=None) -> ConvMatch | None:
     """Recognise `pad? -> conv2d_nchw|group_conv2d_nchw -> elementwise*` (static shapes); None otherwise."""
-    import tvm
     from tvm.sym.pattern import detect_linear_equation
     from tvm import s_tir, tirx
     from tvm.s_tir.dlight import analysis
@@ -299,10 +298,37 @@ def apply_family(func, target, config: dict | None, op: str, handles, default_co
         return None
 
 
-def family_workload(func, handles) -> ConvWorkload | None:
-    """The workload of `func` when it is a convolution this family `handles`, else None."""
-    match = match_conv(func)
-    return match.workload if match is not None and handles(match.workload) else None
+def family_functions(module_name: str, op: str, knobs: dict, handles, default_config, rule_name: str):
+    """The public functions of a tiled-conv family module (see schedules/__init__.py), bound to its op name,
+    knob table, `handles(workload)` predicate and `default_config`: (workload, workload_key, check_config,
+    apply, rule). The rule looks the module's `apply` up at call time, so a wrapped `apply` is honoured."""
+    import sys
+
+    def workload(func) -> ConvWorkload | None:
+        """The convolution `func` computes, when this family handles it; else None."""
+        match = match_conv(func)
+        return match.workload if match is not None and handles(match.workload) else None
+
+    def workload_key(func) -> str | None:
+        """The key tuned knobs are stored under for `func`, or None when this family does not handle it."""
+        wl = workload(func)
+        return None if wl is None else wl.key(op)
+
+    def check_config(wl: ConvWorkload, config: dict, target) -> dict:
+        """Raise ValueError when `config` is not a valid point of this family's space for `wl` on `target`."""
+        return validate(config, knobs, target)
+
+    def apply(func, target, config: dict | None = None):
+        """An s_tir.Schedule for `func` when this family handles it (with its fused pad and epilogue), else
+        None. `config` maps workload keys to knob values (tuned ones); missing knobs take the defaults."""
+        return apply_family(func, target, config, op, handles, default_config, knobs)
+
+    def rule(target, config: dict | None = None):
+        """The dlight rule of this family (None when the target is not OpenCL)."""
+        module = sys.modules[module_name]
+        return make_rule(rule_name, lambda f, t, c: module.apply(f, t, c), target, config)
+
+    return workload, workload_key, check_config, apply, rule
 
 
 def make_rule(name: str, apply, target, config: dict | None):

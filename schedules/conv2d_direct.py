@@ -27,22 +27,6 @@ KNOBS: dict[str, list] = {
 }
 
 
-def workload(func) -> _conv.ConvWorkload | None:
-    """The convolution `func` computes, when this family handles it."""
-    return _conv.family_workload(func, _handles)
-
-
-def workload_key(func) -> str | None:
-    """The key tuned knobs are stored under for `func`, or None when this family does not handle it."""
-    wl = workload(func)
-    return None if wl is None else wl.key(OP)
-
-
-def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
-    """Raise ValueError when `config` is not a valid point of this family's space for `wl` on `target`."""
-    return _conv.validate(config, KNOBS, target)
-
-
 def _handles(wl: _conv.ConvWorkload) -> bool:
     return wl.groups == 1
 
@@ -65,15 +49,5 @@ def default_config(wl: _conv.ConvWorkload, target) -> dict:
             "threads_x": threads_x, "tile_rc": tile_rc, "unroll_k": 1 if wl.kh * wl.kw <= 9 else 0, "stage": 0}
 
 
-def apply(func, target, config: dict | None = None):
-    """An s_tir.Schedule for `func` when it is a direct convolution (with its fused pad and epilogue), else None.
-    `config` maps workload keys to knob values (tuned ones); missing knobs take the defaults."""
-    return _conv.apply_family(func, target, config, OP, _handles, default_config, KNOBS)
-
-
-def rule(target, config: dict | None = None):
-    """The dlight rule of this family (None when the target is not OpenCL)."""
-    import sys
-
-    module = sys.modules[__name__]
-    return _conv.make_rule("Conv2dDirect", lambda f, t, c: module.apply(f, t, c), target, config)
+workload, workload_key, check_config, apply, rule = _conv.family_functions(
+    __name__, OP, KNOBS, _handles, default_config, "Conv2dDirect")

@@ -28,22 +28,6 @@ def _handles(wl: _conv.ConvWorkload) -> bool:
     return wl.is_depthwise
 
 
-def workload(func) -> _conv.ConvWorkload | None:
-    """The convolution `func` computes, when this family handles it."""
-    return _conv.family_workload(func, _handles)
-
-
-def workload_key(func) -> str | None:
-    """The key tuned knobs are stored under for `func`, or None when this family does not handle it."""
-    wl = workload(func)
-    return None if wl is None else wl.key(OP)
-
-
-def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
-    """Raise ValueError when `config` is not a valid point of this family's space for `wl` on `target`."""
-    return _conv.validate(config, KNOBS, target)
-
-
 def default_config(wl: _conv.ConvWorkload, target) -> dict:
     """Spatial register tile of 4-8 outputs per channel, 64-work-item workgroups (x, then y, then channels)."""
     limit = min(_conv.max_threads(target), 64)
@@ -57,14 +41,5 @@ def default_config(wl: _conv.ConvWorkload, target) -> dict:
             "threads_x": threads_x, "unroll_k": 1 if wl.kh * wl.kw <= 25 else 0, "stage": 1}
 
 
-def apply(func, target, config: dict | None = None):
-    """An s_tir.Schedule for `func` when it is a depthwise convolution, else None (see conv2d_direct.apply)."""
-    return _conv.apply_family(func, target, config, OP, _handles, default_config, KNOBS)
-
-
-def rule(target, config: dict | None = None):
-    """The dlight rule of this family (None when the target is not OpenCL)."""
-    import sys
-
-    module = sys.modules[__name__]
-    return _conv.make_rule("DepthwiseConv2d", lambda f, t, c: module.apply(f, t, c), target, config)
+workload, workload_key, check_config, apply, rule = _conv.family_functions(
+    __name__, OP, KNOBS, _handles, default_config, "DepthwiseConv2d")

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import onnx
 import pytest
-from conftest import single_op_model
+from tests.conftest import single_op_model
 from onnx import TensorProto, helper
 
 from adreno.artifact import Artifact

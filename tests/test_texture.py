@@ -11,7 +11,7 @@ from adreno import texture
 from adreno.artifact import PLAN_FORMAT, Artifact, ImageSpec, Plan
 from adreno.compile import CompileOptions, compile_model
 from adreno.target import get_device
-from conftest import single_op_model
+from tests.conftest import single_op_model
 
 
 @pytest.mark.parametrize("channels", [3, 4, 10])

@@ -3,6 +3,8 @@
 
   adreno  our default schedules (`schedules="adreno"`), run through the artifact executor
   tvm     TVM 0.27's default dlight schedules (`schedules="tvm"`)
+  winograd  our schedules with the conv rewritten to Winograd (`winograd="f4"`, or `--winograd f2|auto`), only for
+          3x3 stride-1 layers (others: "n/a"); checked to WINOGRAD_TOL (fp32 Winograd rounds more than direct)
   naive   a hand-written one-output-per-work-item OpenCL kernel (BN folded to scale/shift, activation fused)
   torch   PyTorch/cuDNN fp32 with TF32 off, only when torch with CUDA is importable
 
@@ -35,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 TOL = 1e-4
+WINOGRAD_TOL = 1e-3
 
 
 @dataclass
@@ -164,7 +167,7 @@ def max_error(out: np.ndarray, ref: np.ndarray) -> float:
 
 
 def run_compiled(model, layer: Layer, x, ref, schedules: str, device, repeat: int, workdir: Path,
-                 prepared: Path | None = None):
+                 prepared: Path | None = None, winograd: str = "off", tol: float = TOL):
     from adreno.opencl.executor import Executor
 
     if prepared is not None:
@@ -175,11 +178,12 @@ def run_compiled(model, layer: Layer, x, ref, schedules: str, device, repeat: in
     else:
         from adreno.compile import CompileOptions, compile_model
 
-        out = workdir / f"{layer.name}-{schedules}"
-        compile_model(model, out, CompileOptions(target="adreno-740", host="native", schedules=schedules))
+        out = workdir / f"{layer.name}-{schedules}{'' if winograd == 'off' else '-' + winograd}"
+        compile_model(model, out, CompileOptions(target="adreno-740", host="native", schedules=schedules,
+                                                 winograd=winograd))
     ex = Executor(out, device=device)
     err = max_error(ex.run([x])[0], ref)
-    if err > TOL:
+    if err > tol:
         return None, err
     prof = ex.profile([x], repeat=repeat, warmup=1)
     return prof.device_median_ms, err
@@ -357,7 +361,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--layers", type=int, help="only the first N distinct layers")
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per implementation (median is reported)")
-    ap.add_argument("--skip", default="", help="comma-separated columns to skip: adreno,tvm,naive,torch")
+    ap.add_argument("--skip", default="", help="comma-separated columns to skip: adreno,tvm,winograd,naive,torch")
+    ap.add_argument("--winograd", default="f4", choices=["f2", "f4", "auto"],
+                    help="the winograd column's mode (f2/f4: forced on every 3x3 stride-1 layer)")
     ap.add_argument("--prepare", metavar="DIR", help="only compile the layers' artifacts + references into DIR")
     ap.add_argument("--artifacts", metavar="DIR", help="run from a --prepare'd DIR (no TVM/onnxruntime needed)")
     args = ap.parse_args(argv)
@@ -377,7 +383,9 @@ def main(argv=None) -> int:
     layers = layers[: args.layers] if args.layers else layers
     device = select_device(args.device)
     skip = set(filter(None, args.skip.split(",")))
-    columns = [c for c in ("adreno", "tvm", "naive") if c not in skip]
+    columns = [c for c in ("adreno", "tvm", "winograd", "naive") if c not in skip]
+    if prepared is not None and "winograd" in columns:
+        columns.remove("winograd")  # --prepare does not build Winograd artifacts (yet)
     if "torch" not in skip and torch_available():
         columns.append("torch")
     print(f"device: {device.name.strip()} ({device.platform.name.strip()}); model {args.model}: "
@@ -402,7 +410,13 @@ def main(argv=None) -> int:
             res = Result(layer.label(), layer.flops / 1e9, layer.count)
             for col in columns:
                 try:
-                    if col in ("adreno", "tvm"):
+                    if col == "winograd":
+                        if layer.k != 3 or layer.stride != 1 or layer.groups != 1:
+                            res.errors[col] = "n/a"
+                            continue
+                        ms, err = run_compiled(model, layer, p["x"], ref, "adreno", device, args.repeat, Path(tmp),
+                                               winograd=args.winograd, tol=WINOGRAD_TOL)
+                    elif col in ("adreno", "tvm"):
                         ms, err = run_compiled(model, layer, p["x"], ref, col, device, args.repeat, Path(tmp),
                                                prepared)
                     elif col == "naive":
@@ -417,16 +431,20 @@ def main(argv=None) -> int:
                     res.gflops[col] = layer.flops / (ms * 1e6)
                 elif isinstance(err, float):
                     res.errors[col] = f"MISMATCH max rel err {err:.2e}"
+                if col == "winograd" and ms is not None and "adreno" in res.ms:
+                    res.errors["winograd_speedup_vs_adreno"] = res.ms["adreno"] / ms
             results.append(res)
             line = f"{res.layer:<44}{layer.count:>3}{res.gflop:>8.3f}"
             for col in columns:
                 if col in res.ms:
                     line += f"{res.ms[col]:>12.3f}{res.gflops[col]:>12.2f}"
+                elif res.errors.get(col) == "n/a":
+                    line += f"{'n/a':>12}{'-':>12}"
                 else:
                     line += f"{'FAIL':>12}{'-':>12}"
             print(line, flush=True)
             for col in columns:
-                if col not in res.ms:
+                if col not in res.ms and res.errors.get(col) != "n/a":
                     print(f"    {col}: {res.errors[col]}", flush=True)
 
     summary = {col: geomean([r.gflops.get(col) for r in results]) for col in columns}
@@ -439,7 +457,8 @@ def main(argv=None) -> int:
                     ratios[f"{a}/{b}"] = geomean(pairs)
     print("geomean GFLOP/s: " + ", ".join(f"{c} {v:.2f}" if v else f"{c} -" for c, v in summary.items()))
     print("geomean ratios (per layer, layers where both ran): "
-          + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items() if k.startswith("adreno/") or k == "naive/tvm"))
+          + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()
+                      if k.startswith("adreno/") or k in ("naive/tvm", "winograd/adreno")))
     if args.json:
         Path(args.json).write_text(json.dumps({
             "model": args.model, "device": device.name.strip(), "platform": device.platform.name.strip(),

@@ -14,8 +14,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from adreno.artifact import Artifact
 from adreno.compile import CompileOptions, compile_model
 from adreno.opencl.executor import Executor

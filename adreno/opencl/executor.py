@@ -170,8 +170,6 @@ class Executor:
                             step_index)
 
     def _set_inputs(self, inputs) -> None:
-        import pyopencl as cl
-
         plan = self.artifact.plan
         if isinstance(inputs, dict):
             missing = [n for n in plan.inputs if n not in inputs]
@@ -190,8 +188,6 @@ class Executor:
             self._write(spec, array)
 
     def _get_outputs(self) -> list[np.ndarray]:
-        import pyopencl as cl
-
         outputs = [self._read(self.artifact.plan.tensors[name]) for name in self.artifact.plan.outputs]
         self.queue.finish()
         return outputs

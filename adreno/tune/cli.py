@@ -21,7 +21,6 @@ def cmd_tune(args) -> int:
     from .task import extract_tasks
     from .tuner import Tuner, plot_history, save_report, target_limits
 
-    device = select_device(args.device)
     records = Path(args.records)
     database = Database(records)
     quiet = args.json or args.quiet
@@ -32,16 +31,24 @@ def cmd_tune(args) -> int:
 
     say(f"extracting tasks of {args.model} for {args.target}")
     tasks = extract_tasks(args.model, args.target)
-    resumed = sum(len(database.query(t.key, device_fingerprint(device))) for t in tasks)
-    say(f"{len(tasks)} tasks; {resumed} earlier records of this device in {records} (resuming)")
-    cache = None
-    if not args.no_cache:
-        from ..cache import ProgramCache
+    if args.tracker:
+        from ..rpc.runner import RPCRunner
 
-        cache = ProgramCache()
-    runner = LocalRunner(device, cache=cache)
-    tuner = Tuner(tasks, runner, database, device_fingerprint(device), strategy=args.strategy, model=args.model_kind,
-                  batch=args.batch, limits=target_limits(args.target, device), seed=args.seed, repeat=args.repeat,
+        runner = RPCRunner(args.tracker, args.key)
+        fingerprint, limits = f"{args.key}|rpc", target_limits(args.target)
+    else:
+        device = select_device(args.device)
+        cache = None
+        if not args.no_cache:
+            from ..cache import ProgramCache
+
+            cache = ProgramCache()
+        runner = LocalRunner(device, cache=cache)
+        fingerprint, limits = device_fingerprint(device), target_limits(args.target, device)
+    resumed = sum(len(database.query(t.key, fingerprint)) for t in tasks)
+    say(f"{len(tasks)} tasks; {resumed} earlier records of {fingerprint.split('|')[0]} in {records} (resuming)")
+    tuner = Tuner(tasks, runner, database, fingerprint, strategy=args.strategy, model=args.model_kind,
+                  batch=args.batch, limits=limits, seed=args.seed, repeat=args.repeat,
                   progress=lambda spent, total, text: say(f"  [{_bar(spent, total)}] {text}"))
     try:
         report = tuner.tune(args.trials)
@@ -85,7 +92,11 @@ def register(sub, command) -> None:
                 "best record per kernel.")
     p.add_argument("model", help="bundled model name or .onnx file")
     p.add_argument("--target", default="adreno-740", help="Adreno target the kernels are compiled for")
-    p.add_argument("--device", help="OpenCL device to measure on: pocl (default), gpu, or an index")
+    p.add_argument("--device", help="local OpenCL device to measure on: pocl (default), gpu, or an index")
+    p.add_argument("--tracker", metavar="HOST:PORT", help="measure on the device farm instead (`adreno farm ...`): "
+                   "every free device of --key in parallel")
+    p.add_argument("--key", default="pocl-cpu", help="the farm's device key to measure on (with --tracker; e.g. "
+                   "adreno-740)")
     p.add_argument("--trials", type=int, default=64, help="measurements to spend in all (default 64)")
     p.add_argument("--strategy", default="genetic", choices=["genetic", "random", "grid"],
                    help="search strategy (default genetic)")

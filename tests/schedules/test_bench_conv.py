@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from tools_bench import bench_conv
+from tests.schedules.tools_bench import bench_conv
 
 
 def test_layer_tables():

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from sched_helpers import ConvCase, assert_close, compile_and_run, conv_model, model_inputs, record_claims, reference
+from tests.schedules.sched_helpers import ConvCase, assert_close, compile_and_run, conv_model, model_inputs, record_claims, reference
 
 from adreno.schedules import _conv, conv2d_direct
 
@@ -45,7 +45,7 @@ def test_conv_matches_onnxruntime_and_is_ours(case, tmp_path, monkeypatch):
 
 def _workloads():
     """Every conv workload of ResNet-18 and MobileNetV2 (groups=1) plus the test table's, as ConvWorkloads."""
-    from tools_bench import conv_layers
+    from tests.schedules.tools_bench import conv_layers
 
     out = []
     for model in ("resnet18", "mobilenetv2"):
@@ -57,8 +57,6 @@ def _workloads():
 
 
 def test_knob_table_and_default_config_are_valid():
-    import tvm  # noqa: F401
-
     from adreno import target as targets
 
     target = targets.tvm_target("adreno-740")

@@ -4,7 +4,7 @@ onnxruntime, each proven to be scheduled by our rule."""
 from __future__ import annotations
 
 import pytest
-from sched_helpers import ConvCase, assert_close, compile_and_run, conv_model, model_inputs, record_claims, reference
+from tests.schedules.sched_helpers import ConvCase, assert_close, compile_and_run, conv_model, model_inputs, record_claims, reference
 
 from adreno import target as targets
 from adreno.schedules import _conv, depthwise

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sched_helpers import assert_close, compile_and_run, record_claims, reference
+from tests.schedules.sched_helpers import assert_close, compile_and_run, record_claims, reference
 
 from adreno import zoo
 

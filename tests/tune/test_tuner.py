@@ -12,7 +12,7 @@ import time
 import numpy as np
 import onnx
 import pytest
-from conftest import single_op_model
+from tests.conftest import single_op_model
 
 from adreno.tune.database import Database
 from adreno.tune.task import extract_tasks

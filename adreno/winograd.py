@@ -1,0 +1,315 @@
+"""Winograd convolution F(m x m, 3 x 3) as a Relax-level rewrite (m = 2 or 4, tile alpha = m + 2).
+
+`rewrite(mod, mode, config)` replaces every eligible `relax.nn.conv2d` of `main` (3x3 kernel, stride 1, dilation 1,
+groups 1, NCHW/OIHW, float32, constant weight) that the selection rule (or a tuned record, or a forced mode) picks,
+by three primitive functions and one constant:
+
+  U[a, b, o, c]  = (G g G^T)[a, b]                 the weight transform, computed here with numpy (a constant)
+  V[a, b, c, p]  = (B^T d_p B)[a, b]               `winograd_input_transform`: per input channel c and tile p of
+                                                    alpha x alpha padded input (zero padding is a guarded load in
+                                                    the block `winograd_data_tile`)
+  M[a, b, o, p]  = sum_c U[a, b, o, c] V[a, b, c, p]  `winograd_batch_gemm`: alpha*alpha independent GEMMs
+  Y[n, o, y, x]  = (A^T M_p A)[y % m, x % m]       `winograd_output_transform` (written in NCHW)
+
+The output transform is a multiply-accumulate reduction whose output is the conv's output, so Relax's FuseOps
+treats it as "out-elementwise fusable": the bias add, ReLU/Clip and residual add that followed the conv fuse into its
+primitive function, as they did into the direct conv. The three stages are scheduled by
+`adreno.schedules.conv2d_winograd` (recognised by the block names above).
+
+Modes: "off" (nothing changes), "auto" (the selection rule `select_tile`, overridable per workload by a tuned record
+`{"tile": 0|2|4}` under the key `ConvWorkload.key("conv2d_winograd")`), "f2"/"f4" (every eligible conv with that tile).
+
+Transform matrices (Lavin & Gray, interpolation points 0, +-1 for F(2,3) and 0, +-1, +-2 for F(4,3), plus infinity).
+fp32 error: F(2x2) stays near direct conv (~1e-6 relative), F(4x4) is larger (the matrices have entries up to 8 and
+1/24): ~1e-5..1e-4 relative to the output magnitude; tests use 1e-3.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MODES = ("off", "auto", "f2", "f4")
+OP = "conv2d_winograd"
+
+# (B^T, G, A^T) for F(m, 3)
+_MATRICES = {
+    2: (
+        [[1, 0, -1, 0],
+         [0, 1, 1, 0],
+         [0, -1, 1, 0],
+         [0, 1, 0, -1]],
+        [[1, 0, 0],
+         [1 / 2, 1 / 2, 1 / 2],
+         [1 / 2, -1 / 2, 1 / 2],
+         [0, 0, 1]],
+        [[1, 1, 1, 0],
+         [0, 1, -1, -1]],
+    ),
+    4: (
+        [[4, 0, -5, 0, 1, 0],
+         [0, -4, -4, 1, 1, 0],
+         [0, 4, -4, -1, 1, 0],
+         [0, -2, -1, 2, 1, 0],
+         [0, 2, -1, -2, 1, 0],
+         [0, 4, 0, -5, 0, 1]],
+        [[1 / 4, 0, 0],
+         [-1 / 6, -1 / 6, -1 / 6],
+         [-1 / 6, 1 / 6, -1 / 6],
+         [1 / 24, 1 / 12, 1 / 6],
+         [1 / 24, -1 / 12, 1 / 6],
+         [0, 0, 1]],
+        [[1, 1, 1, 1, 1, 0],
+         [0, 1, -1, 2, -2, 0],
+         [0, 1, 1, 4, 4, 0],
+         [0, 1, -1, 8, -8, 1]],
+    ),
+}
+
+# Selection rule of "auto" (documented in schedules/conv2d_winograd.py): both channel counts at least this ...
+MIN_CHANNELS = 64
+# ... and an output at least this large in both dimensions; F(4x4) from F4_MIN_SPATIAL up, F(2x2) below. On PoCL
+# F(4x4) beat F(2x2) on every ResNet-18 layer down to 7x7 (tools/bench_conv.py), so "auto" picks F(4x4) throughout;
+# F(2x2) is there for forcing ("f2") and for the tuner (knob `tile`), e.g. for devices where it wins on small maps.
+MIN_SPATIAL = 7
+F4_MIN_SPATIAL = 7
+
+
+def matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(B^T, G, A^T) as float64 arrays for F(m x m, 3 x 3)."""
+    if m not in _MATRICES:
+        raise ValueError(f"Winograd tile must be 2 or 4, not {m}")
+    return tuple(np.array(x, dtype=np.float64) for x in _MATRICES[m])
+
+
+def transform_weight(weight: np.ndarray, m: int) -> np.ndarray:
+    """U = G g G^T for every (o, c): (O, C, 3, 3) -> (alpha, alpha, O, C), computed in float64, stored float32."""
+    _, g, _ = matrices(m)
+    u = np.einsum("ar,ocrs,bs->aboc", g, weight.astype(np.float64), g)
+    return np.ascontiguousarray(u.astype(np.float32))
+
+
+def tiles(oh: int, ow: int, m: int) -> tuple[int, int]:
+    return -(-oh // m), -(-ow // m)
+
+
+def reference_conv(x: np.ndarray, w: np.ndarray, m: int, padding=(1, 1, 1, 1)) -> np.ndarray:
+    """Winograd conv in numpy (float64), for checking the matrices against a direct conv."""
+    bt, _, at = matrices(m)
+    alpha = m + 2
+    n, c, h, wd = x.shape
+    top, left, bottom, right = padding
+    oh, ow = h + top + bottom - 2, wd + left + right - 2
+    nh, nw = tiles(oh, ow, m)
+    xp = np.zeros((n, c, nh * m + 2, nw * m + 2))
+    xp[:, :, top:top + h, left:left + wd] = x
+    u = np.einsum("ar,ocrs,bs->aboc", matrices(m)[1], w.astype(np.float64), matrices(m)[1])
+    y = np.zeros((n, w.shape[0], nh * m, nw * m))
+    for ty in range(nh):
+        for tx in range(nw):
+            d = xp[:, :, ty * m:ty * m + alpha, tx * m:tx * m + alpha]
+            v = np.einsum("ar,ncrs,bs->abnc", bt, d, bt)
+            mm = np.einsum("aboc,abnc->abno", u, v)
+            y[:, :, ty * m:ty * m + m, tx * m:tx * m + m] = np.einsum("ia,abno,jb->noij", at, mm, at)
+    return y[:, :, :oh, :ow]
+
+
+def _const_matrix(values: np.ndarray, name: str):
+    """A te tensor holding a small constant matrix as a select chain (folds away once the loops are unrolled)."""
+    from tvm import te, tirx
+
+    rows, cols = values.shape
+
+    def entry(i, j):
+        expr = tirx.const(0.0, "float32")
+        for r in range(rows):
+            for c in range(cols):
+                if values[r, c] != 0:
+                    expr = tirx.Select(tirx.all(i == r, j == c), tirx.const(float(values[r, c]), "float32"), expr)
+        return expr
+
+    return te.compute((rows, cols), entry, name=name)
+
+
+def _input_transform_te(data, m: int, padding, out_hw):
+    """V[a, b, c, p] = (B^T d B)[a, b] for every input channel c and tile p (tiles numbered n-major, then tile rows,
+    then tile columns); d is the alpha x alpha input patch of the tile, zero outside the image (the padding)."""
+    from tvm import te, tirx
+
+    bt_np = matrices(m)[0]
+    alpha = m + 2
+    n, c, h, w = (int(d) for d in data.shape)
+    nh, nw = tiles(*out_hw, m)
+    top, left = padding[0], padding[1]
+    bt = _const_matrix(bt_np, "winograd_BT")
+
+    def tile_value(ci, p, r, s):
+        b = p // (nh * nw)
+        y = (p // nw) % nh * m + r - top
+        x = p % nw * m + s - left
+        inside = tirx.all(y >= 0, y < h, x >= 0, x < w)
+        return tirx.if_then_else(inside, data[b, ci, y, x], tirx.const(0.0, data.dtype))
+
+    d = te.compute((c, n * nh * nw, alpha, alpha), tile_value, name="winograd_data_tile")
+    r = te.reduce_axis((0, alpha), name="r")
+    s = te.reduce_axis((0, alpha), name="s")
+    return te.compute((alpha, alpha, c, n * nh * nw),
+                      lambda a, b, ci, p: te.sum(d[ci, p, r, s] * bt[a, r] * bt[b, s], axis=[r, s]),
+                      name="winograd_input_transform")
+
+
+def _gemm_te(u, v):
+    from tvm import te
+
+    alpha, _, o, c = (int(d) for d in u.shape)
+    p_total = int(v.shape[3])
+    k = te.reduce_axis((0, c), name="k")
+    return te.compute((alpha, alpha, o, p_total),
+                      lambda a, b, co, p: te.sum(u[a, b, co, k] * v[a, b, k, p], axis=k),
+                      name="winograd_batch_gemm")
+
+
+def _output_transform_te(mm, m: int, n: int, out_hw):
+    """Y[n, o, y, x] = sum_{a, b} M[a, b, o, p] * A^T[y % m, a] * A^T[x % m, b] with p the tile of (n, y, x).
+
+    The function is marked out-elementwise fusable (`op_pattern` 4, like a conv; TVM's own analysis says "reduction"
+    because every output reads distinct M) so that FuseOps fuses the conv's epilogue (bias, activation, residual add)
+    into it."""
+    from tvm import te
+
+    at_np = matrices(m)[2]
+    alpha = m + 2
+    o = int(mm.shape[2])
+    oh, ow = out_hw
+    nh, nw = tiles(oh, ow, m)
+    at = _const_matrix(at_np, "winograd_AT")
+    ra = te.reduce_axis((0, alpha), name="ra")
+    rb = te.reduce_axis((0, alpha), name="rb")
+
+    def out_value(b, co, y, x):
+        p = (b * nh + y // m) * nw + x // m
+        return te.sum(mm[ra, rb, co, p] * at[y % m, ra] * at[x % m, rb], axis=[ra, rb])
+
+    return te.compute((n, o, oh, ow), out_value, name="winograd_output_transform")
+
+
+def _shape(expr) -> list[int]:
+    shape = expr.ty.shape
+    return [int(v) for v in getattr(shape, "values", shape)]
+
+
+def eligible(call, const_weight) -> tuple | None:
+    """(N, C, H, W, O, padding, OH, OW) when `call` is a conv2d Winograd F(m, 3x3) can replace, else None."""
+    attrs = call.attrs
+    try:
+        if [int(v) for v in attrs.strides] != [1, 1] or [int(v) for v in attrs.dilation] != [1, 1] \
+                or int(attrs.groups) != 1 or str(attrs.data_layout) != "NCHW" or str(attrs.kernel_layout) != "OIHW" \
+                or str(attrs.out_layout) not in ("NCHW", ""):
+            return None
+        if attrs.out_dtype is not None and str(attrs.out_dtype) not in ("", "float32"):
+            return None
+        dshape = _shape(call.args[0])
+        oshape = _shape(call)
+        padding = [int(v) for v in attrs.padding]
+    except (TypeError, ValueError, AttributeError):
+        return None
+    if const_weight is None or const_weight.dtype != np.float32 or const_weight.ndim != 4 \
+            or tuple(const_weight.shape[2:]) != (3, 3) or str(call.args[0].ty.dtype) != "float32":
+        return None
+    if len(padding) == 2:
+        padding = padding * 2
+    if len(dshape) != 4 or len(oshape) != 4 or const_weight.shape[1] != dshape[1]:
+        return None
+    n, c, h, w = dshape
+    return n, c, h, w, int(const_weight.shape[0]), tuple(padding), oshape[2], oshape[3]
+
+
+def workload_of(info):
+    from .schedules._conv import ConvWorkload
+
+    n, c, h, w, o, padding, oh, ow = info
+    return ConvWorkload(n, c, h, w, o, 3, 3, oh, ow, (1, 1), (1, 1), padding, 1, "float32")
+
+
+def select_tile(wl) -> int:
+    """The default selection rule of "auto": 0 (keep the direct conv), 2 or 4 (see the module constants)."""
+    if min(wl.c, wl.o) < MIN_CHANNELS or min(wl.oh, wl.ow) < MIN_SPATIAL:
+        return 0
+    return 4 if min(wl.oh, wl.ow) >= F4_MIN_SPATIAL else 2
+
+
+def choose_tile(wl, mode: str, config: dict | None) -> int:
+    if mode == "off":
+        return 0
+    if mode in ("f2", "f4"):
+        return int(mode[1])
+    tuned = (config or {}).get(wl.key(OP)) if config else None
+    if tuned and "tile" in tuned:
+        return int(tuned["tile"])
+    return select_tile(wl)
+
+
+def rewrite(mod, mode: str = "auto", config: dict | None = None):
+    """Rewrite the eligible conv2d of `main` into Winograd stages (see the module doc); returns a new module (the
+    input module unchanged when nothing is rewritten)."""
+    import tvm
+    from tvm import relax
+
+    if mode not in MODES:
+        from .errors import AdrenoError
+
+        raise AdrenoError(f"winograd must be one of {', '.join(MODES)}, not {mode!r}")
+    if mode == "off":
+        return mod
+    conv_op = tvm.ir.Op.get("relax.nn.conv2d")
+    folded = relax.transform.FoldConstant()(mod)
+    chosen: list = []
+
+    @relax.expr_functor.mutator
+    class _Rewriter(relax.expr_functor.PyExprMutator):
+        def __init__(self, module):
+            super().__init__(module)
+
+        def visit_call_(self, call):  # noqa: N802 - visitor protocol
+            call = super().visit_call_(call)
+            if not isinstance(call.op, tvm.ir.Op) or call.op != conv_op:
+                return call
+            weight = call.args[1]
+            value = getattr(weight, "value", None) if isinstance(weight, tvm.ir.expr.GenericConst) else None
+            array = value.numpy() if hasattr(value, "numpy") else None
+            info = eligible(call, array)
+            if info is None:
+                return call
+            wl = workload_of(info)
+            m = choose_tile(wl, mode, config)
+            if m not in (2, 4):
+                return call
+            chosen.append((wl, m))
+            n, _, _, _, _, padding, oh, ow = info
+            u = relax.const(transform_weight(array, m))
+            bb = self.builder_
+            v = bb.emit_te(_input_transform_te, call.args[0], m, padding, (oh, ow),
+                           primfunc_name_hint=f"winograd{m}_input_transform")
+            mm = bb.emit_te(_gemm_te, u, v, primfunc_name_hint=f"winograd{m}_batch_gemm")
+            return bb.call_te(_output_transform_te, mm, m, n, (oh, ow),
+                              primfunc_name_hint=f"winograd{m}_conv2d",
+                              # a multiply-accumulate whose output is the conv's: its epilogue may fuse into it
+                              # (TVM's analysis alone says "reduction" since every output reads distinct M)
+                              primfunc_attrs={"op_pattern": 4})
+
+    rewriter = _Rewriter(folded)
+    func = rewriter.visit_expr(folded["main"])
+    if not chosen:
+        return mod
+    rewriter.builder_.update_func(folded.get_global_var("main"), func)
+    return rewriter.builder_.get()
+
+
+def rewrite_pass(mode: str = "auto", config: dict | None = None):
+    """`rewrite` as a module pass (for a pass list)."""
+    import tvm
+
+    @tvm.transform.module_pass(opt_level=0, name="AdrenoWinograd")
+    def _pass(mod, ctx):  # noqa: ARG001
+        return rewrite(mod, mode, config)
+
+    return _pass

@@ -1,0 +1,260 @@
+"""Winograd F(m x m, 3 x 3) convolution: schedules of the three stages `adreno.winograd` rewrites a conv into.
+
+Stages (recognised by block name, so they are found again after FuseOps/FuseTIR renamed the functions):
+
+- `winograd_input_transform` (V = B^T d B): one work-item per (input channel, tile); it loads the alpha x alpha
+  patch (zero padding as a guarded load) into registers and writes the alpha^2 transformed values; the transform
+  matrix is inlined and, with every loop unrolled, folds to constants (zero terms vanish).
+  Knob: `threads_t` (workgroup size).
+- `winograd_batch_gemm` (M[a,b] = U[a,b] x V[a,b], alpha^2 GEMMs O x C by C x P): register-tiled like the direct
+  conv: each work-item computes `tile_o` x `tile_p` outputs, the reduction over C runs serially inside it (split by
+  `tile_k`, inner part unrolled), the workgroup is `threads_o` x `threads_p`, and along P the `tile_p` columns of a
+  work-item are `threads_p` apart (coalesced / vectorisable). Knobs: tile_o, tile_p, threads_o, threads_p, tile_k.
+- `winograd_output_transform` (Y = A^T M A, fused with the conv's epilogue: bias, BatchNorm shift, ReLU/Clip,
+  residual add): one work-item per (n, output channel, tile); the alpha^2 values of M are loaded once into registers,
+  the m x m outputs are computed unrolled (constant coefficients folded) and the epilogue is applied before the
+  store. Knob: `threads_t`.
+
+Which convs become Winograd, and with which tile, is decided before legalization (`adreno.winograd.select_tile`):
+"auto" takes 3x3 stride-1 dilation-1 groups-1 convs with at least `MIN_CHANNELS` input and output channels and an
+output of at least `MIN_SPATIAL` in both dimensions, with F(4x4) from `F4_MIN_SPATIAL` up and F(2x2) below. The knob
+`tile` (0 = direct, 2, 4), tuned per conv workload key `ConvWorkload.key("conv2d_winograd")`, overrides the rule.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from . import _conv
+
+OP = "conv2d_winograd"
+STAGES = ("winograd_input_transform", "winograd_batch_gemm", "winograd_output_transform")
+
+# `tile` is read by the Relax rewrite (adreno.winograd), per conv; the others by the stage schedules below.
+KNOBS: dict[str, list] = {
+    "tile": [0, 2, 4],
+    "tile_o": [1, 2, 4, 8],
+    "tile_p": [1, 2, 4],
+    "threads_o": [1, 2, 4, 8, 16],
+    "threads_p": [1, 2, 4, 8, 16, 32, 64],
+    "tile_k": [1, 2, 4, 8],
+    "threads_t": [16, 32, 64, 128, 256],
+}
+STAGE_KNOBS = {
+    "winograd_input_transform": ("threads_t",),
+    "winograd_batch_gemm": ("tile_o", "tile_p", "threads_o", "threads_p", "tile_k"),
+    "winograd_output_transform": ("threads_t",),
+}
+
+
+def _blocks(sch):
+    from tvm.s_tir.dlight import analysis
+
+    root = analysis.get_root_block(sch)
+    return list(sch.get_child_blocks(root))
+
+
+def _stage_of(func):
+    """(stage name, schedule, blocks) when `func` is one of the Winograd stages, else None."""
+    from tvm import s_tir, tirx
+
+    if not isinstance(func, tirx.PrimFunc):
+        return None
+    try:
+        sch = s_tir.Schedule(func)
+        blocks = _blocks(sch)
+    except Exception:  # noqa: BLE001 - not a schedulable function
+        return None
+    names = [str(sch.get(b).name_hint) for b in blocks]
+    found = [s for s in STAGES if s in names]
+    if len(found) != 1:
+        return None
+    return found[0], sch, blocks
+
+
+def workload(func):
+    """(stage, iteration extents of its main block) when `func` is a Winograd stage function, else None.
+    Extents: input transform (alpha, alpha, C, P, alpha, alpha); GEMM (alpha, alpha, O, P, C); output transform
+    (N, O, OH, OW, alpha, alpha), with P = N * ceil(OH / m) * ceil(OW / m) tiles."""
+    found = _stage_of(func)
+    if found is None:
+        return None
+    stage, sch, blocks = found
+    main = next(b for b in blocks if str(sch.get(b).name_hint) == stage)
+    return stage, [int(iv.dom.extent) for iv in sch.get(main).iter_vars]
+
+
+def workload_key(func) -> str | None:
+    """The key tuned knobs are stored under for a stage function (stage and extents); None otherwise."""
+    wl = workload(func)
+    return None if wl is None else f"{wl[0]}|" + "x".join(map(str, wl[1])) + "|float32"
+
+
+def _fit(extent: int, choices: list[int], prefer: int, waste: float = 0.15) -> int:
+    """The largest choice <= prefer whose ragged last tile wastes at most `waste` of `extent` (1 if none)."""
+    fitting = [c for c in choices if c <= prefer and (-(-extent // c) * c - extent) <= waste * extent]
+    return max(fitting, default=1)
+
+
+def default_config(wl, target) -> dict:
+    """Defaults per stage. GEMM: up to 8 output channels x 4 tiles per work-item and a workgroup of up to 64 work-items
+    (16 along the tiles first), each allowed a ragged last tile wasting at most 15%; transforms: 64 work-items."""
+    stage, dims = wl
+    limit = min(_conv.max_threads(target), 64)
+    if stage != "winograd_batch_gemm":
+        return {"threads_t": limit}
+    _, _, o, p, c = dims
+    tile_o = _fit(o, KNOBS["tile_o"], 8)
+    tile_p = _fit(p, KNOBS["tile_p"], 4)
+    threads_p = _fit(-(-p // tile_p), KNOBS["threads_p"], 16)
+    threads_o = _fit(-(-o // tile_o), KNOBS["threads_o"], max(1, limit // threads_p))
+    tile_k = _conv.pick_tile(c, KNOBS["tile_k"], 4)
+    return {"tile_o": tile_o, "tile_p": tile_p, "threads_o": threads_o, "threads_p": threads_p, "tile_k": tile_k}
+
+
+def check_config(wl, config: dict, target) -> dict:
+    """Raise ValueError when `config` is not valid for the stage `wl` on `target`."""
+    stage, _ = wl
+    for name, value in config.items():
+        if name not in KNOBS:
+            raise ValueError(f"unknown knob {name!r}; knobs: {sorted(KNOBS)}")
+        if value not in KNOBS[name]:
+            raise ValueError(f"knob {name}={value!r} not among {KNOBS[name]}")
+    threads = config.get("threads_o", 1) * config.get("threads_p", 1) if stage == "winograd_batch_gemm" \
+        else config.get("threads_t", 1)
+    if threads > _conv.max_threads(target):
+        raise ValueError(f"workgroup of {threads} work-items exceeds the target's {_conv.max_threads(target)}")
+    return config
+
+
+def _unroll_all(sch, loops):
+    for loop in loops:
+        sch.unroll(loop)
+
+
+def _bind_flat(sch, loops, threads):
+    fused = sch.fuse(*loops, preserve_unit_iters=True)
+    bx, tx = sch.split(fused, [None, threads], preserve_unit_iters=True)
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    return tx
+
+
+def _schedule_input(sch, blocks, cfg):
+    names = {str(sch.get(b).name_hint): b for b in blocks}
+    main = names["winograd_input_transform"]
+    tile = names["winograd_data_tile"]
+    for b in blocks:  # the transform matrix and any fused elementwise prologue go into the loads
+        if b not in (main, tile):
+            sch.compute_inline(b)
+    out = sch.cache_write(main, 0, "local")  # before any split: its write-back keeps the exact domain
+    sch.set_scope(tile, 0, "local")
+    a, b_, ci, p, r, s = sch.get_loops(main)
+    sch.reorder(ci, p, a, b_, r, s)
+    tx = _bind_flat(sch, [ci, p], cfg["threads_t"])
+    sch.compute_at(tile, tx, preserve_unit_loops=True)
+    _unroll_all(sch, sch.get_loops(tile)[-2:])
+    sch.reverse_compute_at(out, tx, preserve_unit_loops=True)
+    _unroll_all(sch, sch.get_loops(out)[-4:])
+    init = sch.decompose_reduction(main, a)
+    _unroll_all(sch, sch.get_loops(init)[-2:])
+    _unroll_all(sch, [a, b_, r, s])
+    return sch
+
+
+def _schedule_gemm(sch, blocks, cfg):
+    (main,) = blocks
+    to, tp, vo, vp, vk = cfg["threads_o"], cfg["threads_p"], cfg["tile_o"], cfg["tile_p"], cfg["tile_k"]
+    u_cache = sch.cache_read(main, 0, "local")
+    v_cache = sch.cache_read(main, 1, "local")
+    out = sch.cache_write(main, 0, "local")
+    a, b, o, p, k = sch.get_loops(main)
+    oo, ot, oi = sch.split(o, [None, to, vo], preserve_unit_iters=True)
+    po, pt, pi = sch.split(p, [None, tp, vp], preserve_unit_iters=True)
+    ko, ki = sch.split(k, [None, vk], preserve_unit_iters=True)
+    sch.reorder(a, b, oo, po, ot, pt, ko, ki, oi, pi)
+    grid = sch.fuse(a, b, oo, po, preserve_unit_iters=True)
+    sch.bind(grid, "blockIdx.x")
+    sch.bind(ot, "threadIdx.y")
+    sch.bind(pt, "threadIdx.x")
+    for cache in (u_cache, v_cache):
+        sch.compute_at(cache, ki, preserve_unit_loops=True)
+        _unroll_all(sch, sch.get_loops(cache)[-4:])
+    _unroll_all(sch, [ki, oi, pi])
+    sch.reverse_compute_at(out, pt, preserve_unit_loops=True)
+    _unroll_all(sch, sch.get_loops(out)[-4:])
+    init = sch.decompose_reduction(main, ko)
+    _unroll_all(sch, sch.get_loops(init)[-2:])
+    return sch
+
+
+def _schedule_output(sch, blocks, cfg, m):
+    names = [str(sch.get(b).name_hint) for b in blocks]
+    index = names.index("winograd_output_transform")
+    main = blocks[index]
+    for b in blocks[:index]:  # the A^T matrix (and any elementwise prologue) inline into the reduction
+        sch.compute_inline(b)
+    epilogue = blocks[index + 1:]
+    for b in epilogue[:-1]:
+        sch.compute_inline(b)
+    if epilogue:
+        out = epilogue[-1]
+        sch.set_scope(main, 0, "local")
+    else:
+        out = sch.cache_write(main, 0, "local")
+    n, o, y, x, ra, rb = sch.get_loops(main)
+    ty, yi = sch.split(y, [None, m], preserve_unit_iters=True)
+    tx, xi = sch.split(x, [None, m], preserve_unit_iters=True)
+    sch.reorder(n, o, ty, tx, ra, rb, yi, xi)
+    thread = _bind_flat(sch, [n, o, ty, tx], cfg["threads_t"])
+    m_cache = sch.cache_read(main, 0, "local")
+    sch.compute_at(m_cache, thread, preserve_unit_loops=True)
+    _unroll_all(sch, sch.get_loops(m_cache)[-4:])
+    _unroll_all(sch, [ra, rb, yi, xi])
+    sch.reverse_compute_at(out, thread, preserve_unit_loops=True)
+    _unroll_all(sch, sch.get_loops(out)[-2:])
+    init = sch.decompose_reduction(main, ra)
+    _unroll_all(sch, sch.get_loops(init)[-2:])
+    return sch
+
+
+def _tile_of(sch, blocks) -> int:
+    """m of the output transform: the row count of its inlined A^T matrix block."""
+    for b in blocks:
+        stmt = sch.get(b)
+        if str(stmt.name_hint) == "winograd_AT":
+            return int(stmt.writes[0].source.shape[0])
+    raise ValueError("no winograd_AT block")
+
+
+def apply(func, target, config: dict | None = None):
+    """An s_tir.Schedule for a Winograd stage function, else None (tuned knobs from `config[workload_key]`)."""
+    found = _stage_of(func)
+    if found is None:
+        return None
+    stage, sch, blocks = found
+    wl = workload(func)
+    key = workload_key(func)
+    cfg = default_config(wl, target)
+    if config:
+        tuned = config.get(key) or {}
+        cfg.update({k: v for k, v in tuned.items() if k in STAGE_KNOBS[stage]})
+    check_config(wl, cfg, target)
+    try:
+        if stage == "winograd_input_transform":
+            return _schedule_input(sch, blocks, cfg)
+        if stage == "winograd_batch_gemm":
+            return _schedule_gemm(sch, blocks, cfg)
+        return _schedule_output(sch, blocks, cfg, _tile_of(sch, blocks))
+    except _conv.TVM_ERRORS as err:
+        warnings.warn(f"{OP}: could not schedule {key} with {cfg}: {err}; falling back to TVM's schedule",
+                      RuntimeWarning, stacklevel=2)
+        return None
+
+
+def rule(target, config: dict | None = None):
+    """The dlight rule of this family (None when the target is not OpenCL)."""
+    import sys
+
+    module = sys.modules[__name__]
+    return _conv.make_rule("Conv2dWinograd", lambda f, t, c: module.apply(f, t, c), target, config)
