@@ -49,6 +49,13 @@ def register(sub, command) -> None:
                    "a device name")
     p.add_argument("--build-options", default="", help="OpenCL build options (default none, as `adreno run`)")
     p.add_argument("--no-cache", action="store_true", help="build from source, neither reading nor filling the cache")
+    p = subcommand("warm", cmd_warm, "build an artifact's programs on a farm device and bring the binaries back",
+                   "Upload ARTIFACT to one device of --key through the farm's tracker, build its programs there "
+                   "(`adreno farm agent`), and write the binaries into ARTIFACT/binaries/<device>/ as `export` "
+                   "does locally, so an app shipped to that device and driver starts without compiling.")
+    p.add_argument("artifact", help="artifact directory written by `adreno compile`")
+    p.add_argument("--tracker", required=True, metavar="HOST:PORT", help="the farm's tracker")
+    p.add_argument("--key", required=True, help="device key to build on (e.g. adreno-740, pocl-cpu)")
 
 
 def _cache(args, enabled: bool = True):
@@ -117,6 +124,18 @@ def cmd_verify(args) -> int:
             lines += [f"    {problem}" for problem in bundle["problems"]]
     _emit(args, report, "\n".join(lines))
     return 1 if bad else 0
+
+
+def cmd_warm(args) -> int:
+    from .artifact import Artifact
+    from .rpc.runner import warm_artifact
+
+    artifact = Artifact.load(args.artifact)
+    summary = warm_artifact(str(artifact.path), args.tracker, args.key)
+    device = summary["device"]
+    _emit(args, summary, f"built {summary['programs']} programs on {summary['remote']} ({device['device_name']}, "
+                         f"driver {device['driver_version']}) -> {summary['path']}, {_size(summary['bytes'])}")
+    return 0
 
 
 def cmd_export(args) -> int:

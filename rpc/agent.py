@@ -14,6 +14,9 @@ Functions a client calls over RPC (see `rpc/runner.py`):
 * `adreno.agent.hello() -> json`: device name, key, pid.
 * `adreno.agent.prepare(tar_name) -> json`: unpack an uploaded artifact tarball, build its programs (stage build).
 * `adreno.agent.measure(name, request_json) -> json`: run once (outputs saved for download), then profile.
+* `adreno.agent.export(tar_name) -> json`: build the artifact's programs on this device (through the agent's
+  program cache) and pack their binaries (`adreno cache export`'s bundle) as a tar to download
+  (`adreno cache warm`).
 
 Each `measure` arms a watchdog: if the call outlives `watchdog_s` (the host's run deadline plus a grace period)
 the session process exits, the worker notices that its server stopped and exits, and the supervisor starts a
@@ -68,7 +71,8 @@ def _hello() -> str:
                        "pid": os.getpid(), "faults": _CONFIG["faults"]})
 
 
-def _safe_extract(tar: tarfile.TarFile, dest: str) -> None:
+def safe_extract(tar: tarfile.TarFile, dest: str) -> None:
+    """Extract `tar` into `dest`, refusing members that would land outside it or are links."""
     root = os.path.realpath(dest)
     for member in tar.getmembers():
         target = os.path.realpath(os.path.join(dest, member.name))
@@ -77,16 +81,23 @@ def _safe_extract(tar: tarfile.TarFile, dest: str) -> None:
     tar.extractall(dest)
 
 
+def _unpack(tar_name: str) -> tuple[str, str]:
+    """(artifact name, directory) of an uploaded artifact tarball, unpacked once."""
+    name = os.path.basename(tar_name).removesuffix(".tar")
+    dest = _workpath(name)
+    if not os.path.isdir(dest):
+        with tarfile.open(_workpath(tar_name)) as tar:
+            safe_extract(tar, dest)
+    return name, dest
+
+
 def _prepare(tar_name: str) -> str:
+    from adreno.cache import ProgramCache
     from adreno.opencl.executor import Executor
 
-    name = os.path.basename(tar_name).removesuffix(".tar")
+    name, dest = _unpack(tar_name)
     if name not in _EXECUTORS:
-        dest = _workpath(name)
-        if not os.path.isdir(dest):
-            with tarfile.open(_workpath(tar_name)) as tar:
-                _safe_extract(tar, dest)
-        _EXECUTORS[name] = Executor(dest, _device())
+        _EXECUTORS[name] = Executor(dest, _device(), cache=ProgramCache())
     return json.dumps({"name": name, "build_seconds": _EXECUTORS[name].build_seconds})
 
 
@@ -136,12 +147,28 @@ def _measure(name: str, request_json: str) -> str:
             watchdog.cancel()
 
 
+def _export(tar_name: str) -> str:
+    import pyopencl as cl
+
+    from adreno.artifact import Artifact
+    from adreno.cache import ProgramCache, export_bundle
+
+    name, dest = _unpack(tar_name)
+    summary = export_bundle(Artifact.load(dest), cl.Context([_device()]), ProgramCache())
+    bundle = summary["path"]
+    packed = f"{name}-binaries.tar"
+    with tarfile.open(_workpath(packed), "w") as tar:
+        tar.add(bundle, arcname=os.path.basename(bundle))
+    return json.dumps({"download": packed, "summary": summary}, default=str)
+
+
 def _register_functions() -> None:
     import tvm_ffi
 
     tvm_ffi.register_global_func("adreno.agent.hello", _hello, override=True)
     tvm_ffi.register_global_func("adreno.agent.prepare", _prepare, override=True)
     tvm_ffi.register_global_func("adreno.agent.measure", _measure, override=True)
+    tvm_ffi.register_global_func("adreno.agent.export", _export, override=True)
 
 
 def serve_worker(tracker: tuple[str, int] | None, key: str, device, host: str, port: int, port_end: int,

@@ -25,7 +25,7 @@ import numpy as np
 
 from adreno.runner import RunFuture, RunInput, Runner, RunResult, check_outputs
 
-from .agent import artifact_tarball
+from .agent import artifact_tarball, safe_extract
 from .common import FarmError, NoDeviceError, TrackerUnreachable, format_addr, parse_addr
 from .tracker import TrackerClient, count_servers
 
@@ -414,3 +414,39 @@ class RPCRunner(Runner):
                          extra={"device_name": reply.get("device", session.device_name), "wall_ms": reply.get("wall_ms"),
                                 "stage_seconds": stages, "address": session.address,
                                 "tracker": format_addr(self.tracker_addr)})
+
+
+def warm_artifact(artifact: str, tracker: str, key: str, timeouts: Timeouts | None = None) -> dict:
+    """Build an artifact's OpenCL programs on one farm device of `key` and bring their binaries back into
+    `<artifact>/binaries/<device>/` (what `adreno cache export` writes locally): `adreno cache warm`.
+    Returns the device's export summary; a device or tracker problem raises `FarmError` naming it."""
+    import shutil
+    import tarfile
+    import tempfile
+
+    timeouts = timeouts or Timeouts()
+    name, data = artifact_tarball(artifact)
+    with TrackerClient(parse_addr(tracker)) as client:
+        session = DeviceSession(client, key, timeouts)
+        try:
+            session.call("upload", lambda: session.session.upload(bytearray(data), name + ".tar"), timeouts.upload)
+            reply = json.loads(session.call(
+                "build", lambda: session.session.get_function("adreno.agent.export")(name + ".tar"), timeouts.build))
+            blob = session.call("download", lambda: session.session.download(reply["download"]), timeouts.download)
+        except (StageTimeout, RemoteError) as err:
+            raise FarmError(f"warming {artifact} on {session.name} failed: {err}") from None
+        finally:
+            session.close()
+    binaries = os.path.join(artifact, "binaries")
+    os.makedirs(binaries, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=binaries) as staging:
+        with tarfile.open(fileobj=io.BytesIO(bytes(blob))) as tar:
+            safe_extract(tar, staging)
+        for entry in os.listdir(staging):
+            final = os.path.join(binaries, entry)
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(os.path.join(staging, entry), final)
+    summary = reply["summary"]
+    summary["path"] = os.path.join(binaries, os.path.basename(summary["path"]))
+    summary["remote"] = session.name
+    return summary
