@@ -26,9 +26,11 @@ def load_model(model) -> tuple:
     if not path.exists():
         known = ", ".join(sorted(zoo.MODELS))
         raise ModelError(f"{path}: no such file, and not a bundled model (bundled: {known})")
+    from google.protobuf.message import DecodeError
+
     try:
         proto = onnx.load(str(path))
-    except Exception as err:  # onnx raises DecodeError, ValueError or its own errors for bad protobufs
+    except (DecodeError, ValueError, OSError) as err:  # not a protobuf / not a model / unreadable
         raise ModelError(f"{path} is not a valid ONNX model: {type(err).__name__}: {err}") from None
     if not proto.graph.node:
         raise ModelError(f"{path} is not a valid ONNX model: its graph has no nodes")

@@ -36,9 +36,12 @@ def onnxruntime_outputs(model, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """Run `model` in onnxruntime (CPU) on `inputs`, given in the order of the model's graph inputs."""
     import onnxruntime as ort
 
+    from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
+
     try:
         session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    except Exception as err:  # onnxruntime raises its own exception types (Fail, InvalidGraph, ...)
+    except (ort_errors.Fail, ort_errors.InvalidGraph, ort_errors.InvalidArgument, ort_errors.InvalidProtobuf,
+            ort_errors.NotImplemented) as err:
         raise ModelError(f"onnxruntime cannot load the reference model: {err}") from None
     names = [i.name for i in session.get_inputs()]
     return session.run(None, dict(zip(names, inputs)))

@@ -833,7 +833,7 @@ def schedule_packed(func, target=None):
         init = sch.decompose_reduction(red, order[0])
         sch.vectorize(sch.get_loops(init)[-1])
         return sch
-    except Exception:  # noqa: BLE001
+    except TVM_ERRORS:  # a schedule primitive refused: TVM's dlight rules take the function
         return None
 
 

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from adreno.errors import TVM_ERRORS
 from adreno.runner import RunInput, Runner, RunResult, check_outputs, random_inputs
 
 from .common import FarmError, parse_addr
@@ -114,7 +115,7 @@ class NativeRunner(Runner):
             self._session = call_with_deadline(lambda: rpc.connect(host, port, key), self.timeouts.request, "request")
         except StageTimeout:
             raise
-        except Exception as err:  # noqa: BLE001
+        except (*TVM_ERRORS, OSError) as err:
             raise FarmError(f"cannot connect to the RPC server {self._where}: {_short(err)}") from None
         self._loaded = {}
         return self._session
@@ -185,7 +186,7 @@ class NativeRunner(Runner):
         except FarmError as err:
             self._drop()
             return RunResult(error=str(err), stage=stage, tag=run_input.tag, device=self._where)
-        except Exception as err:  # noqa: BLE001 - TVMError from the remote side: a value, never raised
+        except (*TVM_ERRORS, OSError) as err:  # the remote side failed: a value, never raised
             self._drop()
             return RunResult(error=f"{stage} failed on {self._where}: {_short(err)}", stage=stage, tag=run_input.tag,
                              device=self._where, extra={"stage": stage})

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from adreno.errors import TVM_ERRORS
 from adreno.runner import RunFuture, RunInput, Runner, RunResult, check_outputs
 
 from .agent import artifact_tarball, safe_extract
@@ -105,7 +106,7 @@ class DeviceSession:
                                               "request")
         except StageTimeout:
             raise
-        except Exception as err:  # noqa: BLE001 - TVMError: the server went away after the tracker leased it
+        except (*TVM_ERRORS, OSError) as err:  # the server went away after the tracker leased it
             raise FarmError(f"cannot connect to {self.name}: {_short(err)}") from None
         hello = self.call("request", lambda: self.session.get_function("adreno.agent.hello")(),
                           max(1.0, timeouts.request - (time.monotonic() - started)))
@@ -125,7 +126,7 @@ class DeviceSession:
         except StageTimeout:
             self.broken = True
             raise
-        except Exception as err:  # noqa: BLE001 - TVMError, RPC errors, OSError
+        except (*TVM_ERRORS, OSError) as err:  # RPC and remote errors
             alive = self.alive()
             self.broken = not alive
             raise RemoteError(stage, _short(err), alive) from None

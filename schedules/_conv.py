@@ -88,12 +88,12 @@ def match_conv(func, sch=None) -> ConvMatch | None:
             return None
         try:
             sch = s_tir.Schedule(func)
-        except Exception:  # noqa: BLE001 - not a schedulable function
+        except TVM_ERRORS:  # not a schedulable function
             return None
     try:
         root = analysis.get_root_block(sch)
         blocks = list(sch.get_child_blocks(root))
-    except Exception:  # noqa: BLE001
+    except TVM_ERRORS:  # no single root block
         return None
     infos = [analysis.get_sblock_info(sch, b) for b in blocks]
     reductions = [i for i, info in enumerate(infos) if info.is_reduction()]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import warnings
 
+from ..errors import TVM_ERRORS
 from . import _conv
 
 OP = "conv2d_winograd"
@@ -63,7 +64,7 @@ def _stage_of(func):
     try:
         sch = s_tir.Schedule(func)
         blocks = _blocks(sch)
-    except Exception:  # noqa: BLE001 - not a schedulable function
+    except TVM_ERRORS:  # not a schedulable function
         return None
     names = [str(sch.get(b).name_hint) for b in blocks]
     found = [s for s in STAGES if s in names]
