@@ -142,3 +142,78 @@ class LocalRunner(Runner):
             return RunResult(error=f"{type(err).__name__}: {err}", stage=stage, tag=run_input.tag)
         return RunResult(seconds=[ms * 1e-3 for ms in profile.run_device_ms], max_error=max_error, tag=run_input.tag, device=device,
                          extra={"build_seconds": profile.build_seconds, "wall_ms": profile.latencies_ms})
+
+
+def _isolated_worker(conn, device_spec, use_cache: bool) -> None:
+    """Child process of `IsolatedLocalRunner`: one LocalRunner measuring what the parent sends."""
+    runner = LocalRunner(device_spec, cache=_default_cache() if use_cache else None)
+    conn.send("ready")
+    while (item := conn.recv()) is not None:
+        conn.send(runner.run(item))
+
+
+def _default_cache():
+    from .cache import ProgramCache
+
+    return ProgramCache()
+
+
+class IsolatedLocalRunner(Runner):
+    """A LocalRunner in a child process, with a deadline per measurement: a candidate whose build, first-launch
+    compile or run exceeds `timeout_s`, or that crashes the OpenCL driver, becomes a RunResult (stage "timeout"
+    or "device") and the child is restarted for the next one; the caller never hangs or dies with it."""
+
+    name = "local-isolated"
+
+    def __init__(self, device=None, timeout_s: float = 60.0, cache: bool = True, start_timeout_s: float = 300.0):
+        super().__init__()
+        self.device_spec, self.timeout_s, self.use_cache = device, timeout_s, cache
+        self.start_timeout_s = start_timeout_s
+        self.restarts = 0
+        self._proc = self._conn = None
+
+    def _start(self) -> None:
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        parent, child = context.Pipe()
+        device = self.device_spec if not hasattr(self.device_spec, "platform") else None
+        proc = context.Process(target=_isolated_worker, args=(child, device, self.use_cache), daemon=True)
+        proc.start()
+        child.close()
+        if not parent.poll(self.start_timeout_s) or parent.recv() != "ready":
+            proc.kill()
+            raise AdrenoError(f"the measuring process did not start within {self.start_timeout_s:g} s")
+        self._proc, self._conn = proc, parent
+        self.restarts += 1
+
+    def _stop(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.join(10)
+        self._proc = self._conn = None
+
+    def run(self, run_input: RunInput) -> RunResult:
+        if self._proc is None or not self._proc.is_alive():
+            self._start()
+        self._conn.send(run_input)
+        try:
+            if self._conn.poll(self.timeout_s):
+                return self._conn.recv()
+        except (EOFError, OSError) as err:
+            self._stop()
+            return RunResult(error=f"the measuring process died ({type(err).__name__}): the candidate crashed the "
+                             "OpenCL driver", stage="device", tag=run_input.tag)
+        self._stop()
+        return RunResult(error=f"no result within {self.timeout_s:g} s (build, first-launch compile and runs); "
+                         "abandoned", stage="timeout", tag=run_input.tag)
+
+    def close(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            try:
+                self._conn.send(None)
+                self._proc.join(10)
+            except OSError:
+                pass
+        self._stop()
+        super().close()

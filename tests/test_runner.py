@@ -39,3 +39,20 @@ def test_check_outputs_shapes_and_nan():
     assert "shape" in check_outputs([np.ones((2, 3))], ref, 1e-3, 1e-3)[1]
     bad = np.ones((2, 2)); bad[0, 0] = np.nan
     assert check_outputs([bad], ref, 1e-3, 1e-3)[1] is not None
+
+
+def test_isolated_runner_turns_an_overrun_into_a_timeout_and_recovers(tiny_artifact):
+    from adreno.runner import IsolatedLocalRunner
+
+    inputs = random_inputs(Artifact.load(tiny_artifact).input_specs(), seed=5)
+    reference = onnxruntime_outputs(zoo.get_model("tiny"), inputs)
+    runner = IsolatedLocalRunner(timeout_s=0.001)  # nothing builds and runs in a millisecond
+    try:
+        late = runner.run(RunInput(str(tiny_artifact), inputs, reference, tag="late"))
+        assert late.stage == "timeout" and late.tag == "late" and late.seconds is None
+        runner.timeout_s = 120
+        ok = runner.run(RunInput(str(tiny_artifact), inputs, reference, repeat=2, tag="ok"))
+        assert ok.ok and ok.tag == "ok" and len(ok.seconds) == 2
+        assert runner.restarts == 2, "the overrun child was killed and a fresh one measured the next candidate"
+    finally:
+        runner.close()

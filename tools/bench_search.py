@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import multiprocessing
 import shutil
 import sys
 import time
@@ -64,84 +63,6 @@ METASCHEDULE_NOTE = (
     "a PyRunner measuring it with adreno.runner.LocalRunner against the task's CPU reference, plus an OpenCL/Adreno "
     "target MetaSchedule's GPU sketch rules and VerifyGPUCode accept -- but that is well beyond this benchmark's "
     "scope, and its search space (MetaSchedule's sketches) would differ from ours, so no column is faked.")
-
-
-# ------------------------------------------------------------------------------------------ capped runner
-
-
-def _runner_worker(conn, device_arg) -> None:
-    """Child process: one LocalRunner (with the on-disk ProgramCache) measuring what the parent sends."""
-    from adreno.cache import ProgramCache
-    from adreno.opencl.device import select_device
-    from adreno.runner import LocalRunner
-
-    runner = LocalRunner(select_device(device_arg), cache=ProgramCache())
-    conn.send("ready")
-    while True:
-        item = conn.recv()
-        if item is None:
-            break
-        conn.send(runner.run(item))
-
-
-def make_capped_runner(device_arg: str, timeout: float):
-    """A Runner delegating every measurement to a LocalRunner in a child process; a measurement that takes more than
-    `timeout` seconds kills the child (restarted for the next one) and is a RunResult with stage "timeout"."""
-    from adreno.runner import RunResult, Runner
-
-    class CappedLocalRunner(Runner):
-        name = "local-capped"
-
-        def __init__(self):
-            super().__init__()
-            self.timeouts = self.restarts = 0
-            self._proc = self._conn = None
-
-        def _start(self) -> None:
-            ctx = multiprocessing.get_context("spawn")
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_runner_worker, args=(child, device_arg), daemon=True)
-            proc.start()
-            child.close()
-            if not parent.poll(300) or parent.recv() != "ready":
-                proc.kill()
-                raise RuntimeError("the measuring process did not start")
-            self._proc, self._conn = proc, parent
-            self.restarts += 1
-
-        def _stop(self) -> None:
-            if self._proc is not None:
-                self._proc.kill()  # our own child, by its handle
-                self._proc.join(10)
-            self._proc = self._conn = None
-
-        def run(self, run_input) -> RunResult:
-            if self._proc is None or not self._proc.is_alive():
-                self._start()
-            self._conn.send(run_input)
-            try:
-                if self._conn.poll(timeout):
-                    return self._conn.recv()
-            except (EOFError, OSError) as err:
-                self._stop()
-                return RunResult(error=f"measuring process died: {type(err).__name__}", stage="device",
-                                 tag=run_input.tag)
-            self._stop()
-            self.timeouts += 1
-            return RunResult(error=f"no result within {timeout:g} s (program build + JIT + runs); abandoned",
-                             stage="timeout", tag=run_input.tag)
-
-        def close(self) -> None:
-            if self._proc is not None and self._proc.is_alive():
-                try:
-                    self._conn.send(None)
-                    self._proc.join(10)
-                except OSError:
-                    pass
-            self._stop()
-            super().close()
-
-    return CappedLocalRunner()
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -370,7 +291,7 @@ def main(argv=None) -> int:
 
     from adreno.cache import ProgramCache
     from adreno.opencl.device import select_device
-    from adreno.runner import LocalRunner
+    from adreno.runner import IsolatedLocalRunner, LocalRunner
     from adreno.tune.cli import device_fingerprint
     from adreno.tune.cost_model import TransferModel
     from adreno.tune.features import featurize
@@ -395,7 +316,7 @@ def main(argv=None) -> int:
     for i, t in enumerate(tasks):
         print(f"  t{i}: {t.key} (x{t.weight}, {t.flops / 1e6:.0f} MFLOP)")
 
-    runner = (make_capped_runner(args.device, args.run_timeout) if args.run_timeout > 0
+    runner = (IsolatedLocalRunner(args.device, timeout_s=args.run_timeout) if args.run_timeout > 0
               else LocalRunner(device, cache=ProgramCache()))
     builder = Builder(workdir=records_dir / "build")
     ctx = {"args": args, "runner": runner, "builder": builder, "fingerprint": fingerprint, "limits": limits,
@@ -442,9 +363,8 @@ def main(argv=None) -> int:
         builder.close()
         shutil.rmtree(records_dir / "build", ignore_errors=True)
     results["wall_seconds"] = round(time.perf_counter() - started, 1)
-    if hasattr(runner, "timeouts"):
-        results["runner"] = {"kind": "LocalRunner in a child process, capped", "timeouts": runner.timeouts,
-                             "process_starts": runner.restarts}
+    if isinstance(runner, IsolatedLocalRunner):
+        results["runner"] = {"kind": "LocalRunner in a child process, capped", "process_starts": runner.restarts}
     else:
         results["runner"] = {"kind": "LocalRunner in-process"}
 

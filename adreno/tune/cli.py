@@ -16,7 +16,7 @@ def device_fingerprint(device) -> str:
 
 def cmd_tune(args) -> int:
     from ..opencl.device import select_device
-    from ..runner import LocalRunner
+    from ..runner import IsolatedLocalRunner
     from .database import Database
     from .task import extract_tasks
     from .tuner import Tuner, plot_history, save_report, target_limits
@@ -38,12 +38,7 @@ def cmd_tune(args) -> int:
         fingerprint, limits = f"{args.key}|rpc", target_limits(args.target)
     else:
         device = select_device(args.device)
-        cache = None
-        if not args.no_cache:
-            from ..cache import ProgramCache
-
-            cache = ProgramCache()
-        runner = LocalRunner(device, cache=cache)
+        runner = IsolatedLocalRunner(args.device, timeout_s=args.timeout, cache=not args.no_cache)
         fingerprint, limits = device_fingerprint(device), target_limits(args.target, device)
     resumed = sum(len(database.query(t.key, fingerprint)) for t in tasks)
     say(f"{len(tasks)} tasks; {resumed} earlier records of {fingerprint.split('|')[0]} in {records} (resuming)")
@@ -109,5 +104,7 @@ def register(sub, command) -> None:
     p.add_argument("--plot", help="PNG of best latency against trials (default: next to --records)")
     p.add_argument("--report", help="also write the report as JSON to this file")
     p.add_argument("--save-model", help="save the trained cost model (for transfer:FILE on another device)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds one local measurement may take (build, "
+                   "first-launch compile, runs) before it is recorded as a timeout (default 60)")
     p.add_argument("--no-cache", action="store_true", help="do not use the OpenCL program-binary cache")
     p.add_argument("-q", "--quiet", action="store_true")

@@ -82,10 +82,11 @@ class Tuner:
         self.device = device_fingerprint
         self.model = make_model(model) if isinstance(model, str) else model
         self.batch, self.repeat, self.seed = batch, repeat, seed
+        self._own_builder = builder is None
         self.builder = builder or Builder()
         self.limits = limits or target_limits(tasks[0].target_name)
         self.progress = progress or (lambda spent, total, text: None)
-        self.timing = {"build": 0.0, "run": 0.0, "model": 0.0}
+        self.timing = {"reference": 0.0, "build": 0.0, "run": 0.0, "model": 0.0}
         self.strategy_name = strategy
         self.states = []
         for index, task in enumerate(tasks):
@@ -153,8 +154,10 @@ class Tuner:
         """Propose, build, measure and record one batch for one task."""
         task = state.task
         if state.reference is None:
+            started = time.perf_counter()
             state.inputs = task_inputs(task, self.seed)
             state.reference = reference_outputs(task, state.inputs)
+            self.timing["reference"] += time.perf_counter() - started
         started = time.perf_counter()
         proposed = []
         default = state.space.candidate(state.default) if state.rounds == 0 else None
@@ -229,7 +232,8 @@ class Tuner:
         return TuneReport(rows, spent, dict(self.timing), str(self.database.path))
 
     def close(self) -> None:
-        self.builder.close()
+        if self._own_builder:
+            self.builder.close()
 
 
 def _in_space(space: SearchSpace, record: Record) -> bool:
