@@ -100,10 +100,10 @@ def select_device(spec: str | int | None = None):
         found = [d for d in devices if "portable computing language" in d.platform.name.lower()]
         if not found:
             raise DeviceError(f"PoCL is not installed ({INSTALL_HINT}); devices: {listing}")
-        working = [d for d in found if compiler_works(d)]
-        if not working:
+        working = next((d for d in found if compiler_works(d)), None)  # probe lazily: each probe is a build
+        if working is None:
             raise DeviceError(f"no PoCL installation here can compile a kernel for this CPU; {INSTALL_HINT}")
-        return working[0]
+        return working
     if lowered in ("gpu", "cpu"):
         kind = cl.device_type.GPU if lowered == "gpu" else cl.device_type.CPU
         found = [d for d in devices if d.type & kind]
