@@ -146,16 +146,12 @@ class LocalRunner(Runner):
 
 def _isolated_worker(conn, device_spec, use_cache: bool) -> None:
     """Child process of `IsolatedLocalRunner`: one LocalRunner measuring what the parent sends."""
-    runner = LocalRunner(device_spec, cache=_default_cache() if use_cache else None)
+    from .cache import ProgramCache
+
+    runner = LocalRunner(device_spec, cache=ProgramCache() if use_cache else None)
     conn.send("ready")
     while (item := conn.recv()) is not None:
         conn.send(runner.run(item))
-
-
-def _default_cache():
-    from .cache import ProgramCache
-
-    return ProgramCache()
 
 
 class IsolatedLocalRunner(Runner):
@@ -166,26 +162,36 @@ class IsolatedLocalRunner(Runner):
     name = "local-isolated"
 
     def __init__(self, device=None, timeout_s: float = 60.0, cache: bool = True, start_timeout_s: float = 300.0):
+        """`device`: a spec as `select_device` takes it, or a pyopencl Device (sent to the child as its index)."""
         super().__init__()
+        if hasattr(device, "platform"):
+            from .opencl.device import opencl_devices
+
+            device = next(i for i, d in enumerate(opencl_devices()) if d == device)
         self.device_spec, self.timeout_s, self.use_cache = device, timeout_s, cache
         self.start_timeout_s = start_timeout_s
         self.restarts = 0
         self._proc = self._conn = None
 
-    def _start(self) -> None:
+    def _start(self) -> bool:
         import multiprocessing
 
         context = multiprocessing.get_context("spawn")
         parent, child = context.Pipe()
-        device = self.device_spec if not hasattr(self.device_spec, "platform") else None
-        proc = context.Process(target=_isolated_worker, args=(child, device, self.use_cache), daemon=True)
+        proc = context.Process(target=_isolated_worker, args=(child, self.device_spec, self.use_cache), daemon=True)
         proc.start()
         child.close()
-        if not parent.poll(self.start_timeout_s) or parent.recv() != "ready":
+        try:
+            ready = parent.poll(self.start_timeout_s) and parent.recv() == "ready"
+        except (EOFError, OSError):  # the child died while starting (no device, broken driver)
+            ready = False
+        if not ready:
             proc.kill()
-            raise AdrenoError(f"the measuring process did not start within {self.start_timeout_s:g} s")
+            proc.join(10)
+            return False
         self._proc, self._conn = proc, parent
         self.restarts += 1
+        return True
 
     def _stop(self) -> None:
         if self._proc is not None:
@@ -194,8 +200,9 @@ class IsolatedLocalRunner(Runner):
         self._proc = self._conn = None
 
     def run(self, run_input: RunInput) -> RunResult:
-        if self._proc is None or not self._proc.is_alive():
-            self._start()
+        if (self._proc is None or not self._proc.is_alive()) and not self._start():
+            return RunResult(error=f"the measuring process did not start within {self.start_timeout_s:g} s on "
+                             f"device {self.device_spec or 'pocl'}", stage="device", tag=run_input.tag)
         self._conn.send(run_input)
         try:
             if self._conn.poll(self.timeout_s):

@@ -56,3 +56,20 @@ def test_isolated_runner_turns_an_overrun_into_a_timeout_and_recovers(tiny_artif
         assert runner.restarts == 2, "the overrun child was killed and a fresh one measured the next candidate"
     finally:
         runner.close()
+
+
+def test_isolated_runner_failures_are_results_not_exceptions(tiny_artifact):
+    from adreno.runner import IsolatedLocalRunner
+
+    runner = IsolatedLocalRunner(device="no-such-gpu", start_timeout_s=60)
+    try:
+        wrong = runner.run(RunInput(str(tiny_artifact), tag="x"))
+    finally:
+        runner.close()
+    assert wrong.seconds is None and wrong.tag == "x" and "no OpenCL device matches 'no-such-gpu'" in wrong.error
+    slow_start = IsolatedLocalRunner(start_timeout_s=0.001)  # no Python process starts in a millisecond
+    try:
+        late = slow_start.run(RunInput(str(tiny_artifact), tag="y"))
+    finally:
+        slow_start.close()
+    assert late.stage == "device" and late.tag == "y" and "did not start" in late.error
