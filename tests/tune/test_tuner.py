@@ -43,13 +43,15 @@ def test_extract_tasks_weights_and_families():
 
 def test_tuning_improves_a_conv_over_its_default(conv_model, tmp_path):
     records = tmp_path / "r.jsonl"
-    proc = tune(conv_model, "--trials", 16, "--batch", 8, "--records", records, "--report", tmp_path / "rep.json")
+    # 32 trials: on one CI machine the default was the fastest of the first 16 candidates.
+    proc = tune(conv_model, "--trials", 32, "--batch", 8, "--records", records, "--report", tmp_path / "rep.json")
     assert proc.returncode == 0, proc.stderr
     report = json.loads((tmp_path / "rep.json").read_text())
     row = report["tasks"][0]
-    assert row["trials"] == 16 and row["default_ms"] and row["best_ms"] < row["default_ms"], row
     db = Database(records)
-    assert len(db.records) == 16 and all(r.ok or r.error for r in db.records)
+    assert row["trials"] == 32 and row["default_ms"] and row["best_ms"] < row["default_ms"], row
+    assert row["best_ms"] == pytest.approx(min(r.median for r in db.records if r.ok) * 1e3, abs=1e-3)
+    assert len(db.records) == 32 and all(r.ok or r.error for r in db.records)
     assert all(r.extra.get("max_error") is not None for r in db.records if r.ok), "timings only after a check"
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
     assert "[####################" in proc.stderr and "best" in proc.stderr
