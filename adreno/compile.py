@@ -40,7 +40,8 @@ class CompileOptions:
     precision: str = "fp32"  # "fp16": texture images stored as CL_HALF_FLOAT (arithmetic stays fp32)
     schedules: str = "adreno"  # "adreno": our schedule rules first, TVM's dlight rules for the rest; "tvm": TVM's only
     records: str | None = None  # tuning records (`adreno tune`): the best config per workload overrides the defaults
-    winograd: str = "off"  # "auto" | "f2" | "f4": Winograd F(2x2|4x4, 3x3) for 3x3 stride-1 convs (adreno/winograd.py)
+    winograd: str = "off"  # "auto" | "f2" | "f4": Winograd F(2x2|4x4, 3x3) for 3x3 stride-1 convs (adreno/winograd.py);
+    # under "off" and "auto", a conv's tuned layout record (`records`) decides instead
 
 
 def compile_model(model, output: str | os.PathLike, options: CompileOptions | None = None,
@@ -139,7 +140,9 @@ class _TunedConfigs(dict):
 
             if not Path(records).is_file():
                 raise AdrenoError(f"--records {records}: no such file (write one with `adreno tune`)")
-            self.update(Database(records).best_configs())
+            from .winograd import kernel_configs
+
+            self.update(kernel_configs(Database(records).best_configs()))
 
     def get(self, key, default=None):
         if key in self:
@@ -176,10 +179,10 @@ def lower_relax(mod, tvm_target, schedules: str = "adreno", memory: str = "buffe
             passes = pipeline.library_dispatch_passes(tvm_target) + pipeline.legalize_passes(tvm_target)
             dlight_defaults = passes[-2:]  # TVM's dlight default-schedule passes close the list
             passes = passes[:-2] + ours + ([] if schedules == "none" else dlight_defaults)
-            if winograd != "off":  # Relax-level rewrite of eligible 3x3 stride-1 convs, before legalization
-                from .winograd import rewrite_pass
+            # Relax-level rewrite of eligible 3x3 stride-1 convs before legalization (mode and tuned layout records)
+            from .winograd import rewrite_pass
 
-                passes = [rewrite_pass(winograd, schedule_config)] + passes
+            passes = [rewrite_pass(winograd, schedule_config)] + passes
         lowered = tvm.transform.Sequential(passes)(mod)
     if schedules == "none":
         return lowered

@@ -16,8 +16,10 @@ treats it as "out-elementwise fusable": the bias add, ReLU/Clip and residual add
 primitive function, as they did into the direct conv. The three stages are scheduled by
 `adreno.schedules.conv2d_winograd` (recognised by the block names above).
 
-Modes: "off" (nothing changes), "auto" (the selection rule `select_tile`, overridable per workload by a tuned record
-`{"tile": 0|2|4}` under the key `ConvWorkload.key("conv2d_winograd")`), "f2"/"f4" (every eligible conv with that tile).
+Modes: "off" (direct convs), "auto" (the selection rule `select_tile`), "f2"/"f4" (every eligible conv with that
+tile). A tuned layout record (`adreno tune`: `{"tile": 0|2|4, <knobs of that layout>}` under the conv's key
+`ConvWorkload.key("conv2d_winograd")`) decides for its conv under "off" and "auto"; "f2"/"f4" force every eligible
+conv. `kernel_configs` turns such records into the per-kernel keys the schedules read.
 
 Transform matrices (Lavin & Gray, interpolation points 0, +-1 for F(2,3) and 0, +-1, +-2 for F(4,3), plus infinity).
 fp32 error: F(2x2) stays near direct conv (~1e-6 relative), F(4x4) is larger (the matrices have entries up to 8 and
@@ -25,6 +27,8 @@ fp32 error: F(2x2) stays near direct conv (~1e-6 relative), F(4x4) is larger (th
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -230,6 +234,44 @@ def workload_of(info):
     return ConvWorkload(n, c, h, w, o, 3, 3, oh, ow, (1, 1), (1, 1), padding, 1, "float32")
 
 
+_KEY = re.compile(rf"{OP}\|n(\d+)c(\d+)h(\d+)w(\d+)\|o(\d+)k3x3\|s1x1\|p(\d+)x(\d+)x(\d+)x(\d+)\|d1x1\|g1\|float32")
+
+
+def workload_from_key(key: str):
+    """The ConvWorkload of a layout key `ConvWorkload.key(OP)` of an eligible conv (None for any other key)."""
+    found = _KEY.fullmatch(key)
+    if found is None:
+        return None
+    n, c, h, w, o, top, left, bottom, right = map(int, found.groups())
+    return workload_of((n, c, h, w, o, (top, left, bottom, right), h + top + bottom - 2, w + left + right - 2))
+
+
+def kernel_configs(configs: dict) -> dict:
+    """`configs` (workload key -> tuned knobs, as `adreno compile --records` reads them) plus the knobs of every
+    layout record (under a conv's key `ConvWorkload.key(OP)`: `tile` and the knobs of that layout) under the keys the
+    schedules look up: the direct conv's key when `tile` is 0, each Winograd stage's key otherwise. A layout record
+    overrides a direct-conv record of the same conv (it was measured as the conv's whole pipeline)."""
+    from .schedules import conv2d_direct
+    from .schedules import conv2d_winograd as stages
+
+    out = dict(configs)
+    for key, config in configs.items():
+        wl = workload_from_key(key)
+        if wl is None or "tile" not in config:
+            continue
+        m = int(config["tile"])
+        if m == 0:
+            out[wl.key(conv2d_direct.OP)] = {k: v for k, v in config.items() if k in conv2d_direct.KNOBS}
+            continue
+        for stage in stages.stage_workloads(wl, m):
+            out[stages.stage_key(stage)] = {k: config[k] for k in stages.STAGE_KNOBS[stage[0]] if k in config}
+    return out
+
+
+def _has_layout_records(config: dict | None) -> bool:
+    return any(key.startswith(OP + "|") for key in config or {})
+
+
 def select_tile(wl) -> int:
     """The default selection rule of "auto": 0 (keep the direct conv), 2 or 4 (see the module constants)."""
     if min(wl.c, wl.o) < MIN_CHANNELS or min(wl.oh, wl.ow) < MIN_SPATIAL:
@@ -238,14 +280,38 @@ def select_tile(wl) -> int:
 
 
 def choose_tile(wl, mode: str, config: dict | None) -> int:
-    if mode == "off":
-        return 0
+    """The tile for an eligible conv: forced by "f2"/"f4", else its tuned layout record's, else the mode's rule
+    ("auto": `select_tile`, "off": 0)."""
     if mode in ("f2", "f4"):
         return int(mode[1])
-    tuned = (config or {}).get(wl.key(OP)) if config else None
+    tuned = (config or {}).get(wl.key(OP))
     if tuned and "tile" in tuned:
         return int(tuned["tile"])
-    return select_tile(wl)
+    return select_tile(wl) if mode == "auto" else 0
+
+
+def _const_array(expr):
+    import tvm
+
+    value = getattr(expr, "value", None) if isinstance(expr, tvm.ir.expr.GenericConst) else None
+    return value.numpy() if hasattr(value, "numpy") else None
+
+
+def eligible_workloads(mod) -> list:
+    """The ConvWorkload of every conv2d in `main` that Winograd can replace, in order (repeats included)."""
+    import tvm
+    from tvm import relax
+
+    conv_op = tvm.ir.Op.get("relax.nn.conv2d")
+    found = []
+    for block in relax.transform.FoldConstant()(mod)["main"].body.blocks:
+        for binding in block.bindings:
+            call = binding.value
+            if isinstance(call, tvm.ir.expr.Call) and isinstance(call.op, tvm.ir.Op) and call.op == conv_op:
+                info = eligible(call, _const_array(call.args[1]))
+                if info is not None:
+                    found.append(workload_of(info))
+    return found
 
 
 def rewrite(mod, mode: str = "auto", config: dict | None = None):
@@ -258,7 +324,7 @@ def rewrite(mod, mode: str = "auto", config: dict | None = None):
         from .errors import AdrenoError
 
         raise AdrenoError(f"winograd must be one of {', '.join(MODES)}, not {mode!r}")
-    if mode == "off":
+    if mode == "off" and not _has_layout_records(config):
         return mod
     conv_op = tvm.ir.Op.get("relax.nn.conv2d")
     folded = relax.transform.FoldConstant()(mod)
@@ -273,9 +339,7 @@ def rewrite(mod, mode: str = "auto", config: dict | None = None):
             call = super().visit_call_(call)
             if not isinstance(call.op, tvm.ir.Op) or call.op != conv_op:
                 return call
-            weight = call.args[1]
-            value = getattr(weight, "value", None) if isinstance(weight, tvm.ir.expr.GenericConst) else None
-            array = value.numpy() if hasattr(value, "numpy") else None
+            array = _const_array(call.args[1])
             info = eligible(call, array)
             if info is None:
                 return call

@@ -88,7 +88,29 @@ def workload(func):
 def workload_key(func) -> str | None:
     """The key tuned knobs are stored under for a stage function (stage and extents); None otherwise."""
     wl = workload(func)
-    return None if wl is None else f"{wl[0]}|" + "x".join(map(str, wl[1])) + "|float32"
+    return None if wl is None else stage_key(wl)
+
+
+def stage_key(wl) -> str:
+    return f"{wl[0]}|" + "x".join(map(str, wl[1])) + "|float32"
+
+
+def stage_workloads(conv, m: int) -> list[tuple[str, list[int]]]:
+    """The stage workloads (as `workload` describes them) the rewrite of the conv `conv` (a ConvWorkload) with
+    F(m x m, 3 x 3) produces, in STAGES order: what a conv's layout choice tunes."""
+    alpha = m + 2
+    p = conv.n * -(-conv.oh // m) * -(-conv.ow // m)
+    return [("winograd_input_transform", [alpha, alpha, conv.c, p, alpha, alpha]),
+            ("winograd_batch_gemm", [alpha, alpha, conv.o, p, conv.c]),
+            ("winograd_output_transform", [conv.n, conv.o, conv.oh, conv.ow, alpha, alpha])]
+
+
+def layout_default(conv, m: int, target) -> dict:
+    """The default knobs of every stage of `conv` rewritten with F(m x m, 3 x 3), with `tile` = m."""
+    config = {"tile": m}
+    for wl in stage_workloads(conv, m):
+        config.update(default_config(wl, target))
+    return config
 
 
 def _fit(extent: int, choices: list[int], prefer: int, waste: float = 0.15) -> int:

@@ -30,7 +30,7 @@ def cmd_tune(args) -> int:
             print(text, file=sys.stderr, flush=True)
 
     say(f"extracting tasks of {args.model} for {args.target}")
-    tasks = extract_tasks(args.model, args.target)
+    tasks = extract_tasks(args.model, args.target, layouts=not args.no_layouts)
     if args.tracker:
         from ..rpc.runner import RPCRunner
 
@@ -60,14 +60,23 @@ def cmd_tune(args) -> int:
 
         print(json.dumps(report.__dict__, indent=1, default=float))
     else:
-        print(f"{'task':<48} {'calls':>5} {'trials':>6} {'default ms':>10} {'best ms':>9} {'speedup':>7}")
+        print(f"{'task':<48} {'calls':>5} {'trials':>6} {'default ms':>10} {'best ms':>9} {'speedup':>7}  layout")
         for row in report.tasks:
             speed = f"{row['speedup_vs_default']:.2f}x" if row["speedup_vs_default"] else "-"
             print(f"{row['task'][:48]:<48} {row['weight']:>5} {row['trials']:>6} {_fmt(row['default_ms']):>10} "
-                  f"{_fmt(row['best_ms']):>9} {speed:>7}")
+                  f"{_fmt(row['best_ms']):>9} {speed:>7}  {_layouts(row)}")
         timing = ", ".join(f"{k} {v:.1f} s" for k, v in report.seconds.items())
         print(f"{report.trials} trials ({timing}); records: {report.records}; plot: {report.plot}")
     return 0
+
+
+def _layouts(row: dict) -> str:
+    """The chosen layout and each layout's best ms / trials, for a layout task; "-" for other tasks."""
+    if "layouts" not in row:
+        return "-"
+    each = " ".join(f"{name.removeprefix('winograd-')} {_fmt(v['best_ms'])}/{v['trials']}"
+                    for name, v in row["layouts"].items())
+    return f"{row['layout'] or 'none'} ({each})"
 
 
 def _fmt(value) -> str:
@@ -84,7 +93,7 @@ def register(sub, command) -> None:
                 "Tune MODEL's kernels on a device: a cost-model-guided search over each schedule's knobs. Every "
                 "measurement (output checked against a CPU reference first) is appended to --records; running "
                 "the same command again resumes where it stopped. `adreno compile --records FILE` applies the "
-                "best record per kernel.")
+                "best record per kernel, and per 3x3 stride-1 conv its layout (direct or Winograd).")
     p.add_argument("model", help="bundled model name or .onnx file")
     p.add_argument("--target", default="adreno-740", help="Adreno target the kernels are compiled for")
     p.add_argument("--device", help="local OpenCL device to measure on: pocl (default), gpu, or an index")
@@ -107,4 +116,7 @@ def register(sub, command) -> None:
     p.add_argument("--timeout", type=float, default=60.0, help="seconds one local measurement may take (build, "
                    "first-launch compile, runs) before it is recorded as a timeout (default 60)")
     p.add_argument("--no-cache", action="store_true", help="do not use the OpenCL program-binary cache")
+    p.add_argument("--no-layouts", action="store_true", help="tune Winograd-eligible convs (3x3, stride 1) as "
+                   "direct kernels only; by default their weight layout (direct, Winograd F(2x2) or F(4x4)) is "
+                   "searched together with each layout's knobs")
     p.add_argument("-q", "--quiet", action="store_true")

@@ -225,10 +225,12 @@ class RandomModel(CostModel):
 
 # Prior exponents of cost = prod(metric ^ w) (log seconds per unit log metric), in features.METRIC_NAMES order:
 # time ~ 1/parallelism and ~ 1/branch efficiency when under-filled / ragged; memory efficiency and reuse matter
-# less than proportionally (caches, latency hiding); register pressure costs mildly until it spills.
+# less than proportionally (caches, latency hiding); register pressure costs mildly until it spills; Winograd's
+# fewer MACs pay off less than proportionally (its transforms cost time too).
 PRIOR_WEIGHTS: dict[str, float] = {"parallelism": -1.0, "occupancy": -0.5, "memory_efficiency": -0.5,
                                    "register_reuse": -0.5, "local_reuse": -0.2, "bank_conflict": -0.3,
-                                   "branch_efficiency": -1.0, "local_fit": -1.0, "registers": 0.2}
+                                   "branch_efficiency": -1.0, "local_fit": -1.0, "registers": 0.2,
+                                   "work_reduction": -0.7}
 
 
 class AnalyticalModel(CostModel):

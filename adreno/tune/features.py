@@ -40,26 +40,39 @@ transaction_bytes / dtype bytes, B local-memory banks):
     local_fit         = stage 1: min(1, local_memory_bytes / (rc * Py * Px * dtype bytes)); 1.0 when stage = 0
     registers         = live values per work-item (pressure; higher is worse)
                         vf*vy*vx accumulators + stage 0: vf + vy*vx; stage 1: rc * (py*px + vf*KH*KW)
+    work_reduction    = direct-conv MACs / MACs of the main reduction: 1 for a direct conv
+
+A layout task's candidate (`tile` 2 or 4: Winograd F(m x m, 3 x 3), alpha = m + 2) is described by its batched GEMM,
+the bulk of its work, as the 1x1 conv it is: alpha^2 images of 1 x P pixels (P tiles), C input and O output
+channels, with tile_f, tile_x, threads_f, threads_x, tile_rc = tile_o, tile_p, threads_o, threads_p, tile_k;
+work_reduction = KH*KW*OH*OW*N / (alpha^2 * P) (2.25 and 4 on maps divisible by m). The transforms are seen through
+their knob `threads_t` and the layout through `tile`.
 
 `featurize(workload, configs, target_limits)` turns candidates into model rows: log of each metric, then the raw
-knob values, then a few log2 workload descriptors (so a model trained across tasks can learn interactions).
+knob values (direct, then layout and Winograd knobs), then a few log2 workload descriptors (so a model trained
+across tasks can learn interactions).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
 METRIC_NAMES: list[str] = ["parallelism", "occupancy", "memory_efficiency", "register_reuse", "local_reuse",
-                           "bank_conflict", "branch_efficiency", "local_fit", "registers"]
+                           "bank_conflict", "branch_efficiency", "local_fit", "registers", "work_reduction"]
 
 # The direct-conv knobs, in feature order, with the value a missing knob takes (as in `_conv.schedule_tiled`).
 KNOB_DEFAULTS: dict[str, int] = {"tile_f": 1, "tile_y": 1, "tile_x": 1, "threads_f": 1, "threads_y": 1,
                                  "threads_x": 1, "tile_rc": 1, "unroll_k": 1, "stage": 0}
+# The layout knob and the Winograd stage knobs (`schedules/conv2d_winograd.py`), with their value when absent.
+LAYOUT_KNOB_DEFAULTS: dict[str, int] = {"tile": 0, "tile_o": 1, "tile_p": 1, "threads_o": 1, "threads_p": 1,
+                                        "tile_k": 1, "threads_t": 1}
 WORKLOAD_NAMES: list[str] = ["log2_out_channels", "log2_in_channels", "log2_out_pixels", "log2_kernel", "stride"]
 
-FEATURE_NAMES: list[str] = ([f"log_{m}" for m in METRIC_NAMES] + list(KNOB_DEFAULTS) + WORKLOAD_NAMES)
+FEATURE_NAMES: list[str] = ([f"log_{m}" for m in METRIC_NAMES] + list(KNOB_DEFAULTS) + list(LAYOUT_KNOB_DEFAULTS)
+                            + WORKLOAD_NAMES)
 METRIC_COLUMNS: list[int] = list(range(len(METRIC_NAMES)))  # where the log metrics sit in a feature row
 
 # Target values used when target_limits does not give them (compute_units is None where not public).
@@ -143,7 +156,25 @@ def conv_metrics(workload, config: dict, target_limits: dict | None) -> dict[str
 
     return {"parallelism": max(parallelism, 1e-9), "occupancy": occupancy, "memory_efficiency": memory,
             "register_reuse": register_reuse, "local_reuse": local_reuse, "bank_conflict": bank_conflict,
-            "branch_efficiency": branch, "local_fit": local_fit, "registers": float(registers)}
+            "branch_efficiency": branch, "local_fit": local_fit, "registers": float(registers), "work_reduction": 1.0}
+
+
+def layout_metrics(workload, config: dict, target_limits: dict | None) -> dict[str, float]:
+    """The metrics of a candidate of any layout: `conv_metrics` for a direct conv (`tile` 0 or absent), those of
+    the Winograd GEMM seen as a 1x1 conv otherwise (see the module doc)."""
+    m = int(config.get("tile", 0))
+    if m == 0:
+        return conv_metrics(workload, config, target_limits)
+    from ..schedules import conv2d_winograd
+
+    _, (alpha, _, o, p, c) = conv2d_winograd.stage_workloads(workload, m)[1]
+    gemm = replace(workload, n=alpha * alpha, c=c, h=1, w=p, o=o, kh=1, kw=1, oh=1, ow=p, stride=(1, 1),
+                   dilation=(1, 1), padding=(0, 0, 0, 0), groups=1)
+    cfg = {**LAYOUT_KNOB_DEFAULTS, **config}
+    metrics = conv_metrics(gemm, {"tile_f": cfg["tile_o"], "tile_x": cfg["tile_p"], "threads_f": cfg["threads_o"],
+                                  "threads_x": cfg["threads_p"], "tile_rc": cfg["tile_k"]}, target_limits)
+    metrics["work_reduction"] = workload.flops / gemm.flops
+    return metrics
 
 
 def workload_descriptors(workload) -> list[float]:
@@ -158,8 +189,8 @@ def featurize(workload, configs: list[dict], target_limits: dict | None) -> np.n
     described = workload_descriptors(workload)
     rows = []
     for config in configs:
-        metrics = conv_metrics(workload, config, target_limits)
-        cfg = {**KNOB_DEFAULTS, **config}
-        rows.append([math.log(metrics[m]) for m in METRIC_NAMES] + [float(cfg[k]) for k in KNOB_DEFAULTS]
-                    + described)
+        metrics = layout_metrics(workload, config, target_limits)
+        cfg = {**KNOB_DEFAULTS, **LAYOUT_KNOB_DEFAULTS, **config}
+        rows.append([math.log(metrics[m]) for m in METRIC_NAMES]
+                    + [float(cfg[k]) for k in (*KNOB_DEFAULTS, *LAYOUT_KNOB_DEFAULTS)] + described)
     return np.asarray(rows, dtype=np.float64).reshape(len(configs), len(FEATURE_NAMES))

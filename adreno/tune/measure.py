@@ -1,6 +1,12 @@
 """Measuring candidates: build a one-kernel artifact per (task, config) in a process pool, compute the
 task's reference output once on the CPU (TVM's LLVM build of the unscheduled function), and run candidates
-through any Runner, which checks each output against that reference before its time counts."""
+through any Runner, which checks each output against that reference before its time counts.
+
+A layout task's candidate is the whole pipeline of its conv under the chosen layout: a module of that one conv
+(seeded constant weight, no epilogue) compiled as `adreno compile --records` would (`lower_relax` with the
+candidate as the conv's record, then the launch plan): one direct kernel, or the three Winograd kernels. Every
+candidate of the task runs on the same input against the same reference (a float64 numpy conv), and the Runner's
+time is the sum of the artifact's kernel times, so the layouts are compared like with like."""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import importlib
 import multiprocessing
 import os
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +23,7 @@ import numpy as np
 
 from ..artifact import ArtifactWriter, Plan, Step, TensorSpec
 from ..errors import TVM_ERRORS
-from .task import Task
+from .task import LayoutTask, Task
 
 
 @dataclass
@@ -32,14 +39,32 @@ def _tensor_specs(func) -> list[TensorSpec]:
     return [TensorSpec(p.name, [int(d) for d in p.shape], str(p.dtype), "input", "") for p in func.params]
 
 
-def build_candidate(task: Task, config: dict, out_dir: str) -> BuildResult:
-    """Schedule the task's function with `config`, lower it, and write a one-step artifact to `out_dir`.
-    A config the schedule refuses, or a lowering failure, is a BuildResult error, not an exception."""
+def _failure(err: Exception, started: float) -> BuildResult:
+    return BuildResult(error=f"{type(err).__name__}: {str(err).strip().splitlines()[-1][:300]}",
+                       seconds=time.perf_counter() - started)
+
+
+def _write_artifact(out_dir: str, plan: Plan, sources: dict, params: dict, task: Task, config: dict) -> None:
     import tvm
 
+    with ArtifactWriter(out_dir) as writer:
+        for name, source in sources.items():
+            writer.write_text(plan.programs[name], source)
+        writer.write_json("plan.json", plan.to_json())
+        writer.write_params(params)
+        writer.commit({"kind": "kernel", "workload": task.key, "config": config, "target": task.target_name,
+                       "adreno_version": __import__("adreno").__version__, "tvm_version": tvm.__version__})
+
+
+def build_candidate(task: Task, config: dict, out_dir: str) -> BuildResult:
+    """Schedule the task's function with `config`, lower it, and write a one-step artifact to `out_dir` (a layout
+    task: the conv's pipeline, see the module doc). A config the schedule refuses, or a lowering failure, is a
+    BuildResult error, not an exception."""
     from ..compile import lower_primfunc, plan_storage
     from ..target import tvm_target
 
+    if isinstance(task, LayoutTask):
+        return _build_layout(task, config, out_dir)
     started = time.perf_counter()
     target = tvm_target(task.target_name)
     func = task.func()
@@ -50,8 +75,7 @@ def build_candidate(task: Task, config: dict, out_dir: str) -> BuildResult:
         scheduled = sch.mod["main"].with_attr("tirx.is_scheduled", True)
         launches, workspaces, source = lower_primfunc(scheduled, task.func_name, target)
     except TVM_ERRORS as err:
-        return BuildResult(error=f"{type(err).__name__}: {str(err).strip().splitlines()[-1][:300]}",
-                           seconds=time.perf_counter() - started)
+        return _failure(err, started)
     specs = _tensor_specs(func)
     for spec in specs[len(specs) - task.n_outputs:]:
         spec.kind = "output"
@@ -61,20 +85,75 @@ def build_candidate(task: Task, config: dict, out_dir: str) -> BuildResult:
     outputs = [s.name for s in specs if s.kind == "output"]
     storage = plan_storage(tensors, steps, outputs)
     plan = Plan(inputs, outputs, tensors, storage, {task.func_name: f"kernels/{task.func_name}.cl"}, steps)
-    with ArtifactWriter(out_dir) as writer:
-        writer.write_text(plan.programs[task.func_name], source)
-        writer.write_json("plan.json", plan.to_json())
-        writer.write_params({})
-        writer.commit({"kind": "kernel", "workload": task.key, "config": config, "target": task.target_name,
-                       "adreno_version": __import__("adreno").__version__, "tvm_version": tvm.__version__})
+    _write_artifact(out_dir, plan, {task.func_name: source}, {}, task, config)
     return BuildResult(artifact=out_dir, seconds=time.perf_counter() - started)
+
+
+def conv_module(wl, weight: np.ndarray):
+    """A Relax module computing the one conv `wl` (a ConvWorkload; NCHW input `x`, constant OIHW `weight`)."""
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((wl.n, wl.c, wl.h, wl.w), wl.dtype))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.nn.conv2d(x, relax.const(weight), strides=wl.stride, padding=wl.padding,
+                                                  dilation=wl.dilation, groups=wl.groups))
+        bb.emit_func_output(y)
+    return bb.get()
+
+
+def layout_weight(task: LayoutTask) -> np.ndarray:
+    """The seeded weight of a layout task's conv, scaled to outputs of about unit size (so that F(4x4)'s rounding,
+    ~1e-5 of the output magnitude, stays well inside the check's absolute tolerance)."""
+    wl = task.workload
+    rng = np.random.default_rng(0)
+    return (rng.standard_normal((wl.o, wl.c, wl.kh, wl.kw)) / np.sqrt(wl.c * wl.kh * wl.kw)).astype(wl.dtype)
+
+
+def _build_layout(task: LayoutTask, config: dict, out_dir: str) -> BuildResult:
+    from .. import winograd
+    from ..compile import extract_plan, lower_relax
+    from ..target import tvm_target
+
+    started = time.perf_counter()
+    target = tvm_target(task.target_name)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", RuntimeWarning)
+            lowered = lower_relax(conv_module(task.workload, layout_weight(task)), target, "adreno",
+                                  schedule_config=winograd.kernel_configs({task.key: config}))
+            plan, sources, params = extract_plan(lowered, target)
+    except TVM_ERRORS as err:
+        return _failure(err, started)
+    fallback = [str(w.message) for w in caught if "falling back" in str(w.message)]
+    if fallback:  # our schedule refused: TVM's would be measured in its place
+        return BuildResult(error=fallback[0][:300], seconds=time.perf_counter() - started)
+    if any("winograd" in step.func for step in plan.steps) != bool(config["tile"]):
+        return BuildResult(error=f"the plan's steps {[s.func for s in plan.steps]} are not layout tile "
+                           f"{config['tile']}", seconds=time.perf_counter() - started)
+    _write_artifact(out_dir, plan, sources, params, task, config)
+    return BuildResult(artifact=out_dir, seconds=time.perf_counter() - started)
+
+
+def _direct_conv(x: np.ndarray, w: np.ndarray, wl) -> np.ndarray:
+    """A stride-1, dilation-1, groups-1 conv in float64 numpy (a layout task's reference)."""
+    top, left, bottom, right = wl.padding
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (top, bottom), (left, right)))
+    y = np.zeros((wl.n, wl.o, wl.oh, wl.ow))
+    for i in range(wl.kh):
+        for j in range(wl.kw):
+            y += np.einsum("nchw,oc->nohw", xp[:, :, i:i + wl.oh, j:j + wl.ow], w[:, :, i, j].astype(np.float64))
+    return y.astype(wl.dtype)
 
 
 def reference_outputs(task: Task, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """The unscheduled function built for the CPU by TVM's LLVM backend and run on `inputs`: an independent
-    reference for every candidate of the task."""
+    reference for every candidate of the task (a layout task: its conv in numpy)."""
     import tvm
 
+    if isinstance(task, LayoutTask):
+        return [_direct_conv(inputs[0], layout_weight(task), task.workload)]
     func = task.func()
     if func.attrs is not None and "target" in func.attrs:
         func = func.without_attr("target")
@@ -89,8 +168,12 @@ def reference_outputs(task: Task, inputs: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def task_inputs(task: Task, seed: int = 0) -> list[np.ndarray]:
-    specs = _tensor_specs(task.func())
+    """Seeded inputs of every candidate of a task (a layout task: the conv's input only)."""
     rng = np.random.default_rng(seed)
+    if isinstance(task, LayoutTask):
+        wl = task.workload
+        return [rng.standard_normal((wl.n, wl.c, wl.h, wl.w)).astype(wl.dtype)]
+    specs = _tensor_specs(task.func())
     return [rng.standard_normal(s.shape).astype(s.dtype) for s in specs[: len(specs) - task.n_outputs]]
 
 

@@ -1,7 +1,8 @@
 """Tuning tasks: the distinct tunable kernels of a model, each with its search space, weighted by call count.
 
 A task carries its primitive function as TVMScript text, so build workers in other processes can rebuild it
-(TVM objects do not pickle)."""
+(TVM objects do not pickle). With `layouts`, every Winograd-eligible conv is a `LayoutTask` instead: its space
+joins the weight layout (direct OIHW or Winograd-transformed) with the knobs of the chosen layout (AL-Ansor)."""
 
 from __future__ import annotations
 
@@ -57,26 +58,91 @@ class Task:
         return SearchSpace(dict(module.KNOBS), valid)
 
     def default_config(self, target) -> dict:
+        """What compiling without records uses."""
         return self.module.default_config(self.workload, target)
 
+    def seed_configs(self, target) -> list[dict]:
+        """Configs measured in the task's first round, before the strategy proposes any."""
+        return [self.default_config(target)]
 
-def unscheduled_module(model, target_name: str, input_shapes: dict | None = None):
-    """The model after Adreno legalization and fusion, before any schedule is applied."""
+
+LAYOUT = "conv2d_layout"  # the family of layout tasks (not a schedule module: a layout task spans two)
+TILES = (0, 2, 4)  # 0: direct conv, OIHW weight; m: Winograd F(m x m, 3 x 3), weight transformed to (m+2)^2 x O x C
+
+
+@dataclass
+class LayoutTask(Task):
+    """A Winograd-eligible conv (3x3, stride 1, groups 1, constant weight) whose weight layout is a knob: `tile` 0
+    keeps the direct conv (the `conv2d_direct` knobs apply), 2 or 4 rewrites it into Winograd stages (the
+    `conv2d_winograd` stage knobs apply). Its key is the one `adreno.winograd.choose_tile` reads; a candidate is
+    measured as the conv's whole pipeline, built from a one-conv module (`measure.build_candidate`)."""
+
+    @cached_property
+    def workload(self):
+        from ..winograd import workload_from_key
+
+        return workload_from_key(self.key)
+
+    def space(self, target) -> SearchSpace:
+        """`tile` joined with the knobs of the direct schedule (active at tile 0) and of the Winograd stages
+        (active at tile 2 and 4), minus what the schedules' validators refuse."""
+        from ..schedules import conv2d_direct, conv2d_winograd
+
+        wl = self.workload
+        stage_knobs = {k: v for k, v in conv2d_winograd.KNOBS.items() if k != "tile"}
+
+        def valid(config: dict) -> bool:
+            m = config["tile"]
+            try:
+                if m == 0:
+                    conv2d_direct.check_config(wl, {k: config[k] for k in conv2d_direct.KNOBS}, target)
+                for stage in conv2d_winograd.stage_workloads(wl, m) if m else ():
+                    conv2d_winograd.check_config(
+                        stage, {k: config[k] for k in conv2d_winograd.STAGE_KNOBS[stage[0]]}, target)
+            except ValueError:
+                return False
+            return True
+
+        conditions = {**{k: ("tile", (0,)) for k in conv2d_direct.KNOBS},
+                      **{k: ("tile", TILES[1:]) for k in stage_knobs}}
+        return SearchSpace({"tile": list(TILES), **conv2d_direct.KNOBS, **stage_knobs}, valid, conditions)
+
+    def layout_default(self, tile: int, target) -> dict:
+        """The default knobs of one layout."""
+        from ..schedules import conv2d_direct, conv2d_winograd
+
+        if tile == 0:
+            return {"tile": 0, **conv2d_direct.default_config(self.workload, target)}
+        return conv2d_winograd.layout_default(self.workload, tile, target)
+
+    def default_config(self, target) -> dict:
+        """The layout the fixed rule of `--winograd auto` picks, with its default knobs."""
+        from ..winograd import select_tile
+
+        return self.layout_default(select_tile(self.workload), target)
+
+    def seed_configs(self, target) -> list[dict]:
+        """Every layout's defaults, the rule's first: the search starts from all three layouts."""
+        default = self.default_config(target)
+        return [default] + [self.layout_default(t, target) for t in TILES if t != default["tile"]]
+
+
+def extract_tasks(model, target_name: str = "adreno-740", input_shapes: dict | None = None,
+                  layouts: bool = False) -> list[Task]:
+    """The tunable kernels of `model`: one task per distinct workload key, heaviest (most calls x flops) first.
+    With `layouts`, a Winograd-eligible conv is a `LayoutTask` (keyed by its conv workload) instead of a kernel task
+    of `conv2d_direct`."""
+    import tvm
+
+    from .. import schedules, winograd
     from ..compile import lower_relax
     from ..frontend import load_model, to_relax
     from ..target import tvm_target
 
     onnx_model, _ = load_model(model)
-    return lower_relax(to_relax(onnx_model, input_shapes), tvm_target(target_name), schedules="none")
-
-
-def extract_tasks(model, target_name: str = "adreno-740", input_shapes: dict | None = None) -> list[Task]:
-    """The tunable kernels of `model`: one task per distinct workload key, heaviest (most calls x flops) first."""
-    import tvm
-
-    from .. import schedules
-
-    lowered = unscheduled_module(model, target_name, input_shapes)
+    relax_mod = to_relax(onnx_model, input_shapes)
+    eligible = set(winograd.eligible_workloads(relax_mod)) if layouts else set()
+    lowered = lower_relax(relax_mod, tvm_target(target_name), schedules="none")
     call_tir = tvm.ir.Op.get("relax.call_tir")
     tasks: dict[str, Task] = {}
     for block in lowered["main"].body.blocks:
@@ -91,13 +157,16 @@ def extract_tasks(model, target_name: str = "adreno-740", input_shapes: dict | N
                 key = module.workload_key(func)
                 if key is None:
                     continue
+                kind = Task
+                if eligible and family == "conv2d_direct" and (wl := module.workload(func)) in eligible:
+                    kind, family, key = LayoutTask, LAYOUT, wl.key(winograd.OP)
                 if key in tasks:
                     tasks[key].weight += 1
                     if gvar.name_hint not in tasks[key].names:
                         tasks[key].names.append(gvar.name_hint)
                 else:
                     fields = getattr(binding.var.ty, "fields", None)
-                    tasks[key] = Task(key, family, gvar.name_hint, func.script(), len(fields) if fields else 1,
+                    tasks[key] = kind(key, family, gvar.name_hint, func.script(), len(fields) if fields else 1,
                                       target_name=target_name, names=[gvar.name_hint])
                 break
     if not tasks:

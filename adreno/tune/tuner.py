@@ -21,7 +21,7 @@ from .features import featurize
 from .measure import Builder, reference_outputs, task_inputs
 from .space import SearchSpace
 from .strategies import get_strategy
-from .task import Task
+from .task import TILES, LayoutTask, Task
 
 
 @dataclass
@@ -32,6 +32,7 @@ class TaskState:
     space: SearchSpace
     strategy: object
     default: dict
+    seeds: list = field(default_factory=list)  # candidates measured before the strategy's (the default first)
     measured: set = field(default_factory=set)
     best_seconds: float = math.inf
     default_seconds: float = math.inf
@@ -93,7 +94,7 @@ class Tuner:
             target = tvm_target(task.target_name)
             space = task.space(target)
             state = TaskState(task, space, get_strategy(strategy)(space, seed=seed + index),
-                              task.default_config(target))
+                              task.default_config(target), [space.candidate(c) for c in task.seed_configs(target)])
             self._resume(state)
             self.states.append(state)
         self._retrain()
@@ -159,10 +160,7 @@ class Tuner:
             state.reference = reference_outputs(task, state.inputs)
             self.timing["reference"] += time.perf_counter() - started
         started = time.perf_counter()
-        proposed = []
-        default = state.space.candidate(state.default) if state.rounds == 0 else None
-        if default is not None and default not in state.measured and state.space.is_valid(default):
-            proposed.append(default)
+        proposed = [c for c in state.seeds if c not in state.measured and state.space.is_valid(c)][:self.batch]
         proposed += [c for c in state.strategy.propose(self.batch - len(proposed), self.model,
                                                         lambda cs: self._features(state, cs),
                                                         state.measured | set(proposed)) if c not in proposed]
@@ -202,7 +200,9 @@ class Tuner:
         best = f"{state.best_seconds * 1e3:.3f} ms" if math.isfinite(state.best_seconds) else "none yet"
         speedup = (f", {state.default_seconds / state.best_seconds:.2f}x vs default"
                    if math.isfinite(state.default_seconds) and math.isfinite(state.best_seconds) else "")
-        return f"{state.task.func_name} [{state.task.family}] trials {state.trials}: best {best}{speedup}"
+        layout = self.layouts(state).get("layout")
+        return (f"{state.task.func_name} [{state.task.family}] trials {state.trials}: best {best}"
+                f"{f' ({layout})' if layout else ''}{speedup}")
 
     def tune(self, trials: int) -> TuneReport:
         """Spend `trials` new measurements in all (split by the task scheduler; resumed records do not count)."""
@@ -220,6 +220,23 @@ class Tuner:
             self.progress(spent, trials, self._status(state))
         return self.report(spent)
 
+    def layouts(self, state: TaskState) -> dict:
+        """For a layout task: the chosen layout (that of the best record; None before any success), and per layout
+        its trials and best time. Empty for other tasks."""
+        if not isinstance(state.task, LayoutTask):
+            return {}
+        per = {t: {"trials": 0, "best_ms": None} for t in TILES}
+        best = (math.inf, None)
+        for record in self.database.query(state.task.key, self.device):
+            if not _in_space(state.space, record):
+                continue
+            tile = record.config["tile"]
+            per[tile]["trials"] += 1
+            if record.ok:
+                per[tile]["best_ms"] = min(per[tile]["best_ms"] or math.inf, _ms(record.median))
+                best = min(best, (record.median, tile))
+        return {"layout": layout_name(best[1]), "layouts": {layout_name(t): v for t, v in per.items()}}
+
     def report(self, spent: int) -> TuneReport:
         rows = []
         for s in self.states:
@@ -228,7 +245,7 @@ class Tuner:
                          "default_ms": _ms(s.default_seconds),
                          "speedup_vs_default": (s.default_seconds / s.best_seconds)
                          if math.isfinite(s.default_seconds) and math.isfinite(s.best_seconds) else None,
-                         "history": s.history})
+                         "history": s.history, **self.layouts(s)})
         return TuneReport(rows, spent, dict(self.timing), str(self.database.path))
 
     def close(self) -> None:
@@ -243,6 +260,11 @@ def _in_space(space: SearchSpace, record: Record) -> bool:
     except (KeyError, ValueError):
         return False
     return True
+
+
+def layout_name(tile: int | None) -> str | None:
+    """How reports name a layout: "direct" (tile 0), "winograd-f2", "winograd-f4"."""
+    return None if tile is None else "direct" if tile == 0 else f"winograd-f{tile}"
 
 
 def _ms(seconds: float) -> float | None:
@@ -260,7 +282,8 @@ def plot_history(report: TuneReport, path: str | Path) -> str:
     for row in report.tasks:
         points = [(t, b * 1e3) for t, b in row["history"] if math.isfinite(b)]
         if points:
-            ax.step(*zip(*points), where="post", marker=".", label=f"{row['task'][:40]} (x{row['weight']})")
+            layout = f" {row['layout']}" if row.get("layout") else ""
+            ax.step(*zip(*points), where="post", marker=".", label=f"{row['task'][:40]} (x{row['weight']}){layout}")
     ax.set_xlabel("trials")
     ax.set_ylabel("best kernel time (ms)")
     ax.set_yscale("log")
