@@ -771,7 +771,11 @@ def schedule_packed(func, target=None):
     """Schedule a fused function whose output is a packed 5-D tensor (last axis 4) so that every work-item owns one
     output pixel: the spatial axes are fused over the NDRange, the 4 lanes are the innermost (vectorised) loop, the
     reduction (if any) runs serially in registers with its channel axis split by 4 (so inputs are read as whole
-    pixels), and every other block (padding, epilogue) is inlined. None when the function does not have that form."""
+    pixels), and every other block (padding, epilogue) is inlined. None when the function does not have that form.
+
+    Convolutions normally never get here: the register-tiled family `schedules/conv2d_texture.py` (one of
+    `schedules.FAMILIES`, run first) claims them; this is what pack, pooling and elementwise functions get, and
+    what a conv gets with `--schedules tvm` or when the tiled schedule refuses it."""
     from tvm import s_tir
     from tvm.s_tir.dlight import analysis
 
@@ -851,8 +855,8 @@ def schedule_rule():
 def relax_passes(tvm_target, extra_schedule_passes=()):
     """The Relax pipeline of the texture path: decompose, fold, our layout planning, legalize, fuse, schedules.
 
-    `extra_schedule_passes` (e.g. the colleague's `schedules.schedule_pass`) run before ours; TVM's dlight GPU
-    rules take whatever is left."""
+    `extra_schedule_passes` (`schedules.schedule_pass`: our families, among them the register-tiled packed conv
+    `conv2d_texture`, with tuned knobs) run before `schedule_packed`; TVM's dlight GPU rules take whatever is left."""
     import tvm
     from tvm import relax
     from tvm.relax.backend.adreno import pipeline

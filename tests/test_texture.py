@@ -1,16 +1,20 @@
-"""Texture path without an OpenCL device: layouts, image fitting, plan format, the generated OpenCL source."""
+"""Texture path: layouts, image fitting, plan format, the generated OpenCL source, and the register-tiled texture
+conv schedule (`schedules/conv2d_texture.py`) run on PoCL against numpy for a table of shapes and knob configs."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 from adreno import texture
 from adreno.artifact import PLAN_FORMAT, Artifact, ImageSpec, Plan
 from adreno.compile import CompileOptions, compile_model
-from adreno.target import get_device
+from adreno.opencl.executor import Executor
+from adreno.target import get_device, tvm_target
 from tests.conftest import single_op_model
 
 
@@ -105,12 +109,11 @@ def test_vectorized_texture_store_is_one_write_per_pixel(conv_artifact):
     _, path = conv_artifact
     artifact = Artifact.load(path)
     conv = next(s for s in artifact.plan.steps if s.op == "conv2d")
-    source = artifact.kernel_source(conv.program)
-    body = source[source.rindex("__kernel void"):]
+    body = _kernel_body(artifact, conv)
     writes = re.findall(r"write_imagef\(.*, as_float4\((\w+)\)\);", body)
-    assert len(writes) == 1 and body.count("write_imagef") == 1, body
-    # the value written is a float4 variable loaded whole from the register array, not a lane of a loop
-    assert re.search(rf"float4 {writes[0]} = vload4\(", body), body
+    assert writes and len(writes) == body.count("write_imagef"), body
+    # each value written is a float4 variable loaded whole from a register array, not a lane of a loop
+    assert all(re.search(rf"float4 {w} = ", body) for w in writes), body
     # inputs are read as whole pixels: no read is indexed by a lane afterwards
     assert "((float*)&" not in body
     assert "image2d_array_t" in body and "CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP | CLK_FILTER_NEAREST" in body
@@ -122,7 +125,6 @@ def test_upstream_pipeline_would_write_per_lane(conv_artifact):
 
     from adreno.compile import lower_relax
     from adreno.frontend import to_relax
-    from adreno.target import tvm_target
 
     model, _ = conv_artifact
     target = tvm_target("adreno-740", host="native")
@@ -142,7 +144,6 @@ def test_upstream_pipeline_would_write_per_lane(conv_artifact):
 def test_layout_planning_keeps_one_region(rng):
     """conv -> relu -> conv -> add(residual) stays packed: one pack at the input, one unpack at the output."""
     import onnx
-    from onnx import TensorProto, helper, numpy_helper
 
     from adreno.frontend import to_relax
 
@@ -159,3 +160,175 @@ def test_layout_planning_keeps_one_region(rng):
     onnx.checker.check_model(model)
     _, report = texture.plan_layouts(to_relax(model))
     assert (report.packed_convs, report.packs, report.unpacks, report.nchw_convs) == (2, 1, 1, [])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the register-tiled texture conv schedule (schedules/conv2d_texture.py), run on PoCL against numpy
+# ---------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Conv:
+    n: int
+    c: int
+    hw: int
+    o: int
+    k: int
+    stride: int = 1
+    groups: int = 1
+
+    @property
+    def pad(self) -> int:
+        return self.k // 2
+
+    @property
+    def out(self) -> int:
+        return (self.hw + 2 * self.pad - self.k) // self.stride + 1
+
+    def workload(self):
+        """The workload the texture family sees (channels counted as stored: padded to multiples of 4)."""
+        from adreno.schedules import _conv
+
+        c4, o4 = -(-self.c // 4) * 4, -(-self.o // 4) * 4
+        return _conv.ConvWorkload(self.n, c4, self.hw, self.hw, o4, self.k, self.k, self.out, self.out,
+                                  (self.stride,) * 2, (1, 1), (self.pad,) * 4, c4 if self.groups > 1 else 1, "float32")
+
+    def key(self) -> str:
+        return self.workload().key("depthwise_nchw4c" if self.groups > 1 else "conv2d_nchw4c")
+
+
+SHAPES = {  # ResNet-18 layers (spatial sizes reduced), 7x7 spatial, 3 and 10 channels, depthwise, batch 2
+    "r18_3x3": Conv(1, 64, 14, 64, 3),
+    "r18_3x3_s2": Conv(1, 64, 14, 128, 3, 2),
+    "r18_1x1_s2": Conv(1, 64, 14, 128, 1, 2),
+    "r18_7x7_s2_c3": Conv(1, 3, 32, 64, 7, 2),
+    "spatial_7x7": Conv(1, 128, 7, 128, 3),
+    "c3_to_c10": Conv(1, 3, 9, 10, 3),
+    "c10_to_c3_s2": Conv(1, 10, 11, 3, 3, 2),
+    "dw_s1": Conv(1, 24, 13, 24, 3, 1, 24),
+    "dw_s2": Conv(1, 24, 14, 24, 3, 2, 24),
+    "dw_c10": Conv(1, 10, 8, 10, 3, 1, 10),
+    "batch2": Conv(2, 16, 10, 32, 3),
+    "batch2_dw_s2": Conv(2, 16, 10, 16, 3, 2, 16),
+}
+
+
+def _conv_model(case: Conv, seed: int = 0):
+    """Conv + bias + ReLU (an epilogue the schedule fuses) as ONNX, with its weights."""
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((case.o, case.c // case.groups, case.k, case.k))
+         / np.sqrt(case.c // case.groups * case.k * case.k)).astype(np.float32)
+    b = rng.standard_normal(case.o).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[case.pad] * 4, strides=[case.stride] * 2,
+                          group=case.groups), helper.make_node("Relu", ["c"], ["y"])], "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [case.n, case.c, case.hw, case.hw])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [case.n, case.o, case.out, case.out])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model, w, b
+
+
+def _numpy_conv_relu(x, w, b, case: Conv):
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (case.pad,) * 2, (case.pad,) * 2))
+    cig, og, s, span = case.c // case.groups, case.o // case.groups, case.stride, case.stride * case.out
+    out = np.zeros((case.n, case.o, case.out, case.out))
+    for g in range(case.groups):
+        for i in range(case.k):
+            for j in range(case.k):
+                patch = xp[:, g * cig:(g + 1) * cig, i:i + span:s, j:j + span:s]
+                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, w[g * og:(g + 1) * og, :, i, j])
+    return np.maximum(out + b[None, :, None, None], 0)
+
+
+def _kernel_body(artifact, step) -> str:
+    source = artifact.kernel_source(step.program)
+    return source[source.rindex("__kernel void"):]
+
+
+def _run_conv(case: Conv, tmp_path, device, precision="fp32", config=None):
+    """Compile `case` for texture memory (with `config` as a tuning record for its workload), run it on `device`;
+    (artifact, output, numpy reference, the conv step)."""
+    from adreno.tune.database import Database, Record
+
+    model, w, b = _conv_model(case)
+    records = None
+    if config is not None:
+        records = tmp_path / "records.jsonl"
+        Database(records).append([Record(case.key(), "pocl", config, seconds=[1e-3])])
+    artifact = Artifact.load(compile_model(model, tmp_path / "art", CompileOptions(
+        memory="texture", host="native", precision=precision, records=str(records) if records else None)))
+    x = np.random.default_rng(1).standard_normal((case.n, case.c, case.hw, case.hw)).astype(np.float32)
+    out = Executor(artifact, device=device).run([x])[0]
+    return artifact, out, _numpy_conv_relu(x, w, b, case), next(s for s in artifact.plan.steps if s.op == "conv2d")
+
+
+def _writes_per_item(case: Conv, config: dict) -> int:
+    """write_imagef calls in a work-item's code: one per pixel and channel block of its register tile (a tile
+    larger than the whole output is clipped at compile time)."""
+    return min(config["tile_cb"], -(-case.o // 4)) * min(config["tile_y"], case.out) * min(config["tile_x"], case.out)
+
+
+@pytest.mark.parametrize("name", SHAPES)
+def test_tiled_texture_conv_matches_numpy(name, tmp_path, pocl_device):
+    from adreno.schedules import conv2d_texture
+
+    case = SHAPES[name]
+    artifact, out, ref, conv = _run_conv(case, tmp_path, pocl_device)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(ref).max()))
+    assert not artifact.manifest["textures"]["fallbacks"]
+    assert all(artifact.plan.tensors[a].image for a in conv.args)  # input, weight, bias and output are images
+    config = conv2d_texture.default_config(case.workload(), tvm_target("adreno-740", host="native"))
+    # one float4 write_imagef per output pixel per channel block of the work-item's register tile
+    assert _kernel_body(artifact, conv).count("write_imagef(") == _writes_per_item(case, config)
+
+
+@pytest.mark.parametrize("name", ["r18_3x3_s2", "c3_to_c10", "dw_s2"])
+def test_tiled_texture_conv_fp16_storage(name, tmp_path, pocl_device):
+    artifact, out, ref, _ = _run_conv(SHAPES[name], tmp_path, pocl_device, precision="fp16")
+    assert all(i["channel_type"] == "float16" for i in artifact.plan.images.values())
+    rel = float(np.abs(out - ref).max() / np.abs(ref).max())
+    assert 1e-6 < rel < 1e-2, rel  # half-precision storage (11-bit mantissa) of input, weights and output
+
+
+@pytest.mark.parametrize("name,config", [
+    ("r18_3x3", {"stage": 1}),
+    ("r18_3x3", {"tile_cb": 4, "tile_y": 4, "tile_x": 2, "threads_cb": 2, "threads_y": 2, "threads_x": 4,
+                 "unroll_k": 0}),
+    ("r18_3x3_s2", {"tile_cb": 1, "tile_y": 4, "tile_x": 8, "threads_cb": 4, "threads_y": 1, "threads_x": 1,
+                    "stage": 1}),  # ragged tiles: 7 rows and columns in tiles of 4 x 8
+    ("c10_to_c3_s2", {"tile_cb": 2, "tile_x": 4, "threads_x": 2}),  # more channel blocks than there are
+    ("dw_s1", {"tile_cb": 2, "tile_y": 1, "tile_x": 7, "threads_cb": 1, "threads_y": 7, "stage": 1}),
+    ("batch2_dw_s2", {"tile_cb": 4, "tile_y": 2, "tile_x": 1, "unroll_k": 0}),
+])
+def test_tiled_texture_conv_tuned_configs(name, config, tmp_path, pocl_device):
+    """Non-default knobs, given the way `adreno compile --records` gives them (a record for the workload key)."""
+    from adreno.schedules import conv2d_texture
+
+    case = SHAPES[name]
+    artifact, out, ref, conv = _run_conv(case, tmp_path, pocl_device, config=config)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(ref).max()))
+    assert artifact.manifest["tuned_kernels"] == 1
+    full = {**conv2d_texture.default_config(case.workload(), tvm_target("adreno-740", host="native")), **config}
+    assert _kernel_body(artifact, conv).count("write_imagef(") == _writes_per_item(case, full)
+
+
+def test_texture_family_interface():
+    """The family claims packed convs only (the buffer path's NCHW functions and its tuning tasks never reach it),
+    and refuses configs outside its space."""
+    from adreno.compile import lower_relax
+    from adreno.frontend import to_relax
+    from adreno.schedules import FAMILIES, conv2d_texture
+
+    assert "conv2d_texture" in FAMILIES
+    target = tvm_target("adreno-740", host="native")
+    model, _, _ = _conv_model(SHAPES["c3_to_c10"])
+    buffer = lower_relax(to_relax(model), target, schedules="none")
+    assert all(conv2d_texture.workload_key(f) is None for f in buffer.functions.values())
+    wl = SHAPES["dw_s2"].workload()
+    config = conv2d_texture.default_config(wl, target)
+    assert config["tile_cb"] == 1 and conv2d_texture.check_config(wl, config, target) == config
+    for bad in ({**config, "tile_cb": 3}, {**config, "spin": 1}, {**config, "threads_cb": 16, "threads_x": 32},
+                {**config, "tile_cb": 8, "tile_y": 4, "tile_x": 2}):
+        with pytest.raises(ValueError):
+            conv2d_texture.check_config(wl, bad, target)

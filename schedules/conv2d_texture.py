@@ -1,0 +1,249 @@
+"""Packed (NCHW4c activations, OIHW4o weights) 2-D convolution for texture memory, register-tiled.
+
+Handles the functions `adreno.texture` emits for `--memory texture`: an optional `pad_nchw4c` block, one
+`conv2d_NCHW4c` (groups 1) or `dwconv2d_NCHW4c` (depthwise) reduction and a chain of elementwise epilogue blocks
+(folded BatchNorm, bias, ReLU/Clip, residual add), all on 5-D tensors whose last axis is the 4 channels of a pixel.
+
+Each work-item computes `tile_cb` channel blocks (of 4 channels) x `tile_y` rows x `tile_x` columns of output
+pixels in float4 registers; the reduction over input channel blocks (and kh, kw) runs inside the work-item with the
+4 input channels of a block innermost, so every input and weight read is one whole pixel (`read_imagef`); the
+epilogue is applied to the registers and every output pixel is one float4 `write_imagef` (the rule
+`texture.check_texture_stores` enforces). `stage=0` reads each input pixel right before its taps (exactly
+`tile_y x tile_x` pixels per tap, any stride); `stage=1` reads the work-item's whole input patch once per input
+channel block and reuses it across kh x kw taps (fewer reads for stride 1, more registers). The workgroup is
+`threads_cb x threads_y x threads_x` work-items (threadIdx.z/y/x), the tile's columns are contiguous.
+
+Workload keys (`conv2d_nchw4c|...`, `depthwise_nchw4c|...`) count channels padded to multiples of 4, so they never
+collide with the NCHW buffer families' keys, and the buffer path never produces a function this family handles.
+"""
+
+from __future__ import annotations
+
+from ..errors import TVM_ERRORS
+from . import _conv
+
+LANES = 4
+OPS = {"conv2d_NCHW4c": "conv2d_nchw4c", "dwconv2d_NCHW4c": "depthwise_nchw4c"}
+
+KNOBS: dict[str, list] = {
+    "tile_cb": [1, 2, 4, 8],
+    "tile_y": [1, 2, 4],
+    "tile_x": [1, 2, 4, 7, 8],
+    "threads_cb": [1, 2, 4, 8, 16],
+    "threads_y": [1, 2, 4, 7, 8, 14, 16],
+    "threads_x": [1, 2, 4, 7, 8, 14, 16, 28, 32],
+    "unroll_k": [0, 1],
+    "stage": [0, 1],
+}
+
+# Output pixels x channel blocks a work-item may hold: 32 float4 accumulators (128 registers).
+MAX_TILE = 32
+
+
+def _match(func, sch=None):
+    """(op, ConvMatch) for `pad? -> conv2d_NCHW4c|dwconv2d_NCHW4c -> elementwise*` on packed tensors; else None.
+
+    The workload counts channels as stored (padded to multiples of 4); depthwise has groups == channels."""
+    from tvm import s_tir, tirx
+    from tvm.s_tir.dlight import analysis
+    from tvm.sym.pattern import detect_linear_equation
+
+    if sch is None:
+        if not isinstance(func, tirx.PrimFunc):
+            return None
+        try:
+            sch = s_tir.Schedule(func)
+        except TVM_ERRORS:  # not a schedulable function
+            return None
+    try:
+        blocks = list(sch.get_child_blocks(analysis.get_root_block(sch)))
+    except TVM_ERRORS:  # no single root block
+        return None
+    names = [str(sch.get(b).name_hint) for b in blocks]
+    convs = [i for i, name in enumerate(names) if name in OPS]
+    if len(convs) != 1 or convs[0] > 1:
+        return None
+    ci = convs[0]
+    conv, stmt = blocks[ci], sch.get(blocks[ci])
+    depthwise = names[ci].startswith("dw")
+    ivs = list(stmt.iter_vars)
+    if [int(iv.iter_type) for iv in ivs] != [0] * 5 + [2] * (2 if depthwise else 3):
+        return None
+    data_region, weight_region = stmt.reads
+    out_shape = _conv._ints(stmt.writes[0].source.shape)
+    w_shape = _conv._ints(weight_region.source.shape)
+    padded = _conv._ints(data_region.source.shape)
+    if str(stmt.writes[0].source.dtype) != "float32" or None in (out_shape, w_shape, padded) \
+            or out_shape[-1] != LANES:
+        return None
+    n, o4, oh, ow, _ = out_shape
+    kh, kw = w_shape[2:4]
+    mins = [r.min for r in data_region.region]
+    ry, rx = ivs[-2].var, ivs[-1].var
+    coef_y = detect_linear_equation(mins[2], [ivs[2].var, ry])
+    coef_x = detect_linear_equation(mins[3], [ivs[3].var, rx])
+    if len(coef_y) != 3 or len(coef_x) != 3 or int(coef_y[2]) or int(coef_x[2]):
+        return None
+    (sh, dh), (sw, dw) = (int(v) for v in coef_y[:2]), (int(v) for v in coef_x[:2])
+    pad = None
+    if ci == 1:
+        pad = blocks[0]
+        pstmt = sch.get(pad)
+        in_shape = _conv._ints(pstmt.reads[0].source.shape)
+        pivs, pmins = list(pstmt.iter_vars), [r.min for r in pstmt.reads[0].region]
+        try:
+            top = -int(detect_linear_equation(pmins[2], [pivs[2].var])[1])
+            left = -int(detect_linear_equation(pmins[3], [pivs[3].var])[1])
+        except (IndexError, TypeError, ValueError):
+            return None
+        padding = (top, left, padded[2] - in_shape[2] - top, padded[3] - in_shape[3] - left)
+    else:
+        in_shape, padding = padded, (0, 0, 0, 0)
+    epilogue = blocks[ci + 1:]
+    for block in epilogue:
+        if not analysis.get_sblock_info(sch, block).is_injective() \
+                or _conv._ints(sch.get(block).writes[0].source.shape) != out_shape:
+            return None
+    c = in_shape[1] * LANES
+    workload = _conv.ConvWorkload(n, c, in_shape[2], in_shape[3], o4 * LANES, kh, kw, oh, ow, (sh, sw), (dh, dw),
+                                  padding, c if depthwise else 1, "float32",
+                                  tuple(str(sch.get(b).name_hint) for b in epilogue))
+    return OPS[names[ci]], _conv.ConvMatch(workload, pad, conv, epilogue)
+
+
+def workload(func) -> _conv.ConvWorkload | None:
+    """The packed convolution `func` computes (channels padded to multiples of 4), or None."""
+    found = _match(func)
+    return None if found is None else found[1].workload
+
+
+def workload_key(func) -> str | None:
+    """The key tuned knobs are stored under for `func`, or None when this family does not handle it."""
+    found = _match(func)
+    return None if found is None else found[1].workload.key(found[0])
+
+
+def default_config(wl: _conv.ConvWorkload, target) -> dict:
+    """Knobs without tuning: 8 output pixels (2 x 4, or a row of 7) x 2 channel blocks per work-item for groups-1
+    convs (1 block for depthwise: nothing is shared across channels), tiles that divide the output first, the
+    workgroup filled up to 64 work-items along x, then y, then channel blocks."""
+    limit = min(_conv.max_threads(target), 64)
+    blocks = wl.o // LANES
+    tile_x = next((t for t in (4, 2, 7) if wl.ow % t == 0), _conv.pick_tile(wl.ow, KNOBS["tile_x"], 4))
+    tile_y = 2 if tile_x <= 4 and wl.oh % 2 == 0 else 1
+    tile_cb = 1 if wl.is_depthwise else _conv.pick_tile(blocks, KNOBS["tile_cb"], 2)
+    threads_x = _conv.pick_tile(-(-wl.ow // tile_x), KNOBS["threads_x"], 16)
+    threads_y = _conv.pick_tile(-(-wl.oh // tile_y), KNOBS["threads_y"], max(1, limit // threads_x))
+    threads_cb = _conv.pick_tile(-(-blocks // tile_cb), KNOBS["threads_cb"],
+                                 max(1, limit // (threads_x * threads_y)))
+    return {"tile_cb": tile_cb, "tile_y": tile_y, "tile_x": tile_x, "threads_cb": threads_cb,
+            "threads_y": threads_y, "threads_x": threads_x, "unroll_k": 1 if wl.kh * wl.kw <= 9 else 0,
+            "stage": 0}
+
+
+def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
+    """Raise ValueError when `config` is not a valid point of this family's space for `wl` on `target`."""
+    for name, value in config.items():
+        if name not in KNOBS:
+            raise ValueError(f"unknown knob {name!r}; knobs: {sorted(KNOBS)}")
+        if value not in KNOBS[name]:
+            raise ValueError(f"knob {name}={value!r} not among {KNOBS[name]}")
+    threads = config["threads_cb"] * config["threads_y"] * config["threads_x"]
+    if threads > _conv.max_threads(target):
+        raise ValueError(f"workgroup of {threads} work-items exceeds the target's {_conv.max_threads(target)}")
+    if config["tile_cb"] * config["tile_y"] * config["tile_x"] > MAX_TILE:
+        raise ValueError(f"register tile of {config['tile_cb']}x{config['tile_y']}x{config['tile_x']} float4 "
+                         f"exceeds {MAX_TILE}")
+    return config
+
+
+def schedule(sch, match: _conv.ConvMatch, cfg: dict):
+    """The register-tiled packed convolution (see the module doc). Mutates and returns `sch`."""
+    depthwise = match.workload.is_depthwise
+    conv = match.conv
+    for block in match.epilogue[:-1]:
+        sch.compute_inline(block)
+    if match.epilogue:
+        out = match.epilogue[-1]
+        sch.set_scope(conv, 0, "local")
+    else:
+        out = sch.cache_write(conv, 0, "local")
+    if match.pad is not None:  # the guarded read of the unpadded input becomes the register cache
+        data = match.pad
+        sch.set_scope(data, 0, "local")
+    else:
+        data = sch.cache_read(conv, 0, "local")
+    weight = sch.cache_read(conv, 1, "local")
+
+    loops = sch.get_loops(conv)
+    n, f, y, x, lane = loops[:5]
+    fo, ft, fi = sch.split(f, [None, cfg["threads_cb"], cfg["tile_cb"]], preserve_unit_iters=True)
+    yo, yt, yi = sch.split(y, [None, cfg["threads_y"], cfg["tile_y"]], preserve_unit_iters=True)
+    xo, xt, xi = sch.split(x, [None, cfg["threads_x"], cfg["tile_x"]], preserve_unit_iters=True)
+    if depthwise:
+        ry, rx = loops[5:]
+        # per channel block: its taps, then the pixels; weights are per block, inputs per block and pixel
+        reduction, inner = [fi, ry, rx, yi, xi], []
+        weight_at, patch_at = rx, fi
+    else:
+        rc, ry, rx = loops[5:]
+        rco, rci = sch.split(rc, [None, LANES], preserve_unit_iters=True)
+        reduction, inner = [rco, ry, rx, yi, xi], [rci, fi]
+        weight_at, patch_at = rx, rco
+    sch.reorder(n, fo, yo, xo, ft, yt, xt, *reduction, *inner, lane)
+    sch.bind(sch.fuse(n, fo, yo, xo, preserve_unit_iters=True), "blockIdx.x")
+    sch.bind(ft, "threadIdx.z")
+    sch.bind(yt, "threadIdx.y")
+    sch.bind(xt, "threadIdx.x")
+    sch.compute_at(weight, weight_at, preserve_unit_loops=True)
+    sch.compute_at(data, xi if cfg["stage"] == 0 else patch_at, preserve_unit_loops=True)
+    for loop in (yi, xi, *inner) + ((fi,) if depthwise else ()):
+        sch.unroll(loop)
+    if cfg["unroll_k"]:
+        sch.unroll(ry)
+        sch.unroll(rx)
+    sch.vectorize(lane)
+    sch.reverse_compute_at(out, xt, preserve_unit_loops=True)
+    init = sch.decompose_reduction(conv, reduction[0])
+    # the block's own loops (5 per cached tensor, channel block x row x column x lane for the accumulators):
+    # unrolled into registers, the 4 lanes vectorised (one float4 texture access per pixel)
+    for block, own in ((data, 5), (weight, 5), (init, 4), (out, 4)):
+        *outer, last = sch.get_loops(block)[-own:]
+        for loop in outer:
+            sch.unroll(loop)
+        sch.vectorize(last)
+    return sch
+
+
+def apply(func, target, config: dict | None = None):
+    """An s_tir.Schedule for `func` when this family handles it (with its fused pad and epilogue), else None.
+    `config` maps workload keys to knob values (tuned ones); missing knobs take the defaults."""
+    from tvm import s_tir, tirx
+
+    if not isinstance(func, tirx.PrimFunc):
+        return None
+    sch = s_tir.Schedule(func)
+    found = _match(func, sch)
+    if found is None:
+        return None
+    op, match = found
+    cfg = default_config(match.workload, target)
+    if config:
+        cfg.update(config.get(match.workload.key(op)) or {})
+    check_config(match.workload, cfg, target)
+    try:
+        return schedule(sch, match, cfg)
+    except TVM_ERRORS as err:  # a schedule primitive refused: the texture path's one-pixel schedule takes it
+        import warnings
+
+        warnings.warn(f"{op}: could not schedule {match.workload.key(op)} with {cfg}: {err}; "
+                      "falling back to the one-pixel texture schedule", RuntimeWarning, stacklevel=2)
+        return None
+
+
+def rule(target, config: dict | None = None):
+    """The dlight rule of this family (None when the target is not OpenCL)."""
+    import sys
+
+    module = sys.modules[__name__]
+    return _conv.make_rule("Conv2dTexture", lambda f, t, c: module.apply(f, t, c), target, config)
