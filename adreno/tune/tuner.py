@@ -151,6 +151,31 @@ class Tuner:
 
         return max(open_states, key=gain)
 
+    def _propose(self, state: TaskState, n: int, taken: set) -> list:
+        """The strategy's next n candidates. For a layout task the batch is split among the layouts by
+        `layout_quota` (AL-Ansor: trials go to the layouts that win), each layout's share filled in the strategy's
+        (model-ranked) order from a 3n proposal, topped up with random candidates of that layout."""
+        if n <= 0:
+            return []
+        layout = isinstance(state.task, LayoutTask)
+        proposals = state.strategy.propose(3 * n if layout else n, self.model, lambda cs: self._features(state, cs),
+                                           taken)
+        if not layout:
+            return proposals
+        stats = self._layout_stats(state)
+        quota = layout_quota({t: (v["best_ms"] or math.inf) if v["trials"] else None for t, v in stats.items()}, n)
+        axis = state.space.names.index("tile")
+        rng = np.random.default_rng(self.seed + state.trials)
+        chosen = []
+        for candidate in proposals + [state.space.random(rng) for _ in range(100 * n)]:
+            if candidate is None or candidate in taken or candidate in chosen or not any(quota.values()):
+                continue
+            tile = TILES[candidate[axis]]
+            if quota[tile] > 0:
+                quota[tile] -= 1
+                chosen.append(candidate)
+        return chosen
+
     def run_round(self, state: TaskState) -> list[Record]:
         """Propose, build, measure and record one batch for one task."""
         task = state.task
@@ -161,9 +186,7 @@ class Tuner:
             self.timing["reference"] += time.perf_counter() - started
         started = time.perf_counter()
         proposed = [c for c in state.seeds if c not in state.measured and state.space.is_valid(c)][:self.batch]
-        proposed += [c for c in state.strategy.propose(self.batch - len(proposed), self.model,
-                                                        lambda cs: self._features(state, cs),
-                                                        state.measured | set(proposed)) if c not in proposed]
+        proposed += self._propose(state, self.batch - len(proposed), state.measured | set(proposed))
         self.timing["model"] += time.perf_counter() - started
         configs = [state.space.config(c) for c in proposed]
         started = time.perf_counter()
@@ -225,17 +248,21 @@ class Tuner:
         its trials and best time. Empty for other tasks."""
         if not isinstance(state.task, LayoutTask):
             return {}
+        per = self._layout_stats(state)
+        ok = {t: v["best_ms"] for t, v in per.items() if v["best_ms"] is not None}
+        return {"layout": layout_name(min(ok, key=ok.get)) if ok else None,
+                "layouts": {layout_name(t): v for t, v in per.items()}}
+
+    def _layout_stats(self, state: TaskState) -> dict:
+        """tile -> {"trials", "best_ms" (None before a success)} over a layout task's records."""
         per = {t: {"trials": 0, "best_ms": None} for t in TILES}
-        best = (math.inf, None)
         for record in self.database.query(state.task.key, self.device):
-            if not _in_space(state.space, record):
-                continue
-            tile = record.config["tile"]
-            per[tile]["trials"] += 1
-            if record.ok:
-                per[tile]["best_ms"] = min(per[tile]["best_ms"] or math.inf, _ms(record.median))
-                best = min(best, (record.median, tile))
-        return {"layout": layout_name(best[1]), "layouts": {layout_name(t): v for t, v in per.items()}}
+            if _in_space(state.space, record):
+                entry = per[record.config["tile"]]
+                entry["trials"] += 1
+                if record.ok:
+                    entry["best_ms"] = min(entry["best_ms"] or math.inf, _ms(record.median))
+        return per
 
     def report(self, spent: int) -> TuneReport:
         rows = []
@@ -260,6 +287,23 @@ def _in_space(space: SearchSpace, record: Record) -> bool:
     except (KeyError, ValueError):
         return False
     return True
+
+
+def layout_quota(best_ms: dict, n: int, sharpness: float = 4.0) -> dict:
+    """How many of n candidates each layout gets: shares proportional to (best / layout's best) ** sharpness over the
+    layouts measured so far (a layout 1.25x slower than the best gets 0.41 of the winner's share, 2x slower 0.06;
+    a layout with only failures gets none; one not measured yet counts as the best), rounded by largest remainder.
+    `best_ms`: layout -> its best time (None: not measured, inf: only failures)."""
+    known = [v for v in best_ms.values() if v is not None and math.isfinite(v)]
+    top = min(known, default=1.0)
+    weights = {t: 1.0 if v is None else (top / v) ** sharpness if math.isfinite(v) else 0.0
+               for t, v in best_ms.items()}
+    total = sum(weights.values()) or 1.0
+    shares = {t: n * w / total for t, w in weights.items()}
+    quota = {t: int(share) for t, share in shares.items()}
+    for t in sorted(shares, key=lambda t: quota[t] - shares[t])[:n - sum(quota.values())]:
+        quota[t] += 1
+    return quota
 
 
 def layout_name(tile: int | None) -> str | None:

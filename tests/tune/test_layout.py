@@ -1,0 +1,145 @@
+"""Adaptive weight layout (AL-Ansor): a Winograd-eligible conv's task searches direct vs Winograd F(2x2)/F(4x4)
+joined with each layout's knobs; `adreno compile --records` applies the chosen layout.
+
+The real run tunes a 64-channel 3x3 stride-1 conv on an 8x8 map on PoCL (all three layouts measured in the first
+round), compiles with the records and checks the artifact against onnxruntime."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from tests.conftest import single_op_model
+
+from adreno import winograd
+from adreno.target import tvm_target
+from adreno.tune.database import Database, Record
+from adreno.tune.strategies import get_strategy
+from adreno.tune.task import LAYOUT, LayoutTask, extract_tasks
+from adreno.tune.tuner import layout_quota
+
+KEY = "conv2d_winograd|n1c64h8w8|o64k3x3|s1x1|p1x1x1x1|d1x1|g1|float32"
+TARGET = tvm_target("adreno-740")
+
+
+def _conv(path, stride=1):
+    w = np.random.default_rng(0).standard_normal((64, 64, 3, 3)) * 0.05
+    onnx.save(single_op_model("Conv", {"x": [1, 64, 8, 8]}, {"w": w}, pads=[1, 1, 1, 1], strides=[stride, stride]),
+              path)
+    return path
+
+
+def _cli(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "adreno.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_irrelevant_knobs_make_no_distinct_candidates():
+    space = LayoutTask(KEY, LAYOUT, "conv2d", "", 1).space(TARGET)
+    rng = np.random.default_rng(0)
+    drawn = [space.random(rng) for _ in range(3000)]
+    configs = {json.dumps(space.config(c), sort_keys=True) for c in drawn}
+    assert len(configs) == len(set(drawn)), "two candidates with the same active knobs"
+    assert {space.config(c)["tile"] for c in drawn} == {0, 2, 4}
+    for c in drawn[:200]:
+        config = space.config(c)
+        direct = config["tile"] == 0
+        assert ("tile_f" in config) == direct and ("tile_o" in config) != direct, config
+        assert space.candidate(config) == c and space.is_valid(c)
+        inactive = space.names.index("tile_o" if direct else "tile_f")
+        moved = c[:inactive] + (1,) + c[inactive + 1:]  # an irrelevant knob changed: not a new candidate
+        assert not space.is_valid(moved) and space.canonical(moved) == c
+        assert all(space.config(n)["tile"] != config["tile"] or set(space.config(n)) == set(config)
+                   for n in space.neighbours(c))
+    direct_size = np.prod([len(v) for k, v in space.knobs.items() if space.conditions.get(k, ("", ()))[1] == (0,)])
+    stage_size = np.prod([len(v) for k, v in space.knobs.items() if space.conditions.get(k, ("", ()))[1] == (2, 4)])
+    assert space.total == direct_size + 2 * stage_size
+    batch = get_strategy("genetic")(space, seed=0).propose(32, None, None, set())
+    assert len({json.dumps(space.config(c), sort_keys=True) for c in batch}) == len(batch) == 32
+
+
+def test_stride2_conv_gets_no_layout_choice(tmp_path):
+    (task,) = extract_tasks(_conv(tmp_path / "s2.onnx", stride=2), layouts=True)
+    assert task.family == "conv2d_direct" and "tile" not in task.space(TARGET).knobs
+    (task,) = extract_tasks(_conv(tmp_path / "s1.onnx"), layouts=True)
+    assert isinstance(task, LayoutTask) and task.key == KEY and task.space(TARGET).knobs["tile"] == [0, 2, 4]
+    assert [c["tile"] for c in task.seed_configs(TARGET)] == [4, 0, 2]  # the auto rule's choice first
+
+
+def test_layout_records_route_to_the_kernels_schedules_read():
+    key = winograd.workload_of((1, 64, 14, 14, 64, (1, 1, 1, 1), 14, 14)).key(winograd.OP)
+    f4 = winograd.kernel_configs({key: {"tile": 4, "threads_t": 32, "tile_o": 2, "tile_p": 1, "threads_o": 4,
+                                        "threads_p": 8, "tile_k": 2}})
+    assert f4["winograd_batch_gemm|6x6x64x16x64|float32"] == {"tile_o": 2, "tile_p": 1, "threads_o": 4,
+                                                               "threads_p": 8, "tile_k": 2}
+    assert f4["winograd_input_transform|6x6x64x16x6x6|float32"] == {"threads_t": 32}
+    direct = winograd.kernel_configs({key: {"tile": 0, "tile_f": 4}})
+    assert direct[key.replace(winograd.OP, "conv2d_direct")] == {"tile_f": 4}
+    assert winograd.choose_tile(winograd.workload_from_key(key), "off", direct) == 0
+    assert winograd.choose_tile(winograd.workload_from_key(key), "off", f4) == 4  # records win over off/auto
+    assert winograd.choose_tile(winograd.workload_from_key(key), "f2", f4) == 2  # ... forcing wins over records
+
+
+def test_quota_explores_then_concentrates_on_the_winning_layout():
+    assert sum(layout_quota({0: None, 2: None, 4: None}, 5).values()) == 5
+    assert min(layout_quota({0: None, 2: None, 4: None}, 6).values()) == 2
+    quota = layout_quota({0: 2.5, 2: 1.6, 4: 1.0}, 8)
+    assert quota[4] >= 6 and quota[0] == 0 and sum(quota.values()) == 8
+    assert layout_quota({0: float("inf"), 2: None, 4: 1.0}, 4)[0] == 0
+
+
+def test_tuning_chooses_the_fastest_layout_and_compile_applies_it(tmp_path):
+    from adreno.artifact import Artifact
+
+    model = _conv(tmp_path / "c64.onnx")
+    records, report_path = tmp_path / "r.jsonl", tmp_path / "rep.json"
+    proc = _cli("tune", model, "--trials", 6, "--batch", 3, "--records", records, "--report", report_path)
+    assert proc.returncode == 0, proc.stderr
+    db = Database(records)
+    ok = [r for r in db.records if r.ok]
+    assert {r.config["tile"] for r in ok} == {0, 2, 4}, [r.config for r in db.records]
+    assert all(r.extra.get("max_error") is not None for r in ok), "timings only after a check"
+    fastest = min(ok, key=lambda r: r.median)
+    row = json.loads(report_path.read_text())["tasks"][0]
+    name = {0: "direct", 2: "winograd-f2", 4: "winograd-f4"}
+    assert row["layout"] == name[fastest.config["tile"]] and row["family"] == LAYOUT
+    for tile in (0, 2, 4):
+        assert row["layouts"][name[tile]]["best_ms"] == pytest.approx(
+            min(r.median for r in ok if r.config["tile"] == tile) * 1e3, abs=1e-3)
+    assert row["layout"] in proc.stdout
+
+    again = _cli("tune", model, "--trials", 3, "--batch", 3, "--records", records, "-q")  # resume
+    assert again.returncode == 0, again.stderr
+    configs = [json.dumps(r.config, sort_keys=True) for r in Database(records).records]
+    assert len(configs) == len(db.records) + 3 and len(set(configs)) == len(configs)
+
+    best_tile = Database(records).best(KEY).config["tile"]
+    built = _cli("compile", model, "--records", records, "--host", "native", "-o", tmp_path / "tuned")
+    assert built.returncode == 0, built.stderr
+    steps = [s.func for s in Artifact.load(tmp_path / "tuned").plan.steps]
+    assert (steps == ["conv2d"]) if best_tile == 0 else (steps[0] == f"winograd{best_tile}_input_transform"), steps
+    checked = _cli("run", tmp_path / "tuned", "--check", "--repeat", 1)
+    assert checked.returncode == 0 and "OK" in checked.stdout, checked.stdout + checked.stderr
+    forced = 2 if best_tile != 2 else 4
+    built = _cli("compile", model, "--records", records, "--winograd", f"f{forced}", "-o", tmp_path / "forced")
+    assert built.returncode == 0, built.stderr
+    assert Artifact.load(tmp_path / "forced").plan.steps[0].func == f"winograd{forced}_input_transform"
+
+
+def test_a_direct_record_of_an_eligible_conv_still_applies(tmp_path):
+    """Records of `--no-layouts` runs (or older files) tune the direct kernel; they keep the conv direct."""
+    from adreno.artifact import Artifact
+    from adreno.compile import CompileOptions, compile_model
+
+    model = _conv(tmp_path / "c64.onnx")
+    (task,) = extract_tasks(model)
+    assert task.family == "conv2d_direct"
+    config = {**task.default_config(TARGET), "threads_x": 7}
+    Database(tmp_path / "r.jsonl").append([Record(task.key, "dev", config, [1e-3], trial=1)])
+    artifact = Artifact.load(compile_model(model, tmp_path / "a", CompileOptions(records=str(tmp_path / "r.jsonl"))))
+    assert [s.func for s in artifact.plan.steps] == ["conv2d"]
+    assert artifact.plan.steps[0].kernels[0].local_size[0] == 7
