@@ -1,10 +1,13 @@
 """The tuning loop: a task scheduler hands rounds to the task with the largest expected end-to-end gain; per
 round the strategy proposes candidates (guided by the cost model), the builder builds them in processes, the
 runner measures them (output checked first), every result is appended durably to the records database, and
-the cost model is retrained. A run resumes from the database: measured candidates are never measured again."""
+the cost model is retrained. A run resumes from the database: measured candidates are never measured again.
+A task's seed configs (its default; a layout task: every layout's defaults) are measured first, and a layout
+task's batches are split among the layouts by how fast each has proved (`layout_quota`)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import time
@@ -167,8 +170,10 @@ class Tuner:
         axis = state.space.names.index("tile")
         rng = np.random.default_rng(self.seed + state.trials)
         chosen = []
-        for candidate in proposals + [state.space.random(rng) for _ in range(100 * n)]:
-            if candidate is None or candidate in taken or candidate in chosen or not any(quota.values()):
+        for candidate in itertools.chain(proposals, (state.space.random(rng) for _ in range(100 * n))):
+            if not any(quota.values()):
+                break
+            if candidate is None or candidate in taken or candidate in chosen:
                 continue
             tile = TILES[candidate[axis]]
             if quota[tile] > 0:
