@@ -60,7 +60,6 @@ def build_candidate(task: Task, config: dict, out_dir: str) -> BuildResult:
     """Schedule the task's function with `config`, lower it, and write a one-step artifact to `out_dir` (a layout
     task: the conv's pipeline, see the module doc). A config the schedule refuses, or a lowering failure, is a
     BuildResult error, not an exception."""
-    from ..compile import lower_primfunc, plan_storage
     from ..target import tvm_target
 
     if isinstance(task, LayoutTask):
@@ -72,8 +71,23 @@ def build_candidate(task: Task, config: dict, out_dir: str) -> BuildResult:
         sch = task.module.apply(func, target, {task.key: config})
         if sch is None:
             return BuildResult(error="the schedule does not apply to this function", seconds=0.0)
-        scheduled = sch.mod["main"].with_attr("tirx.is_scheduled", True)
-        launches, workspaces, source = lower_primfunc(scheduled, task.func_name, target)
+    except TVM_ERRORS as err:
+        return _failure(err, started)
+    return build_scheduled(task, sch.mod["main"], out_dir, config, started)
+
+
+def build_scheduled(task: Task, scheduled, out_dir: str, config: dict, started: float | None = None) -> BuildResult:
+    """Lower `scheduled` (the task's function, already scheduled: by our family with `config`, or by MetaSchedule)
+    and write a one-step artifact to `out_dir`; a lowering failure is a BuildResult error. `started`: when the
+    caller's part of the build began (perf_counter), so that BuildResult.seconds covers it."""
+    from ..compile import lower_primfunc, plan_storage
+    from ..target import tvm_target
+
+    started = time.perf_counter() if started is None else started
+    func = task.func()
+    try:
+        launches, workspaces, source = lower_primfunc(scheduled.with_attr("tirx.is_scheduled", True), task.func_name,
+                                                      tvm_target(task.target_name))
     except TVM_ERRORS as err:
         return _failure(err, started)
     specs = _tensor_specs(func)

@@ -1,0 +1,41 @@
+"""TVM MetaSchedule's design space, sampled by its replay-func strategy, built and measured by our pipeline on PoCL."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from tests.conftest import single_op_model
+
+from adreno.errors import AdrenoError
+from adreno.runner import LocalRunner
+from adreno.tune import metaschedule
+from adreno.tune.task import extract_tasks
+
+
+@pytest.fixture(scope="module")
+def conv_task(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    path = tmp_path_factory.mktemp("ms") / "conv.onnx"
+    onnx.save(single_op_model("Conv", {"x": [1, 16, 14, 14]}, {"w": rng.standard_normal((16, 16, 3, 3)) * 0.1},
+                              pads=[1, 1, 1, 1]), path)
+    return extract_tasks(path)[0]
+
+
+def test_metaschedule_candidates_are_checked_and_timed(conv_task, pocl_device, tmp_path):
+    batches = []
+    trials = metaschedule.tune(conv_task, LocalRunner(pocl_device), 6, batch=3, repeat=2, workdir=str(tmp_path),
+                               progress=lambda n, batch: batches.append((n, len(batch))))
+    assert [t.trial for t in trials] == list(range(1, 7)) and batches == [(3, 3), (6, 3)]
+    ok = [t for t in trials if t.ok]
+    assert ok, [t.error for t in trials]
+    assert all(t.max_error is not None and t.max_error < 1e-3 and min(t.seconds) > 0 for t in ok)
+    assert all(t.error and t.stage for t in trials if not t.ok)
+    sources = {(tmp_path / f"ms-{t.trial - 1}" / "kernels" / f"{conv_task.func_name}.cl").read_text() for t in ok}
+    assert len(sources) == len(ok), "every sample of MetaSchedule's space is a different kernel"
+
+
+@pytest.mark.parametrize("strategy", ["evolutionary", "replay-trace", "annealing"])
+def test_strategies_that_crash_the_wheel_are_refused(conv_task, pocl_device, tmp_path, strategy):
+    with pytest.raises(AdrenoError, match="segfaults" if strategy in metaschedule.BROKEN else "must be one of"):
+        metaschedule.tune(conv_task, LocalRunner(pocl_device), 2, workdir=str(tmp_path), strategy=strategy)
