@@ -1,0 +1,147 @@
+"""Softmax over one axis (the last one of a classifier's logits, or the channel axis of an NCHW tensor), with any
+elementwise epilogue FuseOps appended. Means and other sums/maxima over trailing axes are global pools
+(`schedules/pool.py`).
+
+How it arrives after TVM's legalization: four blocks `T_softmax_maxelem` (max over the axis), `T_softmax_exp`
+(exp(x - max)), `T_softmax_expsum` (sum over the axis) and `T_softmax_norm` (exp / sum), then elementwise blocks.
+
+Schedule: a row is one softmax (every index but the axis); `threads_y` rows per workgroup and `threads_x` work-items
+per row. With `threads_x` > 1 the lanes split the row (lane i takes elements i, i + threads_x, ...: neighbouring
+lanes read neighbouring addresses when the axis is the last one) and the max and the sum are each a cross-lane
+reduction in local memory, after which every lane normalises its own elements; with `threads_x` = 1 one work-item
+does its row serially (neighbouring work-items then read neighbouring addresses for a softmax over a non-last axis,
+e.g. the channels of NCHW). exp(x - max) is recomputed in the normalisation instead of being stored.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import warnings
+
+from ..errors import TVM_ERRORS
+from . import _conv
+from .pool import PoolWorkload, blocks_of, combiner
+
+KNOBS: dict[str, list] = {
+    "threads_x": [1, 2, 4, 8, 16, 32, 64, 128, 256],
+    "threads_y": [1, 2, 4, 8, 16, 32, 64],
+}
+STAGES = ("T_softmax_maxelem", "T_softmax_exp", "T_softmax_expsum", "T_softmax_norm")
+
+
+def match_softmax(func):
+    """(schedule, workload, the four stage blocks, epilogue blocks) for a float32 softmax with its epilogue; else
+    None."""
+    found = blocks_of(func)
+    if found is None:
+        return None
+    sch, blocks, infos = found
+    names = [str(sch.get(b).name_hint) for b in blocks]
+    if tuple(names[:4]) != STAGES or not all(info.is_injective() for info in infos[4:]):
+        return None
+    mx, _, sm, nm = (sch.get(b) for b in blocks[:4])
+    if combiner(mx) != "max" or combiner(sm) != "sum" or len(mx.reads) != 1:
+        return None
+    data = mx.reads[0]
+    shape = _conv._ints(data.source.shape)
+    out_shape = _conv._ints(nm.writes[0].source.shape)
+    if shape is None or shape != out_shape or str(data.source.dtype) != "float32":
+        return None
+    k = mx.iter_vars[-1].var
+    axes = [i for i, r in enumerate(data.region) if r.min.same_as(k)]
+    if len(axes) != 1 or any(_conv._ints(sch.get(b).writes[0].source.shape) != shape for b in blocks[4:]):
+        return None
+    axis, length = axes[0], shape[axes[0]]
+    rows = math.prod(shape) // length
+    wl = PoolWorkload("softmax", 1, rows, 1, length, 1, 1, 1, length, dtype="float32", shape=tuple(shape),
+                      axes=(axis,), epilogue=tuple(names[4:]))
+    return sch, wl, blocks[:4], blocks[4:]
+
+
+def workload(func) -> PoolWorkload | None:
+    """The softmax `func` computes (rows x length, as a PoolWorkload with op "softmax"), or None."""
+    match = match_softmax(func)
+    return None if match is None else match[1]
+
+
+def workload_key(func) -> str | None:
+    """The key tuned knobs are stored under for `func`, or None when this family does not handle it."""
+    wl = workload(func)
+    return None if wl is None else wl.key()
+
+
+def default_config(wl: PoolWorkload, target) -> dict:
+    """Serial rows up to 32 elements (64 rows per workgroup); longer rows: 32 lanes, 128 from 512 elements."""
+    limit = min(_conv.max_threads(target), 64)
+    if wl.length <= 32:
+        return {"threads_x": 1, "threads_y": limit}
+    lanes = min(_conv.max_threads(target), 128 if wl.length >= 512 else 32)
+    return {"threads_x": lanes, "threads_y": max(1, limit // lanes)}
+
+
+def check_config(wl: PoolWorkload, config: dict, target) -> dict:
+    """Raise ValueError when `config` is not a valid point of this family's space for `wl` on `target`."""
+    for name, value in config.items():
+        if name not in KNOBS:
+            raise ValueError(f"unknown knob {name!r}; knobs: {sorted(KNOBS)}")
+        if value not in KNOBS[name]:
+            raise ValueError(f"knob {name}={value!r} not among {KNOBS[name]}")
+    threads = config.get("threads_x", 1) * config.get("threads_y", 1)
+    if threads > _conv.max_threads(target):
+        raise ValueError(f"workgroup of {threads} work-items exceeds the target's {_conv.max_threads(target)}")
+    if config.get("threads_x", 1) > wl.length:
+        raise ValueError(f"threads_x={config['threads_x']} lanes for rows of {wl.length}")
+    return config
+
+
+def _split_lanes(sch, loop, lanes: int):
+    if lanes > 1:
+        sch.bind(sch.split(loop, [None, lanes], preserve_unit_iters=True)[1], "threadIdx.x")
+
+
+def schedule_softmax(sch, wl: PoolWorkload, stages, epilogue, cfg: dict):
+    """The softmax schedule (see the module doc). Mutates and returns `sch`."""
+    tx, ty = cfg["threads_x"], cfg["threads_y"]
+    maxelem, exp, expsum, norm = stages
+    *inlined, out = norm, *epilogue
+    for block in [exp, *inlined]:
+        sch.compute_inline(block)
+    loops = sch.get_loops(out)
+    axis = wl.axes[0]
+    sch.reorder(*loops[:axis], *loops[axis + 1:], loops[axis])
+    rows = sch.fuse(*loops[:axis], *loops[axis + 1:], preserve_unit_iters=True)
+    ro, rt = sch.split(rows, [None, ty], preserve_unit_iters=True)
+    sch.bind(ro, "blockIdx.x")
+    sch.bind(rt, "threadIdx.y")
+    _split_lanes(sch, loops[axis], tx)
+    for block in (expsum, maxelem):
+        sch.compute_at(block, rt, preserve_unit_loops=True)
+        sch.set_scope(block, 0, "shared" if tx > 1 else "local")
+        _split_lanes(sch, sch.get_loops(block)[-1], tx)
+    return sch
+
+
+def apply(func, target, config: dict | None = None):
+    """An s_tir.Schedule for `func` when it is a softmax (with its epilogue), else None. `config` maps workload keys
+    to knob values (tuned ones); missing knobs take the defaults."""
+    match = match_softmax(func)
+    if match is None:
+        return None
+    sch, wl, stages, epilogue = match
+    cfg = default_config(wl, target)
+    if config:
+        cfg.update(config.get(wl.key()) or {})
+    check_config(wl, cfg, target)
+    try:
+        return schedule_softmax(sch, wl, stages, epilogue, cfg)
+    except TVM_ERRORS as err:  # a schedule primitive refused: leave the function to TVM's rules
+        warnings.warn(f"reduce: could not schedule {wl.key()} with {cfg}: {err}; falling back to TVM's schedule",
+                      RuntimeWarning, stacklevel=2)
+        return None
+
+
+def rule(target, config: dict | None = None):
+    """The dlight rule of this family (None when the target is not OpenCL)."""
+    module = sys.modules[__name__]
+    return _conv.make_rule("Softmax", lambda f, t, c: module.apply(f, t, c), target, config)

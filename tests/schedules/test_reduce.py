@@ -1,0 +1,99 @@
+"""reduce: softmax over the last axis (classifier logits) and over the channels of NCHW on PoCL against onnxruntime,
+proven to be scheduled by our rule; tuned (non-default) knob values through the tuner's build + reference path."""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from adreno import target as targets
+from adreno.schedules import reduce
+from tests.conftest import single_op_model
+from tests.schedules.sched_helpers import assert_close, compile_and_run, model_inputs, record_claims, reference
+
+
+def softmax_add(shape: list[int], axis: int) -> onnx.ModelProto:
+    """Softmax then Add of a second input (FuseOps fuses the add into the softmax's function)."""
+    nodes = [helper.make_node("Softmax", ["x"], ["p"], axis=axis), helper.make_node("Add", ["p", "s"], ["y"])]
+    graph = helper.make_graph(nodes, "softmax_add", [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape)
+                                                     for n in ("x", "s")],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+CASES = {  # id: (shape, axis, with a fused Add)
+    "logits-1x1000": ([1, 1000], -1, False),
+    "logits-2x1000": ([2, 1000], -1, False),
+    "logits-1x10": ([1, 10], -1, False),
+    "logits-2x10": ([2, 10], -1, False),
+    "channels-n2c10x3x3": ([2, 10, 3, 3], 1, False),
+    "rows-3x5x100-add": ([3, 5, 100], -1, True),
+}
+
+
+def _model(case_id: str) -> onnx.ModelProto:
+    shape, axis, add = CASES[case_id]
+    return softmax_add(shape, axis) if add else single_op_model("Softmax", {"x": shape}, axis=axis)
+
+
+@pytest.mark.parametrize("case_id", list(CASES))
+def test_softmax_matches_onnxruntime_and_is_ours(case_id, tmp_path, monkeypatch):
+    model = _model(case_id)
+    inputs = model_inputs(model)
+    with record_claims(monkeypatch, "pool", "reduce") as claims:
+        artifact, outputs = compile_and_run(model, tmp_path / "a", inputs)
+    ref = reference(model, inputs)[0]
+    assert_close(outputs[0], ref, rtol=1e-5)
+    assert claims["pool"] == []
+    shape, axis, _ = CASES[case_id]
+    assert claims["reduce"] == [f"softmax|x{'x'.join(map(str, shape))}|axes{axis % len(shape)}|float32"]
+
+
+TUNED = [
+    ("logits-1x1000", {"threads_x": 1, "threads_y": 1}),
+    ("logits-1x1000", {"threads_x": 256, "threads_y": 1}),
+    ("logits-2x1000", {"threads_x": 32, "threads_y": 2}),
+    ("channels-n2c10x3x3", {"threads_x": 8, "threads_y": 4}),
+    ("rows-3x5x100-add", {"threads_x": 16, "threads_y": 16}),
+]
+
+
+@pytest.mark.parametrize("case_id, knobs", TUNED, ids=[f"{c}-{k['threads_x']}x{k['threads_y']}" for c, k in TUNED])
+def test_tuned_knobs_build_and_match(case_id, knobs, tmp_path):
+    from adreno.opencl.executor import Executor
+    from adreno.tune.measure import build_candidate, reference_outputs, task_inputs
+    from adreno.tune.task import extract_tasks
+
+    (task,) = extract_tasks(_model(case_id))
+    assert task.family == "reduce" and task.flops > 0
+    target = targets.tvm_target(task.target_name)
+    config = {**task.default_config(target), **knobs}
+    assert config != task.default_config(target)
+    result = build_candidate(task, config, str(tmp_path / "a"))
+    assert result.error is None, result.error
+    inputs = task_inputs(task)
+    for out, ref in zip(Executor(result.artifact).run(inputs), reference_outputs(task, inputs)):
+        assert_close(out, ref, rtol=1e-5)
+
+
+def test_defaults_are_valid_and_bad_configs_refused():
+    from adreno.tune.features import featurize
+    from adreno.tune.task import extract_tasks
+
+    target = targets.tvm_target("adreno-740")
+    for case_id in CASES:
+        (task,) = extract_tasks(_model(case_id))
+        wl = task.workload
+        cfg = reduce.default_config(wl, target)
+        assert set(cfg) == set(reduce.KNOBS)
+        reduce.check_config(wl, cfg, target)
+        assert featurize(wl, [cfg], None).shape[0] == 1
+        with pytest.raises(ValueError):
+            reduce.check_config(wl, {"threads_x": 256, "threads_y": 2}, target)
+    wl = extract_tasks(_model("logits-2x10"))[0].workload
+    assert (wl.c, wl.length) == (2, 10)
+    with pytest.raises(ValueError):  # more lanes than elements in a row
+        reduce.check_config(wl, {"threads_x": 16, "threads_y": 1}, target)
