@@ -36,7 +36,9 @@ class CompileOptions:
     host: str = "android"
     cc: str | None = None
     input_shapes: dict[str, list[int]] = field(default_factory=dict)
-    memory: str = "buffer"  # "texture": NCHW4c/OIHW4o regions in OpenCL images (see adreno/texture.py)
+    # "texture": NCHW4c/OIHW4o regions in OpenCL images (adreno/texture.py); "buffer": OpenCL buffers;
+    # None: `default_memory` (texture, unless Winograd or tuning records of buffer convs are asked for)
+    memory: str | None = None
     precision: str = "fp32"  # "fp16": texture images stored as CL_HALF_FLOAT (arithmetic stays fp32)
     schedules: str = "adreno"  # "adreno": our schedule rules first, TVM's dlight rules for the rest; "tvm": TVM's only
     records: str | None = None  # tuning records (`adreno tune`): the best config per workload overrides the defaults
@@ -66,19 +68,20 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     model_bytes = onnx_model.SerializeToString()
     say("importing to Relax")
     mod = to_relax(onnx_model, options.input_shapes)
-    if options.memory not in ("buffer", "texture"):
-        raise AdrenoError(f"--memory must be 'texture' or 'buffer', not {options.memory!r}")
+    tuned = _TunedConfigs(options.records)
+    memory = options.memory or default_memory(options.winograd, tuned)
+    if memory not in ("buffer", "texture"):
+        raise AdrenoError(f"--memory must be 'texture' or 'buffer', not {memory!r}")
     if options.precision not in ("fp32", "fp16"):
         raise AdrenoError(f"--precision must be 'fp32' or 'fp16', not {options.precision!r}")
-    if options.precision == "fp16" and options.memory != "texture":
+    if options.precision == "fp16" and memory != "texture":
         raise AdrenoError("--precision fp16 stores images as half floats: it needs --memory texture")
-    tuned = _TunedConfigs(options.records)
-    say(f"lowering for {device.name} ({options.memory} memory"
+    say(f"lowering for {device.name} ({memory} memory"
         f"{f', {len(tuned)} tuned workloads' if options.records else ''})")
-    lowered = lower_relax(mod, tvm_target, options.schedules, memory=options.memory, schedule_config=tuned,
+    lowered = lower_relax(mod, tvm_target, options.schedules, memory=memory, schedule_config=tuned,
                           winograd=options.winograd)
     say("extracting the launch plan")
-    plan, sources, params = extract_plan(lowered, tvm_target, memory=options.memory, device=device,
+    plan, sources, params = extract_plan(lowered, tvm_target, memory=memory, device=device,
                                          precision=options.precision)
 
     with ArtifactWriter(output) as writer:
@@ -97,7 +100,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "target": device.name,
             "target_info": targets.describe(device),
             "tvm_target": str(tvm_target),
-            "memory": options.memory,
+            "memory": memory,
             "winograd": options.winograd,
             "precision": options.precision,
             "textures": plan.texture_summary(),
@@ -115,6 +118,16 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "kernels": plan.kernel_count(),
         }
         return writer.commit(manifest)
+
+
+def default_memory(winograd: str, tuned: dict) -> str:
+    """The memory a compile gets when none is asked for: "texture" (the texture path tiles and schedules every
+    conv itself), except "buffer" when the options ask for what only the buffer path has: Winograd convs, or tuning
+    records of which none is a texture workload (`adreno tune` tunes buffer convs)."""
+    from .schedules.conv2d_texture import OPS
+
+    texture_records = any(key.split("|")[0] in OPS.values() for key in tuned)
+    return "buffer" if winograd != "off" or (tuned and not texture_records) else "texture"
 
 
 def model_source(model, model_name: str) -> dict:

@@ -42,9 +42,9 @@ def rng():
 @pytest.fixture(scope="session")
 def tiny_artifact(tmp_path_factory):
     """The bundled `tiny` model compiled once for adreno-740 (buffer memory)."""
-    from adreno.compile import compile_model
+    from adreno.compile import CompileOptions, compile_model
 
-    return compile_model("tiny", tmp_path_factory.mktemp("artifacts") / "tiny")
+    return compile_model("tiny", tmp_path_factory.mktemp("artifacts") / "tiny", CompileOptions(memory="buffer"))
 
 
 @pytest.fixture(scope="session")

@@ -180,7 +180,7 @@ def run_compiled(model, layer: Layer, x, ref, schedules: str, device, repeat: in
 
         out = workdir / f"{layer.name}-{schedules}{'' if winograd == 'off' else '-' + winograd}"
         compile_model(model, out, CompileOptions(target="adreno-740", host="native", schedules=schedules,
-                                                 winograd=winograd))
+                                                 memory="buffer", winograd=winograd))
     ex = Executor(out, device=device)
     err = max_error(ex.run([x])[0], ref)
     if err > tol:
@@ -322,7 +322,8 @@ def prepare(model_name: str, layers: list[Layer], out: Path) -> None:
         if ldir.exists():
             shutil.rmtree(ldir)
         for schedules in ("adreno", "tvm"):
-            compile_model(model, ldir / schedules, CompileOptions(target="adreno-740", schedules=schedules))
+            compile_model(model, ldir / schedules, CompileOptions(target="adreno-740", schedules=schedules,
+                                                                       memory="buffer"))
         for schedules in ("adreno", "tvm"):  # the executor needs no host library (it embeds the weights again)
             adir = ldir / schedules
             manifest = json.loads((adir / "manifest.json").read_text())

@@ -24,7 +24,7 @@ from adreno.runner import random_inputs
 def bench(model: str, device, repeat: int, workdir: Path, schedules: str) -> dict:
     started = time.perf_counter()
     artifact = Artifact.load(compile_model(model, workdir / f"{model}-{schedules}",
-                                           CompileOptions(schedules=schedules)))
+                                           CompileOptions(schedules=schedules, memory="buffer")))
     compile_s = time.perf_counter() - started
     started = time.perf_counter()
     executor = Executor(artifact, device)
