@@ -9,7 +9,10 @@ the chosen OpenCL device (one shared `ProgramCache`) and its output checked agai
   search      genetic+learned, genetic+analytical, random, grid: best latency against trials, trials to reach 95%
               of the best found by ANY arm on that task (latency <= best / 0.95), wall time split into
               build / run / model (+ other: the task's CPU reference, bookkeeping)
-  metaschedule  TVM MetaSchedule: not driven (the reason is printed and stored; see `METASCHEDULE_NOTE`)
+  metaschedule  TVM MetaSchedule's GPU design space (CUDA sketch rules on our OpenCL target), sampled by its
+              replay-func strategy, every candidate lowered and measured by the same pipeline as ours (see
+              adreno/tune/metaschedule.py for why its evolutionary search cannot run on the 0.27 wheel);
+              `--no-metaschedule` skips it
   quality     all records measured in the run (every arm), de-duplicated per (task, config), split 70/30 per
               task (seeded); LearnedModel and AnalyticalModel trained on the 70%, `ranking_quality` on the 30%
               (Pearson, Spearman, top-1, top-5) next to RandomModel and the untrained analytical prior
@@ -55,14 +58,8 @@ ARMS: dict[str, tuple[str, str]] = {
     "grid": ("grid", "random"),
 }
 TARGET_FRACTION = 0.95
-METASCHEDULE_NOTE = (
-    "not driven: the apache-tvm 0.27 wheel has no OpenCL runtime (tvm.runtime.enabled('opencl') is False), so "
-    "MetaSchedule's own LocalBuilder/LocalRunner cannot build or run OpenCL candidates here. Its PyBuilder/PyRunner "
-    "hooks exist (tvm.s_tir.meta_schedule.builder.PyBuilder, .runner.PyRunner), so an adapter is possible -- a "
-    "PyBuilder lowering each scheduled IRModule through adreno.compile.lower_primfunc into a one-kernel artifact, "
-    "a PyRunner measuring it with adreno.runner.LocalRunner against the task's CPU reference, plus an OpenCL/Adreno "
-    "target MetaSchedule's GPU sketch rules and VerifyGPUCode accept -- but that is well beyond this benchmark's "
-    "scope, and its search space (MetaSchedule's sketches) would differ from ours, so no column is faked.")
+METASCHEDULE_NOTE = ("replay-func over MetaSchedule's GPU design space, no cost model: its evolutionary and "
+                     "replay-trace strategies segfault on the apache-tvm 0.27 wheel (PrimFunc JSON serialisation)")
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -144,11 +141,42 @@ def tune_arm(ctx, label: str, task, task_index: int, seed: int, strategy: str, m
             "curve": curve(row["history"]), "seconds": timing, "records": str(path), **record_stats(db)}
 
 
+def metaschedule_arm(ctx, task, task_index: int, seed: int) -> dict:
+    """MetaSchedule's candidates for `task`, measured like ours; a run dict shaped like `tune_arm`'s (no records
+    file: its candidates are traces, not our knobs)."""
+    from adreno.tune import metaschedule
+
+    started = time.perf_counter()
+    workdir = ctx["records_dir"] / "build" / f"metaschedule-t{task_index}-s{seed}"
+    workdir.mkdir(parents=True, exist_ok=True)
+
+    def progress(spent, batch):
+        print(f"    [metaschedule t{task_index} s{seed}] {spent}/{ctx['args'].trials} "
+              f"({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
+
+    trials = metaschedule.tune(task, ctx["runner"], ctx["args"].trials, batch=ctx["args"].batch, seed=seed,
+                               repeat=ctx["args"].repeat, workdir=str(workdir), progress=progress)
+    best, history = math.inf, []
+    for t in trials:
+        best = min(best, float(np.median(t.seconds))) if t.ok else best
+        history.append((t.trial, best))
+    wall = time.perf_counter() - started
+    build = sum(t.build_seconds for t in trials)
+    failed = [t for t in trials if not t.ok]
+    return {"arm": "metaschedule", "strategy": "replay-func", "model": "none", "task_index": task_index,
+            "task": task.func_name, "key": task.key, "seed": seed, "trials": len(trials),
+            "best_ms": best * 1e3 if math.isfinite(best) else None, "default_ms": None, "curve": curve(history),
+            "seconds": {"build": round(build, 2), "run": round(wall - build, 2), "model": 0.0, "other": 0.0,
+                        "total": round(wall, 2)}, "records": None, "ok": len(trials) - len(failed),
+            "failed": len(failed), "timeout": sum(t.stage == "timeout" for t in failed),
+            "wrong_output": sum(t.stage == "check" for t in failed)}
+
+
 def load_records(paths, fingerprint):
     from adreno.tune.database import Database
 
     out = []
-    for p in paths:
+    for p in filter(None, paths):  # None: an arm without a records file (metaschedule)
         out += [r for r in Database(p).query(device=fingerprint)]
     return out
 
@@ -247,7 +275,7 @@ def plot(results: dict, path: Path) -> str:
     tasks = results["tasks"]
     fig, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 4.4), squeeze=False)
     colors = {"genetic+learned": "C0", "genetic+analytical": "C1", "random": "C2", "grid": "C3",
-              "genetic+transfer": "C4"}
+              "genetic+transfer": "C4", "metaschedule": "C5"}
     for ax, task in zip(axes[0], tasks):
         runs = [r for r in results["search"]["runs"] + results["transfer"].get("runs", [])
                 if r["task_index"] == task["index"]]
@@ -287,6 +315,7 @@ def main(argv=None) -> int:
     p.add_argument("--run-timeout", type=float, default=10.0,
                    help="cap on one candidate's measurement in seconds (0: no cap, in-process LocalRunner)")
     p.add_argument("--no-transfer", action="store_true")
+    p.add_argument("--no-metaschedule", action="store_true", help="skip the MetaSchedule arm")
     args = p.parse_args(argv)
 
     from adreno.cache import ProgramCache
@@ -326,7 +355,8 @@ def main(argv=None) -> int:
                "target_fraction": TARGET_FRACTION,
                "tasks": [{"index": i, "task": t.func_name, "key": t.key, "family": t.family, "weight": t.weight,
                           "mflop": round(t.flops / 1e6, 1)} for i, t in enumerate(tasks)],
-               "search": {"runs": []}, "metaschedule": {"driven": False, "reason": METASCHEDULE_NOTE},
+               "search": {"runs": []},
+               "metaschedule": {"driven": not args.no_metaschedule, "note": METASCHEDULE_NOTE},
                "transfer": {"kind": "across workloads on the same device (no second device available)"}}
     started = time.perf_counter()
     try:
@@ -335,6 +365,9 @@ def main(argv=None) -> int:
                 for label, (strategy, model) in ARMS.items():
                     print(f"-- {label} on t{ti} (seed {seed}) [{time.perf_counter() - started:.0f} s]", flush=True)
                     results["search"]["runs"].append(tune_arm(ctx, label, task, ti, seed, strategy, model))
+                if not args.no_metaschedule:
+                    print(f"-- metaschedule on t{ti} (seed {seed}) [{time.perf_counter() - started:.0f} s]", flush=True)
+                    results["search"]["runs"].append(metaschedule_arm(ctx, task, ti, seed))
         if not args.no_transfer and len(tasks) >= 2:
             task_b, tasks_a = tasks[-1], tasks[:-1]
             bi = len(tasks) - 1
@@ -380,7 +413,7 @@ def main(argv=None) -> int:
                                                     run["target_ms"]) if best else None)
 
     budget = args.trials
-    labels = list(ARMS)
+    labels = list(ARMS) + ([] if args.no_metaschedule else ["metaschedule"])
     runs = results["search"]["runs"]
 
     def pick(label, ti, seed, pool=None):
@@ -415,7 +448,7 @@ def main(argv=None) -> int:
                   s["seconds"]["model"], s["seconds"]["other"], s["seconds"]["total"],
                   f"{s['reached']}/{s['runs']}", s["t95_sum_censored"]] for l, s in summary.items()])
     print(f"(sum t95 counts an arm that never reached the target as {budget + 1}: a lower bound)")
-    print(f"\n== TVM MetaSchedule: {METASCHEDULE_NOTE}")
+    print(f"\n== TVM MetaSchedule: {METASCHEDULE_NOTE if not args.no_metaschedule else 'skipped'}")
 
     # goal 1: genetic+learned vs random
     gl, rnd = summary["genetic+learned"]["t95_sum_censored"], summary["random"]["t95_sum_censored"]
