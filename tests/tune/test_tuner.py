@@ -36,7 +36,7 @@ def test_extract_tasks_weights_and_families():
     tasks = extract_tasks("resnet18_block")
     assert len(tasks) == 1 and tasks[0].weight == 2 and tasks[0].family == "conv2d_direct"
     tasks = extract_tasks("tiny")
-    assert {t.family for t in tasks} == {"conv2d_direct", "depthwise"}
+    assert {t.family for t in tasks} == {"conv2d_direct", "depthwise", "pool", "reduce"}
     assert all(t.flops > 0 for t in tasks)
     assert tasks == sorted(tasks, key=lambda t: t.weight * t.flops, reverse=True)
 
