@@ -42,8 +42,10 @@ class CompileOptions:
     precision: str = "fp32"  # "fp16": texture images stored as CL_HALF_FLOAT (arithmetic stays fp32)
     schedules: str = "adreno"  # "adreno": our schedule rules first, TVM's dlight rules for the rest; "tvm": TVM's only
     records: str | None = None  # tuning records (`adreno tune`): the best config per workload overrides the defaults
-    winograd: str = "off"  # "auto" | "f2" | "f4": Winograd F(2x2|4x4, 3x3) for 3x3 stride-1 convs (adreno/winograd.py);
-    # under "off" and "auto", a conv's tuned layout record (`records`) decides instead
+    # "off" | "auto" | "f2" | "f4": Winograd F(2x2|4x4, 3x3) for 3x3 stride-1 convs (adreno/winograd.py), buffer
+    # memory only; None: "auto" with buffer memory and our schedules, else "off". Under "off" and "auto", a conv's
+    # tuned layout record (`records`) decides instead
+    winograd: str | None = None
 
 
 def compile_model(model, output: str | os.PathLike, options: CompileOptions | None = None,
@@ -72,6 +74,10 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     memory = options.memory or default_memory(options.winograd, tuned)
     if memory not in ("buffer", "texture"):
         raise AdrenoError(f"--memory must be 'texture' or 'buffer', not {memory!r}")
+    winograd = options.winograd or ("auto" if memory == "buffer" and options.schedules == "adreno" else "off")
+    if memory == "texture" and winograd != "off":
+        raise AdrenoError(f"--winograd {winograd}: Winograd convs exist in the buffer path only; add --memory buffer "
+                          "(or leave --memory out)")
     if options.precision not in ("fp32", "fp16"):
         raise AdrenoError(f"--precision must be 'fp32' or 'fp16', not {options.precision!r}")
     if options.precision == "fp16" and memory != "texture":
@@ -79,7 +85,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     say(f"lowering for {device.name} ({memory} memory"
         f"{f', {len(tuned)} tuned workloads' if options.records else ''})")
     lowered = lower_relax(mod, tvm_target, options.schedules, memory=memory, schedule_config=tuned,
-                          winograd=options.winograd)
+                          winograd=winograd)
     say("extracting the launch plan")
     plan, sources, params = extract_plan(lowered, tvm_target, memory=memory, device=device,
                                          precision=options.precision)
@@ -101,7 +107,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "target_info": targets.describe(device),
             "tvm_target": str(tvm_target),
             "memory": memory,
-            "winograd": options.winograd,
+            "winograd": winograd,
             "precision": options.precision,
             "textures": plan.texture_summary(),
             "schedules": options.schedules,
@@ -120,14 +126,14 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
         return writer.commit(manifest)
 
 
-def default_memory(winograd: str, tuned: dict) -> str:
+def default_memory(winograd: str | None, tuned: dict) -> str:
     """The memory a compile gets when none is asked for: "texture" (the texture path tiles and schedules every
-    conv itself), except "buffer" when the options ask for what only the buffer path has: Winograd convs, or tuning
-    records of which none is a texture workload (`adreno tune` tunes buffer convs)."""
+    conv itself), except "buffer" when the options ask for what only the buffer path has: Winograd convs (an explicit
+    `winograd` other than "off"), or tuning records of which none is a texture workload."""
     from .schedules.conv2d_texture import OPS
 
     texture_records = any(key.split("|")[0] in OPS.values() for key in tuned)
-    return "buffer" if winograd != "off" or (tuned and not texture_records) else "texture"
+    return "buffer" if winograd not in (None, "off") or (tuned and not texture_records) else "texture"
 
 
 def model_source(model, model_name: str) -> dict:

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 
 from adreno.artifact import Artifact
 from adreno.compile import CompileOptions, compile_model, plan_storage
-from adreno.errors import DynamicShapeError, ModelError, UnknownTargetError, UnsupportedOpError
+from adreno.errors import AdrenoError, DynamicShapeError, ModelError, UnknownTargetError, UnsupportedOpError
 from adreno.opencl.executor import Executor
 from adreno.reference import onnxruntime_outputs
 
@@ -164,3 +164,28 @@ def test_native_host_exports_shared_library(tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["host_library"] == "lib.so"
     assert (out / "lib.so").read_bytes()[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("options, memory, winograd", [
+    ({}, "texture", "off"),                                          # the default: textures, no Winograd there
+    ({"memory": "buffer"}, "buffer", "auto"),                        # buffers: the auto rule picks Winograd
+    ({"memory": "buffer", "schedules": "tvm"}, "buffer", "off"),     # TVM's schedules: no rewrite of ours
+    ({"winograd": "f2"}, "buffer", "f2"),                            # asking for Winograd selects buffers
+    ({"winograd": "off"}, "texture", "off"),
+])
+def test_memory_and_winograd_defaults(options, memory, winograd, tmp_path, rng):
+    model = single_op_model("Conv", {"x": [1, 64, 8, 8]}, {"w": rng.standard_normal((64, 64, 3, 3)) * 0.05},
+                            pads=[1, 1, 1, 1])
+    artifact = Artifact.load(compile_model(model, tmp_path / "o", CompileOptions(**options)))
+    assert (artifact.manifest["memory"], artifact.manifest["winograd"]) == (memory, winograd)
+    assert any("winograd" in step.func for step in artifact.plan.steps) == (winograd != "off")
+    x = rng.standard_normal((1, 64, 8, 8)).astype(np.float32)
+    out, ref = Executor(artifact).run([x])[0], onnxruntime_outputs(model, [x])[0]
+    np.testing.assert_allclose(out, ref, atol=1e-3 * max(1.0, np.abs(ref).max()))
+
+
+def test_winograd_with_texture_memory_is_refused(tmp_path, rng):
+    model = single_op_model("Conv", {"x": [1, 64, 8, 8]}, {"w": rng.standard_normal((64, 64, 3, 3))}, pads=[1, 1, 1, 1])
+    with pytest.raises(AdrenoError, match="buffer path only"):
+        compile_model(model, tmp_path / "o", CompileOptions(memory="texture", winograd="f4"))
+    assert not (tmp_path / "o").exists()

@@ -323,7 +323,7 @@ def prepare(model_name: str, layers: list[Layer], out: Path) -> None:
             shutil.rmtree(ldir)
         for schedules in ("adreno", "tvm"):
             compile_model(model, ldir / schedules, CompileOptions(target="adreno-740", schedules=schedules,
-                                                                       memory="buffer"))
+                                                                       memory="buffer", winograd="off"))
         for schedules in ("adreno", "tvm"):  # the executor needs no host library (it embeds the weights again)
             adir = ldir / schedules
             manifest = json.loads((adir / "manifest.json").read_text())

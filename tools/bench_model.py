@@ -23,8 +23,8 @@ from adreno.runner import random_inputs
 
 def bench(model: str, device, repeat: int, workdir: Path, schedules: str) -> dict:
     started = time.perf_counter()
-    artifact = Artifact.load(compile_model(model, workdir / f"{model}-{schedules}",
-                                           CompileOptions(schedules=schedules, memory="buffer")))
+    options = CompileOptions(schedules=schedules, memory="buffer", winograd="off")
+    artifact = Artifact.load(compile_model(model, workdir / f"{model}-{schedules}", options))
     compile_s = time.perf_counter() - started
     started = time.perf_counter()
     executor = Executor(artifact, device)

@@ -130,10 +130,12 @@ def module_workload_key(family: str, func) -> str:
 
 
 def compile_and_run(model: onnx.ModelProto, out_dir, inputs: dict[str, np.ndarray], schedules: str = "adreno"):
-    """Compile for buffer memory (these are the NCHW buffer schedules; textures are tests/test_texture.py's) and run."""
+    """Compile for buffer memory with direct convs (these are the NCHW buffer schedules; textures are
+    tests/test_texture.py's, Winograd tests/schedules/test_winograd.py's) and run."""
     from adreno.compile import CompileOptions, compile_model
     from adreno.opencl.executor import Executor
 
-    artifact = compile_model(model, out_dir, CompileOptions(target="adreno-740", schedules=schedules, memory="buffer"))
+    artifact = compile_model(model, out_dir, CompileOptions(target="adreno-740", schedules=schedules, memory="buffer",
+                                                            winograd="off"))
     ex = Executor(artifact)
     return artifact, ex.run([inputs[n] for n in ex.artifact.plan.inputs])
