@@ -182,8 +182,6 @@ def lower_relax(mod, tvm_target, schedules: str = "adreno", memory: str = "buffe
 
     if schedules not in ("adreno", "tvm", "none"):
         raise AdrenoError(f"schedules must be 'adreno', 'tvm' or 'none', not {schedules!r}")
-    if schedules == "none" and memory == "texture":
-        raise AdrenoError("unscheduled lowering (tuning tasks) exists for buffer memory only")
     ours = []
     if schedules == "adreno":
         from .schedules import schedule_pass
@@ -193,7 +191,7 @@ def lower_relax(mod, tvm_target, schedules: str = "adreno", memory: str = "buffe
         if memory == "texture":
             from . import texture
 
-            passes = texture.relax_passes(tvm_target, ours)
+            passes = texture.relax_passes(tvm_target, ours, default_schedules=schedules != "none")
         else:
             passes = pipeline.library_dispatch_passes(tvm_target) + pipeline.legalize_passes(tvm_target)
             dlight_defaults = passes[-2:]  # TVM's dlight default-schedule passes close the list

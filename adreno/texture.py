@@ -852,11 +852,12 @@ def schedule_rule():
     return PackedTexture()
 
 
-def relax_passes(tvm_target, extra_schedule_passes=()):
+def relax_passes(tvm_target, extra_schedule_passes=(), default_schedules: bool = True):
     """The Relax pipeline of the texture path: decompose, fold, our layout planning, legalize, fuse, schedules.
 
     `extra_schedule_passes` (`schedules.schedule_pass`: our families, among them the register-tiled packed conv
-    `conv2d_texture`, with tuned knobs) run before `schedule_packed`; TVM's dlight GPU rules take whatever is left."""
+    `conv2d_texture`, with tuned knobs) run before `schedule_packed`; TVM's dlight GPU rules take whatever is left.
+    `default_schedules=False` leaves those two out (unscheduled functions: what `adreno tune` extracts tasks from)."""
     import tvm
     from tvm import relax
     from tvm.relax.backend.adreno import pipeline
@@ -881,6 +882,6 @@ def relax_passes(tvm_target, extra_schedule_passes=()):
         relax.transform.DeadCodeElimination(),
         relax.transform.Normalize(),
         *extra_schedule_passes,
-        dl.ApplyDefaultSchedule(schedule_rule()),
-        dl.ApplyDefaultSchedule(dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()),
-    ])
+    ] + ([dl.ApplyDefaultSchedule(schedule_rule()),
+          dl.ApplyDefaultSchedule(dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback())]
+         if default_schedules else []))

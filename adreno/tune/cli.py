@@ -29,8 +29,9 @@ def cmd_tune(args) -> int:
         if not quiet:
             print(text, file=sys.stderr, flush=True)
 
-    say(f"extracting tasks of {args.model} for {args.target}")
-    tasks = extract_tasks(args.model, args.target, layouts=not args.no_layouts)
+    say(f"extracting tasks of {args.model} for {args.target} ({args.memory} memory)")
+    tasks = extract_tasks(args.model, args.target, layouts=not args.no_layouts, memory=args.memory,
+                          precision=args.precision)
     if args.tracker:
         from ..rpc.runner import RPCRunner
 
@@ -93,7 +94,8 @@ def register(sub, command) -> None:
                 "Tune MODEL's kernels on a device: a cost-model-guided search over each schedule's knobs. Every "
                 "measurement (output checked against a CPU reference first) is appended to --records; running "
                 "the same command again resumes where it stopped. `adreno compile --records FILE` applies the "
-                "best record per kernel, and per 3x3 stride-1 conv its layout (direct or Winograd).")
+                "best record per kernel (records of texture convs keep the compile in texture memory), and with "
+                "--memory buffer per 3x3 stride-1 conv its layout (direct or Winograd).")
     p.add_argument("model", help="bundled model name or .onnx file")
     p.add_argument("--target", default="adreno-740", help="Adreno target the kernels are compiled for")
     p.add_argument("--device", help="local OpenCL device to measure on: pocl (default), gpu, or an index")
@@ -101,6 +103,12 @@ def register(sub, command) -> None:
                    "every free device of --key in parallel")
     p.add_argument("--key", default="pocl-cpu", help="the farm's device key to measure on (with --tracker; e.g. "
                    "adreno-740)")
+    p.add_argument("--memory", default="texture", choices=["texture", "buffer"],
+                   help="tune the kernels `adreno compile --memory MEMORY` runs (default texture, as compile's "
+                   "default): texture tunes the packed convs on OpenCL images; buffer the NCHW buffer kernels and "
+                   "the Winograd layouts")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "fp16"],
+                   help="image storage of texture tasks (fp16: half-float images, as `compile --precision fp16`)")
     p.add_argument("--trials", type=int, default=64, help="measurements to spend in all (default 64)")
     p.add_argument("--strategy", default="genetic", choices=["genetic", "random", "grid"],
                    help="search strategy (default genetic)")
@@ -116,7 +124,7 @@ def register(sub, command) -> None:
     p.add_argument("--timeout", type=float, default=60.0, help="seconds one local measurement may take (build, "
                    "first-launch compile, runs) before it is recorded as a timeout (default 60)")
     p.add_argument("--no-cache", action="store_true", help="do not use the OpenCL program-binary cache")
-    p.add_argument("--no-layouts", action="store_true", help="tune Winograd-eligible convs (3x3, stride 1) as "
-                   "direct kernels only; by default their weight layout (direct, Winograd F(2x2) or F(4x4)) is "
-                   "searched together with each layout's knobs")
+    p.add_argument("--no-layouts", action="store_true", help="with --memory buffer, tune Winograd-eligible convs "
+                   "(3x3, stride 1) as direct kernels only; by default their weight layout (direct, Winograd F(2x2) "
+                   "or F(4x4)) is searched together with each layout's knobs")
     p.add_argument("-q", "--quiet", action="store_true")

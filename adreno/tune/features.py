@@ -48,6 +48,11 @@ channels, with tile_f, tile_x, threads_f, threads_x, tile_rc = tile_o, tile_p, t
 work_reduction = KH*KW*OH*OW*N / (alpha^2 * P) (2.25 and 4 on maps divisible by m). The transforms are seen through
 their knob `threads_t` and the layout through `tile`.
 
+A texture candidate (`schedules/conv2d_texture.py`, knobs `tile_cb threads_cb ...`) is the same register-tiled
+conv on images: `tile_cb` blocks of 4 output channels are tile_f = 4 * tile_cb, threads_cb is threads_f, and every
+read is a pixel of 4 input channels, so tile_rc = 4 (1 for depthwise, whose blocks reduce over no channel).
+Its `stage=1` keeps the input patch in registers, not local memory: local_reuse, bank_conflict and local_fit are 1.
+
 `featurize(workload, configs, target_limits)` turns candidates into model rows: log of each metric, then the raw
 knob values (direct, then layout and Winograd knobs), then a few log2 workload descriptors (so a model trained
 across tasks can learn interactions).
@@ -159,10 +164,22 @@ def conv_metrics(workload, config: dict, target_limits: dict | None) -> dict[str
             "branch_efficiency": branch, "local_fit": local_fit, "registers": float(registers), "work_reduction": 1.0}
 
 
+def texture_knobs(workload, config: dict) -> dict:
+    """A `conv2d_texture` config in the direct conv's knobs (see the module doc); other configs unchanged."""
+    if "tile_cb" not in config:
+        return config
+    cfg = {k: v for k, v in config.items() if k not in ("tile_cb", "threads_cb")}
+    return {**cfg, "tile_f": 4 * config["tile_cb"], "threads_f": config["threads_cb"],
+            "tile_rc": 1 if workload.is_depthwise else 4}
+
+
 def layout_metrics(workload, config: dict, target_limits: dict | None) -> dict[str, float]:
-    """The metrics of a candidate of any layout: `conv_metrics` for a direct conv (`tile` 0 or absent), those of
-    the Winograd GEMM seen as a 1x1 conv otherwise (see the module doc)."""
+    """The metrics of a candidate of any layout: `conv_metrics` for a direct conv (`tile` 0 or absent) or a texture
+    conv, those of the Winograd GEMM seen as a 1x1 conv otherwise (see the module doc)."""
     m = int(config.get("tile", 0))
+    if "tile_cb" in config:
+        return {**conv_metrics(workload, texture_knobs(workload, config), target_limits),
+                "local_reuse": 1.0, "bank_conflict": 1.0, "local_fit": 1.0}
     if m == 0:
         return conv_metrics(workload, config, target_limits)
     from ..schedules import conv2d_winograd
@@ -190,7 +207,7 @@ def featurize(workload, configs: list[dict], target_limits: dict | None) -> np.n
     rows = []
     for config in configs:
         metrics = layout_metrics(workload, config, target_limits)
-        cfg = {**KNOB_DEFAULTS, **LAYOUT_KNOB_DEFAULTS, **config}
+        cfg = {**KNOB_DEFAULTS, **LAYOUT_KNOB_DEFAULTS, **texture_knobs(workload, config)}
         rows.append([math.log(metrics[m]) for m in METRIC_NAMES]
                     + [float(cfg[k]) for k in (*KNOB_DEFAULTS, *LAYOUT_KNOB_DEFAULTS)] + described)
     return np.asarray(rows, dtype=np.float64).reshape(len(configs), len(FEATURE_NAMES))

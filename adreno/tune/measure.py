@@ -6,7 +6,12 @@ A layout task's candidate is the whole pipeline of its conv under the chosen lay
 (seeded constant weight, no epilogue) compiled as `adreno compile --records` would (`lower_relax` with the
 candidate as the conv's record, then the launch plan): one direct kernel, or the three Winograd kernels. Every
 candidate of the task runs on the same input against the same reference (a float64 numpy conv), and the Runner's
-time is the sum of the artifact's kernel times, so the layouts are compared like with like."""
+time is the sum of the artifact's kernel times, so the layouts are compared like with like.
+
+A texture task's candidate is its one function (the packed conv with its pad and epilogue) lowered with its
+parameters in the images the model's artifact gives them (`Task.images`, the texture TIR pipeline) into a
+one-step artifact whose inputs and output are those images: the time is the conv kernel's alone (the model's
+pack/unpack kernels are not part of it), and the reference is the unscheduled function built for the CPU."""
 
 from __future__ import annotations
 
@@ -35,8 +40,17 @@ class BuildResult:
     seconds: float = 0.0
 
 
-def _tensor_specs(func) -> list[TensorSpec]:
-    return [TensorSpec(p.name, [int(d) for d in p.shape], str(p.dtype), "input", "") for p in func.params]
+def _tensor_specs(func, images: list | None = None) -> list[TensorSpec]:
+    specs = [TensorSpec(p.name, [int(d) for d in p.shape], str(p.dtype), "input", "") for p in func.params]
+    for spec, image in zip(specs, images or ()):
+        if image:
+            spec.scope, spec.image = image["scope"], image
+    return specs
+
+
+def _refusal(caught) -> str | None:
+    """The warning a schedule of ours gave when it refused a config (another schedule would run in its place)."""
+    return next((str(w.message)[:300] for w in caught if "falling back" in str(w.message)), None)
 
 
 def _failure(err: Exception, started: float) -> BuildResult:
@@ -68,9 +82,12 @@ def build_candidate(task: Task, config: dict, out_dir: str) -> BuildResult:
     target = tvm_target(task.target_name)
     func = task.func()
     try:
-        sch = task.module.apply(func, target, {task.key: config})
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", RuntimeWarning)
+            sch = task.module.apply(func, target, {task.key: config})
         if sch is None:
-            return BuildResult(error="the schedule does not apply to this function", seconds=0.0)
+            return BuildResult(error=_refusal(caught) or "the schedule does not apply to this function",
+                               seconds=time.perf_counter() - started)
     except TVM_ERRORS as err:
         return _failure(err, started)
     return build_scheduled(task, sch.mod["main"], out_dir, config, started)
@@ -78,27 +95,30 @@ def build_candidate(task: Task, config: dict, out_dir: str) -> BuildResult:
 
 def build_scheduled(task: Task, scheduled, out_dir: str, config: dict, started: float | None = None) -> BuildResult:
     """Lower `scheduled` (the task's function, already scheduled: by our family with `config`, or by MetaSchedule)
-    and write a one-step artifact to `out_dir`; a lowering failure is a BuildResult error. `started`: when the
-    caller's part of the build began (perf_counter), so that BuildResult.seconds covers it."""
+    and write a one-step artifact to `out_dir`, its parameters in the task's images if it has any; a lowering
+    failure is a BuildResult error. `started`: when the caller's part of the build began (perf_counter), so that
+    BuildResult.seconds covers it."""
     from ..compile import lower_primfunc, plan_storage
+    from ..texture import TextureLoweringError
     from ..target import tvm_target
 
     started = time.perf_counter() if started is None else started
     func = task.func()
     try:
         launches, workspaces, source = lower_primfunc(scheduled.with_attr("tirx.is_scheduled", True), task.func_name,
-                                                      tvm_target(task.target_name))
-    except TVM_ERRORS as err:
+                                                      tvm_target(task.target_name), task.scopes)
+    except (*TVM_ERRORS, TextureLoweringError) as err:
         return _failure(err, started)
-    specs = _tensor_specs(func)
+    specs = _tensor_specs(func, task.images)
     for spec in specs[len(specs) - task.n_outputs:]:
         spec.kind = "output"
     tensors = {s.name: s for s in specs}
     steps = [Step(task.func_name, task.func_name, task.family, [s.name for s in specs], launches, workspaces)]
     inputs = [s.name for s in specs if s.kind == "input"]
     outputs = [s.name for s in specs if s.kind == "output"]
-    storage = plan_storage(tensors, steps, outputs)
-    plan = Plan(inputs, outputs, tensors, storage, {task.func_name: f"kernels/{task.func_name}.cl"}, steps)
+    storage, images = plan_storage(tensors, steps, outputs, with_images=True)
+    plan = Plan(inputs, outputs, tensors, storage, {task.func_name: f"kernels/{task.func_name}.cl"}, steps,
+                images=images)
     _write_artifact(out_dir, plan, {task.func_name: source}, {}, task, config)
     return BuildResult(artifact=out_dir, seconds=time.perf_counter() - started)
 
@@ -140,9 +160,9 @@ def _build_layout(task: LayoutTask, config: dict, out_dir: str) -> BuildResult:
             plan, sources, params = extract_plan(lowered, target)
     except TVM_ERRORS as err:
         return _failure(err, started)
-    fallback = [str(w.message) for w in caught if "falling back" in str(w.message)]
-    if fallback:  # our schedule refused: TVM's would be measured in its place
-        return BuildResult(error=fallback[0][:300], seconds=time.perf_counter() - started)
+    refusal = _refusal(caught)
+    if refusal:  # our schedule refused: TVM's would be measured in its place
+        return BuildResult(error=refusal, seconds=time.perf_counter() - started)
     if any("winograd" in step.func for step in plan.steps) != bool(config["tile"]):
         return BuildResult(error=f"the plan's steps {[s.func for s in plan.steps]} are not layout tile "
                            f"{config['tile']}", seconds=time.perf_counter() - started)
@@ -182,13 +202,15 @@ def reference_outputs(task: Task, inputs: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def task_inputs(task: Task, seed: int = 0) -> list[np.ndarray]:
-    """Seeded inputs of every candidate of a task (a layout task: the conv's input only)."""
+    """Seeded inputs of every candidate of a task (a layout task: the conv's input only). Inputs stored in
+    half-float images are rounded to half first, so the reference sees what the kernel reads."""
     rng = np.random.default_rng(seed)
     if isinstance(task, LayoutTask):
         wl = task.workload
         return [rng.standard_normal((wl.n, wl.c, wl.h, wl.w)).astype(wl.dtype)]
-    specs = _tensor_specs(task.func())
-    return [rng.standard_normal(s.shape).astype(s.dtype) for s in specs[: len(specs) - task.n_outputs]]
+    specs = _tensor_specs(task.func(), task.images)
+    return [rng.standard_normal(s.shape).astype(np.dtype(s.image["channel_type"]) if s.image else s.dtype)
+            .astype(s.dtype) for s in specs[: len(specs) - task.n_outputs]]
 
 
 class Builder:

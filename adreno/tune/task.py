@@ -2,12 +2,15 @@
 
 A task carries its primitive function as TVMScript text, so build workers in other processes can rebuild it
 (TVM objects do not pickle). With `layouts`, every Winograd-eligible conv is a `LayoutTask` instead: its space
-joins the weight layout (direct OIHW or Winograd-transformed) with the knobs of the chosen layout (AL-Ansor)."""
+joins the weight layout (direct OIHW or Winograd-transformed) with the knobs of the chosen layout (AL-Ansor).
+With texture memory the tasks come from the texture-lowered model (packed convs of `conv2d_texture`), and each
+task carries the OpenCL image every parameter of its function gets in the artifact, so that candidates are built
+and measured on images, as `adreno compile` runs them."""
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 
 from ..errors import AdrenoError
@@ -26,6 +29,14 @@ class Task:
     weight: int = 1  # how many times the model calls it
     target_name: str = "adreno-740"
     names: list[str] = field(default_factory=list)  # every function name sharing this workload
+    images: list = field(default_factory=list)  # per parameter (outputs last): its ImageSpec dict, None for a buffer
+
+    @property
+    def scopes(self) -> list[str] | None:
+        """The memory scope of every parameter (`lower_primfunc`'s `scopes`); None when all are buffers."""
+        if not any(self.images):
+            return None
+        return [image["scope"] if image else "global" for image in self.images]
 
     @property
     def module(self):
@@ -127,22 +138,45 @@ class LayoutTask(Task):
         return [default] + [self.layout_default(t, target) for t in TILES if t != default["tile"]]
 
 
+def _images(func, args, n_outputs: int, device, precision: str) -> list:
+    """The image (ImageSpec dict) or None (buffer) of each parameter of `func` called with `args`, chosen as
+    `compile.extract_plan` chooses them: constants prefer the weight scope, everything else the activation ones."""
+    import tvm
+
+    from ..texture import choose_image
+
+    kinds = ["param" if isinstance(a, tvm.ir.expr.Constant) else "act" for a in args] + ["act"] * n_outputs
+    storage = "float16" if precision == "fp16" else "float32"
+    images = []
+    for param, kind in zip(func.params, kinds):
+        image, _ = choose_image([int(d) for d in param.shape], str(param.dtype), kind, device, storage)
+        images.append(None if image is None else asdict(image))
+    return images
+
+
 def extract_tasks(model, target_name: str = "adreno-740", input_shapes: dict | None = None,
-                  layouts: bool = False) -> list[Task]:
+                  layouts: bool = False, memory: str = "buffer", precision: str = "fp32") -> list[Task]:
     """The tunable kernels of `model`: one task per distinct workload key, heaviest (most calls x flops) first.
     With `layouts`, a Winograd-eligible conv is a `LayoutTask` (keyed by its conv workload) instead of a kernel task
-    of `conv2d_direct`."""
+    of `conv2d_direct` (buffer memory only: Winograd has no texture path). With memory "texture" the model is
+    lowered as `adreno compile` lowers it by default (packed convs are `conv2d_texture` tasks) and each task records
+    its parameters' images (`Task.images`; `precision` "fp16": half-float images)."""
     import tvm
 
     from .. import schedules, winograd
     from ..compile import lower_relax
     from ..frontend import load_model, to_relax
-    from ..target import tvm_target
+    from ..target import get_device, tvm_target
 
+    if memory not in ("buffer", "texture"):
+        raise AdrenoError(f"--memory must be 'texture' or 'buffer', not {memory!r}")
+    if precision not in ("fp32", "fp16") or (precision == "fp16" and memory != "texture"):
+        raise AdrenoError(f"--precision {precision}: fp32, or fp16 (half-float images) with --memory texture")
     onnx_model, _ = load_model(model)
     relax_mod = to_relax(onnx_model, input_shapes)
-    eligible = set(winograd.eligible_workloads(relax_mod)) if layouts else set()
-    lowered = lower_relax(relax_mod, tvm_target(target_name), schedules="none")
+    eligible = set(winograd.eligible_workloads(relax_mod)) if layouts and memory == "buffer" else set()
+    lowered = lower_relax(relax_mod, tvm_target(target_name), schedules="none", memory=memory)
+    device = get_device(target_name)
     call_tir = tvm.ir.Op.get("relax.call_tir")
     tasks: dict[str, Task] = {}
     for block in lowered["main"].body.blocks:
@@ -166,8 +200,11 @@ def extract_tasks(model, target_name: str = "adreno-740", input_shapes: dict | N
                         tasks[key].names.append(gvar.name_hint)
                 else:
                     fields = getattr(binding.var.ty, "fields", None)
-                    tasks[key] = kind(key, family, gvar.name_hint, func.script(), len(fields) if fields else 1,
-                                      target_name=target_name, names=[gvar.name_hint])
+                    n_outputs = len(fields) if fields else 1
+                    images = _images(func, value.args[1].fields, n_outputs, device, precision) \
+                        if memory == "texture" else []
+                    tasks[key] = kind(key, family, gvar.name_hint, func.script(), n_outputs,
+                                      target_name=target_name, names=[gvar.name_hint], images=images)
                 break
     if not tasks:
         raise AdrenoError("the model has no kernel any of our schedules can tune")

@@ -97,7 +97,8 @@ def test_tuning_chooses_the_fastest_layout_and_compile_applies_it(tmp_path):
 
     model = _conv(tmp_path / "c64.onnx")
     records, report_path = tmp_path / "r.jsonl", tmp_path / "rep.json"
-    proc = _cli("tune", model, "--trials", 6, "--batch", 3, "--records", records, "--report", report_path)
+    proc = _cli("tune", model, "--memory", "buffer", "--trials", 6, "--batch", 3, "--records", records,
+                "--report", report_path)
     assert proc.returncode == 0, proc.stderr
     db = Database(records)
     ok = [r for r in db.records if r.ok]
@@ -112,7 +113,8 @@ def test_tuning_chooses_the_fastest_layout_and_compile_applies_it(tmp_path):
             min(r.median for r in ok if r.config["tile"] == tile) * 1e3, abs=1e-3)
     assert row["layout"] in proc.stdout
 
-    again = _cli("tune", model, "--trials", 3, "--batch", 3, "--records", records, "-q")  # resume
+    again = _cli("tune", model, "--memory", "buffer", "--trials", 3, "--batch", 3, "--records", records,
+                 "-q")  # resume
     assert again.returncode == 0, again.stderr
     configs = [json.dumps(r.config, sort_keys=True) for r in Database(records).records]
     assert len(configs) == len(db.records) + 3 and len(set(configs)) == len(configs)

@@ -28,8 +28,9 @@ def conv_model(tmp_path_factory):
 
 
 def tune(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "adreno.cli", "tune", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout)
+    """`adreno tune` of the NCHW buffer kernels (texture tuning: tests/tune/test_texture_tuning.py)."""
+    return subprocess.run([sys.executable, "-m", "adreno.cli", "tune", "--memory", "buffer", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def test_extract_tasks_weights_and_families():
@@ -59,9 +60,9 @@ def test_tuning_improves_a_conv_over_its_default(conv_model, tmp_path):
 
 def test_sigkill_and_resume_loses_and_duplicates_nothing(conv_model, tmp_path):
     records = tmp_path / "r.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "adreno.cli", "tune", str(conv_model), "--trials", "64",
-                             "--batch", "4", "--records", str(records), "-q"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-m", "adreno.cli", "tune", "--memory", "buffer", str(conv_model),
+                             "--trials", "64", "--batch", "4", "--records", str(records), "-q"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 240
     while time.time() < deadline and (not records.exists() or len(records.read_text().splitlines()) < 8):
         time.sleep(0.2)
