@@ -42,30 +42,59 @@ WINOGRAD_TOL = 1e-3
 
 @dataclass
 class Layer:
-    name: str
+    """One conv layer and what follows it (the schedule tests build their cases from this class too).
+
+    epilogue: "none" | "bias" | "bn" | "bn_relu" | "bn_clip" (ReLU6) | "bias_residual_relu" (conv + bias + a second
+    input `skip`, then ReLU); pads: (top, left, bottom, right). `name` and `count` (how often the model has the layer)
+    label benchmark rows; the benchmark's own columns (naive kernel, torch) take the BN epilogues with symmetric
+    padding that `conv_layers` produces."""
+
     n: int
     c: int
     h: int
     w: int
     o: int
     k: int
-    stride: int
-    pad: int
-    groups: int
-    act: str  # "relu" | "clip6" | "none"
+    stride: int = 1
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    dilation: int = 1
+    groups: int = 1
+    epilogue: str = "bn_relu"
+    name: str = ""
     count: int = 1
 
     @property
+    def out_hw(self) -> tuple[int, int]:
+        span = self.dilation * (self.k - 1) + 1
+        return ((self.h + self.pads[0] + self.pads[2] - span) // self.stride + 1,
+                (self.w + self.pads[1] + self.pads[3] - span) // self.stride + 1)
+
+    @property
     def oh(self) -> int:
-        return (self.h + 2 * self.pad - self.k) // self.stride + 1
+        return self.out_hw[0]
 
     @property
     def ow(self) -> int:
-        return (self.w + 2 * self.pad - self.k) // self.stride + 1
+        return self.out_hw[1]
+
+    @property
+    def pad(self) -> int:
+        return self.pads[0]
+
+    @property
+    def act(self) -> str:
+        """The activation after the conv: "relu", "clip6" or "none"."""
+        return "relu" if self.epilogue.endswith("relu") else "clip6" if self.epilogue.endswith("clip") else "none"
 
     @property
     def flops(self) -> int:
         return 2 * self.n * self.o * self.oh * self.ow * (self.c // self.groups) * self.k * self.k
+
+    def id(self) -> str:
+        p = "".join(map(str, self.pads)) if len(set(self.pads)) > 1 else str(self.pads[0])
+        return (f"n{self.n}c{self.c}x{self.h}x{self.w}-o{self.o}k{self.k}s{self.stride}p{p}"
+                f"{f'd{self.dilation}' if self.dilation > 1 else ''}{f'g{self.groups}' if self.groups > 1 else ''}"
+                f"-{self.epilogue}")
 
     def label(self) -> str:
         kind = "dw" if self.groups > 1 and self.groups == self.c else ("g" if self.groups > 1 else "")
@@ -84,7 +113,8 @@ class Result:
 
 
 def conv_layers(model_name: str) -> list[Layer]:
-    """The distinct Conv layers of a zoo model, each with the activation that follows its BatchNormalization."""
+    """The distinct Conv layers of a zoo model, each with the BatchNormalization and activation after it and how
+    many times the model has it, named L0, L1, ... in order of first appearance."""
     import onnx
 
     from adreno import zoo
@@ -97,63 +127,88 @@ def conv_layers(model_name: str) -> list[Layer]:
     for node in model.graph.node:
         for name in node.input:
             consumers.setdefault(name, []).append(node)
-    found: dict[tuple, Layer] = {}
+    found: dict[str, Layer] = {}
     for node in model.graph.node:
         if node.op_type != "Conv":
             continue
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         n, c, h, w = shapes[node.input[0]]
         o, _, k, _ = inits[node.input[1]]
-        stride, pad, groups = attrs.get("strides", [1])[0], attrs.get("pads", [0])[0], attrs.get("group", 1)
-        act, out = "none", node.output[0]
-        nxt = consumers.get(out, [])
-        if len(nxt) == 1 and nxt[0].op_type == "BatchNormalization":
-            out = nxt[0].output[0]
-            nxt = consumers.get(out, [])
-        if len(nxt) == 1 and nxt[0].op_type in ("Relu", "Clip"):
-            act = "relu" if nxt[0].op_type == "Relu" else "clip6"
-        key = (n, c, h, w, o, k, stride, pad, groups, act)
-        if key in found:
-            found[key].count += 1
+        epilogue, out = "none", node.output[0]
+        after = consumers.get(out, [])
+        if len(after) == 1 and after[0].op_type == "BatchNormalization":
+            epilogue, out = "bn", after[0].output[0]
+            after = consumers.get(out, [])
+        if epilogue == "bn" and len(after) == 1 and after[0].op_type in ("Relu", "Clip"):
+            epilogue += "_relu" if after[0].op_type == "Relu" else "_clip"
+        layer = Layer(n, c, h, w, o, k, attrs.get("strides", [1])[0], tuple(attrs.get("pads", [0] * 4)),
+                      attrs.get("dilations", [1])[0], attrs.get("group", 1), epilogue)
+        if layer.id() in found:
+            found[layer.id()].count += 1
         else:
-            found[key] = Layer(f"L{len(found)}", n, c, h, w, o, k, stride, pad, groups, act)
+            layer.name = f"L{len(found)}"
+            found[layer.id()] = layer
     return list(found.values())
 
 
 def layer_params(layer: Layer, seed: int = 0) -> dict[str, np.ndarray]:
+    """The layer's tensors by ONNX name, seeded, numpy only (a TVM-less machine regenerates them): weight `w`
+    (He-normal), `bias` or BN statistics per the epilogue, input `x` and, for a residual epilogue, `skip`."""
     rng = np.random.default_rng(seed)
     cig = layer.c // layer.groups
     weight = rng.standard_normal((layer.o, cig, layer.k, layer.k), dtype=np.float32)
-    weight *= np.float32(math.sqrt(2.0 / (cig * layer.k * layer.k)))
-    gamma = (1.0 + 0.1 * rng.standard_normal(layer.o)).astype(np.float32)
-    beta = (0.05 * rng.standard_normal(layer.o)).astype(np.float32)
-    mean = (0.1 * rng.standard_normal(layer.o)).astype(np.float32)
-    var = (0.5 + rng.random(layer.o)).astype(np.float32)
-    x = rng.standard_normal((layer.n, layer.c, layer.h, layer.w), dtype=np.float32)
-    return {"x": x, "w": weight, "gamma": gamma, "beta": beta, "mean": mean, "var": var}
+    p = {"w": weight * np.float32(math.sqrt(2.0 / (cig * layer.k * layer.k)))}
+    if layer.epilogue.startswith("bias"):
+        p["bias"] = rng.standard_normal(layer.o, dtype=np.float32)
+    if layer.epilogue.startswith("bn"):
+        p["gamma"] = (1.0 + 0.1 * rng.standard_normal(layer.o)).astype(np.float32)
+        p["beta"] = (0.05 * rng.standard_normal(layer.o)).astype(np.float32)
+        p["mean"] = (0.1 * rng.standard_normal(layer.o)).astype(np.float32)
+        p["var"] = (0.5 + rng.random(layer.o)).astype(np.float32)
+    p["x"] = rng.standard_normal((layer.n, layer.c, layer.h, layer.w), dtype=np.float32)
+    if layer.epilogue.endswith("residual_relu"):
+        p["skip"] = rng.standard_normal((layer.n, layer.o, layer.oh, layer.ow), dtype=np.float32)
+    return p
 
 
 def layer_model(layer: Layer, p: dict[str, np.ndarray]):
-    """Conv + BatchNormalization (+ Relu / Clip(0, 6)) as a one-layer ONNX model."""
+    """The layer as a one-layer ONNX model (inputs `x` and, for a residual epilogue, `skip`; output `y`) with the
+    weights of `p` (`layer_params`)."""
+    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    inits = [numpy_helper.from_array(p[k], k) for k in ("w", "gamma", "beta", "mean", "var")]
-    nodes = [helper.make_node("Conv", ["x", "w"], ["conv"], kernel_shape=[layer.k] * 2, strides=[layer.stride] * 2,
-                              pads=[layer.pad] * 4, group=layer.groups),
-             helper.make_node("BatchNormalization", ["conv", "gamma", "beta", "mean", "var"],
-                              ["bn" if layer.act != "none" else "y"], epsilon=1e-5)]
+    def value(name, shape):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
+
+    weights = [k for k in ("w", "bias", "gamma", "beta", "mean", "var") if k in p]
+    inits = [numpy_helper.from_array(p[k], k) for k in weights]
+    inputs = [value("x", p["x"].shape)]
+    nodes = [helper.make_node("Conv", ["x", "w"] + (["bias"] if "bias" in p else []), ["conv"],
+                              kernel_shape=[layer.k] * 2, strides=[layer.stride] * 2, pads=list(layer.pads),
+                              dilations=[layer.dilation] * 2, group=layer.groups)]
+    last = "conv"
+    if "gamma" in p:
+        nodes.append(helper.make_node("BatchNormalization", [last, "gamma", "beta", "mean", "var"], ["bn"],
+                                      epsilon=1e-5))
+        last = "bn"
+    if "skip" in p:
+        inputs.append(value("skip", p["skip"].shape))
+        nodes.append(helper.make_node("Add", [last, "skip"], ["sum"]))
+        last = "sum"
     if layer.act == "relu":
-        nodes.append(helper.make_node("Relu", ["bn"], ["y"]))
+        nodes.append(helper.make_node("Relu", [last], ["act"]))
+        last = "act"
     elif layer.act == "clip6":
         inits += [numpy_helper.from_array(np.array(0, np.float32), "lo"),
                   numpy_helper.from_array(np.array(6, np.float32), "hi")]
-        nodes.append(helper.make_node("Clip", ["bn", "lo", "hi"], ["y"]))
-    graph = helper.make_graph(nodes, layer.name,
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [layer.n, layer.c, layer.h, layer.w])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT,
-                                                             [layer.n, layer.o, layer.oh, layer.ow])], inits)
+        nodes.append(helper.make_node("Clip", [last, "lo", "hi"], ["act"]))
+        last = "act"
+    nodes.append(helper.make_node("Identity", [last], ["y"]))
+    graph = helper.make_graph(nodes, layer.name or "conv_layer", inputs,
+                              [value("y", (layer.n, layer.o, layer.oh, layer.ow))], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
+    onnx.checker.check_model(model)
     return model
 
 
@@ -346,7 +401,8 @@ def prepare(model_name: str, layers: list[Layer], out: Path) -> None:
 def load_prepared(prepared: Path) -> tuple[str, list[Layer], dict]:
     index = json.loads((prepared / "layers.json").read_text())
     names = set(Layer.__dataclass_fields__)
-    layers = [Layer(**{k: v for k, v in entry.items() if k in names}) for entry in index["layers"]]
+    layers = [Layer(**{k: tuple(v) if k == "pads" else v for k, v in entry.items() if k in names})
+              for entry in index["layers"]]
     return index["model"], layers, {e["name"]: e for e in index["layers"]}
 
 

@@ -15,8 +15,9 @@ def test_layer_tables():
     assert {layer.act for layer in mb} >= {"clip6", "none"}
 
 
-@pytest.mark.parametrize("layer", [bench_conv.Layer("a", 1, 8, 9, 9, 16, 3, 2, 1, 1, "relu"),
-                                   bench_conv.Layer("b", 1, 8, 7, 7, 8, 3, 1, 1, 8, "clip6")], ids=["conv", "dw"])
+@pytest.mark.parametrize("layer", [bench_conv.Layer(1, 8, 9, 9, 16, 3, 2, (1, 1, 1, 1), name="a"),
+                                   bench_conv.Layer(1, 8, 7, 7, 8, 3, 1, (1, 1, 1, 1), groups=8, epilogue="bn_clip",
+                                                    name="b")], ids=["conv", "dw"])
 def test_naive_kernel_matches_onnxruntime(layer, pocl_device):
     from onnxruntime import InferenceSession
 
