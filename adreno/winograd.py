@@ -280,14 +280,15 @@ def select_tile(wl) -> int:
 
 
 def choose_tile(wl, mode: str, config: dict | None) -> int:
-    """The tile for an eligible conv: forced by "f2"/"f4", else its tuned layout record's, else the mode's rule
-    ("auto": `select_tile`, "off": 0)."""
+    """The tile for an eligible conv: forced by "f2"/"f4", else its tuned layout record's, else 0 when it has a tuned
+    direct-kernel record (a `--no-layouts` run), else the mode's rule ("auto": `select_tile`, "off": 0)."""
     if mode in ("f2", "f4"):
         return int(mode[1])
-    tuned = (config or {}).get(wl.key(OP))
+    config = config or {}
+    tuned = config.get(wl.key(OP))
     if tuned and "tile" in tuned:
         return int(tuned["tile"])
-    return select_tile(wl) if mode == "auto" else 0
+    return select_tile(wl) if mode == "auto" and wl.key("conv2d_direct") not in config else 0
 
 
 def _const_array(expr):

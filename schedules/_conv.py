@@ -80,22 +80,11 @@ def _ints(values) -> list[int] | None:
 def match_conv(func, sch=None) -> ConvMatch | None:
     """Recognise `pad? -> conv2d_nchw|group_conv2d_nchw -> elementwise*` (static shapes); None otherwise."""
     from tvm.sym.pattern import detect_linear_equation
-    from tvm import s_tir, tirx
-    from tvm.s_tir.dlight import analysis
 
-    if sch is None:
-        if not isinstance(func, tirx.PrimFunc):
-            return None
-        try:
-            sch = s_tir.Schedule(func)
-        except TVM_ERRORS:  # not a schedulable function
-            return None
-    try:
-        root = analysis.get_root_block(sch)
-        blocks = list(sch.get_child_blocks(root))
-    except TVM_ERRORS:  # no single root block
+    found = schedulable_blocks(func, sch)
+    if found is None:
         return None
-    infos = [analysis.get_sblock_info(sch, b) for b in blocks]
+    sch, blocks, infos = found
     reductions = [i for i, info in enumerate(infos) if info.is_reduction()]
     if len(reductions) != 1:
         return None
@@ -141,23 +130,10 @@ def match_conv(func, sch=None) -> ConvMatch | None:
     if len(before) > 1:
         return None
     if before:
-        pstmt = sch.get(before[0])
-        if not infos[0].is_injective() or len(pstmt.writes) != 1 or len(pstmt.reads) != 1 \
-                or not pstmt.writes[0].source.same_as(data_region.source):
+        found = pad_of(sch, before[0], infos[0], data_region.source)
+        if found is None:
             return None
-        in_buf = pstmt.reads[0].source
-        in_shape = _ints(in_buf.shape)
-        padded = _ints(data_region.source.shape)
-        pivs = list(pstmt.iter_vars)
-        pmins = [r.min for r in pstmt.reads[0].region]
-        try:
-            top = -int(detect_linear_equation(pmins[2], [pivs[2].var])[1])
-            left = -int(detect_linear_equation(pmins[3], [pivs[3].var])[1])
-        except (IndexError, TypeError, ValueError):
-            return None
-        if in_shape is None or padded is None:
-            return None
-        padding = (top, left, padded[2] - in_shape[2] - top, padded[3] - in_shape[3] - left)
+        padding, in_shape = found
         pad_block = before[0]
     else:
         in_shape = _ints(data_region.source.shape)
@@ -182,6 +158,47 @@ def match_conv(func, sch=None) -> ConvMatch | None:
     return ConvMatch(workload, pad_block, conv, list(epilogue))
 
 
+def schedulable_blocks(func, sch=None):
+    """(schedule, the root block's children, their dlight infos) for a PrimFunc (or for `sch`, a schedule of it), or
+    None when it cannot be scheduled or has no single root block."""
+    from tvm import s_tir, tirx
+    from tvm.s_tir.dlight import analysis
+
+    if sch is None:
+        if not isinstance(func, tirx.PrimFunc):
+            return None
+        try:
+            sch = s_tir.Schedule(func)
+        except TVM_ERRORS:  # not a schedulable function
+            return None
+    try:
+        blocks = list(sch.get_child_blocks(analysis.get_root_block(sch)))
+    except TVM_ERRORS:  # no single root block
+        return None
+    return sch, blocks, [analysis.get_sblock_info(sch, b) for b in blocks]
+
+
+def pad_of(sch, block, info, padded_buffer):
+    """What a zero-padding block adds to dims 2 and 3 (H, W) of `padded_buffer`, which it must write from one
+    buffer: ((top, left, bottom, right), the unpadded shape), or None when `block` is not such a block."""
+    from tvm.sym.pattern import detect_linear_equation
+
+    stmt = sch.get(block)
+    if not info.is_injective() or len(stmt.reads) != 1 or len(stmt.writes) != 1 \
+            or not stmt.writes[0].source.same_as(padded_buffer):
+        return None
+    in_shape, padded = _ints(stmt.reads[0].source.shape), _ints(padded_buffer.shape)
+    ivs, mins = list(stmt.iter_vars), [r.min for r in stmt.reads[0].region]
+    try:
+        top = -int(detect_linear_equation(mins[2], [ivs[2].var])[1])
+        left = -int(detect_linear_equation(mins[3], [ivs[3].var])[1])
+    except (IndexError, TypeError, ValueError):
+        return None
+    if in_shape is None or padded is None or len(in_shape) < 4:
+        return None
+    return (top, left, padded[2] - in_shape[2] - top, padded[3] - in_shape[3] - left), in_shape
+
+
 def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
@@ -203,14 +220,15 @@ def max_threads(target) -> int:
     return 256
 
 
-def validate(cfg: dict, knobs: dict, target) -> dict:
-    """Check a config against a knob table and the workgroup limit; raises ValueError."""
+def validate(cfg: dict, knobs: dict, target, thread_knobs=None) -> dict:
+    """Check a config against a knob table and the workgroup limit (the product of `thread_knobs`, by default of
+    every `threads_*` knob in `cfg`); raises ValueError."""
     for name, value in cfg.items():
         if name not in knobs:
             raise ValueError(f"unknown knob {name!r}; knobs: {sorted(knobs)}")
         if value not in knobs[name]:
             raise ValueError(f"knob {name}={value!r} not among {knobs[name]}")
-    threads = cfg["threads_f"] * cfg["threads_y"] * cfg["threads_x"]
+    threads = math.prod(cfg.get(k, 1) for k in (thread_knobs or [k for k in cfg if k.startswith("threads_")]))
     if threads > max_threads(target):
         raise ValueError(f"workgroup of {threads} work-items exceeds the target's {max_threads(target)}")
     return cfg

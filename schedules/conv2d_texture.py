@@ -44,21 +44,12 @@ def _match(func, sch=None):
     """(op, ConvMatch) for `pad? -> conv2d_NCHW4c|dwconv2d_NCHW4c -> elementwise*` on packed tensors; else None.
 
     The workload counts channels as stored (padded to multiples of 4); depthwise has groups == channels."""
-    from tvm import s_tir, tirx
-    from tvm.s_tir.dlight import analysis
     from tvm.sym.pattern import detect_linear_equation
 
-    if sch is None:
-        if not isinstance(func, tirx.PrimFunc):
-            return None
-        try:
-            sch = s_tir.Schedule(func)
-        except TVM_ERRORS:  # not a schedulable function
-            return None
-    try:
-        blocks = list(sch.get_child_blocks(analysis.get_root_block(sch)))
-    except TVM_ERRORS:  # no single root block
+    found = _conv.schedulable_blocks(func, sch)
+    if found is None:
         return None
+    sch, blocks, infos = found
     names = [str(sch.get(b).name_hint) for b in blocks]
     convs = [i for i, name in enumerate(names) if name in OPS]
     if len(convs) != 1 or convs[0] > 1:
@@ -87,22 +78,15 @@ def _match(func, sch=None):
     (sh, dh), (sw, dw) = (int(v) for v in coef_y[:2]), (int(v) for v in coef_x[:2])
     pad = None
     if ci == 1:
-        pad = blocks[0]
-        pstmt = sch.get(pad)
-        in_shape = _conv._ints(pstmt.reads[0].source.shape)
-        pivs, pmins = list(pstmt.iter_vars), [r.min for r in pstmt.reads[0].region]
-        try:
-            top = -int(detect_linear_equation(pmins[2], [pivs[2].var])[1])
-            left = -int(detect_linear_equation(pmins[3], [pivs[3].var])[1])
-        except (IndexError, TypeError, ValueError):
+        pad, found = blocks[0], _conv.pad_of(sch, blocks[0], infos[0], data_region.source)
+        if found is None:
             return None
-        padding = (top, left, padded[2] - in_shape[2] - top, padded[3] - in_shape[3] - left)
+        padding, in_shape = found
     else:
         in_shape, padding = padded, (0, 0, 0, 0)
     epilogue = blocks[ci + 1:]
-    for block in epilogue:
-        if not analysis.get_sblock_info(sch, block).is_injective() \
-                or _conv._ints(sch.get(block).writes[0].source.shape) != out_shape:
+    for block, info in zip(epilogue, infos[ci + 1:]):
+        if not info.is_injective() or _conv._ints(sch.get(block).writes[0].source.shape) != out_shape:
             return None
     c = in_shape[1] * LANES
     workload = _conv.ConvWorkload(n, c, in_shape[2], in_shape[3], o4 * LANES, kh, kw, oh, ow, (sh, sw), (dh, dw),
@@ -143,14 +127,7 @@ def default_config(wl: _conv.ConvWorkload, target) -> dict:
 
 def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
     """Raise ValueError when `config` is not a valid point of this family's space for `wl` on `target`."""
-    for name, value in config.items():
-        if name not in KNOBS:
-            raise ValueError(f"unknown knob {name!r}; knobs: {sorted(KNOBS)}")
-        if value not in KNOBS[name]:
-            raise ValueError(f"knob {name}={value!r} not among {KNOBS[name]}")
-    threads = config["threads_cb"] * config["threads_y"] * config["threads_x"]
-    if threads > _conv.max_threads(target):
-        raise ValueError(f"workgroup of {threads} work-items exceeds the target's {_conv.max_threads(target)}")
+    _conv.validate(config, KNOBS, target)
     if config["tile_cb"] * config["tile_y"] * config["tile_x"] > MAX_TILE:
         raise ValueError(f"register tile of {config['tile_cb']}x{config['tile_y']}x{config['tile_x']} float4 "
                          f"exceeds {MAX_TILE}")

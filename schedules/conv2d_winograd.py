@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import warnings
 
-from ..errors import TVM_ERRORS
 from . import _conv
 
 OP = "conv2d_winograd"
@@ -48,24 +47,12 @@ STAGE_KNOBS = {
 }
 
 
-def _blocks(sch):
-    from tvm.s_tir.dlight import analysis
-
-    root = analysis.get_root_block(sch)
-    return list(sch.get_child_blocks(root))
-
-
 def _stage_of(func):
     """(stage name, schedule, blocks) when `func` is one of the Winograd stages, else None."""
-    from tvm import s_tir, tirx
-
-    if not isinstance(func, tirx.PrimFunc):
+    found = _conv.schedulable_blocks(func)
+    if found is None:
         return None
-    try:
-        sch = s_tir.Schedule(func)
-        blocks = _blocks(sch)
-    except TVM_ERRORS:  # not a schedulable function
-        return None
+    sch, blocks, _ = found
     names = [str(sch.get(b).name_hint) for b in blocks]
     found = [s for s in STAGES if s in names]
     if len(found) != 1:
@@ -138,16 +125,8 @@ def default_config(wl, target) -> dict:
 def check_config(wl, config: dict, target) -> dict:
     """Raise ValueError when `config` is not valid for the stage `wl` on `target`."""
     stage, _ = wl
-    for name, value in config.items():
-        if name not in KNOBS:
-            raise ValueError(f"unknown knob {name!r}; knobs: {sorted(KNOBS)}")
-        if value not in KNOBS[name]:
-            raise ValueError(f"knob {name}={value!r} not among {KNOBS[name]}")
-    threads = config.get("threads_o", 1) * config.get("threads_p", 1) if stage == "winograd_batch_gemm" \
-        else config.get("threads_t", 1)
-    if threads > _conv.max_threads(target):
-        raise ValueError(f"workgroup of {threads} work-items exceeds the target's {_conv.max_threads(target)}")
-    return config
+    return _conv.validate(config, KNOBS, target,
+                          ("threads_o", "threads_p") if stage == "winograd_batch_gemm" else ("threads_t",))
 
 
 def _unroll_all(sch, loops):

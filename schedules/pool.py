@@ -138,21 +138,6 @@ def combiner(stmt) -> str | None:
     return None
 
 
-def blocks_of(func):
-    """(schedule, child blocks of the root, their dlight infos), or None for a function that is not schedulable."""
-    from tvm import s_tir, tirx
-    from tvm.s_tir.dlight import analysis
-
-    if not isinstance(func, tirx.PrimFunc):
-        return None
-    try:
-        sch = s_tir.Schedule(func)
-        blocks = list(sch.get_child_blocks(analysis.get_root_block(sch)))
-    except TVM_ERRORS:  # not schedulable, or no single root block
-        return None
-    return sch, blocks, [analysis.get_sblock_info(sch, b) for b in blocks]
-
-
 def _epilogue_ok(sch, epilogue, infos, out_shape) -> bool:
     return all(info.is_injective() and _conv._ints(sch.get(b).writes[0].source.shape) == out_shape
                for b, info in zip(epilogue, infos))
@@ -187,20 +172,10 @@ def _match_windowed(sch, blocks, infos, ri) -> PoolMatch | None:
     padded = _conv._ints(data.source.shape)
     padding, pad = (0, 0, 0, 0), None
     if before:
-        pstmt = sch.get(before[0])
-        if not infos[0].is_injective() or len(pstmt.reads) != 1 or len(pstmt.writes) != 1 \
-                or not pstmt.writes[0].source.same_as(data.source):
+        found = _conv.pad_of(sch, before[0], infos[0], data.source)
+        if found is None:
             return None
-        in_shape = _conv._ints(pstmt.reads[0].source.shape)
-        pivs, pmins = list(pstmt.iter_vars), [r.min for r in pstmt.reads[0].region]
-        try:
-            top = -int(detect_linear_equation(pmins[2], [pivs[2].var])[1])
-            left = -int(detect_linear_equation(pmins[3], [pivs[3].var])[1])
-        except (IndexError, TypeError, ValueError):
-            return None
-        if in_shape is None or padded is None or len(in_shape) != 4:
-            return None
-        padding, pad = (top, left, padded[2] - in_shape[2] - top, padded[3] - in_shape[3] - left), before[0]
+        (padding, in_shape), pad = found, before[0]
     else:
         in_shape = padded
         if in_shape is None:
@@ -253,7 +228,7 @@ def _match_global(sch, blocks, infos, ri) -> PoolMatch | None:
 
 def match_pool(func) -> PoolMatch | None:
     """Recognise a windowed or global pool with its fused pad and epilogue (float32, static shapes); else None."""
-    found = blocks_of(func)
+    found = _conv.schedulable_blocks(func)
     if found is None:
         return None
     sch, blocks, infos = found
@@ -301,14 +276,7 @@ def default_config(wl: PoolWorkload, target) -> dict:
 
 def check_config(wl: PoolWorkload, config: dict, target) -> dict:
     """Raise ValueError when `config` is not a valid point of the space for `wl` on `target`."""
-    for name, value in config.items():
-        if name not in KNOBS:
-            raise ValueError(f"unknown knob {name!r}; knobs: {sorted(KNOBS)}")
-        if value not in KNOBS[name]:
-            raise ValueError(f"knob {name}={value!r} not among {KNOBS[name]}")
-    threads = config.get("threads_x", 1) * config.get("threads_y", 1)
-    if threads > _conv.max_threads(target):
-        raise ValueError(f"workgroup of {threads} work-items exceeds the target's {_conv.max_threads(target)}")
+    _conv.validate(config, KNOBS, target)
     if not wl.windowed and config.get("threads_x", 1) > 1 and config.get("tile_x", 1) > 1:
         raise ValueError("a cooperative global reduction computes one output per work-item (tile_x must be 1)")
     if not wl.windowed and config.get("threads_x", 1) > wl.length:

@@ -21,7 +21,7 @@ import warnings
 
 from ..errors import TVM_ERRORS
 from . import _conv
-from .pool import PoolWorkload, blocks_of, combiner
+from .pool import PoolWorkload, combiner
 
 KNOBS: dict[str, list] = {
     "threads_x": [1, 2, 4, 8, 16, 32, 64, 128, 256],
@@ -33,7 +33,7 @@ STAGES = ("T_softmax_maxelem", "T_softmax_exp", "T_softmax_expsum", "T_softmax_n
 def match_softmax(func):
     """(schedule, workload, the four stage blocks, epilogue blocks) for a float32 softmax with its epilogue; else
     None."""
-    found = blocks_of(func)
+    found = _conv.schedulable_blocks(func)
     if found is None:
         return None
     sch, blocks, infos = found
@@ -82,14 +82,7 @@ def default_config(wl: PoolWorkload, target) -> dict:
 
 def check_config(wl: PoolWorkload, config: dict, target) -> dict:
     """Raise ValueError when `config` is not a valid point of this family's space for `wl` on `target`."""
-    for name, value in config.items():
-        if name not in KNOBS:
-            raise ValueError(f"unknown knob {name!r}; knobs: {sorted(KNOBS)}")
-        if value not in KNOBS[name]:
-            raise ValueError(f"knob {name}={value!r} not among {KNOBS[name]}")
-    threads = config.get("threads_x", 1) * config.get("threads_y", 1)
-    if threads > _conv.max_threads(target):
-        raise ValueError(f"workgroup of {threads} work-items exceeds the target's {_conv.max_threads(target)}")
+    _conv.validate(config, KNOBS, target)
     if config.get("threads_x", 1) > wl.length:
         raise ValueError(f"threads_x={config['threads_x']} lanes for rows of {wl.length}")
     return config
