@@ -234,6 +234,17 @@ def validate(cfg: dict, knobs: dict, target, thread_knobs=None) -> dict:
     return cfg
 
 
+def output_from_registers(sch, match: ConvMatch):
+    """Keep the conv's accumulators in registers and inline the epilogue into its last block (or a new cache-write
+    block), which alone stores to memory; returns that block."""
+    for block in match.epilogue[:-1]:
+        sch.compute_inline(block)
+    if not match.epilogue:
+        return sch.cache_write(match.conv, 0, "local")
+    sch.set_scope(match.conv, 0, "local")
+    return match.epilogue[-1]
+
+
 def schedule_tiled(sch, match: ConvMatch, cfg: dict):
     """The register-tiled direct convolution schedule (see the module doc). Mutates and returns `sch`."""
     tf, ty, tx = cfg["threads_f"], cfg["threads_y"], cfg["threads_x"]
@@ -241,13 +252,7 @@ def schedule_tiled(sch, match: ConvMatch, cfg: dict):
     vrc, unroll_k = cfg.get("tile_rc", 1), cfg.get("unroll_k", 1)
 
     conv = match.conv
-    for block in match.epilogue[:-1]:
-        sch.compute_inline(block)
-    if match.epilogue:
-        out = match.epilogue[-1]
-        sch.set_scope(conv, 0, "local")
-    else:
-        out = sch.cache_write(conv, 0, "local")
+    out = output_from_registers(sch, match)
     # register caches of the input tile (the padded read, guarded) and of the weights
     if match.pad is not None:
         data = match.pad

@@ -138,13 +138,7 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     """The register-tiled packed convolution (see the module doc). Mutates and returns `sch`."""
     depthwise = match.workload.is_depthwise
     conv = match.conv
-    for block in match.epilogue[:-1]:
-        sch.compute_inline(block)
-    if match.epilogue:
-        out = match.epilogue[-1]
-        sch.set_scope(conv, 0, "local")
-    else:
-        out = sch.cache_write(conv, 0, "local")
+    out = _conv.output_from_registers(sch, match)
     if match.pad is not None:  # the guarded read of the unpadded input becomes the register cache
         data = match.pad
         sch.set_scope(data, 0, "local")
