@@ -176,10 +176,10 @@ def texture_knobs(workload, config: dict) -> dict:
 def layout_metrics(workload, config: dict, target_limits: dict | None) -> dict[str, float]:
     """The metrics of a candidate of any layout: `conv_metrics` for a direct conv (`tile` 0 or absent) or a texture
     conv, those of the Winograd GEMM seen as a 1x1 conv otherwise (see the module doc)."""
-    m = int(config.get("tile", 0))
     if "tile_cb" in config:
         return {**conv_metrics(workload, texture_knobs(workload, config), target_limits),
                 "local_reuse": 1.0, "bank_conflict": 1.0, "local_fit": 1.0}
+    m = int(config.get("tile", 0))
     if m == 0:
         return conv_metrics(workload, config, target_limits)
     from ..schedules import conv2d_winograd
