@@ -251,8 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="static shape for a model input with dynamic dimensions, e.g. input:1,3,224,224 (repeatable)")
     p.add_argument("--memory", choices=["buffer", "texture"], default=None,
                    help="where tensors live on the GPU: texture (NCHW4c activations and OIHW4o weights in OpenCL "
-                   "images; the default) or buffer (OpenCL buffers, the fallback); without --memory, --winograd or "
-                   "--records of buffer convs (what `adreno tune` writes) select buffer; see README")
+                   "images; the default) or buffer (OpenCL buffers, the fallback); without --memory, --winograd "
+                   "auto|f2|f4 or --records of buffer workloads only select buffer; see README")
     p.add_argument("--precision", choices=["fp32", "fp16"], default="fp32",
                    help="fp16 stores texture images as CL_HALF_FLOAT (arithmetic stays fp32); needs --memory texture")
     p.add_argument("--schedules", choices=["adreno", "tvm"], default="adreno",
