@@ -112,8 +112,10 @@ def register(sub, command) -> None:
     p.add_argument("--trials", type=int, default=64, help="measurements to spend in all (default 64)")
     p.add_argument("--strategy", default="genetic", choices=["genetic", "random", "grid"],
                    help="search strategy (default genetic)")
-    p.add_argument("--model", dest="model_kind", default="learned", metavar="analytical|learned|transfer:FILE",
-                   help="cost model guiding the search (default learned)")
+    p.add_argument("--model", dest="model_kind", default="learned",
+                   metavar="analytical|learned|learned-regression|transfer:FILE",
+                   help="cost model guiding the search (default learned: LightGBM lambdarank; learned-regression: "
+                   "LightGBM regression of per-task standardised speed)")
     p.add_argument("--records", default="records.jsonl", help="records database (JSON lines; default records.jsonl)")
     p.add_argument("--batch", type=int, default=8, help="candidates measured per round (default 8)")
     p.add_argument("--repeat", type=int, default=5, help="timed runs per candidate (default 5)")

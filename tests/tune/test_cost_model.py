@@ -13,7 +13,7 @@ from adreno.schedules._conv import ConvWorkload
 from adreno.schedules.conv2d_direct import KNOBS
 from adreno.tune import features as F
 from adreno.tune.cost_model import (AnalyticalModel, CostModel, LearnedModel, RandomModel, TransferModel,
-                                    make_model, ranking_quality, relevance)
+                                    make_model, ranking_quality, relevance, speed_targets)
 
 LIMITS = {"compute_units": 4, "max_threads": 256, "local_memory_bytes": 32768}
 
@@ -117,16 +117,26 @@ def test_learned_and_analytical_rank_held_out_records_far_better_than_random(dev
     x, s, g = device_a
     train, test = split(len(s), 0.7, seed=1)
     results = {}
-    for model in (RandomModel(seed=0), AnalyticalModel(), LearnedModel()):
+    for name in ("random", "analytical", "learned", "learned-regression"):
+        model = make_model(name)
         model.update(x[train], s[train], g[train])
-        results[model.name] = quality(model, x[test], s[test], g[test])
+        results[name] = quality(model, x[test], s[test], g[test])
     rand, learned, analytical = results["random"], results["learned"], results["analytical"]
     assert abs(rand["spearman"]) < 0.2 and abs(rand["pearson"]) < 0.2
-    for q in (learned, analytical):
+    for q in (learned, analytical, results["learned-regression"]):
         assert q["spearman"] > 0.7 and q["pearson"] > 0.6
         assert q["spearman"] > rand["spearman"] + 0.5
         assert q["top5"] > rand["top5"]
     assert learned["top1"] > rand["top1"]
+
+
+def test_regression_labels_are_standardised_speed_within_tasks():
+    s = np.array([1.0, 2.0, 4.0, np.inf, 3.0, 3.0])
+    codes = np.array([0, 0, 0, 0, 1, 1])
+    y = speed_targets(s, codes)
+    assert y[0] > y[1] > y[2] > y[3]  # faster is higher; a failure lies below the slowest success
+    assert abs(y[:4].mean()) < 1e-12 and abs(y[:4].std() - 1) < 1e-12
+    assert (y[4:] == 0).all()  # a task whose times are all equal teaches nothing
 
 
 def test_analytical_fit_beats_its_prior_when_the_prior_is_wrong(device_a):
@@ -164,14 +174,15 @@ def test_learned_model_uses_the_analytical_ranking_until_it_has_records(device_a
     assert not np.allclose(model.predict(x[:20]), analytical.predict(x[:20]))
 
 
-def test_failed_records_are_ranked_worst():
+@pytest.mark.parametrize("spec", ["learned", "learned-regression"])
+def test_failed_records_are_ranked_worst(spec):
     """Candidates with a high `tile_f` fail; the learned model learns to score them below the rest."""
     rng = np.random.default_rng(4)
     wl = RESNET18[4]
     cfgs = [random_config(rng) for _ in range(120)]
     x = F.featurize(wl, cfgs, LIMITS)
     s = np.array([np.inf if c["tile_f"] >= 8 else hidden_seconds(wl, c, DEVICE_A, rng) for c in cfgs])
-    model = LearnedModel()
+    model = make_model(spec)
     model.update(x[:80], s[:80], np.zeros(80))
     scores = model.predict(x[80:])
     failed = ~np.isfinite(s[80:])
@@ -216,6 +227,12 @@ def test_transfer_sources_and_mismatches(device_a, tmp_path):
         TransferModel.from_model(learned).update(xa[:5, :10], sa[:5])
     with pytest.raises(ValueError, match="no trained booster"):
         TransferModel.from_model(LearnedModel())
+    regression = make_model("learned-regression")
+    regression.update(xa, sa, ga)
+    transfer = TransferModel.from_model(regression)  # keeps boosting with the source's objective
+    assert transfer.params["objective"] == "regression"
+    transfer.update(xa[:40], sa[:40], ga[:40])
+    assert transfer.booster is not None
 
 
 # ------------------------------------------------------------------------------------------ save / load / make
@@ -234,7 +251,9 @@ def test_save_load_round_trips_give_identical_predictions(device_a, device_b, tm
     transfer = TransferModel.from_records(xa, sa, ga)
     transfer_trained = TransferModel.from_model(learned)
     transfer_trained.update(xb[:40], sb[:40], gb[:40])
-    models += [fitted, learned, transfer, transfer_trained]
+    regression = make_model("learned-regression")
+    regression.update(xa, sa, ga)
+    models += [fitted, learned, transfer, transfer_trained, regression]
     for i, model in enumerate(models):
         path = tmp_path / f"m{i}.json"
         model.save(path)
@@ -263,6 +282,8 @@ def test_make_model_specs():
     assert isinstance(make_model("random"), RandomModel)
     assert isinstance(make_model("analytical"), AnalyticalModel)
     assert type(make_model("learned")) is LearnedModel
+    assert make_model("learned").params["objective"] == "lambdarank"
+    assert make_model("learned-regression").params["objective"] == "regression"
     with pytest.raises(ValueError, match="random.*analytical.*learned.*transfer"):
         make_model("xgboost")
 
