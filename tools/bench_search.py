@@ -6,9 +6,9 @@ same trial budget per task for every arm, each arm tuned through `adreno.tune.tu
 a fresh records file, every candidate built by one shared `Builder`, measured by `adreno.runner.LocalRunner` on
 the chosen OpenCL device (one shared `ProgramCache`) and its output checked against the CPU reference first:
 
-  search      genetic+learned, genetic+analytical, random, grid: best latency against trials, trials to reach 95%
-              of the best found by ANY arm on that task (latency <= best / 0.95), wall time split into
-              build / run / model (+ other: the task's CPU reference, bookkeeping)
+  search      genetic+learned, genetic+learned-regression, genetic+analytical, random, grid: best latency
+              against trials, trials to reach 95% of the best found by ANY arm on that task (latency <= best /
+              0.95), wall time split into build / run / model (+ other: the task's CPU reference, bookkeeping)
   metaschedule  TVM MetaSchedule's GPU design space (CUDA sketch rules on our OpenCL target), sampled by its
               replay-func strategy, every candidate lowered and measured by the same pipeline as ours (see
               adreno/tune/metaschedule.py for why its evolutionary search cannot run on the 0.27 wheel);
@@ -53,6 +53,7 @@ import numpy as np
 # nothing to "train", so their model time stays ~0.
 ARMS: dict[str, tuple[str, str]] = {
     "genetic+learned": ("genetic", "learned"),
+    "genetic+learned-regression": ("genetic", "learned-regression"),
     "genetic+analytical": ("genetic", "analytical"),
     "random": ("random", "random"),
     "grid": ("grid", "random"),
@@ -285,7 +286,7 @@ def plot(results: dict, path: Path) -> str:
     tasks = results["tasks"]
     fig, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 4.4), squeeze=False)
     colors = {"genetic+learned": "C0", "genetic+analytical": "C1", "random": "C2", "grid": "C3",
-              "genetic+transfer": "C4", "metaschedule": "C5"}
+              "genetic+transfer": "C4", "metaschedule": "C5", "genetic+learned-regression": "C6"}
     for ax, task in zip(axes[0], tasks):
         runs = [r for r in results["search"]["runs"] + results["transfer"].get("runs", [])
                 if r["task_index"] == task["index"]]
