@@ -307,17 +307,24 @@ def apply_family(func, target, config: dict | None, op: str, handles, default_co
     match = match_conv(func, sch)
     if match is None or not handles(match.workload):
         return None
-    cfg = default_config(match.workload, target)
-    if config:
-        cfg.update(config.get(match.workload.key(op)) or {})
-    validate(cfg, knobs, target)
-    try:
-        return schedule_tiled(sch, match, cfg)
-    except TVM_ERRORS as err:  # a schedule primitive refused: leave the function to TVM's rules
-        import warnings
+    return schedule_with_knobs(op, match.workload.key(op), default_config(match.workload, target), config,
+                               lambda cfg: validate(cfg, knobs, target), lambda cfg: schedule_tiled(sch, match, cfg))
 
-        warnings.warn(f"{op}: could not schedule {match.workload.key(op)} with {cfg}: {err}; "
-                      "falling back to TVM's schedule", RuntimeWarning, stacklevel=2)
+
+def schedule_with_knobs(family: str, key: str, cfg: dict, config: dict | None, check, schedule,
+                        fallback: str = "TVM's schedule"):
+    """The common end of every family's `apply`: the tuned knobs `config[key]` over the defaults `cfg`, `check(cfg)`
+    (ValueError when invalid), then `schedule(cfg)`. A schedule primitive's refusal is a warning and None, which
+    leaves the function to `fallback`."""
+    import warnings
+
+    cfg.update((config or {}).get(key) or {})
+    check(cfg)
+    try:
+        return schedule(cfg)
+    except TVM_ERRORS as err:
+        warnings.warn(f"{family}: could not schedule {key} with {cfg}: {err}; falling back to {fallback}",
+                      RuntimeWarning, stacklevel=3)
         return None
 
 

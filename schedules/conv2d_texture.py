@@ -19,7 +19,6 @@ collide with the NCHW buffer families' keys, and the buffer path never produces 
 
 from __future__ import annotations
 
-from ..errors import TVM_ERRORS
 from . import _conv
 
 LANES = 4
@@ -198,18 +197,10 @@ def apply(func, target, config: dict | None = None):
     if found is None:
         return None
     op, match = found
-    cfg = default_config(match.workload, target)
-    if config:
-        cfg.update(config.get(match.workload.key(op)) or {})
-    check_config(match.workload, cfg, target)
-    try:
-        return schedule(sch, match, cfg)
-    except TVM_ERRORS as err:  # a schedule primitive refused: the texture path's one-pixel schedule takes it
-        import warnings
-
-        warnings.warn(f"{op}: could not schedule {match.workload.key(op)} with {cfg}: {err}; "
-                      "falling back to the one-pixel texture schedule", RuntimeWarning, stacklevel=2)
-        return None
+    wl = match.workload
+    return _conv.schedule_with_knobs(op, wl.key(op), default_config(wl, target), config,
+                                     lambda cfg: check_config(wl, cfg, target), lambda cfg: schedule(sch, match, cfg),
+                                     fallback="the one-pixel texture schedule")
 
 
 def rule(target, config: dict | None = None):

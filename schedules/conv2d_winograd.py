@@ -23,8 +23,6 @@ output of at least `MIN_SPATIAL` in both dimensions, with F(4x4) from `F4_MIN_SP
 
 from __future__ import annotations
 
-import warnings
-
 from . import _conv
 
 OP = "conv2d_winograd"
@@ -237,21 +235,17 @@ def apply(func, target, config: dict | None = None):
     stage, sch, blocks = found
     wl = workload(func)
     key = workload_key(func)
-    cfg = default_config(wl, target)
-    if config:
-        tuned = config.get(key) or {}
-        cfg.update({k: v for k, v in tuned.items() if k in STAGE_KNOBS[stage]})
-    check_config(wl, cfg, target)
-    try:
+    tuned = {k: v for k, v in ((config or {}).get(key) or {}).items() if k in STAGE_KNOBS[stage]}
+
+    def schedule(cfg):
         if stage == "winograd_input_transform":
             return _schedule_input(sch, blocks, cfg)
         if stage == "winograd_batch_gemm":
             return _schedule_gemm(sch, blocks, cfg)
         return _schedule_output(sch, blocks, cfg, _tile_of(sch, blocks))
-    except _conv.TVM_ERRORS as err:
-        warnings.warn(f"{OP}: could not schedule {key} with {cfg}: {err}; falling back to TVM's schedule",
-                      RuntimeWarning, stacklevel=2)
-        return None
+
+    return _conv.schedule_with_knobs(OP, key, default_config(wl, target), {key: tuned},
+                                     lambda cfg: check_config(wl, cfg, target), schedule)
 
 
 def rule(target, config: dict | None = None):

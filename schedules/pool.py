@@ -30,10 +30,8 @@ from __future__ import annotations
 
 import math
 import sys
-import warnings
 from dataclasses import dataclass, field
 
-from ..errors import TVM_ERRORS
 from . import _conv
 
 KNOBS: dict[str, list] = {
@@ -361,16 +359,10 @@ def apply(func, target, config: dict | None = None):
     if match is None:
         return None
     wl = match.workload
-    cfg = default_config(wl, target)
-    if config:
-        cfg.update(config.get(wl.key()) or {})
-    check_config(wl, cfg, target)
-    try:
-        return (schedule_windowed if wl.windowed else schedule_global)(match.sch, match, cfg)
-    except TVM_ERRORS as err:  # a schedule primitive refused: leave the function to TVM's rules
-        warnings.warn(f"pool: could not schedule {wl.key()} with {cfg}: {err}; falling back to TVM's schedule",
-                      RuntimeWarning, stacklevel=2)
-        return None
+    schedule = schedule_windowed if wl.windowed else schedule_global
+    return _conv.schedule_with_knobs("pool", wl.key(), default_config(wl, target), config,
+                                     lambda cfg: check_config(wl, cfg, target),
+                                     lambda cfg: schedule(match.sch, match, cfg))
 
 
 def rule(target, config: dict | None = None):

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import math
 import sys
-import warnings
 
-from ..errors import TVM_ERRORS
 from . import _conv
 from .pool import PoolWorkload, combiner
 
@@ -122,16 +120,9 @@ def apply(func, target, config: dict | None = None):
     if match is None:
         return None
     sch, wl, stages, epilogue = match
-    cfg = default_config(wl, target)
-    if config:
-        cfg.update(config.get(wl.key()) or {})
-    check_config(wl, cfg, target)
-    try:
-        return schedule_softmax(sch, wl, stages, epilogue, cfg)
-    except TVM_ERRORS as err:  # a schedule primitive refused: leave the function to TVM's rules
-        warnings.warn(f"reduce: could not schedule {wl.key()} with {cfg}: {err}; falling back to TVM's schedule",
-                      RuntimeWarning, stacklevel=2)
-        return None
+    return _conv.schedule_with_knobs("reduce", wl.key(), default_config(wl, target), config,
+                                     lambda cfg: check_config(wl, cfg, target),
+                                     lambda cfg: schedule_softmax(sch, wl, stages, epilogue, cfg))
 
 
 def rule(target, config: dict | None = None):
