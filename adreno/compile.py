@@ -218,6 +218,17 @@ def _bindings(func):
         yield from block.bindings
 
 
+def kernel_calls(lowered):
+    """(binding, global var, PrimFunc) of every `call_tir` in the lowered module's `main`, in order."""
+    import tvm
+
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+    for binding in _bindings(lowered["main"]):
+        value = binding.value
+        if isinstance(value, tvm.ir.expr.Call) and value.op == call_tir:
+            yield binding, value.args[0], lowered[value.args[0]]
+
+
 def extract_plan(lowered, tvm_target, memory: str = "buffer", device=None,
                  precision: str = "fp32") -> tuple[Plan, dict[str, str], dict[str, np.ndarray]]:
     """Walk `main` of a lowered module into a launch plan, the OpenCL source per program, and the params.

@@ -39,26 +39,18 @@ class Result:
 
 def pool_layers(model_name: str) -> dict[str, tuple]:
     """workload key -> (workload, calls) of the functions of `model_name` that the pool or reduce family claims."""
-    import tvm
-
-    from adreno.compile import lower_relax
+    from adreno.compile import kernel_calls, lower_relax
     from adreno.frontend import load_model, to_relax
     from adreno.schedules import pool, reduce
     from adreno.target import tvm_target
 
     onnx_model, _ = load_model(model_name)
     lowered = lower_relax(to_relax(onnx_model, {}), tvm_target("adreno-740"), schedules="none")
-    call_tir = tvm.ir.Op.get("relax.call_tir")
     found: dict[str, tuple] = {}
-    for block in lowered["main"].body.blocks:
-        for binding in block.bindings:
-            value = binding.value
-            if not (isinstance(value, tvm.ir.expr.Call) and value.op == call_tir):
-                continue
-            func = lowered[value.args[0]]
-            wl = pool.workload(func) or reduce.workload(func)
-            if wl is not None:
-                found[wl.key()] = (wl, found.get(wl.key(), (wl, 0))[1] + 1)
+    for _, _, func in kernel_calls(lowered):
+        wl = pool.workload(func) or reduce.workload(func)
+        if wl is not None:
+            found[wl.key()] = (wl, found.get(wl.key(), (wl, 0))[1] + 1)
     return found
 
 

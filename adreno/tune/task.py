@@ -161,10 +161,8 @@ def extract_tasks(model, target_name: str = "adreno-740", input_shapes: dict | N
     of `conv2d_direct` (buffer memory only: Winograd has no texture path). With memory "texture" the model is
     lowered as `adreno compile` lowers it by default (packed convs are `conv2d_texture` tasks) and each task records
     its parameters' images (`Task.images`; `precision` "fp16": half-float images)."""
-    import tvm
-
     from .. import schedules, winograd
-    from ..compile import lower_relax
+    from ..compile import kernel_calls, lower_relax
     from ..frontend import load_model, to_relax
     from ..target import get_device, tvm_target
 
@@ -177,35 +175,28 @@ def extract_tasks(model, target_name: str = "adreno-740", input_shapes: dict | N
     eligible = set(winograd.eligible_workloads(relax_mod)) if layouts and memory == "buffer" else set()
     lowered = lower_relax(relax_mod, tvm_target(target_name), schedules="none", memory=memory)
     device = get_device(target_name)
-    call_tir = tvm.ir.Op.get("relax.call_tir")
     tasks: dict[str, Task] = {}
-    for block in lowered["main"].body.blocks:
-        for binding in block.bindings:
-            value = binding.value
-            if not (isinstance(value, tvm.ir.expr.Call) and value.op == call_tir):
+    for binding, gvar, func in kernel_calls(lowered):
+        for family in schedules.FAMILIES:
+            module = importlib.import_module(f"adreno.schedules.{family}")
+            key = module.workload_key(func)
+            if key is None:
                 continue
-            gvar = value.args[0]
-            func = lowered[gvar]
-            for family in schedules.FAMILIES:
-                module = importlib.import_module(f"adreno.schedules.{family}")
-                key = module.workload_key(func)
-                if key is None:
-                    continue
-                kind = Task
-                if eligible and family == "conv2d_direct" and (wl := module.workload(func)) in eligible:
-                    kind, family, key = LayoutTask, LAYOUT, wl.key(winograd.OP)
-                if key in tasks:
-                    tasks[key].weight += 1
-                    if gvar.name_hint not in tasks[key].names:
-                        tasks[key].names.append(gvar.name_hint)
-                else:
-                    fields = getattr(binding.var.ty, "fields", None)
-                    n_outputs = len(fields) if fields else 1
-                    images = _images(func, value.args[1].fields, n_outputs, device, precision) \
-                        if memory == "texture" else []
-                    tasks[key] = kind(key, family, gvar.name_hint, func.script(), n_outputs,
-                                      target_name=target_name, names=[gvar.name_hint], images=images)
-                break
+            kind = Task
+            if eligible and family == "conv2d_direct" and (wl := module.workload(func)) in eligible:
+                kind, family, key = LayoutTask, LAYOUT, wl.key(winograd.OP)
+            if key in tasks:
+                tasks[key].weight += 1
+                if gvar.name_hint not in tasks[key].names:
+                    tasks[key].names.append(gvar.name_hint)
+            else:
+                fields = getattr(binding.var.ty, "fields", None)
+                n_outputs = len(fields) if fields else 1
+                images = _images(func, binding.value.args[1].fields, n_outputs, device, precision) \
+                    if memory == "texture" else []
+                tasks[key] = kind(key, family, gvar.name_hint, func.script(), n_outputs,
+                                  target_name=target_name, names=[gvar.name_hint], images=images)
+            break
     if not tasks:
         raise AdrenoError("the model has no kernel any of our schedules can tune")
     return sorted(tasks.values(), key=lambda t: t.weight * t.flops, reverse=True)
