@@ -130,9 +130,10 @@ def default_memory(winograd: str | None, tuned: dict) -> str:
     """The memory a compile gets when none is asked for: "texture" (the texture path tiles and schedules every
     conv itself), except "buffer" when the options ask for what only the buffer path has: Winograd convs (an explicit
     `winograd` other than "off"), or tuning records of which none is a texture workload."""
-    from .schedules.conv2d_texture import OPS
+    from .schedules import conv2d_1x1, conv2d_texture
 
-    texture_records = any(key.split("|")[0] in OPS.values() for key in tuned)
+    texture_ops = {*conv2d_texture.OPS.values(), conv2d_1x1.OP}
+    texture_records = any(key.split("|")[0] in texture_ops for key in tuned)
     return "buffer" if winograd not in (None, "off") or (tuned and not texture_records) else "texture"
 
 

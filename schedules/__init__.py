@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 
 # Order matters: the first rule that recognises a function schedules it.
-FAMILIES: list[str] = ["conv2d_winograd", "conv2d_direct", "depthwise", "conv2d_texture", "pool", "reduce", "dense"]
+FAMILIES: list[str] = ["conv2d_winograd", "conv2d_direct", "depthwise", "conv2d_1x1", "conv2d_texture", "pool", "reduce", "dense"]
 
 
 def rules(target, config: dict | None = None) -> list:

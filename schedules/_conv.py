@@ -299,16 +299,31 @@ def schedule_tiled(sch, match: ConvMatch, cfg: dict):
 def apply_family(func, target, config: dict | None, op: str, handles, default_config, knobs: dict):
     """The body of a conv family's `apply`: match, choose knobs (tuned ones from `config[workload key]` override
     the defaults), validate, schedule. None when the function is not this family's."""
+    def match(f, sch):
+        found = match_conv(f, sch)
+        return (op, found) if found is not None and handles(found.workload) else None
+
+    return apply_matched(func, target, config, match, default_config, lambda wl, cfg, t: validate(cfg, knobs, t),
+                         schedule_tiled)
+
+
+def apply_matched(func, target, config: dict | None, match, default_config, check_config, schedule,
+                  fallback: str = "TVM's schedule"):
+    """A family's `apply` from its parts: `match(func, sch)` -> (op, ConvMatch) or None, `default_config(wl,
+    target)`, `check_config(wl, cfg, target)` and `schedule(sch, match, cfg)`; see `schedule_with_knobs`."""
     from tvm import s_tir, tirx
 
     if not isinstance(func, tirx.PrimFunc):
         return None
     sch = s_tir.Schedule(func)
-    match = match_conv(func, sch)
-    if match is None or not handles(match.workload):
+    found = match(func, sch)
+    if found is None:
         return None
-    return schedule_with_knobs(op, match.workload.key(op), default_config(match.workload, target), config,
-                               lambda cfg: validate(cfg, knobs, target), lambda cfg: schedule_tiled(sch, match, cfg))
+    op, matched = found
+    wl = matched.workload
+    return schedule_with_knobs(op, wl.key(op), default_config(wl, target), config,
+                               lambda cfg: check_config(wl, cfg, target), lambda cfg: schedule(sch, matched, cfg),
+                               fallback)
 
 
 def schedule_with_knobs(family: str, key: str, cfg: dict, config: dict | None, check, schedule,
@@ -332,8 +347,6 @@ def family_functions(module_name: str, op: str, knobs: dict, handles, default_co
     """The public functions of a tiled-conv family module (see schedules/__init__.py), bound to its op name,
     knob table, `handles(workload)` predicate and `default_config`: (workload, workload_key, check_config,
     apply, rule). The rule looks the module's `apply` up at call time, so a wrapped `apply` is honoured."""
-    import sys
-
     def workload(func) -> ConvWorkload | None:
         """The convolution `func` computes, when this family handles it; else None."""
         match = match_conv(func)
@@ -355,10 +368,17 @@ def family_functions(module_name: str, op: str, knobs: dict, handles, default_co
 
     def rule(target, config: dict | None = None):
         """The dlight rule of this family (None when the target is not OpenCL)."""
-        module = sys.modules[module_name]
-        return make_rule(rule_name, lambda f, t, c: module.apply(f, t, c), target, config)
+        return module_rule(module_name, rule_name, target, config)
 
     return workload, workload_key, check_config, apply, rule
+
+
+def module_rule(module_name: str, rule_name: str, target, config: dict | None):
+    """The dlight rule of a family module: its `apply`, looked up at call time (so a wrapped `apply` is honoured)."""
+    import sys
+
+    module = sys.modules[module_name]
+    return make_rule(rule_name, lambda f, t, c: module.apply(f, t, c), target, config)
 
 
 def make_rule(name: str, apply, target, config: dict | None):

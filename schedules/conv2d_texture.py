@@ -39,7 +39,7 @@ KNOBS: dict[str, list] = {
 MAX_TILE = 32
 
 
-def _match(func, sch=None):
+def match_packed(func, sch=None):
     """(op, ConvMatch) for `pad? -> conv2d_NCHW4c|dwconv2d_NCHW4c -> elementwise*` on packed tensors; else None.
 
     The workload counts channels as stored (padded to multiples of 4); depthwise has groups == channels."""
@@ -96,13 +96,13 @@ def _match(func, sch=None):
 
 def workload(func) -> _conv.ConvWorkload | None:
     """The packed convolution `func` computes (channels padded to multiples of 4), or None."""
-    found = _match(func)
+    found = match_packed(func)
     return None if found is None else found[1].workload
 
 
 def workload_key(func) -> str | None:
     """The key tuned knobs are stored under for `func`, or None when this family does not handle it."""
-    found = _match(func)
+    found = match_packed(func)
     return None if found is None else found[1].workload.key(found[0])
 
 
@@ -188,24 +188,10 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
 def apply(func, target, config: dict | None = None):
     """An s_tir.Schedule for `func` when this family handles it (with its fused pad and epilogue), else None.
     `config` maps workload keys to knob values (tuned ones); missing knobs take the defaults."""
-    from tvm import s_tir, tirx
-
-    if not isinstance(func, tirx.PrimFunc):
-        return None
-    sch = s_tir.Schedule(func)
-    found = _match(func, sch)
-    if found is None:
-        return None
-    op, match = found
-    wl = match.workload
-    return _conv.schedule_with_knobs(op, wl.key(op), default_config(wl, target), config,
-                                     lambda cfg: check_config(wl, cfg, target), lambda cfg: schedule(sch, match, cfg),
-                                     fallback="the one-pixel texture schedule")
+    return _conv.apply_matched(func, target, config, match_packed, default_config, check_config, schedule,
+                               fallback="the one-pixel texture schedule")
 
 
 def rule(target, config: dict | None = None):
     """The dlight rule of this family (None when the target is not OpenCL)."""
-    import sys
-
-    module = sys.modules[__name__]
-    return _conv.make_rule("Conv2dTexture", lambda f, t, c: module.apply(f, t, c), target, config)
+    return _conv.module_rule(__name__, "Conv2dTexture", target, config)

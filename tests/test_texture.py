@@ -3,6 +3,7 @@ conv schedule (`schedules/conv2d_texture.py`) run on PoCL against numpy for a ta
 
 from __future__ import annotations
 
+import importlib
 import re
 from dataclasses import dataclass
 
@@ -12,10 +13,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 from adreno import texture
 from adreno.artifact import PLAN_FORMAT, Artifact, ImageSpec, Plan
-from adreno.compile import CompileOptions, compile_model
+from adreno.compile import CompileOptions, compile_model, lower_relax
+from adreno.frontend import to_relax
 from adreno.opencl.executor import Executor
 from adreno.target import get_device, tvm_target
 from tests.conftest import single_op_model
+from tests.schedules.sched_helpers import record_claims
 
 
 @pytest.mark.parametrize("channels", [3, 4, 10])
@@ -192,14 +195,31 @@ class Conv:
         return _conv.ConvWorkload(self.n, c4, self.hw, self.hw, o4, self.k, self.k, self.out, self.out,
                                   (self.stride,) * 2, (1, 1), (self.pad,) * 4, c4 if self.groups > 1 else 1, "float32")
 
+    @property
+    def family(self) -> str:
+        """The schedule family that claims this conv on textures: 1x1 convs are GEMMs (`conv2d_1x1`)."""
+        return "conv2d_1x1" if self.k == 1 and self.groups == 1 else "conv2d_texture"
+
     def key(self) -> str:
+        from adreno.schedules import conv2d_1x1
+
+        if self.family == "conv2d_1x1":
+            return self.workload().key(conv2d_1x1.OP)
         return self.workload().key("depthwise_nchw4c" if self.groups > 1 else "conv2d_nchw4c")
+
+    def config(self, tuned: dict | None = None) -> dict:
+        """The knobs the conv is compiled with: its family's defaults under `tuned`."""
+        module = importlib.import_module(f"adreno.schedules.{self.family}")
+        return {**module.default_config(self.workload(), tvm_target("adreno-740", host="native")), **(tuned or {})}
 
 
 SHAPES = {  # ResNet-18 layers (spatial sizes reduced), 7x7 spatial, 3 and 10 channels, depthwise, batch 2
     "r18_3x3": Conv(1, 64, 14, 64, 3),
     "r18_3x3_s2": Conv(1, 64, 14, 128, 3, 2),
     "r18_1x1_s2": Conv(1, 64, 14, 128, 1, 2),
+    "mbv2_1x1": Conv(1, 96, 14, 24, 1),
+    "1x1_7x7_c10": Conv(1, 10, 7, 20, 1),
+    "1x1_batch2": Conv(2, 16, 10, 40, 1),
     "r18_7x7_s2_c3": Conv(1, 3, 32, 64, 7, 2),
     "spatial_7x7": Conv(1, 128, 7, 128, 3),
     "c3_to_c10": Conv(1, 3, 9, 10, 3),
@@ -265,25 +285,26 @@ def _run_conv(case: Conv, tmp_path, device, precision="fp32", config=None):
 
 def _writes_per_item(case: Conv, config: dict) -> int:
     """write_imagef calls in a work-item's code: one per pixel and channel block of its register tile (a tile
-    larger than the whole output is clipped at compile time)."""
-    return min(config["tile_cb"], -(-case.o // 4)) * min(config["tile_y"], case.out) * min(config["tile_x"], case.out)
+    larger than the whole output is clipped at compile time; a 1x1 conv's tile is `tile_p` pixels of a row)."""
+    pixels = config["tile_p"] if case.family == "conv2d_1x1" else \
+        min(config["tile_y"], case.out) * min(config["tile_x"], case.out)
+    return min(config["tile_cb"], -(-case.o // 4)) * pixels
 
 
 @pytest.mark.parametrize("name", SHAPES)
-def test_tiled_texture_conv_matches_numpy(name, tmp_path, pocl_device):
-    from adreno.schedules import conv2d_texture
-
+def test_tiled_texture_conv_matches_numpy(name, tmp_path, pocl_device, monkeypatch):
     case = SHAPES[name]
-    artifact, out, ref, conv = _run_conv(case, tmp_path, pocl_device)
+    with record_claims(monkeypatch, "conv2d_1x1", "conv2d_texture") as claims:
+        artifact, out, ref, conv = _run_conv(case, tmp_path, pocl_device)
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(ref).max()))
+    assert claims[case.family] == [case.key()]  # 1x1 convs are GEMMs, every other conv the 2-D tiled schedule
     assert not artifact.manifest["textures"]["fallbacks"]
     assert all(artifact.plan.tensors[a].image for a in conv.args)  # input, weight, bias and output are images
-    config = conv2d_texture.default_config(case.workload(), tvm_target("adreno-740", host="native"))
     # one float4 write_imagef per output pixel per channel block of the work-item's register tile
-    assert _kernel_body(artifact, conv).count("write_imagef(") == _writes_per_item(case, config)
+    assert _kernel_body(artifact, conv).count("write_imagef(") == _writes_per_item(case, case.config())
 
 
-@pytest.mark.parametrize("name", ["r18_3x3_s2", "c3_to_c10", "dw_s2"])
+@pytest.mark.parametrize("name", ["r18_3x3_s2", "c3_to_c10", "dw_s2", "1x1_7x7_c10"])
 def test_tiled_texture_conv_fp16_storage(name, tmp_path, pocl_device):
     artifact, out, ref, _ = _run_conv(SHAPES[name], tmp_path, pocl_device, precision="fp16")
     assert all(i["channel_type"] == "float16" for i in artifact.plan.images.values())
@@ -300,17 +321,18 @@ def test_tiled_texture_conv_fp16_storage(name, tmp_path, pocl_device):
     ("c10_to_c3_s2", {"tile_cb": 2, "tile_x": 4, "threads_x": 2}),  # more channel blocks than there are
     ("dw_s1", {"tile_cb": 2, "tile_y": 1, "tile_x": 7, "threads_cb": 1, "threads_y": 7, "stage": 1}),
     ("batch2_dw_s2", {"tile_cb": 4, "tile_y": 2, "tile_x": 1, "unroll_k": 0}),
+    ("mbv2_1x1", {"tile_k": 4, "tile_p": 2, "threads_p": 49, "threads_cb": 1}),  # K unrolled by 16 channels
+    ("mbv2_1x1", {"tile_p": 14, "tile_cb": 2, "threads_p": 16}),  # 14 tiles over 16 work-items: ragged
+    ("1x1_7x7_c10", {"tile_cb": 8, "tile_p": 1, "threads_p": 64}),  # more channel blocks than there are
+    ("r18_1x1_s2", {"tile_p": 7, "tile_cb": 1, "threads_p": 7, "threads_cb": 8}),
 ])
 def test_tiled_texture_conv_tuned_configs(name, config, tmp_path, pocl_device):
     """Non-default knobs, given the way `adreno compile --records` gives them (a record for the workload key)."""
-    from adreno.schedules import conv2d_texture
-
     case = SHAPES[name]
     artifact, out, ref, conv = _run_conv(case, tmp_path, pocl_device, config=config)
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * max(1.0, np.abs(ref).max()))
     assert artifact.manifest["tuned_kernels"] == 1
-    full = {**conv2d_texture.default_config(case.workload(), tvm_target("adreno-740", host="native")), **config}
-    assert _kernel_body(artifact, conv).count("write_imagef(") == _writes_per_item(case, full)
+    assert _kernel_body(artifact, conv).count("write_imagef(") == _writes_per_item(case, case.config(config))
 
 
 def test_texture_family_interface():
@@ -332,3 +354,24 @@ def test_texture_family_interface():
                 {**config, "tile_cb": 8, "tile_y": 4, "tile_x": 2}):
         with pytest.raises(ValueError):
             conv2d_texture.check_config(wl, bad, target)
+
+
+def test_1x1_family_interface():
+    """The GEMM family claims packed 1x1 convs without padding only, and refuses tiles that straddle rows."""
+    from adreno.schedules import FAMILIES, conv2d_1x1, conv2d_texture
+
+    assert FAMILIES.index("conv2d_1x1") < FAMILIES.index("conv2d_texture")  # it claims 1x1 convs first
+    target = tvm_target("adreno-740", host="native")
+    for name, claimed in (("mbv2_1x1", True), ("r18_1x1_s2", True), ("r18_3x3", False), ("dw_s1", False)):
+        model, _, _ = _conv_model(SHAPES[name])
+        packed = lower_relax(to_relax(model), target, schedules="none", memory="texture")
+        keys = {conv2d_1x1.workload_key(f) for f in packed.functions.values()} - {None}
+        assert keys == ({SHAPES[name].key()} if claimed else set())
+        assert any(conv2d_texture.workload_key(f) for f in packed.functions.values())  # its fallback
+    wl = SHAPES["mbv2_1x1"].workload()
+    config = conv2d_1x1.default_config(wl, target)
+    assert conv2d_1x1.check_config(wl, config, target) == config
+    for bad in ({**config, "tile_p": 4}, {**config, "tile_k": 3},
+                {**config, "threads_p": 64, "threads_cb": 8}, {**config, "tile_p": 14, "tile_cb": 4}):
+        with pytest.raises(ValueError):
+            conv2d_1x1.check_config(wl, bad, target)

@@ -52,6 +52,9 @@ A texture candidate (`schedules/conv2d_texture.py`, knobs `tile_cb threads_cb ..
 conv on images: `tile_cb` blocks of 4 output channels are tile_f = 4 * tile_cb, threads_cb is threads_f, and every
 read is a pixel of 4 input channels, so tile_rc = 4 (1 for depthwise, whose blocks reduce over no channel).
 Its `stage=1` keeps the input patch in registers, not local memory: local_reuse, bank_conflict and local_fit are 1.
+A 1x1 texture GEMM candidate (`schedules/conv2d_1x1.py`, knobs `tile_cb tile_p tile_k threads_cb threads_p`) is
+that conv on one row of OH*OW pixels (`pixel_row`): tile_x, threads_x = tile_p, threads_p, tile_y = threads_y = 1,
+tile_rc = 4 * tile_k.
 
 `featurize(workload, configs, target_limits)` turns candidates into model rows: log of each metric, then the raw
 knob values (direct, then layout and Winograd knobs), then a few log2 workload descriptors (so a model trained
@@ -165,19 +168,29 @@ def conv_metrics(workload, config: dict, target_limits: dict | None) -> dict[str
 
 
 def texture_knobs(workload, config: dict) -> dict:
-    """A `conv2d_texture` config in the direct conv's knobs (see the module doc); other configs unchanged."""
+    """A `conv2d_texture` or `conv2d_1x1` config in the direct conv's knobs (see the module doc); other configs
+    unchanged."""
     if "tile_cb" not in config:
         return config
+    if "tile_p" in config:  # conv2d_1x1, seen on `pixel_row(workload)`
+        return {"tile_f": 4 * config["tile_cb"], "threads_f": config["threads_cb"], "tile_y": 1, "threads_y": 1,
+                "tile_x": config["tile_p"], "threads_x": config["threads_p"], "tile_rc": 4 * config["tile_k"]}
     cfg = {k: v for k, v in config.items() if k not in ("tile_cb", "threads_cb")}
     return {**cfg, "tile_f": 4 * config["tile_cb"], "threads_f": config["threads_cb"],
             "tile_rc": 1 if workload.is_depthwise else 4}
+
+
+def pixel_row(workload):
+    """A 1x1 conv's output pixels as one row (the GEMM view of `conv2d_1x1`)."""
+    return replace(workload, h=1, w=workload.h * workload.w, oh=1, ow=workload.oh * workload.ow)
 
 
 def layout_metrics(workload, config: dict, target_limits: dict | None) -> dict[str, float]:
     """The metrics of a candidate of any layout: `conv_metrics` for a direct conv (`tile` 0 or absent) or a texture
     conv, those of the Winograd GEMM seen as a 1x1 conv otherwise (see the module doc)."""
     if "tile_cb" in config:
-        return {**conv_metrics(workload, texture_knobs(workload, config), target_limits),
+        seen = pixel_row(workload) if "tile_p" in config else workload
+        return {**conv_metrics(seen, texture_knobs(workload, config), target_limits),
                 "local_reuse": 1.0, "bank_conflict": 1.0, "local_fit": 1.0}
     m = int(config.get("tile", 0))
     if m == 0:

@@ -112,3 +112,18 @@ def test_featurize_rows_and_names():
     # compute_units None (not public for some targets) falls back to the default
     assert F.conv_metrics(wl, BASE, {**LIMITS, "compute_units": None}) == F.conv_metrics(
         wl, BASE, {**LIMITS, "compute_units": F.DEFAULT_LIMITS["compute_units"]})
+
+
+def test_1x1_gemm_configs_are_the_direct_conv_on_one_row_of_pixels():
+    """A `conv2d_1x1` candidate is described as the direct conv over OH*OW pixels in one row: its pixel tile is
+    tile_x (not the Winograd GEMM's tile_p column), its K step 4 * tile_k input channels."""
+    wl = conv(96, 14, 24, 1)
+    gemm = {"tile_cb": 2, "tile_p": 7, "tile_k": 2, "threads_cb": 1, "threads_p": 14}
+    row = F.featurize(wl, [gemm], LIMITS)[0]
+    assert np.isfinite(row).all()
+    named = dict(zip(F.FEATURE_NAMES, row))
+    assert (named["tile_f"], named["tile_x"], named["threads_x"], named["tile_rc"]) == (8, 7, 14, 8)
+    assert named["tile_p"] == named["threads_p"] == F.LAYOUT_KNOB_DEFAULTS["tile_p"]  # Winograd columns untouched
+    # one row of 196 pixels in 14 tiles of 7 over 14 work-items: nothing ragged; 16 work-items would waste two
+    assert F.layout_metrics(wl, gemm, LIMITS)["branch_efficiency"] == 1.0
+    assert F.layout_metrics(wl, {**gemm, "threads_p": 16}, LIMITS)["branch_efficiency"] < 1.0

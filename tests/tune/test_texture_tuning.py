@@ -43,9 +43,10 @@ def tuned(tmp_path_factory):
 
 def test_texture_tasks_are_the_packed_convs_weighted_by_calls():
     tasks = extract_tasks("tiny", memory="texture")
-    assert {t.family for t in tasks} == {"conv2d_texture", "reduce"}
-    convs = [t for t in tasks if t.family == "conv2d_texture"]
-    assert sorted(t.key.split("|")[0] for t in convs) == ["conv2d_nchw4c", "conv2d_nchw4c", "depthwise_nchw4c"]
+    assert {t.family for t in tasks} == {"conv2d_texture", "conv2d_1x1", "reduce"}
+    convs = [t for t in tasks if t.family.startswith("conv2d")]
+    assert sorted(t.key.split("|")[0] for t in convs) == ["conv2d_1x1_nchw4c", "conv2d_nchw4c", "depthwise_nchw4c"]
+    assert all(("k1x1" in t.key) == (t.family == "conv2d_1x1") for t in convs)  # 1x1 convs are GEMM tasks
     assert all(t.weight == 1 and t.flops > 0 for t in tasks)
     for task in convs:  # packed activations in activation images, constants in weight images, output last
         scopes = task.scopes
