@@ -251,18 +251,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="static shape for a model input with dynamic dimensions, e.g. input:1,3,224,224 (repeatable)")
     p.add_argument("--memory", choices=["buffer", "texture"], default=None,
                    help="where tensors live on the GPU: texture (NCHW4c activations and OIHW4o weights in OpenCL "
-                   "images; the default) or buffer (OpenCL buffers, the fallback); without --memory, --winograd "
-                   "auto|f2|f4 or --records of buffer workloads only select buffer; see README")
+                   "images; the default) or buffer (OpenCL buffers, the fallback); without --memory, --records of "
+                   "buffer workloads only select buffer; see README")
     p.add_argument("--precision", choices=["fp32", "fp16"], default="fp32",
                    help="fp16 stores texture images as CL_HALF_FLOAT (arithmetic stays fp32); needs --memory texture")
     p.add_argument("--schedules", choices=["adreno", "tvm"], default="adreno",
                    help="adreno: our conv schedules first (default); tvm: TVM 0.27's default schedules only")
     p.add_argument("--records", help="tuning records from `adreno tune`: the best config of each workload is used")
     p.add_argument("--winograd", choices=["off", "auto", "f2", "f4"], default=None,
-                   help="Winograd for 3x3 stride-1 convs, buffer memory only: auto (F(4x4) or F(2x2) where both "
-                   "channel counts are >= 64 and the output is >= 7x7; the default with buffer memory), f2/f4 (every "
-                   "eligible conv), off (direct convs; the default with texture memory or --schedules tvm). Tuned "
-                   "layout records override auto and off per conv. auto/f2/f4 without --memory select buffer memory")
+                   help="Winograd for 3x3 stride-1 convs, on buffers or packed in textures: auto (F(4x4) or F(2x2) "
+                   "where both channel counts are >= 64 and the output is >= 7x7; the default with buffer memory), "
+                   "f2/f4 (every eligible conv), off (direct convs; the default with texture memory or --schedules "
+                   "tvm). Tuned layout records override auto and off per conv")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
     p = command("run", cmd_run, "run an artifact on a local OpenCL device, time each kernel, check the output",

@@ -24,6 +24,7 @@ from .artifact import (KERNEL_DIR, PLAN_NAME, ArtifactWriter, ImageSpec, KernelA
                        TensorSpec)
 from .errors import AdrenoError, DynamicShapeError, ModelError, UnsupportedOpError
 from .frontend import load_model, to_relax
+from .winograd import MODES as WINOGRAD_MODES
 
 Progress = Callable[[str], None]
 
@@ -37,14 +38,14 @@ class CompileOptions:
     cc: str | None = None
     input_shapes: dict[str, list[int]] = field(default_factory=dict)
     # "texture": NCHW4c/OIHW4o regions in OpenCL images (adreno/texture.py); "buffer": OpenCL buffers;
-    # None: `default_memory` (texture, unless Winograd or tuning records of buffer convs are asked for)
+    # None: `default_memory` (texture, unless the tuning records are all of buffer workloads)
     memory: str | None = None
     precision: str = "fp32"  # "fp16": texture images stored as CL_HALF_FLOAT (arithmetic stays fp32)
     schedules: str = "adreno"  # "adreno": our schedule rules first, TVM's dlight rules for the rest; "tvm": TVM's only
     records: str | None = None  # tuning records (`adreno tune`): the best config per workload overrides the defaults
-    # "off" | "auto" | "f2" | "f4": Winograd F(2x2|4x4, 3x3) for 3x3 stride-1 convs (adreno/winograd.py), buffer
-    # memory only; None: "auto" with buffer memory and our schedules, else "off". Under "off" and "auto", a conv's
-    # tuned layout record (`records`) decides instead
+    # "off" | "auto" | "f2" | "f4": Winograd F(2x2|4x4, 3x3) for 3x3 stride-1 convs (adreno/winograd.py), on
+    # buffers or packed in textures; None: "auto" with buffer memory and our schedules, else "off". Under "off"
+    # and "auto", a conv's tuned layout record (`records`) decides instead
     winograd: str | None = None
 
 
@@ -71,13 +72,12 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     say("importing to Relax")
     mod = to_relax(onnx_model, options.input_shapes)
     tuned = _TunedConfigs(options.records)
-    memory = options.memory or default_memory(options.winograd, tuned)
+    memory = options.memory or default_memory(tuned)
     if memory not in ("buffer", "texture"):
         raise AdrenoError(f"--memory must be 'texture' or 'buffer', not {memory!r}")
     winograd = options.winograd or ("auto" if memory == "buffer" and options.schedules == "adreno" else "off")
-    if memory == "texture" and winograd != "off":
-        raise AdrenoError(f"--winograd {winograd}: Winograd convs exist in the buffer path only; add --memory buffer "
-                          "(or leave --memory out)")
+    if winograd not in WINOGRAD_MODES:
+        raise AdrenoError(f"--winograd must be one of {', '.join(WINOGRAD_MODES)}, not {winograd!r}")
     if options.precision not in ("fp32", "fp16"):
         raise AdrenoError(f"--precision must be 'fp32' or 'fp16', not {options.precision!r}")
     if options.precision == "fp16" and memory != "texture":
@@ -126,15 +126,14 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
         return writer.commit(manifest)
 
 
-def default_memory(winograd: str | None, tuned: dict) -> str:
-    """The memory a compile gets when none is asked for: "texture" (the texture path tiles and schedules every
-    conv itself), except "buffer" when the options ask for what only the buffer path has: Winograd convs (an explicit
-    `winograd` other than "off"), or tuning records of which none is a texture workload."""
+def default_memory(tuned: dict) -> str:
+    """The memory a compile gets when none is asked for: "texture", except "buffer" for tuning records of which
+    none is a texture workload (records tuned with `adreno tune --memory buffer`)."""
     from .schedules import conv2d_1x1, conv2d_texture
 
     texture_ops = {*conv2d_texture.OPS.values(), conv2d_1x1.OP}
     texture_records = any(key.split("|")[0] in texture_ops for key in tuned)
-    return "buffer" if winograd not in (None, "off") or (tuned and not texture_records) else "texture"
+    return "buffer" if tuned and not texture_records else "texture"
 
 
 def model_source(model, model_name: str) -> dict:
@@ -192,7 +191,8 @@ def lower_relax(mod, tvm_target, schedules: str = "adreno", memory: str = "buffe
         if memory == "texture":
             from . import texture
 
-            passes = texture.relax_passes(tvm_target, ours, default_schedules=schedules != "none")
+            passes = texture.relax_passes(tvm_target, ours, default_schedules=schedules != "none",
+                                          winograd=winograd, config=schedule_config)
         else:
             passes = pipeline.library_dispatch_passes(tvm_target) + pipeline.legalize_passes(tvm_target)
             dlight_defaults = passes[-2:]  # TVM's dlight default-schedule passes close the list

@@ -301,6 +301,50 @@ def widen_texture_access():
     return _pass
 
 
+def _fold_staged_store(seq):
+    """In a SeqStmt, `tex_wr[ramp] = value; [if c:] texture2d_store(..., tex_wr[ramp])` (what `_widen_loop` leaves
+    after VectorizeLoop) becomes `[if c:] texture2d_store(..., value)`."""
+    from tvm import tirx
+
+    stmts, out, i = list(seq.seq), [], 0
+    while i < len(stmts):
+        stage, following = stmts[i], stmts[i + 1] if i + 1 < len(stmts) else None
+        store, guards = following, []
+        while isinstance(store, tirx.IfThenElse) and store.else_case is None:
+            guards.append(store.condition)
+            store = store.then_case
+        if isinstance(stage, tirx.BufferStore) and str(stage.buffer.name).startswith("tex_wr") \
+                and isinstance(store, tirx.Evaluate) and _is_call(store.value, "tirx.texture2d_store") \
+                and getattr(store.value.args[-1], "source", None) is not None \
+                and store.value.args[-1].source.same_as(stage.buffer):
+            args = list(store.value.args)
+            folded = tirx.Evaluate(tirx.call_intrin("void", "tirx.texture2d_store", *args[:-1], stage.value))
+            for cond in reversed(guards):
+                folded = tirx.IfThenElse(cond, folded, None)
+            out.append(folded)
+            i += 2
+            continue
+        out.append(stage)
+        i += 1
+    return seq if len(out) == len(stmts) else tirx.SeqStmt(out)
+
+
+def fold_texture_store_staging():
+    """TIR pass (after VectorizeLoop): store each widened pixel's value directly instead of through its register
+    array. TVM's OpenCL codegen names the value of a `write_imagef` by its printed text within a scope, so after
+    unrolling, every store of the same staging array (`tex_wr_ptr[0]`) in one scope would write the first one's
+    value; the folded value differs per pixel."""
+    import tvm
+    import tvm_ffi
+    from tvm import tirx
+
+    @tvm.tirx.transform.prim_func_pass(opt_level=0, name="adreno.FoldTextureStoreStaging")
+    def _pass(func, _mod, _ctx):
+        return func.with_body(tvm_ffi.structural_map(func.body, (tirx.SeqStmt, _fold_staged_store), order="post"))
+
+    return _pass
+
+
 def check_texture_stores(mod) -> None:
     """Raise TextureLoweringError when a texture store does not write a whole float4 pixel."""
     for gv, func in mod.functions.items():
@@ -312,7 +356,8 @@ def check_texture_stores(mod) -> None:
 
 def texture_tir_pipeline():
     """Upstream's Adreno TIR pipeline (`s_tir.backend.adreno.pipeline.default_tir_pipeline`, same passes in the
-    same order) with `widen_texture_access` right before VectorizeLoop; a module pass."""
+    same order) with `widen_texture_access` right before VectorizeLoop and `fold_texture_store_staging` right after
+    it; a module pass."""
     import tvm
 
     widen = widen_texture_access()
@@ -355,6 +400,7 @@ def _run_with_widen(mod, widen):
         s_tir.transform.LoopPartition(),
         widen,
         tirx.transform.VectorizeLoop(not bool(config.get("tirx.disable_vectorize", False))),
+        fold_texture_store_staging(),
         s_tir.transform.InjectVirtualThread(),
         s_tir.transform.InjectDoubleBuffer(),
         tirx.transform.StorageRewrite(),
@@ -519,7 +565,8 @@ def _te_maxpool4c(data, pool, strides, padding, dilation):
 class LayoutReport:
     """What the layout planning did: convs packed, convs left in NCHW (with why), border transforms."""
 
-    packed_convs: int = 0
+    packed_convs: int = 0  # Winograd convs included
+    winograd_convs: int = 0
     nchw_convs: list = None
     packs: int = 0
     unpacks: int = 0
@@ -528,8 +575,12 @@ class LayoutReport:
         self.nchw_convs = self.nchw_convs or []
 
 
-def plan_layouts(mod, report: LayoutReport | None = None):
+def plan_layouts(mod, report: LayoutReport | None = None, winograd: str = "off", config: dict | None = None):
     """Rewrite conv-centred regions of `main` to NCHW4c activations / OIHW4o weights.
+
+    A Winograd-eligible conv (`adreno.winograd.eligible`) for which `adreno.winograd.choose_tile(workload, winograd,
+    config)` picks a tile becomes the three Winograd stages on packed tensors (`winograd.emit_stages`: V and M are
+    (alpha, alpha, C/4 | O/4, tiles, 4) images, the transformed weight a constant (alpha, alpha, O/4, C, 4)).
 
     conv2d (groups 1 or depthwise, constant weights), max_pool2d, elementwise ops whose other operands are
     per-channel or scalar constants (or region tensors of the same shape), and mean over H, W (keepdims) stay in the
@@ -537,6 +588,8 @@ def plan_layouts(mod, report: LayoutReport | None = None):
     per-channel constants are transformed with numpy (constants in the module, never run-time work)."""
     import tvm
     from tvm import relax
+
+    from . import winograd as winograd_rule
 
     report = report if report is not None else LayoutReport()
     main = mod["main"]
@@ -656,6 +709,12 @@ def plan_layouts(mod, report: LayoutReport | None = None):
         p = packed_of(data)
         if p is None:
             return None, "input cannot be packed"
+        info = winograd_rule.eligible(value, w)
+        tile = 0 if info is None else winograd_rule.choose_tile(winograd_rule.workload_of(info), winograd, config)
+        if tile:
+            n, _, _, _, _, padding, oh, ow = info
+            report.winograd_convs += 1
+            return (bb.emit(winograd_rule.emit_stages(bb, p[0], w, tile, n, padding, (oh, ow))), o), ""
         pad = [int(v) for v in attrs.padding]
         pad = pad * 2 if len(pad) == 2 else pad
         wpacked = relax.const(pack_oihw4o(w, depthwise=depthwise))
@@ -852,8 +911,10 @@ def schedule_rule():
     return PackedTexture()
 
 
-def relax_passes(tvm_target, extra_schedule_passes=(), default_schedules: bool = True):
+def relax_passes(tvm_target, extra_schedule_passes=(), default_schedules: bool = True, winograd: str = "off",
+                 config: dict | None = None):
     """The Relax pipeline of the texture path: decompose, fold, our layout planning, legalize, fuse, schedules.
+    `winograd` and `config` (tuned records) choose which convs the layout planning turns into Winograd stages.
 
     `extra_schedule_passes` (`schedules.schedule_pass`: our families, among them the register-tiled packed conv
     `conv2d_texture`, with tuned knobs) run before `schedule_packed`; TVM's dlight GPU rules take whatever is left.
@@ -865,7 +926,7 @@ def relax_passes(tvm_target, extra_schedule_passes=(), default_schedules: bool =
 
     @tvm.transform.module_pass(opt_level=0, name="adreno.PlanTextureLayouts")
     def _layouts(mod, _ctx):
-        return plan_layouts(mod)[0]
+        return plan_layouts(mod, winograd=winograd, config=config)[0]
 
     return (pipeline.library_dispatch_passes(tvm_target) + [
         tvm.tirx.transform.BindTarget(tvm_target),

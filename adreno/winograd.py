@@ -134,46 +134,61 @@ def _const_matrix(values: np.ndarray, name: str):
     return te.compute((rows, cols), entry, name=name)
 
 
+LANES = 4  # the channel lanes of a packed (NCHW4c) tensor's pixel
+PACKED = "_nchw4c"  # suffix of the main blocks' names in the packed (texture) stages
+
+
 def _input_transform_te(data, m: int, padding, out_hw):
     """V[a, b, c, p] = (B^T d B)[a, b] for every input channel c and tile p (tiles numbered n-major, then tile rows,
-    then tile columns); d is the alpha x alpha input patch of the tile, zero outside the image (the padding)."""
+    then tile columns); d is the alpha x alpha input patch of the tile, zero outside the image (the padding).
+    Packed `data` (N, C/4, H, W, 4) gives V[a, b, c/4, p, lane] (block `winograd_input_transform_nchw4c`)."""
     from tvm import te, tirx
 
     bt_np = matrices(m)[0]
     alpha = m + 2
-    n, c, h, w = (int(d) for d in data.shape)
+    packed = len(data.shape) == 5
+    n, c, h, w = (int(d) for d in data.shape[:4])
+    lanes = (LANES,) if packed else ()
     nh, nw = tiles(*out_hw, m)
     top, left = padding[0], padding[1]
     bt = _const_matrix(bt_np, "winograd_BT")
 
-    def tile_value(ci, p, r, s):
+    def tile_value(ci, p, r, s, *lane):
         b = p // (nh * nw)
         y = (p // nw) % nh * m + r - top
         x = p % nw * m + s - left
         inside = tirx.all(y >= 0, y < h, x >= 0, x < w)
-        return tirx.if_then_else(inside, data[b, ci, y, x], tirx.const(0.0, data.dtype))
+        return tirx.if_then_else(inside, data[(b, ci, y, x, *lane)], tirx.const(0.0, data.dtype))
 
-    d = te.compute((c, n * nh * nw, alpha, alpha), tile_value, name="winograd_data_tile")
+    d = te.compute((c, n * nh * nw, alpha, alpha, *lanes), tile_value, name="winograd_data_tile")
     r = te.reduce_axis((0, alpha), name="r")
     s = te.reduce_axis((0, alpha), name="s")
-    return te.compute((alpha, alpha, c, n * nh * nw),
-                      lambda a, b, ci, p: te.sum(d[ci, p, r, s] * bt[a, r] * bt[b, s], axis=[r, s]),
-                      name="winograd_input_transform")
+    return te.compute((alpha, alpha, c, n * nh * nw, *lanes),
+                      lambda a, b, ci, p, *lane: te.sum(d[(ci, p, r, s, *lane)] * bt[a, r] * bt[b, s], axis=[r, s]),
+                      name="winograd_input_transform" + (PACKED if packed else ""))
 
 
 def _gemm_te(u, v):
+    """M[a, b, o, p] = sum_c U[a, b, o, c] V[a, b, c, p]; packed: U (alpha, alpha, O/4, C, 4) and
+    V (alpha, alpha, C/4, P, 4) give M[a, b, o/4, p, lane] (block `winograd_batch_gemm_nchw4c`)."""
     from tvm import te
 
-    alpha, _, o, c = (int(d) for d in u.shape)
+    packed = len(v.shape) == 5
+    alpha, _, o, c = (int(d) for d in u.shape[:4])
     p_total = int(v.shape[3])
     k = te.reduce_axis((0, c), name="k")
+    if packed:
+        return te.compute((alpha, alpha, o, p_total, LANES),
+                          lambda a, b, co, p, lane: te.sum(u[a, b, co, k, lane] * v[a, b, k // LANES, p, k % LANES],
+                                                           axis=k), name="winograd_batch_gemm" + PACKED)
     return te.compute((alpha, alpha, o, p_total),
                       lambda a, b, co, p: te.sum(u[a, b, co, k] * v[a, b, k, p], axis=k),
                       name="winograd_batch_gemm")
 
 
 def _output_transform_te(mm, m: int, n: int, out_hw):
-    """Y[n, o, y, x] = sum_{a, b} M[a, b, o, p] * A^T[y % m, a] * A^T[x % m, b] with p the tile of (n, y, x).
+    """Y[n, o, y, x] = sum_{a, b} M[a, b, o, p] * A^T[y % m, a] * A^T[x % m, b] with p the tile of (n, y, x); packed
+    M gives Y[n, o/4, y, x, lane] (block `winograd_output_transform_nchw4c`).
 
     The function is marked out-elementwise fusable (`op_pattern` 4, like a conv; TVM's own analysis says "reduction"
     because every output reads distinct M) so that FuseOps fuses the conv's epilogue (bias, activation, residual add)
@@ -182,6 +197,7 @@ def _output_transform_te(mm, m: int, n: int, out_hw):
 
     at_np = matrices(m)[2]
     alpha = m + 2
+    packed = len(mm.shape) == 5
     o = int(mm.shape[2])
     oh, ow = out_hw
     nh, nw = tiles(oh, ow, m)
@@ -189,11 +205,39 @@ def _output_transform_te(mm, m: int, n: int, out_hw):
     ra = te.reduce_axis((0, alpha), name="ra")
     rb = te.reduce_axis((0, alpha), name="rb")
 
-    def out_value(b, co, y, x):
+    def out_value(b, co, y, x, *lane):
         p = (b * nh + y // m) * nw + x // m
-        return te.sum(mm[ra, rb, co, p] * at[y % m, ra] * at[x % m, rb], axis=[ra, rb])
+        return te.sum(mm[(ra, rb, co, p, *lane)] * at[y % m, ra] * at[x % m, rb], axis=[ra, rb])
 
-    return te.compute((n, o, oh, ow), out_value, name="winograd_output_transform")
+    return te.compute((n, o, oh, ow, *((LANES,) if packed else ())), out_value,
+                      name="winograd_output_transform" + (PACKED if packed else ""))
+
+
+def pack_weight(u: np.ndarray) -> np.ndarray:
+    """A transformed weight U (alpha, alpha, O, C) for packed stages: (alpha, alpha, ceil(O/4), 4*ceil(C/4), 4), output
+    channel o at [..., o // 4, c, o % 4]; padded channels are zero."""
+    alpha, _, o, c = u.shape
+    o4, c4 = -(-o // LANES), -(-c // LANES)
+    out = np.zeros((alpha, alpha, o4 * LANES, c4 * LANES), dtype=u.dtype)
+    out[:, :, :o, :c] = u
+    return np.ascontiguousarray(out.reshape(alpha, alpha, o4, LANES, c4 * LANES).transpose(0, 1, 2, 4, 3))
+
+
+def emit_stages(bb, data, weight: np.ndarray, m: int, n: int, padding, out_hw):
+    """Emit the three Winograd stages of a conv into the BlockBuilder `bb` (inside a dataflow block) and return the
+    output transform's call (not emitted: the caller emits or returns it). `data` is NCHW or packed NCHW4c (then
+    the weight transform is packed too and every stage works on packed tensors)."""
+    from tvm import relax
+
+    u = transform_weight(weight, m)
+    packed = len(data.ty.shape) == 5
+    v = bb.emit_te(_input_transform_te, data, m, padding, out_hw, primfunc_name_hint=f"winograd{m}_input_transform")
+    mm = bb.emit_te(_gemm_te, relax.const(pack_weight(u) if packed else u), v,
+                    primfunc_name_hint=f"winograd{m}_batch_gemm")
+    return bb.call_te(_output_transform_te, mm, m, n, out_hw, primfunc_name_hint=f"winograd{m}_conv2d",
+                      # a multiply-accumulate whose output is the conv's: its epilogue may fuse into it
+                      # (TVM's analysis alone says "reduction" since every output reads distinct M)
+                      primfunc_attrs={"op_pattern": 4})
 
 
 def _shape(expr) -> list[int]:
@@ -350,16 +394,7 @@ def rewrite(mod, mode: str = "auto", config: dict | None = None):
                 return call
             chosen.append((wl, m))
             n, _, _, _, _, padding, oh, ow = info
-            u = relax.const(transform_weight(array, m))
-            bb = self.builder_
-            v = bb.emit_te(_input_transform_te, call.args[0], m, padding, (oh, ow),
-                           primfunc_name_hint=f"winograd{m}_input_transform")
-            mm = bb.emit_te(_gemm_te, u, v, primfunc_name_hint=f"winograd{m}_batch_gemm")
-            return bb.call_te(_output_transform_te, mm, m, n, (oh, ow),
-                              primfunc_name_hint=f"winograd{m}_conv2d",
-                              # a multiply-accumulate whose output is the conv's: its epilogue may fuse into it
-                              # (TVM's analysis alone says "reduction" since every output reads distinct M)
-                              primfunc_attrs={"op_pattern": 4})
+            return emit_stages(self.builder_, call.args[0], array, m, n, padding, (oh, ow))
 
     rewriter = _Rewriter(folded)
     func = rewriter.visit_expr(folded["main"])

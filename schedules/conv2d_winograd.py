@@ -25,8 +25,11 @@ from __future__ import annotations
 
 from . import _conv
 
+_LANES = 4
+
 OP = "conv2d_winograd"
 STAGES = ("winograd_input_transform", "winograd_batch_gemm", "winograd_output_transform")
+PACKED = "_nchw4c"  # the packed (texture) stages' main blocks: a stage name plus this suffix, a trailing lane axis
 
 # `tile` is read by the Relax rewrite (adreno.winograd), per conv; the others by the stage schedules below.
 KNOBS: dict[str, list] = {
@@ -52,16 +55,22 @@ def _stage_of(func):
         return None
     sch, blocks, _ = found
     names = [str(sch.get(b).name_hint) for b in blocks]
-    found = [s for s in STAGES if s in names]
+    found = [s for s in STAGES + tuple(s + PACKED for s in STAGES) if s in names]
     if len(found) != 1:
         return None
     return found[0], sch, blocks
 
 
+def base_stage(stage: str) -> str:
+    """The stage name without the packed suffix (what STAGE_KNOBS and the schedules are keyed by)."""
+    return stage.removesuffix(PACKED)
+
+
 def workload(func):
     """(stage, iteration extents of its main block) when `func` is a Winograd stage function, else None.
     Extents: input transform (alpha, alpha, C, P, alpha, alpha); GEMM (alpha, alpha, O, P, C); output transform
-    (N, O, OH, OW, alpha, alpha), with P = N * ceil(OH / m) * ceil(OW / m) tiles."""
+    (N, O, OH, OW, alpha, alpha), with P = N * ceil(OH / m) * ceil(OW / m) tiles. A packed stage counts channels in
+    blocks of 4 (the GEMM's reduction in channels) and has the lane extent 4 before its reduction extents."""
     found = _stage_of(func)
     if found is None:
         return None
@@ -109,27 +118,37 @@ def default_config(wl, target) -> dict:
     (16 along the tiles first), each allowed a ragged last tile wasting at most 15%; transforms: 64 work-items."""
     stage, dims = wl
     limit = min(_conv.max_threads(target), 64)
-    if stage != "winograd_batch_gemm":
+    if base_stage(stage) != "winograd_batch_gemm":
         return {"threads_t": limit}
-    _, _, o, p, c = dims
+    o, p, c = dims[2], dims[3], dims[-1]
     tile_o = _fit(o, KNOBS["tile_o"], 8)
     tile_p = _fit(p, KNOBS["tile_p"], 4)
     threads_p = _fit(-(-p // tile_p), KNOBS["threads_p"], 16)
     threads_o = _fit(-(-o // tile_o), KNOBS["threads_o"], max(1, limit // threads_p))
-    tile_k = _conv.pick_tile(c, KNOBS["tile_k"], 4)
+    tile_k = _conv.pick_tile(c // (_LANES if stage.endswith(PACKED) else 1), KNOBS["tile_k"], 4)
     return {"tile_o": tile_o, "tile_p": tile_p, "threads_o": threads_o, "threads_p": threads_p, "tile_k": tile_k}
 
 
 def check_config(wl, config: dict, target) -> dict:
     """Raise ValueError when `config` is not valid for the stage `wl` on `target`."""
-    stage, _ = wl
-    return _conv.validate(config, KNOBS, target,
-                          ("threads_o", "threads_p") if stage == "winograd_batch_gemm" else ("threads_t",))
+    stage, dims = wl
+    gemm = base_stage(stage) == "winograd_batch_gemm"
+    if gemm and stage.endswith(PACKED) and (dims[-1] // _LANES) % config.get("tile_k", 1):
+        raise ValueError(f"tile_k={config['tile_k']} does not divide the {dims[-1] // _LANES} input channel blocks")
+    return _conv.validate(config, KNOBS, target, ("threads_o", "threads_p") if gemm else ("threads_t",))
 
 
 def _unroll_all(sch, loops):
     for loop in loops:
         sch.unroll(loop)
+
+
+def _registers(sch, loops, lanes: list):
+    """Unroll `loops` (a block's own loops, kept in registers); with `lanes` (a packed stage) the last of them is
+    the 4-lane axis: vectorised, so that its texture access is one float4 pixel."""
+    _unroll_all(sch, loops[:-1] if lanes else loops)
+    if lanes:
+        sch.vectorize(loops[-1])
 
 
 def _bind_flat(sch, loops, threads):
@@ -142,23 +161,23 @@ def _bind_flat(sch, loops, threads):
 
 def _schedule_input(sch, blocks, cfg):
     names = {str(sch.get(b).name_hint): b for b in blocks}
-    main = names["winograd_input_transform"]
+    main = next(b for name, b in names.items() if name.startswith("winograd_input_transform"))
     tile = names["winograd_data_tile"]
     for b in blocks:  # the transform matrix and any fused elementwise prologue go into the loads
         if b not in (main, tile):
             sch.compute_inline(b)
     out = sch.cache_write(main, 0, "local")  # before any split: its write-back keeps the exact domain
     sch.set_scope(tile, 0, "local")
-    a, b_, ci, p, r, s = sch.get_loops(main)
-    sch.reorder(ci, p, a, b_, r, s)
+    a, b_, ci, p, *lane, r, s = sch.get_loops(main)
+    sch.reorder(ci, p, a, b_, r, s, *lane)
     tx = _bind_flat(sch, [ci, p], cfg["threads_t"])
     sch.compute_at(tile, tx, preserve_unit_loops=True)
-    _unroll_all(sch, sch.get_loops(tile)[-2:])
+    _registers(sch, sch.get_loops(tile)[-2 - len(lane):], lane)
     sch.reverse_compute_at(out, tx, preserve_unit_loops=True)
-    _unroll_all(sch, sch.get_loops(out)[-4:])
+    _registers(sch, sch.get_loops(out)[-4 - len(lane):], lane)
     init = sch.decompose_reduction(main, a)
-    _unroll_all(sch, sch.get_loops(init)[-2:])
-    _unroll_all(sch, [a, b_, r, s])
+    _registers(sch, sch.get_loops(init)[-2 - len(lane):], lane)
+    _unroll_all(sch, [a, b_, r, s, *lane])  # (TVM refuses to vectorise this lane loop: the registers stay scalar)
     return sch
 
 
@@ -168,29 +187,30 @@ def _schedule_gemm(sch, blocks, cfg):
     u_cache = sch.cache_read(main, 0, "local")
     v_cache = sch.cache_read(main, 1, "local")
     out = sch.cache_write(main, 0, "local")
-    a, b, o, p, k = sch.get_loops(main)
+    a, b, o, p, *lane, k = sch.get_loops(main)
     oo, ot, oi = sch.split(o, [None, to, vo], preserve_unit_iters=True)
     po, pt, pi = sch.split(p, [None, tp, vp], preserve_unit_iters=True)
-    ko, ki = sch.split(k, [None, vk], preserve_unit_iters=True)
-    sch.reorder(a, b, oo, po, ot, pt, ko, ki, oi, pi)
+    # packed: the reduction in blocks of 4 input channels, the 4 lanes of one V pixel innermost
+    ko, ki, *kl = sch.split(k, [None, vk, _LANES] if lane else [None, vk], preserve_unit_iters=True)
+    sch.reorder(a, b, oo, po, ot, pt, ko, ki, *kl, oi, pi, *lane)
     grid = sch.fuse(a, b, oo, po, preserve_unit_iters=True)
     sch.bind(grid, "blockIdx.x")
     sch.bind(ot, "threadIdx.y")
     sch.bind(pt, "threadIdx.x")
     for cache in (u_cache, v_cache):
         sch.compute_at(cache, ki, preserve_unit_loops=True)
-        _unroll_all(sch, sch.get_loops(cache)[-4:])
-    _unroll_all(sch, [ki, oi, pi])
+        _registers(sch, sch.get_loops(cache)[-4 - len(lane):], lane)
+    _registers(sch, [ki, *kl, oi, pi, *lane], lane)
     sch.reverse_compute_at(out, pt, preserve_unit_loops=True)
-    _unroll_all(sch, sch.get_loops(out)[-4:])
+    _registers(sch, sch.get_loops(out)[-4 - len(lane):], lane)
     init = sch.decompose_reduction(main, ko)
-    _unroll_all(sch, sch.get_loops(init)[-2:])
+    _registers(sch, sch.get_loops(init)[-2 - len(lane):], lane)
     return sch
 
 
 def _schedule_output(sch, blocks, cfg, m):
     names = [str(sch.get(b).name_hint) for b in blocks]
-    index = names.index("winograd_output_transform")
+    index = next(i for i, name in enumerate(names) if name.startswith("winograd_output_transform"))
     main = blocks[index]
     for b in blocks[:index]:  # the A^T matrix (and any elementwise prologue) inline into the reduction
         sch.compute_inline(b)
@@ -202,19 +222,19 @@ def _schedule_output(sch, blocks, cfg, m):
         sch.set_scope(main, 0, "local")
     else:
         out = sch.cache_write(main, 0, "local")
-    n, o, y, x, ra, rb = sch.get_loops(main)
+    n, o, y, x, *lane, ra, rb = sch.get_loops(main)
     ty, yi = sch.split(y, [None, m], preserve_unit_iters=True)
     tx, xi = sch.split(x, [None, m], preserve_unit_iters=True)
-    sch.reorder(n, o, ty, tx, ra, rb, yi, xi)
+    sch.reorder(n, o, ty, tx, ra, rb, yi, xi, *lane)
     thread = _bind_flat(sch, [n, o, ty, tx], cfg["threads_t"])
     m_cache = sch.cache_read(main, 0, "local")
     sch.compute_at(m_cache, thread, preserve_unit_loops=True)
-    _unroll_all(sch, sch.get_loops(m_cache)[-4:])
-    _unroll_all(sch, [ra, rb, yi, xi])
+    _registers(sch, sch.get_loops(m_cache)[-4 - len(lane):], lane)
+    _registers(sch, [ra, rb, yi, xi, *lane], lane)
     sch.reverse_compute_at(out, thread, preserve_unit_loops=True)
-    _unroll_all(sch, sch.get_loops(out)[-2:])
+    _registers(sch, sch.get_loops(out)[-2 - len(lane):], lane)
     init = sch.decompose_reduction(main, ra)
-    _unroll_all(sch, sch.get_loops(init)[-2:])
+    _registers(sch, sch.get_loops(init)[-2 - len(lane):], lane)
     return sch
 
 
@@ -235,12 +255,12 @@ def apply(func, target, config: dict | None = None):
     stage, sch, blocks = found
     wl = workload(func)
     key = workload_key(func)
-    tuned = {k: v for k, v in ((config or {}).get(key) or {}).items() if k in STAGE_KNOBS[stage]}
+    tuned = {k: v for k, v in ((config or {}).get(key) or {}).items() if k in STAGE_KNOBS[base_stage(stage)]}
 
     def schedule(cfg):
-        if stage == "winograd_input_transform":
+        if base_stage(stage) == "winograd_input_transform":
             return _schedule_input(sch, blocks, cfg)
-        if stage == "winograd_batch_gemm":
+        if base_stage(stage) == "winograd_batch_gemm":
             return _schedule_gemm(sch, blocks, cfg)
         return _schedule_output(sch, blocks, cfg, _tile_of(sch, blocks))
 

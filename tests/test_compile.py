@@ -170,7 +170,7 @@ def test_native_host_exports_shared_library(tmp_path):
     ({}, "texture", "off"),                                          # the default: textures, no Winograd there
     ({"memory": "buffer"}, "buffer", "auto"),                        # buffers: the auto rule picks Winograd
     ({"memory": "buffer", "schedules": "tvm"}, "buffer", "off"),     # TVM's schedules: no rewrite of ours
-    ({"winograd": "f2"}, "buffer", "f2"),                            # asking for Winograd selects buffers
+    ({"winograd": "f2"}, "texture", "f2"),                           # Winograd stages on packed textures
     ({"winograd": "off"}, "texture", "off"),
 ])
 def test_memory_and_winograd_defaults(options, memory, winograd, tmp_path, rng):
@@ -184,8 +184,9 @@ def test_memory_and_winograd_defaults(options, memory, winograd, tmp_path, rng):
     np.testing.assert_allclose(out, ref, atol=1e-3 * max(1.0, np.abs(ref).max()))
 
 
-def test_winograd_with_texture_memory_is_refused(tmp_path, rng):
+@pytest.mark.parametrize("memory", ["texture", "buffer"])
+def test_unknown_winograd_mode_is_refused(memory, tmp_path, rng):
     model = single_op_model("Conv", {"x": [1, 64, 8, 8]}, {"w": rng.standard_normal((64, 64, 3, 3))}, pads=[1, 1, 1, 1])
-    with pytest.raises(AdrenoError, match="buffer path only"):
-        compile_model(model, tmp_path / "o", CompileOptions(memory="texture", winograd="f4"))
+    with pytest.raises(AdrenoError, match="winograd must be one of off, auto, f2, f4"):
+        compile_model(model, tmp_path / "o", CompileOptions(memory=memory, winograd="f3"))
     assert not (tmp_path / "o").exists()

@@ -16,6 +16,8 @@
   seconds and log metrics centred per task, which removes c_task), so with no data it ranks by the prior.
 - LearnedModel: LightGBM lambdarank on all features; relevance = within-task rank of speed; retrained from scratch
   on all data at each update; ranks with its AnalyticalModel until it has `min_records` usable records.
+  `make_model("learned")` is `anchored`: the boosting starts from the fitted AnalyticalModel's scores (LightGBM
+  `init_score`, added back at predict), so the trees learn the analytical model's residual ranking errors.
 - TransferModel: a LearnedModel whose boosting starts from a booster pre-trained on another device (LightGBM
   `init_model`): see the class doc for why continued boosting rather than a weighted union of old and new data.
 
@@ -342,12 +344,17 @@ class LearnedModel(CostModel):
     top-5 recall 0.68 against 0.57, Spearman 0.90 against 0.89.
 
     Until there are `min_records` usable records (successful ones in tasks with at least two distinct times) it
-    ranks with its `fallback` AnalyticalModel, which it keeps updated too."""
+    ranks with its `fallback` AnalyticalModel, which it keeps updated too. `anchored` (lambdarank only): the
+    boosting starts from that fallback's scores, so the model goes from the analytical ranking to the learned one
+    without a jump when the first booster is trained, and its trees correct the analytical model instead of
+    replacing it. On the records of four bench_search runs (ResNet-18's 3 heaviest tasks, 5 random 70/30 splits
+    each) held-out Pearson went 0.873/0.830/0.890/0.851 -> 0.899/0.864/0.908/0.872 (mean 0.861 -> 0.886)."""
 
     name = "learned"
 
     def __init__(self, num_boost_round: int = 60, min_records: int = 8, params: dict | None = None,
-                 fallback: AnalyticalModel | None = None):
+                 fallback: AnalyticalModel | None = None, anchored: bool = False):
+        self.anchored = bool(anchored)
         self.num_boost_round = int(num_boost_round)
         self.min_records = int(min_records)
         self.params = {**LGB_PARAMS, **(params or {})}
@@ -401,7 +408,8 @@ class LearnedModel(CostModel):
             params = dict(self.params)
         else:
             x, labels, sizes, _, _ = self._dataset()
-            data = lgb.Dataset(x, label=labels, group=sizes, params=dataset_params, free_raw_data=True)
+            data = lgb.Dataset(x, label=labels, group=sizes, params=dataset_params, free_raw_data=True,
+                               init_score=self._prior(x))
             params = {**self.params, "label_gain": list(range(RELEVANCE_LEVELS)),
                       "lambdarank_truncation_level": int(min(max(sizes.max(), 1), 256))}
         params["min_data_in_leaf"] = min(self.params["min_data_in_leaf"], max(1, len(x) // 4))
@@ -418,6 +426,12 @@ class LearnedModel(CostModel):
         if fresh.any() and self.usable_records() >= self.min_records:
             self.booster = self._train()
 
+    def _prior(self, x: np.ndarray) -> np.ndarray | None:
+        """The boosting's starting scores: the fitted analytical model's (`anchored` lambdarank), else None."""
+        if not self.anchored or self.params["objective"] == "regression":
+            return None
+        return self.fallback.predict(x)
+
     def predict(self, features: np.ndarray) -> np.ndarray:
         x = _as_2d(features)
         if len(x) == 0:
@@ -426,11 +440,13 @@ class LearnedModel(CostModel):
             return self.fallback.predict(x)
         if x.shape[1] != self.booster.num_feature():
             raise ValueError(f"feature rows have {x.shape[1]} columns, the model {self.booster.num_feature()}")
-        return np.asarray(self.booster.predict(x), dtype=np.float64)
+        scores = np.asarray(self.booster.predict(x), dtype=np.float64)
+        prior = self._prior(x)
+        return scores if prior is None else scores + prior
 
     def _state(self) -> dict:
         return {"num_boost_round": self.num_boost_round, "min_records": self.min_records, "params": self.params,
-                "fallback": self.fallback._state(), "records": self.records.state(),
+                "anchored": self.anchored, "fallback": self.fallback._state(), "records": self.records.state(),
                 "booster": None if self.booster is None else self.booster.model_to_string()}
 
     @staticmethod
@@ -444,7 +460,7 @@ class LearnedModel(CostModel):
     @classmethod
     def _from_state(cls, state: dict) -> "LearnedModel":
         model = cls(state["num_boost_round"], state["min_records"], state["params"],
-                    AnalyticalModel._from_state(state["fallback"]))
+                    AnalyticalModel._from_state(state["fallback"]), state.get("anchored", False))
         model.records = _Records.from_state(state["records"])
         model.booster = cls._booster(state["booster"])
         return model
@@ -543,7 +559,7 @@ def make_model(spec: str) -> CostModel:
     if spec == "analytical":
         return AnalyticalModel()
     if spec == "learned":
-        return LearnedModel()
+        return LearnedModel(anchored=True)
     if spec == "learned-regression":
         return LearnedModel(params={"objective": "regression"})
     if spec.startswith("transfer:") and len(spec) > len("transfer:"):

@@ -52,24 +52,35 @@ CASES = [
 ]
 
 
+def _stage_names(memory: str) -> list[str]:
+    return sorted(s + (conv2d_winograd.PACKED if memory == "texture" else "") for s in conv2d_winograd.STAGES)
+
+
+@pytest.mark.parametrize("memory", ["buffer", "texture"])
 @pytest.mark.parametrize("mode", ["f2", "f4"])
 @pytest.mark.parametrize("case", CASES, ids=ConvCase.id)
-def test_winograd_matches_onnxruntime(case, mode, tmp_path, monkeypatch):
+def test_winograd_matches_onnxruntime(case, mode, memory, tmp_path, monkeypatch):
     from adreno.compile import CompileOptions, compile_model
     from adreno.opencl.executor import Executor
 
     model = conv_model(case)
     inputs = model_inputs(model)
-    with record_claims(monkeypatch, "conv2d_winograd", "conv2d_direct") as claims:
-        artifact = compile_model(model, tmp_path / "a", CompileOptions(target="adreno-740", winograd=mode))
+    with record_claims(monkeypatch, "conv2d_winograd", "conv2d_direct", "conv2d_texture") as claims:
+        artifact = compile_model(model, tmp_path / "a", CompileOptions(target="adreno-740", winograd=mode,
+                                                                     memory=memory))
     ex = Executor(artifact)
     out = ex.run([inputs[n] for n in ex.artifact.plan.inputs])[0]
     assert_close(out, reference(model, inputs)[0], rtol=RTOL)
     stages = sorted(k.split("|")[0] for k in claims["conv2d_winograd"])
-    assert stages == sorted(conv2d_winograd.STAGES), claims
-    assert not claims["conv2d_direct"]
-    programs = sorted(p.stem for p in (artifact / "kernels").glob("*.cl"))
+    assert stages == _stage_names(memory), claims
+    assert not claims["conv2d_direct"] and not claims["conv2d_texture"]
+    programs = sorted(p.stem.split("__tex")[0] for p in (artifact / "kernels").glob("*.cl") if "pack_nchw4c" not in p.stem)
     assert len(programs) == 3, programs  # input transform, GEMM, output transform with the epilogue fused in
+    if memory == "texture":  # V, M, U and the output are images; the model's NCHW input and output buffers
+        plan = ex.artifact.plan
+        steps = [s for s in plan.steps if "winograd" in s.func]
+        assert len(steps) == 3 and all(plan.tensors[a].image for s in steps for a in s.args)
+        assert not ex.artifact.manifest["textures"]["fallbacks"]
     fused = next(p for p in programs if "conv2d" in p)
     if case.epilogue != "none":
         assert fused.startswith(f"fused_winograd{mode[1]}_conv2d_add"), programs
@@ -140,7 +151,8 @@ def test_gemm_knobs_are_applied_and_checked():
     assert all(conv2d_winograd.workload_key(f) is not None for n, f in funcs.items() if "winograd" in n)
 
 
-def test_resnet18_with_winograd_matches_onnxruntime(tmp_path, monkeypatch):
+@pytest.mark.parametrize("memory", ["buffer", "texture"])
+def test_resnet18_with_winograd_matches_onnxruntime(memory, tmp_path, monkeypatch):
     from adreno import zoo
     from adreno.compile import CompileOptions, compile_model
     from adreno.opencl.executor import Executor
@@ -149,12 +161,13 @@ def test_resnet18_with_winograd_matches_onnxruntime(tmp_path, monkeypatch):
     spec = zoo.MODELS["resnet18"]
     x = np.random.default_rng(7).standard_normal(spec.input_shape).astype(np.float32)
     with record_claims(monkeypatch, "conv2d_winograd") as claims:
-        artifact = compile_model(model, tmp_path / "r18", CompileOptions(target="adreno-740", winograd="f4"))
+        artifact = compile_model(model, tmp_path / "r18", CompileOptions(target="adreno-740", winograd="f4",
+                                                                       memory=memory))
     out = Executor(artifact).run([x])[0]
     assert_close(out, reference(model, {spec.input_name: x})[0], rtol=RTOL)
     # the 3x3 stride-1 convs (13 of 20) became Winograd stages, all scheduled by our rules (identical stage functions
     # are shared between layers, so there are fewer functions than 3 x 13)
     programs = [p.stem for p in (artifact / "kernels").glob("*winograd*.cl")]
-    assert {k.split("|")[0] for k in claims["conv2d_winograd"]} == set(conv2d_winograd.STAGES)
+    assert {k.split("|")[0] for k in claims["conv2d_winograd"]} == set(_stage_names(memory))
     assert len(claims["conv2d_winograd"]) == len(programs), (claims, programs)
     assert sum("conv2d" in p for p in programs) >= 4  # an output transform per distinct layer shape at least

@@ -174,6 +174,27 @@ def test_learned_model_uses_the_analytical_ranking_until_it_has_records(device_a
     assert not np.allclose(model.predict(x[:20]), analytical.predict(x[:20]))
 
 
+def test_anchored_model_corrects_the_analytical_ranking_instead_of_jumping_away_from_it(device_a):
+    """The first boosters, trained on a few records of many tasks, rank worse than the analytical model they replace;
+    anchored on it (make_model("learned")) the ranking stays close to it early and passes it with more records."""
+    x, s, g = device_a
+    assert make_model("learned").anchored and not make_model("learned-regression").anchored
+    spearman = {}
+    for n in (20, 100):
+        idx = np.random.default_rng(n).permutation(len(s))
+        train, test = idx[:n], idx[n:]
+        for name, model in (("plain", LearnedModel()), ("anchored", LearnedModel(anchored=True)),
+                            ("analytical", AnalyticalModel())):
+            model.update(x[train], s[train], g[train])
+            spearman[name, n] = quality(model, x[test], s[test], g[test])["spearman"]
+            if name == "anchored":  # the trees' scores on top of the fitted analytical model's
+                np.testing.assert_allclose(model.predict(x[test]), model.booster.predict(x[test])
+                                           + model.fallback.predict(x[test]))
+    assert spearman["anchored", 20] > spearman["plain", 20] + 0.15
+    assert spearman["anchored", 20] > spearman["analytical", 20] - 0.1
+    assert spearman["anchored", 100] > spearman["analytical", 100] > spearman["plain", 100]
+
+
 @pytest.mark.parametrize("spec", ["learned", "learned-regression"])
 def test_failed_records_are_ranked_worst(spec):
     """Candidates with a high `tile_f` fail; the learned model learns to score them below the rest."""
@@ -253,7 +274,9 @@ def test_save_load_round_trips_give_identical_predictions(device_a, device_b, tm
     transfer_trained.update(xb[:40], sb[:40], gb[:40])
     regression = make_model("learned-regression")
     regression.update(xa, sa, ga)
-    models += [fitted, learned, transfer, transfer_trained, regression]
+    anchored = make_model("learned")
+    anchored.update(xa, sa, ga)
+    models += [fitted, learned, transfer, transfer_trained, regression, anchored]
     for i, model in enumerate(models):
         path = tmp_path / f"m{i}.json"
         model.save(path)
