@@ -260,9 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--records", help="tuning records from `adreno tune`: the best config of each workload is used")
     p.add_argument("--winograd", choices=["off", "auto", "f2", "f4"], default=None,
                    help="Winograd for 3x3 stride-1 convs, on buffers or packed in textures: auto (F(4x4) or F(2x2) "
-                   "where both channel counts are >= 64 and the output is >= 7x7; the default with buffer memory), "
-                   "f2/f4 (every eligible conv), off (direct convs; the default with texture memory or --schedules "
-                   "tvm). Tuned layout records override auto and off per conv")
+                   "where both channel counts are >= 64 and the output is >= 7x7; the default), f2/f4 (every "
+                   "eligible conv), off (direct convs; the default with --schedules tvm). Tuned layout records, and "
+                   "tuned direct kernels, override auto and off per conv")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
     p = command("run", cmd_run, "run an artifact on a local OpenCL device, time each kernel, check the output",

@@ -44,8 +44,8 @@ class CompileOptions:
     schedules: str = "adreno"  # "adreno": our schedule rules first, TVM's dlight rules for the rest; "tvm": TVM's only
     records: str | None = None  # tuning records (`adreno tune`): the best config per workload overrides the defaults
     # "off" | "auto" | "f2" | "f4": Winograd F(2x2|4x4, 3x3) for 3x3 stride-1 convs (adreno/winograd.py), on
-    # buffers or packed in textures; None: "auto" with buffer memory and our schedules, else "off". Under "off"
-    # and "auto", a conv's tuned layout record (`records`) decides instead
+    # buffers or packed in textures; None: "auto" with our schedules, "off" with TVM's. Under "off" and "auto", a
+    # conv's tuned layout record (`records`) decides instead (on textures: a tuned direct texture conv stays direct)
     winograd: str | None = None
 
 
@@ -75,7 +75,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     memory = options.memory or default_memory(tuned)
     if memory not in ("buffer", "texture"):
         raise AdrenoError(f"--memory must be 'texture' or 'buffer', not {memory!r}")
-    winograd = options.winograd or ("auto" if memory == "buffer" and options.schedules == "adreno" else "off")
+    winograd = options.winograd or ("auto" if options.schedules == "adreno" else "off")
     if winograd not in WINOGRAD_MODES:
         raise AdrenoError(f"--winograd must be one of {', '.join(WINOGRAD_MODES)}, not {winograd!r}")
     if options.precision not in ("fp32", "fp16"):
@@ -130,8 +130,9 @@ def default_memory(tuned: dict) -> str:
     """The memory a compile gets when none is asked for: "texture", except "buffer" for tuning records of which
     none is a texture workload (records tuned with `adreno tune --memory buffer`)."""
     from .schedules import conv2d_1x1, conv2d_texture
+    from .winograd import TEXTURE_OP
 
-    texture_ops = {*conv2d_texture.OPS.values(), conv2d_1x1.OP}
+    texture_ops = {*conv2d_texture.OPS.values(), conv2d_1x1.OP, TEXTURE_OP}
     texture_records = any(key.split("|")[0] in texture_ops for key in tuned)
     return "buffer" if tuned and not texture_records else "texture"
 

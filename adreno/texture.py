@@ -710,7 +710,8 @@ def plan_layouts(mod, report: LayoutReport | None = None, winograd: str = "off",
         if p is None:
             return None, "input cannot be packed"
         info = winograd_rule.eligible(value, w)
-        tile = 0 if info is None else winograd_rule.choose_tile(winograd_rule.workload_of(info), winograd, config)
+        tile = 0 if info is None else winograd_rule.choose_tile(winograd_rule.workload_of(info), winograd, config,
+                                                                "texture")
         if tile:
             n, _, _, _, _, padding, oh, ow = info
             report.winograd_convs += 1

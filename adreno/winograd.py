@@ -278,24 +278,49 @@ def workload_of(info):
     return ConvWorkload(n, c, h, w, o, 3, 3, oh, ow, (1, 1), (1, 1), padding, 1, "float32")
 
 
-_KEY = re.compile(rf"{OP}\|n(\d+)c(\d+)h(\d+)w(\d+)\|o(\d+)k3x3\|s1x1\|p(\d+)x(\d+)x(\d+)x(\d+)\|d1x1\|g1\|float32")
+TEXTURE_OP = "conv2d_winograd_nchw4c"  # the layout key of a conv tuned in texture memory (packed stages or direct)
+_KEY = re.compile(rf"({OP}|{TEXTURE_OP})\|n(\d+)c(\d+)h(\d+)w(\d+)\|o(\d+)k3x3\|s1x1\|p(\d+)x(\d+)x(\d+)x(\d+)"
+                  r"\|d1x1\|g1\|float32")
 
 
 def workload_from_key(key: str):
-    """The ConvWorkload of a layout key `ConvWorkload.key(OP)` of an eligible conv (None for any other key)."""
+    """The ConvWorkload of a layout key (`layout_key`) of an eligible conv (None for any other key)."""
     found = _KEY.fullmatch(key)
     if found is None:
         return None
-    n, c, h, w, o, top, left, bottom, right = map(int, found.groups())
+    n, c, h, w, o, top, left, bottom, right = map(int, found.groups()[1:])
     return workload_of((n, c, h, w, o, (top, left, bottom, right), h + top + bottom - 2, w + left + right - 2))
+
+
+def key_memory(key: str) -> str:
+    """The memory a layout key was tuned for: "texture" or "buffer"."""
+    return "texture" if key.startswith(TEXTURE_OP + "|") else "buffer"
+
+
+def layout_key(wl, memory: str = "buffer") -> str:
+    """The key of a conv's layout record: the layout (`tile`) and its knobs, tuned in `memory`."""
+    return wl.key(TEXTURE_OP if memory == "texture" else OP)
+
+
+def packed_workload(wl):
+    """The conv as the texture families see it: channel counts padded to multiples of 4."""
+    from dataclasses import replace
+
+    return replace(wl, c=-(-wl.c // LANES) * LANES, o=-(-wl.o // LANES) * LANES)
+
+
+def direct_key(wl, memory: str = "buffer") -> str:
+    """The key of the conv's direct kernel records in `memory` (`conv2d_direct` or the packed `conv2d_texture`)."""
+    return packed_workload(wl).key("conv2d_nchw4c") if memory == "texture" else wl.key("conv2d_direct")
 
 
 def kernel_configs(configs: dict) -> dict:
     """`configs` (workload key -> tuned knobs, as `adreno compile --records` reads them) plus the knobs of every
-    layout record (under a conv's key `ConvWorkload.key(OP)`: `tile` and the knobs of that layout) under the keys the
-    schedules look up: the direct conv's key when `tile` is 0, each Winograd stage's key otherwise. A layout record
-    overrides a direct-conv record of the same conv (it was measured as the conv's whole pipeline)."""
-    from .schedules import conv2d_direct
+    layout record (under a conv's `layout_key`: `tile` and the knobs of that layout) under the keys the schedules look
+    up: the direct conv's key (`direct_key`) when `tile` is 0, each Winograd stage's key otherwise (packed stages for
+    a texture layout key). A layout record overrides a direct-conv record of the same conv (it was measured as the
+    conv's whole pipeline)."""
+    from .schedules import conv2d_direct, conv2d_texture
     from .schedules import conv2d_winograd as stages
 
     out = dict(configs)
@@ -303,12 +328,14 @@ def kernel_configs(configs: dict) -> dict:
         wl = workload_from_key(key)
         if wl is None or "tile" not in config:
             continue
-        m = int(config["tile"])
+        memory, m = key_memory(key), int(config["tile"])
         if m == 0:
-            out[wl.key(conv2d_direct.OP)] = {k: v for k, v in config.items() if k in conv2d_direct.KNOBS}
+            knobs = conv2d_texture.KNOBS if memory == "texture" else conv2d_direct.KNOBS
+            out[direct_key(wl, memory)] = {k: v for k, v in config.items() if k in knobs}
             continue
-        for stage in stages.stage_workloads(wl, m):
-            out[stages.stage_key(stage)] = {k: config[k] for k in stages.STAGE_KNOBS[stage[0]] if k in config}
+        for stage in stages.stage_workloads(wl, m, packed=memory == "texture"):
+            out[stages.stage_key(stage)] = {k: config[k] for k in stages.STAGE_KNOBS[stages.base_stage(stage[0])]
+                                            if k in config}
     return out
 
 
@@ -323,16 +350,17 @@ def select_tile(wl) -> int:
     return 4 if min(wl.oh, wl.ow) >= F4_MIN_SPATIAL else 2
 
 
-def choose_tile(wl, mode: str, config: dict | None) -> int:
-    """The tile for an eligible conv: forced by "f2"/"f4", else its tuned layout record's, else 0 when it has a tuned
-    direct-kernel record (a `--no-layouts` run), else the mode's rule ("auto": `select_tile`, "off": 0)."""
+def choose_tile(wl, mode: str, config: dict | None, memory: str = "buffer") -> int:
+    """The tile for an eligible conv compiled for `memory`: forced by "f2"/"f4", else its tuned layout record's (of
+    that memory), else 0 when it has a tuned direct-kernel record (a `--no-layouts` run), else the mode's rule
+    ("auto": `select_tile`, "off": 0)."""
     if mode in ("f2", "f4"):
         return int(mode[1])
     config = config or {}
-    tuned = config.get(wl.key(OP))
+    tuned = config.get(layout_key(wl, memory))
     if tuned and "tile" in tuned:
         return int(tuned["tile"])
-    return select_tile(wl) if mode == "auto" and wl.key("conv2d_direct") not in config else 0
+    return select_tile(wl) if mode == "auto" and direct_key(wl, memory) not in config else 0
 
 
 def _const_array(expr):

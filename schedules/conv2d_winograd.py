@@ -89,20 +89,25 @@ def stage_key(wl) -> str:
     return f"{wl[0]}|" + "x".join(map(str, wl[1])) + "|float32"
 
 
-def stage_workloads(conv, m: int) -> list[tuple[str, list[int]]]:
+def stage_workloads(conv, m: int, packed: bool = False) -> list[tuple[str, list[int]]]:
     """The stage workloads (as `workload` describes them) the rewrite of the conv `conv` (a ConvWorkload) with
-    F(m x m, 3 x 3) produces, in STAGES order: what a conv's layout choice tunes."""
+    F(m x m, 3 x 3) produces, in STAGES order: what a conv's layout choice tunes. `packed`: the texture stages."""
     alpha = m + 2
     p = conv.n * -(-conv.oh // m) * -(-conv.ow // m)
-    return [("winograd_input_transform", [alpha, alpha, conv.c, p, alpha, alpha]),
-            ("winograd_batch_gemm", [alpha, alpha, conv.o, p, conv.c]),
-            ("winograd_output_transform", [conv.n, conv.o, conv.oh, conv.ow, alpha, alpha])]
+    if not packed:
+        return [("winograd_input_transform", [alpha, alpha, conv.c, p, alpha, alpha]),
+                ("winograd_batch_gemm", [alpha, alpha, conv.o, p, conv.c]),
+                ("winograd_output_transform", [conv.n, conv.o, conv.oh, conv.ow, alpha, alpha])]
+    c4, o4 = -(-conv.c // _LANES), -(-conv.o // _LANES)
+    return [("winograd_input_transform" + PACKED, [alpha, alpha, c4, p, _LANES, alpha, alpha]),
+            ("winograd_batch_gemm" + PACKED, [alpha, alpha, o4, p, _LANES, c4 * _LANES]),
+            ("winograd_output_transform" + PACKED, [conv.n, o4, conv.oh, conv.ow, _LANES, alpha, alpha])]
 
 
-def layout_default(conv, m: int, target) -> dict:
+def layout_default(conv, m: int, target, packed: bool = False) -> dict:
     """The default knobs of every stage of `conv` rewritten with F(m x m, 3 x 3), with `tile` = m."""
     config = {"tile": m}
-    for wl in stage_workloads(conv, m):
+    for wl in stage_workloads(conv, m, packed):
         config.update(default_config(wl, target))
     return config
 
@@ -115,17 +120,21 @@ def _fit(extent: int, choices: list[int], prefer: int, waste: float = 0.15) -> i
 
 def default_config(wl, target) -> dict:
     """Defaults per stage. GEMM: up to 8 output channels x 4 tiles per work-item and a workgroup of up to 64 work-items
-    (16 along the tiles first), each allowed a ragged last tile wasting at most 15%; transforms: 64 work-items."""
+    (16 along the tiles first), each allowed a ragged last tile wasting at most 15%, 4 input channels per unrolled
+    reduction step (packed: 2 blocks of 4 output channels, 1 block of 4 input channels); transforms: 64
+    work-items."""
     stage, dims = wl
     limit = min(_conv.max_threads(target), 64)
     if base_stage(stage) != "winograd_batch_gemm":
         return {"threads_t": limit}
     o, p, c = dims[2], dims[3], dims[-1]
-    tile_o = _fit(o, KNOBS["tile_o"], 8)
+    # a packed stage's output channel (tile_o) and reduction (tile_k) steps are blocks of 4 channels
+    per = _LANES if stage.endswith(PACKED) else 1
+    tile_o = _fit(o, KNOBS["tile_o"], 8 // per)
     tile_p = _fit(p, KNOBS["tile_p"], 4)
     threads_p = _fit(-(-p // tile_p), KNOBS["threads_p"], 16)
     threads_o = _fit(-(-o // tile_o), KNOBS["threads_o"], max(1, limit // threads_p))
-    tile_k = _conv.pick_tile(c // (_LANES if stage.endswith(PACKED) else 1), KNOBS["tile_k"], 4)
+    tile_k = _conv.pick_tile(c // per, KNOBS["tile_k"], 4 // per)
     return {"tile_o": tile_o, "tile_p": tile_p, "threads_o": threads_o, "threads_p": threads_p, "tile_k": tile_k}
 
 

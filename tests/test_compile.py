@@ -167,7 +167,7 @@ def test_native_host_exports_shared_library(tmp_path):
 
 
 @pytest.mark.parametrize("options, memory, winograd", [
-    ({}, "texture", "off"),                                          # the default: textures, no Winograd there
+    ({}, "texture", "auto"),                                         # the default: textures, Winograd by the rule
     ({"memory": "buffer"}, "buffer", "auto"),                        # buffers: the auto rule picks Winograd
     ({"memory": "buffer", "schedules": "tvm"}, "buffer", "off"),     # TVM's schedules: no rewrite of ours
     ({"winograd": "f2"}, "texture", "f2"),                           # Winograd stages on packed textures

@@ -94,8 +94,8 @@ def register(sub, command) -> None:
                 "Tune MODEL's kernels on a device: a cost-model-guided search over each schedule's knobs. Every "
                 "measurement (output checked against a CPU reference first) is appended to --records; running "
                 "the same command again resumes where it stopped. `adreno compile --records FILE` applies the "
-                "best record per kernel (records of texture convs keep the compile in texture memory), and with "
-                "--memory buffer per 3x3 stride-1 conv its layout (direct or Winograd).")
+                "best record per kernel (records of texture convs keep the compile in texture memory), and per 3x3 "
+                "stride-1 conv its layout (direct or Winograd).")
     p.add_argument("model", help="bundled model name or .onnx file")
     p.add_argument("--target", default="adreno-740", help="Adreno target the kernels are compiled for")
     p.add_argument("--device", help="local OpenCL device to measure on: pocl (default), gpu, or an index")
@@ -105,8 +105,8 @@ def register(sub, command) -> None:
                    "adreno-740)")
     p.add_argument("--memory", default="texture", choices=["texture", "buffer"],
                    help="tune the kernels `adreno compile --memory MEMORY` runs (default texture, as compile's "
-                   "default): texture tunes the packed convs on OpenCL images; buffer the NCHW buffer kernels and "
-                   "the Winograd layouts")
+                   "default): texture tunes the packed convs on OpenCL images; buffer the NCHW buffer kernels; "
+                   "both the Winograd layouts of 3x3 stride-1 convs")
     p.add_argument("--precision", default="fp32", choices=["fp32", "fp16"],
                    help="image storage of texture tasks (fp16: half-float images, as `compile --precision fp16`)")
     p.add_argument("--trials", type=int, default=64, help="measurements to spend in all (default 64)")
@@ -126,7 +126,8 @@ def register(sub, command) -> None:
     p.add_argument("--timeout", type=float, default=60.0, help="seconds one local measurement may take (build, "
                    "first-launch compile, runs) before it is recorded as a timeout (default 60)")
     p.add_argument("--no-cache", action="store_true", help="do not use the OpenCL program-binary cache")
-    p.add_argument("--no-layouts", action="store_true", help="with --memory buffer, tune Winograd-eligible convs "
-                   "(3x3, stride 1) as direct kernels only; by default their weight layout (direct, Winograd F(2x2) "
-                   "or F(4x4)) is searched together with each layout's knobs")
+    p.add_argument("--no-layouts", action="store_true", help="tune Winograd-eligible convs (3x3, stride 1) as "
+                   "direct kernels only (compile then keeps them direct); by default their weight layout (direct, "
+                   "Winograd F(2x2) or F(4x4)) is searched together with each layout's knobs (not with --precision "
+                   "fp16)")
     p.add_argument("-q", "--quiet", action="store_true")

@@ -148,7 +148,7 @@ def layout_weight(task: LayoutTask) -> np.ndarray:
 def _build_layout(task: LayoutTask, config: dict, out_dir: str) -> BuildResult:
     from .. import winograd
     from ..compile import extract_plan, lower_relax
-    from ..target import tvm_target
+    from ..target import get_device, tvm_target
 
     started = time.perf_counter()
     target = tvm_target(task.target_name)
@@ -156,8 +156,9 @@ def _build_layout(task: LayoutTask, config: dict, out_dir: str) -> BuildResult:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", RuntimeWarning)
             lowered = lower_relax(conv_module(task.workload, layout_weight(task)), target, "adreno",
-                                  schedule_config=winograd.kernel_configs({task.key: config}))
-            plan, sources, params = extract_plan(lowered, target)
+                                  memory=task.memory, schedule_config=winograd.kernel_configs({task.key: config}))
+            plan, sources, params = extract_plan(lowered, target, memory=task.memory,
+                                                 device=get_device(task.target_name))
     except TVM_ERRORS as err:
         return _failure(err, started)
     refusal = _refusal(caught)

@@ -2,7 +2,7 @@
 
 A task carries its primitive function as TVMScript text, so build workers in other processes can rebuild it
 (TVM objects do not pickle). With `layouts`, every Winograd-eligible conv is a `LayoutTask` instead: its space
-joins the weight layout (direct OIHW or Winograd-transformed) with the knobs of the chosen layout (AL-Ansor).
+joins the weight layout (direct OIHW/OIHW4o or Winograd-transformed) with the knobs of the chosen layout (AL-Ansor).
 With texture memory the tasks come from the texture-lowered model (packed convs of `conv2d_texture`), and each
 task carries the OpenCL image every parameter of its function gets in the artifact, so that candidates are built
 and measured on images, as `adreno compile` runs them."""
@@ -84,9 +84,13 @@ TILES = (0, 2, 4)  # 0: direct conv, OIHW weight; m: Winograd F(m x m, 3 x 3), w
 @dataclass
 class LayoutTask(Task):
     """A Winograd-eligible conv (3x3, stride 1, groups 1, constant weight) whose weight layout is a knob: `tile` 0
-    keeps the direct conv (the `conv2d_direct` knobs apply), 2 or 4 rewrites it into Winograd stages (the
-    `conv2d_winograd` stage knobs apply). Its key is the one `adreno.winograd.choose_tile` reads; a candidate is
-    measured as the conv's whole pipeline, built from a one-conv module (`measure.build_candidate`)."""
+    keeps the direct conv (the knobs of `conv2d_direct`, or of `conv2d_texture` in texture memory, apply), 2 or 4
+    rewrites it into Winograd stages (the `conv2d_winograd` stage knobs apply; packed stages in texture memory). Its
+    key is the one `adreno.winograd.choose_tile` reads (`winograd.layout_key`); a candidate is measured as the conv's
+    whole pipeline, built from a one-conv module (`measure.build_candidate`; in texture memory with the packing of
+    its NCHW input and the unpacking of its output, the same for every layout)."""
+
+    memory: str = "buffer"
 
     @cached_property
     def workload(self):
@@ -94,37 +98,49 @@ class LayoutTask(Task):
 
         return workload_from_key(self.key)
 
+    @property
+    def _direct(self):
+        """(direct family module, the workload it sees)."""
+        from ..schedules import conv2d_direct, conv2d_texture
+        from ..winograd import packed_workload
+
+        if self.memory == "texture":
+            return conv2d_texture, packed_workload(self.workload)
+        return conv2d_direct, self.workload
+
     def space(self, target) -> SearchSpace:
         """`tile` joined with the knobs of the direct schedule (active at tile 0) and of the Winograd stages
         (active at tile 2 and 4), minus what the schedules' validators refuse."""
-        from ..schedules import conv2d_direct, conv2d_winograd
+        from ..schedules import conv2d_winograd
 
-        wl = self.workload
+        direct, direct_wl = self._direct
+        packed = self.memory == "texture"
         stage_knobs = {k: v for k, v in conv2d_winograd.KNOBS.items() if k != "tile"}
 
         def valid(config: dict) -> bool:
             m = config["tile"]
             try:
                 if m == 0:
-                    conv2d_direct.check_config(wl, {k: config[k] for k in conv2d_direct.KNOBS}, target)
-                for stage in conv2d_winograd.stage_workloads(wl, m) if m else ():
-                    conv2d_winograd.check_config(
-                        stage, {k: config[k] for k in conv2d_winograd.STAGE_KNOBS[stage[0]]}, target)
+                    direct.check_config(direct_wl, {k: config[k] for k in direct.KNOBS}, target)
+                for stage in conv2d_winograd.stage_workloads(self.workload, m, packed) if m else ():
+                    knobs = conv2d_winograd.STAGE_KNOBS[conv2d_winograd.base_stage(stage[0])]
+                    conv2d_winograd.check_config(stage, {k: config[k] for k in knobs}, target)
             except ValueError:
                 return False
             return True
 
-        conditions = {**{k: ("tile", (0,)) for k in conv2d_direct.KNOBS},
+        conditions = {**{k: ("tile", (0,)) for k in direct.KNOBS},
                       **{k: ("tile", TILES[1:]) for k in stage_knobs}}
-        return SearchSpace({"tile": list(TILES), **conv2d_direct.KNOBS, **stage_knobs}, valid, conditions)
+        return SearchSpace({"tile": list(TILES), **direct.KNOBS, **stage_knobs}, valid, conditions)
 
     def layout_default(self, tile: int, target) -> dict:
         """The default knobs of one layout."""
-        from ..schedules import conv2d_direct, conv2d_winograd
+        from ..schedules import conv2d_winograd
 
         if tile == 0:
-            return {"tile": 0, **conv2d_direct.default_config(self.workload, target)}
-        return conv2d_winograd.layout_default(self.workload, tile, target)
+            direct, direct_wl = self._direct
+            return {"tile": 0, **direct.default_config(direct_wl, target)}
+        return conv2d_winograd.layout_default(self.workload, tile, target, packed=self.memory == "texture")
 
     def default_config(self, target) -> dict:
         """The layout the fixed rule of `--winograd auto` picks, with its default knobs."""
@@ -157,8 +173,8 @@ def _images(func, args, n_outputs: int, device, precision: str) -> list:
 def extract_tasks(model, target_name: str = "adreno-740", input_shapes: dict | None = None,
                   layouts: bool = False, memory: str = "buffer", precision: str = "fp32") -> list[Task]:
     """The tunable kernels of `model`: one task per distinct workload key, heaviest (most calls x flops) first.
-    With `layouts`, a Winograd-eligible conv is a `LayoutTask` (keyed by its conv workload) instead of a kernel task
-    of `conv2d_direct` (buffer memory only: Winograd has no texture path). With memory "texture" the model is
+    With `layouts`, a Winograd-eligible conv is a `LayoutTask` (keyed by its conv workload and memory) instead of a
+    kernel task of `conv2d_direct` / `conv2d_texture` (not with fp16 images). With memory "texture" the model is
     lowered as `adreno compile` lowers it by default (packed convs are `conv2d_texture` tasks) and each task records
     its parameters' images (`Task.images`; `precision` "fp16": half-float images)."""
     from .. import schedules, winograd
@@ -172,7 +188,11 @@ def extract_tasks(model, target_name: str = "adreno-740", input_shapes: dict | N
         raise AdrenoError(f"--precision {precision}: fp32, or fp16 (half-float images) with --memory texture")
     onnx_model, _ = load_model(model)
     relax_mod = to_relax(onnx_model, input_shapes)
-    eligible = set(winograd.eligible_workloads(relax_mod)) if layouts and memory == "buffer" else set()
+    # Winograd-eligible convs, by the workload their direct family sees (texture: channels padded to 4); with half
+    # images a layout candidate's reference check (an NCHW fp32 input through a half image) is not exact: none
+    eligible = {} if not layouts or precision == "fp16" else {
+        winograd.packed_workload(wl) if memory == "texture" else wl: wl for wl in winograd.eligible_workloads(relax_mod)}
+    direct_family = "conv2d_texture" if memory == "texture" else "conv2d_direct"
     lowered = lower_relax(relax_mod, tvm_target(target_name), schedules="none", memory=memory)
     device = get_device(target_name)
     tasks: dict[str, Task] = {}
@@ -182,9 +202,10 @@ def extract_tasks(model, target_name: str = "adreno-740", input_shapes: dict | N
             key = module.workload_key(func)
             if key is None:
                 continue
-            kind = Task
-            if eligible and family == "conv2d_direct" and (wl := module.workload(func)) in eligible:
-                kind, family, key = LayoutTask, LAYOUT, wl.key(winograd.OP)
+            kind, extra = Task, {}
+            if eligible and family == direct_family and (wl := module.workload(func)) in eligible:
+                kind, family, key = LayoutTask, LAYOUT, winograd.layout_key(eligible[wl], memory)
+                extra = {"memory": memory}
             if key in tasks:
                 tasks[key].weight += 1
                 if gvar.name_hint not in tasks[key].names:
@@ -193,9 +214,9 @@ def extract_tasks(model, target_name: str = "adreno-740", input_shapes: dict | N
                 fields = getattr(binding.var.ty, "fields", None)
                 n_outputs = len(fields) if fields else 1
                 images = _images(func, binding.value.args[1].fields, n_outputs, device, precision) \
-                    if memory == "texture" else []
+                    if memory == "texture" and kind is Task else []
                 tasks[key] = kind(key, family, gvar.name_hint, func.script(), n_outputs,
-                                  target_name=target_name, names=[gvar.name_hint], images=images)
+                                  target_name=target_name, names=[gvar.name_hint], images=images, **extra)
             break
     if not tasks:
         raise AdrenoError("the model has no kernel any of our schedules can tune")

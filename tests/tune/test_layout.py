@@ -68,6 +68,13 @@ def test_stride2_conv_gets_no_layout_choice(tmp_path):
     (task,) = extract_tasks(_conv(tmp_path / "s1.onnx"), layouts=True)
     assert isinstance(task, LayoutTask) and task.key == KEY and task.space(TARGET).knobs["tile"] == [0, 2, 4]
     assert [c["tile"] for c in task.seed_configs(TARGET)] == [4, 0, 2]  # the auto rule's choice first
+    (task,) = extract_tasks(tmp_path / "s1.onnx", layouts=True, memory="texture")  # packed stages or conv2d_texture
+    assert isinstance(task, LayoutTask) and task.memory == "texture"
+    assert task.key == KEY.replace(winograd.OP, winograd.TEXTURE_OP)
+    seeds = task.seed_configs(TARGET)
+    assert [c["tile"] for c in seeds] == [4, 0, 2] and "tile_cb" in seeds[1] and "tile_f" not in seeds[1]
+    (task,) = extract_tasks(tmp_path / "s1.onnx", layouts=True, memory="texture", precision="fp16")
+    assert task.family == "conv2d_texture"  # no layout choice with half images (see extract_tasks)
 
 
 def test_layout_records_route_to_the_kernels_schedules_read():
@@ -82,6 +89,17 @@ def test_layout_records_route_to_the_kernels_schedules_read():
     assert winograd.choose_tile(winograd.workload_from_key(key), "off", direct) == 0
     assert winograd.choose_tile(winograd.workload_from_key(key), "off", f4) == 4  # records win over off/auto
     assert winograd.choose_tile(winograd.workload_from_key(key), "f2", f4) == 2  # ... forcing wins over records
+    # texture layout records: packed stage keys, the packed direct conv's key; buffer records do not decide there
+    wl = winograd.workload_from_key(key)
+    texture_key = winograd.layout_key(wl, "texture")
+    assert winograd.workload_from_key(texture_key) == wl and winograd.key_memory(texture_key) == "texture"
+    t4 = winograd.kernel_configs({texture_key: {"tile": 4, "threads_t": 32, "tile_k": 2}})
+    assert t4["winograd_input_transform_nchw4c|6x6x16x16x4x6x6|float32"] == {"threads_t": 32}
+    assert t4["winograd_batch_gemm_nchw4c|6x6x16x16x4x64|float32"] == {"tile_k": 2}
+    t0 = winograd.kernel_configs({texture_key: {"tile": 0, "tile_cb": 2}})
+    assert t0["conv2d_nchw4c|n1c64h14w14|o64k3x3|s1x1|p1x1x1x1|d1x1|g1|float32"] == {"tile_cb": 2}
+    assert winograd.choose_tile(wl, "auto", t0, "texture") == 0 and winograd.choose_tile(wl, "auto", {}, "texture") == 4
+    assert winograd.choose_tile(wl, "off", t4, "texture") == 4 and winograd.choose_tile(wl, "off", f4, "texture") == 0
 
 
 def test_quota_explores_then_concentrates_on_the_winning_layout():
@@ -92,12 +110,13 @@ def test_quota_explores_then_concentrates_on_the_winning_layout():
     assert layout_quota({0: float("inf"), 2: None, 4: 1.0}, 4)[0] == 0
 
 
-def test_tuning_chooses_the_fastest_layout_and_compile_applies_it(tmp_path):
+@pytest.mark.parametrize("memory", ["buffer", "texture"])
+def test_tuning_chooses_the_fastest_layout_and_compile_applies_it(memory, tmp_path):
     from adreno.artifact import Artifact
 
     model = _conv(tmp_path / "c64.onnx")
     records, report_path = tmp_path / "r.jsonl", tmp_path / "rep.json"
-    proc = _cli("tune", model, "--memory", "buffer", "--trials", 6, "--batch", 3, "--records", records,
+    proc = _cli("tune", model, "--memory", memory, "--trials", 6, "--batch", 3, "--records", records,
                 "--report", report_path)
     assert proc.returncode == 0, proc.stderr
     db = Database(records)
@@ -113,23 +132,27 @@ def test_tuning_chooses_the_fastest_layout_and_compile_applies_it(tmp_path):
             min(r.median for r in ok if r.config["tile"] == tile) * 1e3, abs=1e-3)
     assert row["layout"] in proc.stdout
 
-    again = _cli("tune", model, "--memory", "buffer", "--trials", 3, "--batch", 3, "--records", records,
+    again = _cli("tune", model, "--memory", memory, "--trials", 3, "--batch", 3, "--records", records,
                  "-q")  # resume
     assert again.returncode == 0, again.stderr
     configs = [json.dumps(r.config, sort_keys=True) for r in Database(records).records]
     assert len(configs) == len(db.records) + 3 and len(set(configs)) == len(configs)
 
-    best_tile = Database(records).best(KEY).config["tile"]
+    key = winograd.layout_key(winograd.workload_from_key(KEY), memory)
+    best_tile = Database(records).best(key).config["tile"]
     built = _cli("compile", model, "--records", records, "--host", "native", "-o", tmp_path / "tuned")
     assert built.returncode == 0, built.stderr
-    steps = [s.func for s in Artifact.load(tmp_path / "tuned").plan.steps]
+    tuned = Artifact.load(tmp_path / "tuned")
+    assert tuned.manifest["memory"] == memory  # the records' memory
+    steps = [s.func for s in tuned.plan.steps if "pack_nchw4c" not in s.func]
     assert (steps == ["conv2d"]) if best_tile == 0 else (steps[0] == f"winograd{best_tile}_input_transform"), steps
     checked = _cli("run", tmp_path / "tuned", "--check", "--repeat", 1)
     assert checked.returncode == 0 and "OK" in checked.stdout, checked.stdout + checked.stderr
     forced = 2 if best_tile != 2 else 4
     built = _cli("compile", model, "--records", records, "--winograd", f"f{forced}", "-o", tmp_path / "forced")
     assert built.returncode == 0, built.stderr
-    assert Artifact.load(tmp_path / "forced").plan.steps[0].func == f"winograd{forced}_input_transform"
+    steps = [s.func for s in Artifact.load(tmp_path / "forced").plan.steps if "pack_nchw4c" not in s.func]
+    assert steps[0] == f"winograd{forced}_input_transform"
 
 
 def test_a_direct_record_of_an_eligible_conv_still_applies(tmp_path):
