@@ -15,6 +15,10 @@ Stages (recognised by block name, so they are found again after FuseOps/FuseTIR 
   the m x m outputs are computed unrolled (constant coefficients folded) and the epilogue is applied before the
   store. Knob: `threads_t`.
 
+Packed stages (texture memory; main blocks `<stage>_nchw4c`) are the same schedules with a trailing 4-lane axis kept
+innermost and vectorised wherever a tensor is read or written, so that every access is one float4 pixel; their GEMM
+reduces over input channels in blocks of 4 (one V pixel) and counts `tile_o` in blocks of 4 output channels.
+
 Which convs become Winograd, and with which tile, is decided before legalization (`adreno.winograd.select_tile`):
 "auto" takes 3x3 stride-1 dilation-1 groups-1 convs with at least `MIN_CHANNELS` input and output channels and an
 output of at least `MIN_SPATIAL` in both dimensions, with F(4x4) from `F4_MIN_SPATIAL` up and F(2x2) below. The knob
