@@ -16,15 +16,22 @@ the chosen OpenCL device (one shared `ProgramCache`) and its output checked agai
   quality     all records measured in the run (every arm), de-duplicated per (task, config), split 70/30 per
               task (seeded); LearnedModel and AnalyticalModel trained on the 70%, `ranking_quality` on the 30%
               (Pearson, Spearman, top-1, top-5) next to RandomModel and the untrained analytical prior
-  transfer    ACROSS WORKLOADS on the same device (no second device here): a TransferModel pre-trained on the
-              records of tasks A (all benchmarked tasks but the last, every arm) tunes task B (the last one) with
-              the genetic strategy; compared with genetic+learned (a fresh LearnedModel) on B, same seed and budget
+  transfer    with `--transfer-from DIR` ACROSS DEVICES: a TransferModel pre-trained on the records another
+              device measured for the same tasks (DIR: that device's bench_search records, or any records file) tunes
+              every task on this device with the genetic strategy, compared with genetic+learned (a fresh
+              LearnedModel) of this run, same seed and budget; without it ACROSS WORKLOADS on this device: pre-trained
+              on the records of tasks A (all benchmarked tasks but the last, every arm), tuning task B (the last)
 
 Goals checked (the issue's): genetic+learned reaches the 95% target in at most half the trials random needs; the
 learned model's held-out Pearson r >= 0.88 (Woodpecker's figure); transfer cuts trials-to-target by >= 2x.
 
     python tools/bench_search.py [--device pocl] [--model resnet18] [--tasks 3] [--trials 48] [--batch 8]
                                  [--seeds 1] [--json bench_search.json] [--records-dir DIR] [--run-timeout 10]
+                                 [--arms genetic+learned,random] [--transfer-from DIR]
+
+A second device on one machine: PoCL's `basic` device (`POCL_DEVICES=basic`: one compute unit, work-groups run
+one after another) has its own fingerprint and its own best configs; `--transfer-from` the records of a run on the
+default `pthread` device measures transfer between the two.
 
 Writes the JSON (everything, curves included), a PNG of best latency against trials next to it, and the records
 files under --records-dir (default: `<json stem>_records/`, emptied first so every arm starts fresh).
@@ -217,6 +224,49 @@ def noise_section(tasks, runs, fingerprint) -> list[dict]:
     return rows
 
 
+def transfer_runs(ctx, tasks, seeds, runs, started) -> dict:
+    """The genetic+transfer runs (see the module doc): across devices from `--transfer-from` (every task), else
+    across workloads (the last task, from this run's records of the others)."""
+    from adreno.tune.cost_model import TransferModel
+    from adreno.tune.database import Database
+    from adreno.tune.features import featurize
+
+    args, fingerprint = ctx["args"], ctx["fingerprint"]
+    if args.transfer_from:
+        source = Path(args.transfer_from)
+        paths = sorted(source.glob("*.jsonl")) if source.is_dir() else [source]
+        pool = [r for p in paths for r in Database(p).records if r.device != fingerprint]
+        devices = sorted({r.device for r in pool})
+        if not pool:
+            raise SystemExit(f"--transfer-from {source}: no records of another device than {fingerprint}")
+        out = {"kind": f"across devices: source {', '.join(devices)}", "source_devices": devices,
+               "targets": list(range(len(tasks))), "runs": []}
+        source_tasks = tasks
+    else:
+        pool, out = None, {"source_tasks": [t.func_name for t in tasks[:-1]], "targets": [len(tasks) - 1], "runs": []}
+        source_tasks = tasks[:-1]
+    for seed in seeds:
+        records = pool if pool is not None else load_records(
+            [r["records"] for r in runs if r["seed"] == seed and r["task_index"] < len(tasks) - 1], fingerprint)
+        x, s, g = [], [], []
+        for t in source_tasks:
+            mine = [r for r in records if r.workload == t.key]
+            if mine:
+                x.append(featurize(t.workload, [r.config for r in mine], ctx["limits"]))
+                s += [r.median for r in mine]
+                g += [t.key] * len(mine)
+        if not x:
+            raise SystemExit("transfer: the source records hold none of the benchmarked tasks")
+        for bi in out["targets"]:
+            model = TransferModel.from_records(np.vstack(x), np.array(s), np.array(g, dtype=object))
+            print(f"-- genetic+transfer on t{bi} (seed {seed}; source: {len(s)} records of {len(x)} tasks) "
+                  f"[{time.perf_counter() - started:.0f} s]", flush=True)
+            run = tune_arm(ctx, "genetic+transfer", tasks[bi], bi, seed, "genetic", model)
+            run["source_records"] = len(s)
+            out["runs"].append(run)
+    return out
+
+
 def _tvm_target(name):
     from adreno.target import tvm_target
 
@@ -326,15 +376,19 @@ def main(argv=None) -> int:
     p.add_argument("--run-timeout", type=float, default=10.0,
                    help="cap on one candidate's measurement in seconds (0: no cap, in-process LocalRunner)")
     p.add_argument("--no-transfer", action="store_true")
+    p.add_argument("--transfer-from", metavar="DIR",
+                   help="records measured on another device (a bench_search records directory or a records file): "
+                   "transfer across devices instead of across workloads")
+    p.add_argument("--arms", help=f"comma-separated subset of the arms ({', '.join(ARMS)}); default all")
     p.add_argument("--no-metaschedule", action="store_true", help="skip the MetaSchedule arm")
     args = p.parse_args(argv)
+    arms = {label: ARMS[label] for label in (args.arms.split(",") if args.arms else ARMS)
+            if label in ARMS or p.error(f"--arms: unknown arm {label!r}; arms: {', '.join(ARMS)}")}
 
     from adreno.cache import ProgramCache
     from adreno.opencl.device import select_device
     from adreno.runner import IsolatedLocalRunner, LocalRunner
     from adreno.tune.cli import device_fingerprint
-    from adreno.tune.cost_model import TransferModel
-    from adreno.tune.features import featurize
     from adreno.tune.measure import Builder
     from adreno.tune.task import extract_tasks
     from adreno.tune.tuner import target_limits
@@ -368,40 +422,19 @@ def main(argv=None) -> int:
                           "mflop": round(t.flops / 1e6, 1)} for i, t in enumerate(tasks)],
                "search": {"runs": []},
                "metaschedule": {"driven": not args.no_metaschedule, "note": METASCHEDULE_NOTE},
-               "transfer": {"kind": "across workloads on the same device (no second device available)"}}
+               "transfer": {"kind": "across workloads on the same device"}}
     started = time.perf_counter()
     try:
         for seed in seeds:
             for ti, task in enumerate(tasks):
-                for label, (strategy, model) in ARMS.items():
+                for label, (strategy, model) in arms.items():
                     print(f"-- {label} on t{ti} (seed {seed}) [{time.perf_counter() - started:.0f} s]", flush=True)
                     results["search"]["runs"].append(tune_arm(ctx, label, task, ti, seed, strategy, model))
                 if not args.no_metaschedule:
                     print(f"-- metaschedule on t{ti} (seed {seed}) [{time.perf_counter() - started:.0f} s]", flush=True)
                     results["search"]["runs"].append(metaschedule_arm(ctx, task, ti, seed))
-        if not args.no_transfer and len(tasks) >= 2:
-            task_b, tasks_a = tasks[-1], tasks[:-1]
-            bi = len(tasks) - 1
-            results["transfer"].update({"source_tasks": [t.func_name for t in tasks_a], "target_task": task_b.func_name,
-                                        "runs": []})
-            for seed in seeds:
-                a_keys = {t.key for t in tasks_a}
-                src = [r for r in load_records([r["records"] for r in results["search"]["runs"]
-                                                if r["seed"] == seed and r["task_index"] < bi], fingerprint)
-                       if r.workload in a_keys]
-                x, s, g = [], [], []
-                for t in tasks_a:
-                    recs = [r for r in src if r.workload == t.key]
-                    if recs:
-                        x.append(featurize(t.workload, [r.config for r in recs], limits))
-                        s += [r.median for r in recs]
-                        g += [t.key] * len(recs)
-                model = TransferModel.from_records(np.vstack(x), np.array(s), np.array(g, dtype=object))
-                print(f"-- genetic+transfer on t{bi} (seed {seed}; source: {len(s)} records of "
-                      f"{len(tasks_a)} tasks) [{time.perf_counter() - started:.0f} s]", flush=True)
-                run = tune_arm(ctx, "genetic+transfer", task_b, bi, seed, "genetic", model)
-                run["source_records"] = len(s)
-                results["transfer"]["runs"].append(run)
+        if not args.no_transfer and (args.transfer_from or len(tasks) >= 2):
+            results["transfer"].update(transfer_runs(ctx, tasks, seeds, results["search"]["runs"], started))
     finally:
         runner.close()
         builder.close()
@@ -424,7 +457,7 @@ def main(argv=None) -> int:
                                                     run["target_ms"]) if best else None)
 
     budget = args.trials
-    labels = list(ARMS) + ([] if args.no_metaschedule else ["metaschedule"])
+    labels = list(arms) + ([] if args.no_metaschedule else ["metaschedule"])
     runs = results["search"]["runs"]
 
     def pick(label, ti, seed, pool=None):
@@ -462,14 +495,17 @@ def main(argv=None) -> int:
     print(f"\n== TVM MetaSchedule: {METASCHEDULE_NOTE if not args.no_metaschedule else 'skipped'}")
 
     # goal 1: genetic+learned vs random
-    gl, rnd = summary["genetic+learned"]["t95_sum_censored"], summary["random"]["t95_sum_censored"]
-    per_task_ratio = [censored(pick("genetic+learned", t["index"], s)["trials_to_target"], budget)
-                      / censored(pick("random", t["index"], s)["trials_to_target"], budget)
-                      for t in results["tasks"] for s in seeds]
-    random_censored = summary["random"]["reached"] < summary["random"]["runs"]
-    goal1 = {"genetic_learned_t95_sum": gl, "random_t95_sum": rnd, "ratio": round(gl / rnd, 3),
-             "per_task_ratio": [round(x, 3) for x in per_task_ratio], "met": gl <= 0.5 * rnd,
-             "random_censored": random_censored}
+    if {"genetic+learned", "random"} <= set(arms):
+        gl, rnd = summary["genetic+learned"]["t95_sum_censored"], summary["random"]["t95_sum_censored"]
+        per_task_ratio = [censored(pick("genetic+learned", t["index"], s)["trials_to_target"], budget)
+                          / censored(pick("random", t["index"], s)["trials_to_target"], budget)
+                          for t in results["tasks"] for s in seeds]
+        random_censored = summary["random"]["reached"] < summary["random"]["runs"]
+        goal1 = {"genetic_learned_t95_sum": gl, "random_t95_sum": rnd, "ratio": round(gl / rnd, 3),
+                 "per_task_ratio": [round(x, 3) for x in per_task_ratio], "met": gl <= 0.5 * rnd,
+                 "random_censored": random_censored}
+    else:
+        goal1 = {"met": None, "reason": "needs the genetic+learned and random arms"}
 
     # ---- section: measurement noise
     noise = noise_section(tasks, all_runs, fingerprint)
@@ -507,44 +543,46 @@ def main(argv=None) -> int:
         goal2 = {"met": False, "reason": quality.get("error")}
 
     # ---- section: transfer
-    goal3 = {"met": None, "reason": "transfer not run (needs --tasks >= 2)"}
-    if results["transfer"].get("runs"):
-        bi = len(tasks) - 1
+    goal3 = {"met": None, "reason": "transfer not run (needs --tasks >= 2, or --transfer-from)"}
+    if results["transfer"].get("runs") and "genetic+learned" in arms:
         trows, fresh_tt, transfer_tt = [], [], []
-        for seed in seeds:
+        for trans in results["transfer"]["runs"]:
+            bi, seed = trans["task_index"], trans["seed"]
             fresh = pick("genetic+learned", bi, seed)
-            trans = pick("genetic+transfer", bi, seed, results["transfer"]["runs"])
             fresh_tt.append(censored(fresh["trials_to_target"], budget))
             transfer_tt.append(censored(trans["trials_to_target"], budget))
             trows.append([f"t{bi} s{seed}", trans["source_records"], f"{fresh['best_ms']:.3f}",
                           f"{trans['best_ms']:.3f}", fmt_tt(fresh["trials_to_target"], budget),
-                          fmt_tt(trans["trials_to_target"], budget),
-                          f"{fresh_tt[-1] / transfer_tt[-1]:.2f}x"])
+                          fmt_tt(trans["trials_to_target"], budget), f"{fresh_tt[-1] / transfer_tt[-1]:.2f}x"])
         mean_fresh, mean_trans = float(np.mean(fresh_tt)), float(np.mean(transfer_tt))
         ratio = mean_fresh / mean_trans
-        print_table(f"transfer ACROSS WORKLOADS, same device: source = records of "
-                    f"{', '.join(f't{i}' for i in range(bi))} (all arms), target = t{bi}; genetic, same seed/budget",
+        kind = (results["transfer"]["kind"] if args.transfer_from else
+                f"ACROSS WORKLOADS, same device: source = records of "
+                f"{', '.join(f't{i}' for i in range(len(tasks) - 1))} (all arms), target = t{len(tasks) - 1}")
+        print_table(f"transfer {kind}; genetic, same seed/budget",
                     ["task", "src recs", "fresh ms", "transfer ms", "fresh t95", "transfer t95", "cut"], trows)
         print(f"mean trials-to-target: fresh LearnedModel {mean_fresh:.1f}, TransferModel {mean_trans:.1f} "
               f"-> {ratio:.2f}x")
-        goal3 = {"fresh_t95_mean": mean_fresh, "transfer_t95_mean": mean_trans, "cut": round(ratio, 3),
+        goal3 = {"kind": "across devices" if args.transfer_from else "across workloads",
+                 "fresh_t95_mean": mean_fresh, "transfer_t95_mean": mean_trans, "cut": round(ratio, 3),
                  "met": ratio >= 2.0, "censored": any(r["trials_to_target"] is None for r in
-                                                     results["transfer"]["runs"] + [pick("genetic+learned", bi, s)
-                                                                                    for s in seeds])}
+                                                     results["transfer"]["runs"])}
 
     results["goals"] = {"genetic_learned_half_of_random": goal1, "learned_pearson_ge_0.88": goal2,
                         "transfer_cut_ge_2x": goal3}
     print("\n== goals")
-    print(f"  genetic+learned t95 <= 0.5 x random: sum {gl} vs {rnd} (ratio {gl / rnd:.2f}"
-          f"{', random censored: a lower bound' if random_censored else ''}) -> "
-          f"{'MET' if goal1['met'] else 'MISSED'}")
+    if goal1["met"] is not None:
+        print(f"  genetic+learned t95 <= 0.5 x random: sum {goal1['genetic_learned_t95_sum']} vs "
+              f"{goal1['random_t95_sum']} (ratio {goal1['ratio']:.2f}"
+              f"{', random censored: a lower bound' if goal1['random_censored'] else ''}) -> "
+              f"{'MET' if goal1['met'] else 'MISSED'}")
     if "learned_pearson_ok_only" in goal2:
         print(f"  learned Pearson r >= 0.88 on held-out records: {goal2['learned_pearson_ok_only']:.3f} "
               f"(with failures {goal2['learned_pearson_with_failures']:.3f}) -> {'MET' if goal2['met'] else 'MISSED'}; "
               f"learned-regression {goal2['learned_regression_pearson_ok_only']:.3f} -> "
               f"{'MET' if goal2['met_by_learned_regression'] else 'MISSED'}")
     if goal3.get("cut") is not None:
-        print(f"  transfer (across workloads) cuts trials-to-target >= 2x: {goal3['cut']:.2f}x -> "
+        print(f"  transfer ({goal3['kind']}) cuts trials-to-target >= 2x: {goal3['cut']:.2f}x -> "
               f"{'MET' if goal3['met'] else 'MISSED'}")
     print(f"wall {results['wall_seconds']:.0f} s; runner: {results['runner']}")
 
