@@ -13,6 +13,10 @@ Every timing counts only after that implementation's output matched the onnxrunt
 Times are medians of device time (OpenCL profiling events / CUDA events), GFLOP/s = 2*N*Co*Ho*Wo*(Ci/g)*Kh*Kw / t.
 
     tools/bench_conv.py [--device pocl|gpu|N] [--model resnet18|mobilenetv2] [--json out.json] [--layers N]
+                        [--memory buffer|texture]
+
+`--memory texture` compiles the adreno, winograd and tvm columns for images (direct convs: `conv2d_texture`, 1x1
+convs `conv2d_1x1`; the tvm column: TVM's schedules on the texture path) and times each layer's own kernels.
 
 For a machine without TVM (e.g. a GPU box that has only pyopencl, numpy and torch), split the run in two:
 `--prepare DIR` (here: compiles both artifacts per layer, stores the onnxruntime reference outputs; weights and
@@ -222,7 +226,10 @@ def max_error(out: np.ndarray, ref: np.ndarray) -> float:
 
 
 def run_compiled(model, layer: Layer, x, ref, schedules: str, device, repeat: int, workdir: Path,
-                 prepared: Path | None = None, winograd: str = "off", tol: float = TOL):
+                 prepared: Path | None = None, winograd: str = "off", tol: float = TOL, memory: str = "buffer"):
+    """(median device ms, max error) of the layer compiled with `schedules`, `winograd` and `memory`; (None, error)
+    when its output does not match. With textures the time is the layer's own kernels': the packing of its NCHW
+    input and the unpacking of its output (a model's boundary, not the layer's) are left out."""
     from adreno.opencl.executor import Executor
 
     if prepared is not None:
@@ -233,15 +240,17 @@ def run_compiled(model, layer: Layer, x, ref, schedules: str, device, repeat: in
     else:
         from adreno.compile import CompileOptions, compile_model
 
-        out = workdir / f"{layer.name}-{schedules}{'' if winograd == 'off' else '-' + winograd}"
+        out = workdir / f"{layer.name}-{schedules}-{memory}{'' if winograd == 'off' else '-' + winograd}"
         compile_model(model, out, CompileOptions(target="adreno-740", host="native", schedules=schedules,
-                                                 memory="buffer", winograd=winograd))
+                                                 memory=memory, winograd=winograd))
     ex = Executor(out, device=device)
     err = max_error(ex.run([x])[0], ref)
     if err > tol:
         return None, err
     prof = ex.profile([x], repeat=repeat, warmup=1)
-    return prof.device_median_ms, err
+    if memory == "buffer":
+        return prof.device_median_ms, err
+    return sum(k.median_ms * k.calls for k in prof.kernels if "pack_nchw4c" not in k.name), err
 
 
 NAIVE_SOURCE = r"""
@@ -421,10 +430,15 @@ def main(argv=None) -> int:
     ap.add_argument("--skip", default="", help="comma-separated columns to skip: adreno,tvm,winograd,naive,torch")
     ap.add_argument("--winograd", default="f4", choices=["f2", "f4", "auto"],
                     help="the winograd column's mode (f2/f4: forced on every 3x3 stride-1 layer)")
+    ap.add_argument("--memory", default="buffer", choices=["buffer", "texture"],
+                    help="where the compiled columns keep tensors (texture: packed images; the layer's own kernels "
+                    "are timed, without the packing of its NCHW input and the unpacking of its output)")
     ap.add_argument("--prepare", metavar="DIR", help="only compile the layers' artifacts + references into DIR")
     ap.add_argument("--artifacts", metavar="DIR", help="run from a --prepare'd DIR (no TVM/onnxruntime needed)")
     args = ap.parse_args(argv)
 
+    if args.memory == "texture" and (args.prepare or args.artifacts):
+        ap.error("--prepare/--artifacts build and run buffer artifacts only")
     if args.prepare:
         layers = conv_layers(args.model)
         prepare(args.model, layers[: args.layers] if args.layers else layers, Path(args.prepare))
@@ -446,7 +460,7 @@ def main(argv=None) -> int:
     if "torch" not in skip and torch_available():
         columns.append("torch")
     print(f"device: {device.name.strip()} ({device.platform.name.strip()}); model {args.model}: "
-          f"{len(layers)} distinct conv layers; columns: {', '.join(columns)}", flush=True)
+          f"{len(layers)} distinct conv layers; {args.memory} memory; columns: {', '.join(columns)}", flush=True)
     results: list[Result] = []
     header = f"{'layer':<44}{'x':>3}{'GFLOP':>8}" + "".join(f"{c + ' ms':>12}{c + ' GF/s':>12}" for c in columns)
     print(header)
@@ -472,10 +486,10 @@ def main(argv=None) -> int:
                             res.errors[col] = "n/a"
                             continue
                         ms, err = run_compiled(model, layer, p["x"], ref, "adreno", device, args.repeat, Path(tmp),
-                                               winograd=args.winograd, tol=WINOGRAD_TOL)
+                                               winograd=args.winograd, tol=WINOGRAD_TOL, memory=args.memory)
                     elif col in ("adreno", "tvm"):
                         ms, err = run_compiled(model, layer, p["x"], ref, col, device, args.repeat, Path(tmp),
-                                               prepared)
+                                               prepared, memory=args.memory)
                     elif col == "naive":
                         ms, err = run_naive(layer, p, ref, device, args.repeat)
                     else:
@@ -518,7 +532,8 @@ def main(argv=None) -> int:
                       if k.startswith("adreno/") or k in ("naive/tvm", "winograd/adreno")))
     if args.json:
         Path(args.json).write_text(json.dumps({
-            "model": args.model, "device": device.name.strip(), "platform": device.platform.name.strip(),
+            "model": args.model, "memory": args.memory, "device": device.name.strip(),
+            "platform": device.platform.name.strip(),
             "columns": columns, "repeat": args.repeat, "tolerance": TOL, "time": time.strftime("%Y-%m-%d %H:%M:%S"),
             "layers": [asdict(r) for r in results], "geomean_gflops": summary, "geomean_ratios": ratios,
         }, indent=1))
