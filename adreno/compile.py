@@ -71,7 +71,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     model_bytes = onnx_model.SerializeToString()
     say("importing to Relax")
     mod = to_relax(onnx_model, options.input_shapes)
-    tuned = _TunedConfigs(options.records)
+    tuned = _TunedConfigs(options.records, options.precision)
     memory = options.memory or default_memory(tuned)
     if memory not in ("buffer", "texture"):
         raise AdrenoError(f"--memory must be 'texture' or 'buffer', not {memory!r}")
@@ -149,10 +149,10 @@ def model_source(model, model_name: str) -> dict:
 
 
 class _TunedConfigs(dict):
-    """workload key -> best tuned config from a records file; remembers which keys the schedules looked up
-    and found, so the manifest can say how many kernels were tuned."""
+    """workload key -> best tuned config from a records file, among the records of the compile's image precision;
+    remembers which keys the schedules looked up and found, so the manifest can say how many kernels were tuned."""
 
-    def __init__(self, records: str | None):
+    def __init__(self, records: str | None, precision: str = "fp32"):
         super().__init__()
         self.used: set[str] = set()
         if records:
@@ -162,7 +162,7 @@ class _TunedConfigs(dict):
                 raise AdrenoError(f"--records {records}: no such file (write one with `adreno tune`)")
             from .winograd import kernel_configs
 
-            self.update(kernel_configs(Database(records).best_configs()))
+            self.update(kernel_configs(Database(records).best_configs(precision=precision)))
 
     def get(self, key, default=None):
         if key in self:

@@ -336,6 +336,23 @@ def test_tiled_texture_conv_tuned_configs(name, config, tmp_path, pocl_device):
     assert _kernel_body(artifact, conv).count("write_imagef(") == _writes_per_item(case, case.config(config))
 
 
+def test_compile_applies_only_records_of_its_image_precision(tmp_path):
+    """A record measured on half-float images tunes an fp16 compile, not an fp32 one."""
+    from adreno.tune.database import Database, Record
+
+    case = SHAPES["r18_3x3_s2"]
+    model, _, _ = _conv_model(case)
+    records = tmp_path / "records.jsonl"
+    Database(records).append([Record(case.key(), "pocl", {"tile_cb": 1}, seconds=[1e-3],
+                                     extra={"precision": "fp16"})])
+    tuned = {}
+    for precision in ("fp32", "fp16"):
+        out = compile_model(model, tmp_path / precision, CompileOptions(memory="texture", host="native",
+                                                                       precision=precision, records=str(records)))
+        tuned[precision] = Artifact.load(out).manifest["tuned_kernels"]
+    assert tuned == {"fp32": 0, "fp16": 1}
+
+
 def test_texture_family_interface():
     """The family claims packed convs only (the buffer path's NCHW functions and its tuning tasks never reach it),
     and refuses configs outside its space."""

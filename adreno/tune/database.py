@@ -39,6 +39,11 @@ class Record:
     def median(self) -> float:
         return sorted(self.seconds)[len(self.seconds) // 2] if self.ok else float("inf")
 
+    @property
+    def precision(self) -> str:
+        """The image storage it was measured with: "fp16" (half-float images, `extra["precision"]`) or "fp32"."""
+        return self.extra.get("precision", "fp32")
+
     def identity(self) -> tuple:
         return (self.workload, self.device, json.dumps(self.config, sort_keys=True), self.trial)
 
@@ -96,20 +101,23 @@ class Database:
             f.seek(-1, os.SEEK_END)
             return f.read(1) == b"\n"
 
-    def query(self, workload: str | None = None, device: str | None = None) -> list[Record]:
+    def query(self, workload: str | None = None, device: str | None = None,
+              precision: str | None = None) -> list[Record]:
+        """Records of a workload, device and image precision (None: any)."""
         return [r for r in self.records if (workload is None or r.workload == workload)
-                and (device is None or r.device == device)]
+                and (device is None or r.device == device) and (precision is None or r.precision == precision)]
 
-    def best(self, workload: str, device: str | None = None) -> Record | None:
-        """The fastest successful record of a workload (on one device, or any)."""
-        ok = [r for r in self.query(workload, device) if r.ok]
+    def best(self, workload: str, device: str | None = None, precision: str | None = None) -> Record | None:
+        """The fastest successful record of a workload (on one device, or any; of one precision, or any)."""
+        ok = [r for r in self.query(workload, device, precision) if r.ok]
         return min(ok, key=lambda r: r.median) if ok else None
 
-    def best_configs(self, device: str | None = None) -> dict[str, dict]:
-        """workload key -> config of its best record: what `adreno compile --records` applies."""
+    def best_configs(self, device: str | None = None, precision: str | None = None) -> dict[str, dict]:
+        """workload key -> config of its best record: what `adreno compile --records` applies (`precision`: the
+        compile's, so that knobs measured on half-float images do not decide an fp32 build, nor the reverse)."""
         best = {}
         for workload in {r.workload for r in self.records}:
-            record = self.best(workload, device)
+            record = self.best(workload, device, precision)
             if record is not None:
                 best[workload] = record.config
         return best

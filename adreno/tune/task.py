@@ -39,6 +39,11 @@ class Task:
         return [image["scope"] if image else "global" for image in self.images]
 
     @property
+    def precision(self) -> str:
+        """"fp16" when the task is measured on half-float images, else "fp32" (its records say so)."""
+        return "fp16" if any(image and image["channel_type"] == "float16" for image in self.images) else "fp32"
+
+    @property
     def module(self):
         return importlib.import_module(f"adreno.schedules.{self.family}")
 

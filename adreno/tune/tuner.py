@@ -103,7 +103,7 @@ class Tuner:
         self._retrain()
 
     def _resume(self, state: TaskState) -> None:
-        records = self.database.query(state.task.key, self.device)
+        records = self.database.query(state.task.key, self.device, state.task.precision)
         candidates, seconds = [], []
         for record in records:
             if not _in_space(state.space, record):
@@ -126,7 +126,8 @@ class Tuner:
         started = time.perf_counter()
         features, seconds, groups = [], [], []
         for state in self.states:
-            records = [r for r in self.database.query(state.task.key, self.device) if _in_space(state.space, r)]
+            records = [r for r in self.database.query(state.task.key, self.device, state.task.precision)
+                       if _in_space(state.space, r)]
             if records:
                 features.append(featurize(state.task.workload, [r.config for r in records], self.limits))
                 seconds.extend(r.median for r in records)
@@ -202,13 +203,15 @@ class Tuner:
                                                 tag=str(i))) if b.artifact else None for i, b in enumerate(builds)]
         records = []
         trial = self.database.next_trial(task.key, self.device)
+        precision = {"precision": "fp16"} if task.precision == "fp16" else {}
         for offset, (config, build, future) in enumerate(zip(configs, builds, futures_)):
             if future is None:
-                record = Record(task.key, self.device, config, error=build.error, stage="build")
+                record = Record(task.key, self.device, config, error=build.error, stage="build", extra=precision)
             else:
                 result = future.result()
                 record = Record(task.key, self.device, config, result.seconds, result.error, result.stage,
-                                extra={"max_error": result.max_error, "build_seconds": round(build.seconds, 3)})
+                                extra={"max_error": result.max_error, "build_seconds": round(build.seconds, 3),
+                                       **precision})
             record.trial, record.strategy, record.timestamp = trial + offset, self.strategy_name, time.time()
             records.append(record)
         self.timing["run"] += time.perf_counter() - started
@@ -261,7 +264,7 @@ class Tuner:
     def _layout_stats(self, state: TaskState) -> dict:
         """tile -> {"trials", "best_ms" (None before a success)} over a layout task's records."""
         per = {t: {"trials": 0, "best_ms": None} for t in TILES}
-        for record in self.database.query(state.task.key, self.device):
+        for record in self.database.query(state.task.key, self.device, state.task.precision):
             if _in_space(state.space, record):
                 entry = per[record.config["tile"]]
                 entry["trials"] += 1

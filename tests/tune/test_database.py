@@ -75,3 +75,15 @@ def test_sigkilled_writer_loses_nothing_it_appended(tmp_path):
     db = Database(path)
     trials = [r.trial for r in db.records]
     assert len(trials) >= 49 and trials == list(range(1, len(trials) + 1)), "a contiguous prefix survives"
+
+
+def test_records_of_another_image_precision_are_kept_apart(tmp_path):
+    """Knobs measured on half-float images (`extra["precision"] = "fp16"`) never decide an fp32 build, nor the
+    reverse; records without the field are fp32 (every record before it existed)."""
+    db = Database(tmp_path / "r.jsonl")
+    db.append([rec(trial=1, seconds=[2.0]), rec(trial=2, seconds=[1.0], extra={"precision": "fp16"})])
+    again = Database(tmp_path / "r.jsonl")
+    assert [r.precision for r in again.records] == ["fp32", "fp16"]
+    assert again.best_configs(precision="fp32") == {"w": {"a": 1}}
+    assert again.best_configs(precision="fp16") == {"w": {"a": 2}}
+    assert again.best_configs() == {"w": {"a": 2}} and len(again.query("w", "dev", "fp16")) == 1

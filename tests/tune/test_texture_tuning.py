@@ -141,3 +141,23 @@ def test_fp16_images_are_measured_against_a_reference_of_the_half_inputs(tmp_pat
     assert all(np.array_equal(a, a.astype(np.float16)) for a in inputs)
     result = LocalRunner(pocl_device).run(RunInput(built.artifact, inputs, reference_outputs(task, inputs), repeat=1))
     assert result.ok, result.error
+
+
+def test_fp16_tuning_records_say_so_and_fp32_tuning_does_not_resume_from_them(tmp_path, pocl_device):
+    from adreno.runner import LocalRunner
+    from adreno.tune.measure import Builder
+    from adreno.tune.tuner import Tuner
+
+    runner, database = LocalRunner(pocl_device), Database(tmp_path / "r.jsonl")
+    builder = Builder(1, tmp_path / "build")
+    try:
+        for precision in ("fp16", "fp32"):
+            task = extract_tasks("tiny", memory="texture", precision=precision)[0]
+            assert task.precision == precision
+            tuner = Tuner([task], runner, database, "pocl", batch=2, builder=builder)
+            assert not tuner.states[0].measured  # nothing of the other precision counts as measured
+            tuner.run_round(tuner.states[0])
+    finally:
+        builder.close()
+        runner.close()
+    assert [r.precision for r in Database(tmp_path / "r.jsonl").records] == ["fp16"] * 2 + ["fp32"] * 2
