@@ -566,7 +566,6 @@ class LayoutReport:
     """What the layout planning did: convs packed, convs left in NCHW (with why), border transforms."""
 
     packed_convs: int = 0  # Winograd convs included
-    winograd_convs: int = 0
     nchw_convs: list = None
     packs: int = 0
     unpacks: int = 0
@@ -714,7 +713,6 @@ def plan_layouts(mod, report: LayoutReport | None = None, winograd: str = "off",
                                                                 "texture")
         if tile:
             n, _, _, _, _, padding, oh, ow = info
-            report.winograd_convs += 1
             return (bb.emit(winograd_rule.emit_stages(bb, p[0], w, tile, n, padding, (oh, ow))), o), ""
         pad = [int(v) for v in attrs.padding]
         pad = pad * 2 if len(pad) == 2 else pad

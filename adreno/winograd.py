@@ -37,6 +37,8 @@ import re
 
 import numpy as np
 
+from .texture import LANES  # the channel lanes of a packed (NCHW4c) tensor's pixel
+
 MODES = ("off", "auto", "f2", "f4")
 OP = "conv2d_winograd"
 
@@ -139,7 +141,6 @@ def _const_matrix(values: np.ndarray, name: str):
     return te.compute((rows, cols), entry, name=name)
 
 
-LANES = 4  # the channel lanes of a packed (NCHW4c) tensor's pixel
 PACKED = "_nchw4c"  # suffix of the main blocks' names in the packed (texture) stages
 
 

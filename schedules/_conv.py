@@ -234,6 +234,15 @@ def validate(cfg: dict, knobs: dict, target, thread_knobs=None) -> dict:
     return cfg
 
 
+def registers(sch, loops, vectorize_last: bool = False) -> None:
+    """Keep a block's own `loops` in registers: unroll them, the last vectorised instead when `vectorize_last` (the
+    4 lanes of a packed pixel: one float4 texture access)."""
+    for loop in loops[:-1] if vectorize_last else loops:
+        sch.unroll(loop)
+    if vectorize_last and loops:
+        sch.vectorize(loops[-1])
+
+
 def output_from_registers(sch, match: ConvMatch):
     """Keep the conv's accumulators in registers and inline the epilogue into its last block (or a new cache-write
     block), which alone stores to memory; returns that block."""
@@ -277,10 +286,8 @@ def schedule_tiled(sch, match: ConvMatch, cfg: dict):
     at, depth = (rx, 8) if cfg.get("stage", 0) == 0 else (rco, 5)
     for cache in (data, weight):
         sch.compute_at(cache, at, preserve_unit_loops=True)
-        for loop in sch.get_loops(cache)[depth:]:
-            sch.unroll(loop)
-    for loop in (fi, yi, xi):
-        sch.unroll(loop)
+        registers(sch, sch.get_loops(cache)[depth:])
+    registers(sch, [fi, yi, xi])
     if vrc > 1:
         sch.unroll(rci)
     if unroll_k:
@@ -289,10 +296,8 @@ def schedule_tiled(sch, match: ConvMatch, cfg: dict):
 
     sch.reverse_compute_at(out, xt, preserve_unit_loops=True)
     init = sch.decompose_reduction(conv, rco)
-    for loop in sch.get_loops(init)[-3:]:
-        sch.unroll(loop)
-    for loop in sch.get_loops(out)[-4:]:
-        sch.unroll(loop)
+    registers(sch, sch.get_loops(init)[-3:])
+    registers(sch, sch.get_loops(out)[-4:])
     return sch
 
 

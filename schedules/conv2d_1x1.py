@@ -111,10 +111,7 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     init = sch.decompose_reduction(conv, rko)
     # the blocks' own loops (the accumulators': pixel x channel block x lane), unrolled, the lanes vectorised
     for block, own in ((data, 5), (weight, 5), (init, 3), (out, 4)):
-        *outer, last = sch.get_loops(block)[-own:]
-        for loop in outer:
-            sch.unroll(loop)
-        sch.vectorize(last)
+        _conv.registers(sch, sch.get_loops(block)[-own:], vectorize_last=True)
     return sch
 
 

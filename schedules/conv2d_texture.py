@@ -19,9 +19,9 @@ collide with the NCHW buffer families' keys, and the buffer path never produces 
 
 from __future__ import annotations
 
+from ..texture import LANES
 from . import _conv
 
-LANES = 4
 OPS = {"conv2d_NCHW4c": "conv2d_nchw4c", "dwconv2d_NCHW4c": "depthwise_nchw4c"}
 
 KNOBS: dict[str, list] = {
@@ -178,10 +178,7 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     # the block's own loops (5 per cached tensor, channel block x row x column x lane for the accumulators):
     # unrolled into registers, the 4 lanes vectorised (one float4 texture access per pixel)
     for block, own in ((data, 5), (weight, 5), (init, 4), (out, 4)):
-        *outer, last = sch.get_loops(block)[-own:]
-        for loop in outer:
-            sch.unroll(loop)
-        sch.vectorize(last)
+        _conv.registers(sch, sch.get_loops(block)[-own:], vectorize_last=True)
     return sch
 
 

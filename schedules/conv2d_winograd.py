@@ -27,13 +27,11 @@ output of at least `MIN_SPATIAL` in both dimensions, with F(4x4) from `F4_MIN_SP
 
 from __future__ import annotations
 
+from ..winograd import LANES, PACKED
 from . import _conv
-
-_LANES = 4
 
 OP = "conv2d_winograd"
 STAGES = ("winograd_input_transform", "winograd_batch_gemm", "winograd_output_transform")
-PACKED = "_nchw4c"  # the packed (texture) stages' main blocks: a stage name plus this suffix, a trailing lane axis
 
 # `tile` is read by the Relax rewrite (adreno.winograd), per conv; the others by the stage schedules below.
 KNOBS: dict[str, list] = {
@@ -102,10 +100,10 @@ def stage_workloads(conv, m: int, packed: bool = False) -> list[tuple[str, list[
         return [("winograd_input_transform", [alpha, alpha, conv.c, p, alpha, alpha]),
                 ("winograd_batch_gemm", [alpha, alpha, conv.o, p, conv.c]),
                 ("winograd_output_transform", [conv.n, conv.o, conv.oh, conv.ow, alpha, alpha])]
-    c4, o4 = -(-conv.c // _LANES), -(-conv.o // _LANES)
-    return [("winograd_input_transform" + PACKED, [alpha, alpha, c4, p, _LANES, alpha, alpha]),
-            ("winograd_batch_gemm" + PACKED, [alpha, alpha, o4, p, _LANES, c4 * _LANES]),
-            ("winograd_output_transform" + PACKED, [conv.n, o4, conv.oh, conv.ow, _LANES, alpha, alpha])]
+    c4, o4 = -(-conv.c // LANES), -(-conv.o // LANES)
+    return [("winograd_input_transform" + PACKED, [alpha, alpha, c4, p, LANES, alpha, alpha]),
+            ("winograd_batch_gemm" + PACKED, [alpha, alpha, o4, p, LANES, c4 * LANES]),
+            ("winograd_output_transform" + PACKED, [conv.n, o4, conv.oh, conv.ow, LANES, alpha, alpha])]
 
 
 def layout_default(conv, m: int, target, packed: bool = False) -> dict:
@@ -133,7 +131,7 @@ def default_config(wl, target) -> dict:
         return {"threads_t": limit}
     o, p, c = dims[2], dims[3], dims[-1]
     # a packed stage's output channel (tile_o) and reduction (tile_k) steps are blocks of 4 channels
-    per = _LANES if stage.endswith(PACKED) else 1
+    per = LANES if stage.endswith(PACKED) else 1
     tile_o = _fit(o, KNOBS["tile_o"], 8 // per)
     tile_p = _fit(p, KNOBS["tile_p"], 4)
     threads_p = _fit(-(-p // tile_p), KNOBS["threads_p"], 16)
@@ -146,22 +144,9 @@ def check_config(wl, config: dict, target) -> dict:
     """Raise ValueError when `config` is not valid for the stage `wl` on `target`."""
     stage, dims = wl
     gemm = base_stage(stage) == "winograd_batch_gemm"
-    if gemm and stage.endswith(PACKED) and (dims[-1] // _LANES) % config.get("tile_k", 1):
-        raise ValueError(f"tile_k={config['tile_k']} does not divide the {dims[-1] // _LANES} input channel blocks")
+    if gemm and stage.endswith(PACKED) and (dims[-1] // LANES) % config.get("tile_k", 1):
+        raise ValueError(f"tile_k={config['tile_k']} does not divide the {dims[-1] // LANES} input channel blocks")
     return _conv.validate(config, KNOBS, target, ("threads_o", "threads_p") if gemm else ("threads_t",))
-
-
-def _unroll_all(sch, loops):
-    for loop in loops:
-        sch.unroll(loop)
-
-
-def _registers(sch, loops, lanes: list):
-    """Unroll `loops` (a block's own loops, kept in registers); with `lanes` (a packed stage) the last of them is
-    the 4-lane axis: vectorised, so that its texture access is one float4 pixel."""
-    _unroll_all(sch, loops[:-1] if lanes else loops)
-    if lanes:
-        sch.vectorize(loops[-1])
 
 
 def _bind_flat(sch, loops, threads):
@@ -185,12 +170,12 @@ def _schedule_input(sch, blocks, cfg):
     sch.reorder(ci, p, a, b_, r, s, *lane)
     tx = _bind_flat(sch, [ci, p], cfg["threads_t"])
     sch.compute_at(tile, tx, preserve_unit_loops=True)
-    _registers(sch, sch.get_loops(tile)[-2 - len(lane):], lane)
+    _conv.registers(sch, sch.get_loops(tile)[-2 - len(lane):], bool(lane))
     sch.reverse_compute_at(out, tx, preserve_unit_loops=True)
-    _registers(sch, sch.get_loops(out)[-4 - len(lane):], lane)
+    _conv.registers(sch, sch.get_loops(out)[-4 - len(lane):], bool(lane))
     init = sch.decompose_reduction(main, a)
-    _registers(sch, sch.get_loops(init)[-2 - len(lane):], lane)
-    _unroll_all(sch, [a, b_, r, s, *lane])  # (TVM refuses to vectorise this lane loop: the registers stay scalar)
+    _conv.registers(sch, sch.get_loops(init)[-2 - len(lane):], bool(lane))
+    _conv.registers(sch, [a, b_, r, s, *lane])  # (TVM refuses to vectorise this lane loop: the registers stay scalar)
     return sch
 
 
@@ -204,7 +189,7 @@ def _schedule_gemm(sch, blocks, cfg):
     oo, ot, oi = sch.split(o, [None, to, vo], preserve_unit_iters=True)
     po, pt, pi = sch.split(p, [None, tp, vp], preserve_unit_iters=True)
     # packed: the reduction in blocks of 4 input channels, the 4 lanes of one V pixel innermost
-    ko, ki, *kl = sch.split(k, [None, vk, _LANES] if lane else [None, vk], preserve_unit_iters=True)
+    ko, ki, *kl = sch.split(k, [None, vk, LANES] if lane else [None, vk], preserve_unit_iters=True)
     sch.reorder(a, b, oo, po, ot, pt, ko, ki, *kl, oi, pi, *lane)
     grid = sch.fuse(a, b, oo, po, preserve_unit_iters=True)
     sch.bind(grid, "blockIdx.x")
@@ -212,12 +197,12 @@ def _schedule_gemm(sch, blocks, cfg):
     sch.bind(pt, "threadIdx.x")
     for cache in (u_cache, v_cache):
         sch.compute_at(cache, ki, preserve_unit_loops=True)
-        _registers(sch, sch.get_loops(cache)[-4 - len(lane):], lane)
-    _registers(sch, [ki, *kl, oi, pi, *lane], lane)
+        _conv.registers(sch, sch.get_loops(cache)[-4 - len(lane):], bool(lane))
+    _conv.registers(sch, [ki, *kl, oi, pi, *lane], bool(lane))
     sch.reverse_compute_at(out, pt, preserve_unit_loops=True)
-    _registers(sch, sch.get_loops(out)[-4 - len(lane):], lane)
+    _conv.registers(sch, sch.get_loops(out)[-4 - len(lane):], bool(lane))
     init = sch.decompose_reduction(main, ko)
-    _registers(sch, sch.get_loops(init)[-2 - len(lane):], lane)
+    _conv.registers(sch, sch.get_loops(init)[-2 - len(lane):], bool(lane))
     return sch
 
 
@@ -242,12 +227,12 @@ def _schedule_output(sch, blocks, cfg, m):
     thread = _bind_flat(sch, [n, o, ty, tx], cfg["threads_t"])
     m_cache = sch.cache_read(main, 0, "local")
     sch.compute_at(m_cache, thread, preserve_unit_loops=True)
-    _registers(sch, sch.get_loops(m_cache)[-4 - len(lane):], lane)
-    _registers(sch, [ra, rb, yi, xi, *lane], lane)
+    _conv.registers(sch, sch.get_loops(m_cache)[-4 - len(lane):], bool(lane))
+    _conv.registers(sch, [ra, rb, yi, xi, *lane], bool(lane))
     sch.reverse_compute_at(out, thread, preserve_unit_loops=True)
-    _registers(sch, sch.get_loops(out)[-2 - len(lane):], lane)
+    _conv.registers(sch, sch.get_loops(out)[-2 - len(lane):], bool(lane))
     init = sch.decompose_reduction(main, ra)
-    _registers(sch, sch.get_loops(init)[-2 - len(lane):], lane)
+    _conv.registers(sch, sch.get_loops(init)[-2 - len(lane):], bool(lane))
     return sch
 
 

@@ -257,8 +257,9 @@ def transfer_runs(ctx, tasks, seeds, runs, started) -> dict:
                 g += [t.key] * len(mine)
         if not x:
             raise SystemExit("transfer: the source records hold none of the benchmarked tasks")
+        source = TransferModel.from_records(np.vstack(x), np.array(s), np.array(g, dtype=object)).source
         for bi in out["targets"]:
-            model = TransferModel.from_records(np.vstack(x), np.array(s), np.array(g, dtype=object))
+            model = TransferModel(source)  # a fresh model per target task, from the one pre-trained booster
             print(f"-- genetic+transfer on t{bi} (seed {seed}; source: {len(s)} records of {len(x)} tasks) "
                   f"[{time.perf_counter() - started:.0f} s]", flush=True)
             run = tune_arm(ctx, "genetic+transfer", tasks[bi], bi, seed, "genetic", model)
