@@ -208,7 +208,7 @@ def cmd_devices(args) -> int:
                          f"{d.local_memory_bytes // 1024} KiB, images {'yes' if d.image_support else 'no'}, "
                          f"fp16 {'yes' if d.fp16 else 'no'}, compiler {'ok' if d.compiler_ok else 'BROKEN'}")
     if args.tracker:
-        from .rpc.tracker import farm_status, format_status
+        from .farm.tracker import farm_status, format_status
 
         status = farm_status(args.tracker)
         data["tracker"] = asdict(status)
@@ -291,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tracker", metavar="HOST:PORT", help="also show the RPC tracker's queue and device health")
 
     from . import cache_cli
-    from .rpc import cli as farm_cli
+    from .farm import cli as farm_cli
     from .tune import cli as tune_cli
 
     for group in (tune_cli, cache_cli, farm_cli):

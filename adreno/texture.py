@@ -831,7 +831,7 @@ def schedule_packed(func, target=None):
     reduction (if any) runs serially in registers with its channel axis split by 4 (so inputs are read as whole
     pixels), and every other block (padding, epilogue) is inlined. None when the function does not have that form.
 
-    Convolutions normally never get here: the register-tiled family `schedules/conv2d_texture.py` (one of
+    Convolutions normally never get here: the register-tiled family `adreno/schedules/conv2d_texture.py` (one of
     `schedules.FAMILIES`, run first) claims them; this is what pack, pooling and elementwise functions get, and
     what a conv gets with `--schedules tvm` or when the tiled schedule refuses it."""
     from tvm import s_tir

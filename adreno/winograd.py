@@ -76,7 +76,7 @@ _MATRICES = {
     ),
 }
 
-# Selection rule of "auto" (documented in schedules/conv2d_winograd.py): both channel counts at least this ...
+# Selection rule of "auto" (documented in adreno/schedules/conv2d_winograd.py): both channel counts at least this ...
 MIN_CHANNELS = 64
 # ... and an output at least this large in both dimensions; F(4x4) from F4_MIN_SPATIAL up, F(2x2) below. On PoCL
 # F(4x4) beat F(2x2) on every ResNet-18 layer down to 7x7 (tools/bench_conv.py), so "auto" picks F(4x4) throughout;

@@ -1,5 +1,5 @@
 """Texture path: layouts, image fitting, plan format, the generated OpenCL source, and the register-tiled texture
-conv schedule (`schedules/conv2d_texture.py`) run on PoCL against numpy for a table of shapes and knob configs."""
+conv schedule (`adreno/schedules/conv2d_texture.py`) run on PoCL against numpy for a table of shapes and knob configs."""
 
 from __future__ import annotations
 
@@ -166,7 +166,7 @@ def test_layout_planning_keeps_one_region(rng):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# the register-tiled texture conv schedule (schedules/conv2d_texture.py), run on PoCL against numpy
+# the register-tiled texture conv schedule (adreno/schedules/conv2d_texture.py), run on PoCL against numpy
 # ---------------------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -28,8 +28,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from adreno.compile import compile_model
-    from adreno.rpc.local import LocalFarm
-    from adreno.rpc.runner import RPCRunner, Timeouts
+    from adreno.farm.local import LocalFarm
+    from adreno.farm.runner import RPCRunner, Timeouts
     from adreno.runner import LocalRunner, RunInput
 
     work = tempfile.mkdtemp(prefix="bench-farm-")

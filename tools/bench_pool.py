@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark the pooling and reduction layers of zoo models: our schedules (`schedules/pool.py`, `schedules/reduce.py`)
+"""Benchmark the pooling and reduction layers of zoo models: our schedules (`adreno/schedules/pool.py`, `adreno/schedules/reduce.py`)
 against TVM 0.27's default ones (`schedules="tvm"`), side by side in one run.
 
 The layers are found in the models themselves: every function of the model (after TVM's legalization and fusion)

@@ -33,7 +33,7 @@ def cmd_tune(args) -> int:
     tasks = extract_tasks(args.model, args.target, layouts=not args.no_layouts, memory=args.memory,
                           precision=args.precision)
     if args.tracker:
-        from ..rpc.runner import RPCRunner
+        from ..farm.runner import RPCRunner
 
         runner = RPCRunner(args.tracker, args.key)
         fingerprint, limits = f"{args.key}|rpc", target_limits(args.target)

@@ -1,7 +1,7 @@
 """Woodpecker-style analytical metrics of a direct-convolution candidate, and the feature rows cost models read.
 
 `conv_metrics(workload, config, target_limits)` describes one candidate of the register-tiled direct convolution
-(`schedules/_conv.py`): every work-item computes `tile_f x tile_y x tile_x` outputs (channels x rows x columns), the
+(`adreno/schedules/_conv.py`): every work-item computes `tile_f x tile_y x tile_x` outputs (channels x rows x columns), the
 workgroup is `threads_f x threads_y x threads_x` work-items, the reduction over input channels is split by `tile_rc`,
 `unroll_k` unrolls kh/kw and `stage=1` caches the input patch of `tile_rc` channels before computing (modelled here
 as the workgroup's patch in local memory). Every metric is a positive float; all but `registers` are "higher is
@@ -48,11 +48,11 @@ channels, with tile_f, tile_x, threads_f, threads_x, tile_rc = tile_o, tile_p, t
 work_reduction = KH*KW*OH*OW*N / (alpha^2 * P) (2.25 and 4 on maps divisible by m). The transforms are seen through
 their knob `threads_t` and the layout through `tile`.
 
-A texture candidate (`schedules/conv2d_texture.py`, knobs `tile_cb threads_cb ...`) is the same register-tiled
+A texture candidate (`adreno/schedules/conv2d_texture.py`, knobs `tile_cb threads_cb ...`) is the same register-tiled
 conv on images: `tile_cb` blocks of 4 output channels are tile_f = 4 * tile_cb, threads_cb is threads_f, and every
 read is a pixel of 4 input channels, so tile_rc = 4 (1 for depthwise, whose blocks reduce over no channel).
 Its `stage=1` keeps the input patch in registers, not local memory: local_reuse, bank_conflict and local_fit are 1.
-A 1x1 texture GEMM candidate (`schedules/conv2d_1x1.py`, knobs `tile_cb tile_p tile_k threads_cb threads_p`) is
+A 1x1 texture GEMM candidate (`adreno/schedules/conv2d_1x1.py`, knobs `tile_cb tile_p tile_k threads_cb threads_p`) is
 that conv on one row of OH*OW pixels (`pixel_row`): tile_x, threads_x = tile_p, threads_p, tile_y = threads_y = 1,
 tile_rc = 4 * tile_k.
 
@@ -74,7 +74,7 @@ METRIC_NAMES: list[str] = ["parallelism", "occupancy", "memory_efficiency", "reg
 # The direct-conv knobs, in feature order, with the value a missing knob takes (as in `_conv.schedule_tiled`).
 KNOB_DEFAULTS: dict[str, int] = {"tile_f": 1, "tile_y": 1, "tile_x": 1, "threads_f": 1, "threads_y": 1,
                                  "threads_x": 1, "tile_rc": 1, "unroll_k": 1, "stage": 0}
-# The layout knob and the Winograd stage knobs (`schedules/conv2d_winograd.py`), with their value when absent.
+# The layout knob and the Winograd stage knobs (`adreno/schedules/conv2d_winograd.py`), with their value when absent.
 LAYOUT_KNOB_DEFAULTS: dict[str, int] = {"tile": 0, "tile_o": 1, "tile_p": 1, "threads_o": 1, "threads_p": 1,
                                         "tile_k": 1, "threads_t": 1}
 WORKLOAD_NAMES: list[str] = ["log2_out_channels", "log2_in_channels", "log2_out_pixels", "log2_kernel", "stride"]

@@ -1,4 +1,4 @@
-"""The adb flow against a STAND-IN adb (tests/rpc/fake_adb.py): no phone exists on this machine. The stand-in
+"""The adb flow against a STAND-IN adb (tests/farm/fake_adb.py): no phone exists on this machine. The stand-in
 replays canned outputs of `adb devices -l`, `getprop` and `dumpsys SurfaceFlinger` (written to look like a
 Snapdragon 8 Gen 2 phone, not captured from one), logs every command it receives, and plays a `tvm_rpc server`
 that dies after FAKE_ADB_LIFETIMES seconds."""
@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from adreno.rpc.android import Adb, AdbError, discover, gpu_key, parse_getprop, serve_phones
+from adreno.farm.android import Adb, AdbError, discover, gpu_key, parse_getprop, serve_phones
 
 STAND_IN = os.path.join(os.path.dirname(__file__), "fake_adb.py")
 

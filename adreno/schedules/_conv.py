@@ -349,7 +349,7 @@ def schedule_with_knobs(family: str, key: str, cfg: dict, config: dict | None, c
 
 
 def family_functions(module_name: str, op: str, knobs: dict, handles, default_config, rule_name: str):
-    """The public functions of a tiled-conv family module (see schedules/__init__.py), bound to its op name,
+    """The public functions of a tiled-conv family module (see adreno/schedules/__init__.py), bound to its op name,
     knob table, `handles(workload)` predicate and `default_config`: (workload, workload_key, check_config,
     apply, rule). The rule looks the module's `apply` up at call time, so a wrapped `apply` is honoured."""
     def workload(func) -> ConvWorkload | None:

@@ -12,13 +12,13 @@ import time
 
 import pytest
 
-from adreno.rpc.common import free_port, wait_port
+from adreno.farm.common import free_port, wait_port
 
 
 @pytest.fixture(scope="module")
 def farm2(tmp_path_factory):
     """A tracker and two PoCL agents (fault injection allowed: tests only)."""
-    from adreno.rpc.local import LocalFarm
+    from adreno.farm.local import LocalFarm
 
     farm = LocalFarm(agents=2, faults=True, log_dir=str(tmp_path_factory.mktemp("farm")))
     yield farm
@@ -64,7 +64,7 @@ AllowTcpForwarding yes
 ClientAliveInterval 2
 LogLevel ERROR
 """)
-    from adreno.rpc.common import set_parent_death_signal
+    from adreno.farm.common import set_parent_death_signal
 
     proc = subprocess.Popen([binary, "-D", "-e", "-f", str(config)], stdout=subprocess.DEVNULL,
                             stderr=open(root / "sshd.log", "wb"), stdin=subprocess.DEVNULL, start_new_session=True,

@@ -4,7 +4,7 @@
 `--accept-new-host-key`, a changed key always), then per remote agent:
 
 * a **reverse forward** remote 127.0.0.1:T -> local tracker, so the remote agent registers at our tracker;
-* the agent started remotely (`python -m adreno.rpc.agent`, or `-m adreno.cli farm android` for phones
+* the agent started remotely (`python -m adreno.farm.agent`, or `-m adreno.cli farm android` for phones
   plugged into that host) bound to the remote 127.0.0.1:P, reporting itself as `127.0.0.2:P`;
 * a **local forward** 127.0.0.2:P -> remote 127.0.0.1:P, so the address the tracker hands out reaches it.
   (127.0.0.2 is loopback too; using it keeps P free on this side even when "remote" is this machine.)
@@ -227,7 +227,7 @@ class SSHLink:
 
 def remote_agent_command(python: str, tracker_port: int, agent_port: int, key: str | None = None,
                          device: str | None = None, extra: list[str] | None = None) -> str:
-    args = [python, "-m", "adreno.rpc.agent", "--tracker", f"127.0.0.1:{tracker_port}", "--host", "127.0.0.1",
+    args = [python, "-m", "adreno.farm.agent", "--tracker", f"127.0.0.1:{tracker_port}", "--host", "127.0.0.1",
             "--port", str(agent_port), "--port-end", str(agent_port + 1), "--custom-addr", LOCAL_ALIAS]
     if key:
         args += ["--key", key]

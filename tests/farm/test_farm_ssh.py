@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from adreno.rpc.common import HostKeyError
-from adreno.rpc.runner import RPCRunner, Timeouts
-from adreno.rpc.ssh import SSHLink
+from adreno.farm.common import HostKeyError
+from adreno.farm.runner import RPCRunner, Timeouts
+from adreno.farm.ssh import SSHLink
 from adreno.runner import RunInput
 
-from tests.rpc.conftest import wait_for
+from tests.farm.conftest import wait_for
 
 
 def known_hosts_with(sshd, path):
@@ -54,8 +54,8 @@ def test_tunnel_carries_a_real_rpc_session(sshd, tmp_path, farm2, tiny_artifact)
     """`adreno farm ssh` (its own process, as in use: TVM's RPC client holds the GIL while it waits, so the tunnel
     must not live in the runner's process) starts an agent over SSH; it registers at the local tracker through the
     reverse forward, and the runner reaches it through the local forward 127.0.0.2:P -> remote 127.0.0.1:P."""
-    from adreno.rpc.common import kill_group, python_module_command, spawn
-    from adreno.rpc.tracker import farm_status
+    from adreno.farm.common import kill_group, python_module_command, spawn
+    from adreno.farm.tracker import farm_status
 
     known = known_hosts_with(sshd, tmp_path / "known_hosts")
     cli = spawn(python_module_command(

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adreno.rpc.native import NativeArg, NativeRunner, allocate, export_native
-from adreno.rpc.runner import Timeouts
+from adreno.farm.native import NativeArg, NativeRunner, allocate, export_native
+from adreno.farm.runner import Timeouts
 from adreno.runner import RunInput
 
 

@@ -4,12 +4,12 @@
 
 * the **supervisor** (this process): resolves the key (a normalised GPU name: adreno-740, nvidia-h200,
   pocl-cpu), starts the worker, and restarts it whenever it dies (back-off, bounded rate);
-* the **worker** (`python -m adreno.rpc.agent --serve ...`): TVM's own RPC server (`tvm.rpc.server`) registered
+* the **worker** (`python -m adreno.farm.agent --serve ...`): TVM's own RPC server (`tvm.rpc.server`) registered
   at the tracker under the key, with the functions below registered as TVM globals. TVM forks one session
   process per client connection; OpenCL is only ever initialised in that session process (never before a
   fork), and the session process dies with its worker (PR_SET_PDEATHSIG), so a killed agent leaves nothing behind.
 
-Functions a client calls over RPC (see `rpc/runner.py`):
+Functions a client calls over RPC (see `adreno/farm/runner.py`):
 
 * `adreno.agent.hello() -> json`: device name, key, pid.
 * `adreno.agent.prepare(tar_name) -> json`: unpack an uploaded artifact tarball, build its programs (stage build).
@@ -214,7 +214,7 @@ def worker_command(tracker: str | None, key: str, device, host: str, port: int, 
         args += ["--custom-addr", custom_addr]
     if faults:
         args.append("--allow-fault-injection")
-    return python_module_command("adreno.rpc.agent", *args)
+    return python_module_command("adreno.farm.agent", *args)
 
 
 def supervise(command: list[str], log=print, max_restarts_per_minute: int = 30, stop: threading.Event | None = None,
@@ -294,7 +294,7 @@ def artifact_tarball(artifact_dir: str) -> tuple[str, bytes]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m adreno.rpc.agent")
+    parser = argparse.ArgumentParser(prog="python -m adreno.farm.agent")
     parser.add_argument("--tracker", default=None)
     parser.add_argument("--key", default=None)
     parser.add_argument("--device", default=None)

@@ -9,12 +9,12 @@ import time
 import numpy as np
 import pytest
 
-from adreno.rpc.common import TrackerUnreachable, free_port, warn_if_exposed
-from adreno.rpc.runner import RPCRunner, Timeouts
-from adreno.rpc.tracker import farm_status, format_status
+from adreno.farm.common import TrackerUnreachable, free_port, warn_if_exposed
+from adreno.farm.runner import RPCRunner, Timeouts
+from adreno.farm.tracker import farm_status, format_status
 from adreno.runner import RunInput
 
-from tests.rpc.conftest import wait_for
+from tests.farm.conftest import wait_for
 
 
 def test_tuning_batch_over_two_agents(farm2, tiny_artifact, tiny_reference):
@@ -131,7 +131,7 @@ def test_non_loopback_bind_prints_the_warning():
 def test_cli_registers_the_farm_group_and_prints_status(farm2, capsys):
     import argparse
 
-    from adreno.rpc.cli import register, tracker_devices
+    from adreno.farm.cli import register, tracker_devices
 
     farm2.wait_registered(2, timeout=30)
     parser = argparse.ArgumentParser()

@@ -1,6 +1,6 @@
 """Softmax over one axis (the last one of a classifier's logits, or the channel axis of an NCHW tensor), with any
 elementwise epilogue FuseOps appended. Means and other sums/maxima over trailing axes are global pools
-(`schedules/pool.py`).
+(`adreno/schedules/pool.py`).
 
 How it arrives after TVM's legalization: four blocks `T_softmax_maxelem` (max over the axis), `T_softmax_exp`
 (exp(x - max)), `T_softmax_expsum` (sum over the axis) and `T_softmax_norm` (exp / sum), then elementwise blocks.

@@ -52,7 +52,7 @@ class PoolWorkload:
     """A pooling or reduction as it arrives in a fused primitive function.
 
     op: "max_pool2d" | "avg_pool2d" (windowed, NCHW) | "global_sum" | "global_max" (over the trailing axes) |
-    "softmax" (see schedules/reduce.py). Global ones and softmax are described as rows x length: (n, c) are the
+    "softmax" (see adreno/schedules/reduce.py). Global ones and softmax are described as rows x length: (n, c) are the
     leading axes (all but the first folded into c), (h, w) the reduced ones (all but the last folded into h), and the
     "window" is the whole h x w. `shape`/`axes` keep the exact tensor shape and reduced axes for the key."""
 

@@ -2,7 +2,7 @@
 
 Security: TVM RPC has no authentication, and a client can write files and run code on the server. Every farm
 process binds to 127.0.0.1 unless told otherwise; `warn_if_exposed` prints a warning for any other bind.
-Remote devices are reached through SSH tunnels (`rpc/ssh.py`), never by opening a port to the network.
+Remote devices are reached through SSH tunnels (`adreno/farm/ssh.py`), never by opening a port to the network.
 """
 
 from __future__ import annotations

@@ -228,10 +228,10 @@ def print_tracker_devices(addr: str, stream=None) -> int:
     return 0
 
 
-if __name__ == "__main__":  # python -m adreno.rpc.tracker [--host H] [--port P]
+if __name__ == "__main__":  # python -m adreno.farm.tracker [--host H] [--port P]
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m adreno.rpc.tracker")
+    parser = argparse.ArgumentParser(prog="python -m adreno.farm.tracker")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=DEFAULT_TRACKER_PORT)
     parser.add_argument("--silent", action="store_true")

@@ -1,4 +1,4 @@
-"""RPCRunner: measures artifacts on the farm's device agents (`rpc/agent.py`) through TVM's tracker.
+"""RPCRunner: measures artifacts on the farm's device agents (`adreno/farm/agent.py`) through TVM's tracker.
 
 A batch runs on every free device of a key in parallel: one worker thread per device holds one RPC session and
 takes candidates from a shared queue. Every stage has a deadline held here on the host (request, upload, build,

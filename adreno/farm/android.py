@@ -5,7 +5,7 @@ Per phone: `adb reverse tcp:T tcp:T` lets the phone's server reach the host's tr
 tcp:P tcp:P` lets host clients reach the phone's server, which reports itself as 127.0.0.1:P. The server is
 started with `adb shell` and watched: when it dies it is restarted (back-off, bounded rate); on exit the server is
 killed and the forwards are removed. The runtime binaries (`tvm_rpc`, `libtvm_runtime.so`) are the user's, built
-with the Android NDK (rpc/README_farm.md says how).
+with the Android NDK (the README's "Phones (adb)" says how).
 """
 
 from __future__ import annotations

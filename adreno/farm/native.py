@@ -13,7 +13,7 @@ allocate the arguments, `time_evaluator`, then run once and download the outputs
 host-side deadline; a stage that overruns drops the session (a fresh one is requested for the next candidate).
 
 `export_native` writes such a directory from a built `tvm.runtime.Module`; for a phone pass the NDK's clang
-as `cc` (see rpc/README_farm.md).
+as `cc` (see the README, "Phones (adb)").
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ class LocalFarm:
         self.tracker_proc = None
         self.agents: list = []
         try:
-            self.tracker_proc = spawn(python_module_command("adreno.rpc.tracker", "--port", str(self.tracker_port),
+            self.tracker_proc = spawn(python_module_command("adreno.farm.tracker", "--port", str(self.tracker_port),
                                                             "--silent"), os.path.join(self.log_dir, "tracker.log"))
             if not wait_port("127.0.0.1", self.tracker_port, start_timeout):
                 raise FarmError(f"the tracker did not start; see {self.log_dir}/tracker.log")
@@ -50,7 +50,7 @@ class LocalFarm:
         if self.faults:
             args.append("--allow-fault-injection")
         index = len(self.agents)
-        proc = spawn(python_module_command("adreno.rpc.agent", *args), os.path.join(self.log_dir, f"agent{index}.log"))
+        proc = spawn(python_module_command("adreno.farm.agent", *args), os.path.join(self.log_dir, f"agent{index}.log"))
         self.agents.append(proc)
         return proc
 
