@@ -24,34 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ArtifactError
+from .layout import ImageSpec  # noqa: F401  (part of the contract: TensorSpec.image, Plan.images)
 
 PLAN_FORMAT = 2  # 2: image storage (TensorSpec.image, Plan.images) for --memory texture
 MANIFEST_NAME, PLAN_NAME, PARAMS_NAME, KERNEL_DIR = "manifest.json", "plan.json", "params.npz", "kernels"
-
-
-@dataclass
-class ImageSpec:
-    """How a packed 5-D tensor (d0, d1, d2, d3, 4) lives in an OpenCL image2d_array of RGBA pixels.
-
-    scope (TVM memory scope) fixes which tensor element sits in which pixel (see `mapping`); channel_type is the
-    image's storage ("float32": CL_FLOAT, "float16": CL_HALF_FLOAT); kernels read it with read_imagef and
-    compute in fp32 either way. The pixel array on the host is (layers, height, width, 4)."""
-
-    scope: str
-    width: int
-    height: int
-    layers: int
-    channel_order: str = "RGBA"
-    channel_type: str = "float32"
-
-    @property
-    def nbytes(self) -> int:
-        return self.width * self.height * self.layers * 4 * np.dtype(self.channel_type).itemsize
-
-    def mapping(self) -> str:
-        return {"global.texture": "x=d3, y=d2, layer=d0*D1+d1",
-                "global.texture-nhwc": "x=d2*D3+d3, y=d1, layer=d0",
-                "global.texture-weight": "x=(d1*D2+d2)*D3+d3, y=d0, layer=0"}[self.scope]
 
 
 @dataclass

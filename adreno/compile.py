@@ -24,6 +24,7 @@ from .artifact import (KERNEL_DIR, PLAN_NAME, ArtifactWriter, ImageSpec, KernelA
                        TensorSpec)
 from .errors import AdrenoError, DynamicShapeError, ModelError, UnsupportedOpError
 from .frontend import load_model, to_relax
+from .layout import LANES, choose_image
 from .winograd import MODES as WINOGRAD_MODES
 
 Progress = Callable[[str], None]
@@ -37,7 +38,7 @@ class CompileOptions:
     host: str = "android"
     cc: str | None = None
     input_shapes: dict[str, list[int]] = field(default_factory=dict)
-    # "texture": NCHW4c/OIHW4o regions in OpenCL images (adreno/texture.py); "buffer": OpenCL buffers;
+    # "texture": NCHW4c/OIHW4o regions in OpenCL images (adreno/texture/); "buffer": OpenCL buffers;
     # None: `default_memory` (texture, unless the tuning records are all of buffer workloads)
     memory: str | None = None
     precision: str = "fp32"  # "fp16": texture images stored as CL_HALF_FLOAT (arithmetic stays fp32)
@@ -190,10 +191,10 @@ def lower_relax(mod, tvm_target, schedules: str = "adreno", memory: str = "buffe
         ours = [schedule_pass(tvm_target, schedule_config)]
     with tvm_target:
         if memory == "texture":
-            from . import texture
+            from .texture.planning import relax_passes
 
-            passes = texture.relax_passes(tvm_target, ours, default_schedules=schedules != "none",
-                                          winograd=winograd, config=schedule_config)
+            passes = relax_passes(tvm_target, ours, default_schedules=schedules != "none",
+                                  winograd=winograd, config=schedule_config)
         else:
             passes = pipeline.library_dispatch_passes(tvm_target) + pipeline.legalize_passes(tvm_target)
             dlight_defaults = passes[-2:]  # TVM's dlight default-schedule passes close the list
@@ -242,7 +243,6 @@ def extract_plan(lowered, tvm_target, memory: str = "buffer", device=None,
 
     textures = memory == "texture"
     if textures:
-        from . import texture
         from .target import get_device
 
         device = device or get_device("adreno-740")
@@ -251,10 +251,10 @@ def extract_plan(lowered, tvm_target, memory: str = "buffer", device=None,
     def assign_image(spec: TensorSpec) -> None:
         if not textures:
             return
-        image, reason = texture.choose_image(spec.shape, spec.dtype, "param" if spec.kind == "param" else "act",
-                                             device, storage_type)
+        image, reason = choose_image(spec.shape, spec.dtype, "param" if spec.kind == "param" else "act",
+                                     device, storage_type)
         if image is None:
-            if len(spec.shape) == 5 and spec.shape[-1] == texture.LANES:
+            if len(spec.shape) == 5 and spec.shape[-1] == LANES:
                 spec.fallback = reason
             return
         spec.scope = image.scope
@@ -346,7 +346,7 @@ def extract_plan(lowered, tvm_target, memory: str = "buffer", device=None,
 
 
 def texture_error():
-    from .texture import TextureLoweringError
+    from .texture.tir import TextureLoweringError
 
     return TextureLoweringError
 
@@ -478,10 +478,10 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None) -> tuple[list[Kerne
     capture = tvm.ir.instrument.pass_instrument(_SplitCapture)()
     textured = scopes is not None and any(sc != "global" for sc in scopes)
     if textured:
-        from . import texture
+        from .texture import tir as texture_tir
 
-        func = texture.specialize_scopes(func, list(scopes), tvm_target)
-        pipeline_name = texture.register_pipeline()
+        func = texture_tir.specialize_scopes(func, list(scopes), tvm_target)
+        pipeline_name = texture_tir.register_pipeline()
     else:
         pipeline_name = "s_tir"
     module = tvm.IRModule({name: func.with_attr("global_symbol", name)})
@@ -529,7 +529,7 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None) -> tuple[list[Kerne
     visit(host.body)
     device_module = tvm.IRModule({gv: f for gv, f in split.functions.items() if gv.name_hint != name})
     if textured:
-        texture.check_texture_stores(device_module)
+        texture_tir.check_texture_stores(device_module)
     device_module = finalize_device()(device_module)
     source = tvm.get_global_func("target.build.opencl")(device_module, tvm_target).inspect_source()
     return launches, workspaces, source

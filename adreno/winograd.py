@@ -16,7 +16,7 @@ treats it as "out-elementwise fusable": the bias add, ReLU/Clip and residual add
 primitive function, as they did into the direct conv. The three stages are scheduled by
 `adreno.schedules.conv2d_winograd` (recognised by the block names above).
 
-Texture memory: `adreno.texture.plan_layouts` emits the same stages on packed tensors (`emit_stages` with NCHW4c
+Texture memory: `adreno.texture.planning.plan_layouts` emits the same stages on packed tensors (`emit_stages` with NCHW4c
 data): V[a, b, C/4, p, 4], M[a, b, O/4, p, 4] and the weight transform packed as U[a, b, O/4, C, 4] (`pack_weight`),
 main blocks named with the suffix `_nchw4c`, each a 5-D tensor whose last axis is a pixel's 4 channels (an image).
 Layout records of texture convs are keyed `TEXTURE_OP` (`layout_key`), and their direct layout is `conv2d_texture`.
@@ -37,7 +37,7 @@ import re
 
 import numpy as np
 
-from .texture import LANES  # the channel lanes of a packed (NCHW4c) tensor's pixel
+from .layout import LANES  # the channel lanes of a packed (NCHW4c) tensor's pixel
 
 MODES = ("off", "auto", "f2", "f4")
 OP = "conv2d_winograd"

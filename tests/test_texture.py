@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from adreno import texture
-from adreno.artifact import PLAN_FORMAT, Artifact, ImageSpec, Plan
+from adreno import layout
+from adreno.texture import planning, tir as texture_tir
+from adreno.artifact import PLAN_FORMAT, Artifact, Plan
+from adreno.layout import ImageSpec
 from adreno.compile import CompileOptions, compile_model, lower_relax
 from adreno.frontend import to_relax
 from adreno.opencl.executor import Executor
@@ -24,9 +26,9 @@ from tests.schedules.sched_helpers import record_claims
 @pytest.mark.parametrize("channels", [3, 4, 10])
 def test_nchw4c_roundtrip_pads_with_zeros(channels, rng):
     x = rng.standard_normal((1, channels, 5, 6)).astype(np.float32)
-    packed = texture.pack_nchw4c(x)
+    packed = layout.pack_nchw4c(x)
     assert packed.shape == (1, (channels + 3) // 4, 5, 6, 4)
-    assert np.array_equal(texture.unpack_nchw4c(packed, channels), x)
+    assert np.array_equal(layout.unpack_nchw4c(packed, channels), x)
     assert packed[0, (channels - 1) // 4, 2, 3, (channels - 1) % 4] == x[0, channels - 1, 2, 3]
     flat = packed.transpose(0, 1, 4, 2, 3).reshape(1, -1, 5, 6)
     assert np.all(flat[:, channels:] == 0)
@@ -34,38 +36,38 @@ def test_nchw4c_roundtrip_pads_with_zeros(channels, rng):
 
 def test_oihw4o_layout(rng):
     w = rng.standard_normal((10, 3, 3, 3)).astype(np.float32)
-    packed = texture.pack_oihw4o(w)
+    packed = layout.pack_oihw4o(w)
     assert packed.shape == (3, 4, 3, 3, 4)
     for o in range(10):
         assert np.array_equal(packed[o // 4, :3, :, :, o % 4], w[o])
     assert np.all(packed[:, 3] == 0) and np.all(packed[2, :, :, :, 2:] == 0)
-    dw = texture.pack_oihw4o(rng.standard_normal((6, 1, 3, 3)).astype(np.float32), depthwise=True)
+    dw = layout.pack_oihw4o(rng.standard_normal((6, 1, 3, 3)).astype(np.float32), depthwise=True)
     assert dw.shape == (2, 1, 3, 3, 4)
 
 
-@pytest.mark.parametrize("scope", texture.TEXTURE_SCOPES)
+@pytest.mark.parametrize("scope", layout.TEXTURE_SCOPES)
 def test_image_pixels_roundtrip(scope, rng):
     x = rng.standard_normal((2, 3, 5, 7, 4)).astype(np.float32)
-    width, height, layers = texture.image_dims(x.shape, scope)
+    width, height, layers = layout.image_dims(x.shape, scope)
     spec = ImageSpec(scope, width, height, layers)
-    pixels = texture.to_image(x, spec)
+    pixels = layout.to_image(x, spec)
     assert pixels.shape == (layers, height, width, 4)
-    assert np.array_equal(texture.from_image(pixels, x.shape), x)
-    half = texture.to_image(x, ImageSpec(scope, width, height, layers, channel_type="float16"))
+    assert np.array_equal(layout.from_image(pixels, x.shape), x)
+    half = layout.to_image(x, ImageSpec(scope, width, height, layers, channel_type="float16"))
     assert half.dtype == np.float16
 
 
 def test_choose_image_scopes_and_fallback():
     device = get_device("adreno-740")
-    image, _ = texture.choose_image([1, 16, 56, 56, 4], "float32", "act", device)
+    image, _ = layout.choose_image([1, 16, 56, 56, 4], "float32", "act", device)
     assert (image.scope, image.width, image.height, image.layers) == ("global.texture", 56, 56, 16)
-    weight, _ = texture.choose_image([16, 64, 3, 3, 4], "float32", "param", device)
+    weight, _ = layout.choose_image([16, 64, 3, 3, 4], "float32", "param", device)
     assert (weight.scope, weight.width, weight.height, weight.layers) == ("global.texture-weight", 576, 16, 1)
-    deep, _ = texture.choose_image([1, 4096, 2, 2, 4], "float32", "act", device)
+    deep, _ = layout.choose_image([1, 4096, 2, 2, 4], "float32", "act", device)
     assert deep.scope == "global.texture-nhwc"
-    none, reason = texture.choose_image([1, 1, 1, 20000, 4], "float32", "act", device)
+    none, reason = layout.choose_image([1, 1, 1, 20000, 4], "float32", "act", device)
     assert none is None and "exceeds the image limits" in reason
-    none, reason = texture.choose_image([1, 10, 4, 4], "float32", "act", device)
+    none, reason = layout.choose_image([1, 10, 4, 4], "float32", "act", device)
     assert none is None and "not a packed" in reason
 
 
@@ -133,14 +135,14 @@ def test_upstream_pipeline_would_write_per_lane(conv_artifact):
     target = tvm_target("adreno-740", host="native")
     lowered = lower_relax(to_relax(model), target, memory="texture")
     gvar = next(g for g in lowered.functions if "conv2d" in g.name_hint)
-    func = texture.specialize_scopes(lowered[gvar], ["global.texture", "global.texture-weight",
+    func = texture_tir.specialize_scopes(lowered[gvar], ["global.texture", "global.texture-weight",
                                                     "global.texture-weight", "global.texture"], target)
     from tvm.s_tir.backend.adreno import pipeline as upstream
 
     module = tvm.tirx.transform.BindTarget(target)(tvm.IRModule({"f": func.with_attr("global_symbol", "f")}))
-    with pytest.raises(texture.TextureLoweringError):
+    with pytest.raises(texture_tir.TextureLoweringError):
         lowered_mod = upstream.default_tir_pipeline()(module)
-        texture.check_texture_stores(tvm.IRModule({g: f for g, f in lowered_mod.functions.items()
+        texture_tir.check_texture_stores(tvm.IRModule({g: f for g, f in lowered_mod.functions.items()
                                                    if g.name_hint != "f"}))
 
 
@@ -161,7 +163,7 @@ def test_layout_planning_keeps_one_region(rng):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.checker.check_model(model)
-    _, report = texture.plan_layouts(to_relax(model))
+    _, report = planning.plan_layouts(to_relax(model))
     assert (report.packed_convs, report.packs, report.unpacks, report.nchw_convs) == (2, 1, 1, [])
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Texture vs buffer memory, side by side in one run: the same models and single conv layers compiled with
 `--memory buffer`, with `--memory texture` and the one-pixel-per-work-item texture conv schedule
-(`texture.schedule_packed`, the schedule before `adreno/schedules/conv2d_texture.py`), with `--memory texture` and the
+(`adreno.schedules.packed`, the schedule before `adreno/schedules/conv2d_texture.py`), with `--memory texture` and the
 register-tiled texture conv schedule (the default), and optionally the tiled one with fp16 image storage; each
 checked against onnxruntime, then timed on the chosen OpenCL device.
 
@@ -43,7 +43,7 @@ VARIANTS = {"buffer": ("buffer", "fp32", True), "tex-1px": ("texture", "fp32", F
 
 @contextmanager
 def one_pixel_texture_convs():
-    """Compile with the tiled texture conv family left out, so `texture.schedule_packed` schedules the convs."""
+    """Compile with the tiled texture conv family left out, so `adreno.schedules.packed` schedules the convs."""
     saved = list(schedules.FAMILIES)
     schedules.FAMILIES.remove("conv2d_texture")
     try:

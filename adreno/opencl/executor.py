@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..artifact import Artifact
+from ..layout import ImageSpec, from_image, to_image
 from ..errors import AdrenoError, KernelBuildError
 from .device import select_device
 
@@ -111,9 +112,6 @@ class Executor:
         if spec.image is None:
             cl.enqueue_copy(self.queue, self.buffers[spec.name], np.ascontiguousarray(array, dtype=spec.dtype))
             return
-        from ..texture import to_image
-        from ..artifact import ImageSpec
-
         image = ImageSpec(**spec.image)
         pixels = to_image(np.asarray(array, dtype=spec.dtype), image)
         cl.enqueue_copy(self.queue, self.buffers[spec.name], pixels, origin=(0, 0, 0),
@@ -126,20 +124,11 @@ class Executor:
             host = np.empty(spec.shape, dtype=spec.dtype)
             cl.enqueue_copy(self.queue, host, self.buffers[spec.name])
             return host
-        from ..artifact import ImageSpec
-        from ..texture import from_image
-
         image = ImageSpec(**spec.image)
         pixels = np.empty((image.layers, image.height, image.width, 4), dtype=image.channel_type)
         cl.enqueue_copy(self.queue, pixels, self.buffers[spec.name], origin=(0, 0, 0),
                         region=(image.width, image.height, image.layers))
         return from_image(pixels, spec.shape, spec.dtype)
-
-    def read_tensor(self, name: str) -> np.ndarray:
-        """The current contents of any tensor of the plan (for debugging and tests)."""
-        out = self._read(self.artifact.plan.tensors[name])
-        self.queue.finish()
-        return out
 
     def _build(self, program: str, options: str):
         import pyopencl as cl

@@ -19,7 +19,7 @@ collide with the NCHW buffer families' keys, and the buffer path never produces 
 
 from __future__ import annotations
 
-from ..texture import LANES
+from ..layout import LANES
 from . import _conv
 
 OPS = {"conv2d_NCHW4c": "conv2d_nchw4c", "dwconv2d_NCHW4c": "depthwise_nchw4c"}

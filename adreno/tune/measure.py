@@ -99,7 +99,7 @@ def build_scheduled(task: Task, scheduled, out_dir: str, config: dict, started: 
     failure is a BuildResult error. `started`: when the caller's part of the build began (perf_counter), so that
     BuildResult.seconds covers it."""
     from ..compile import lower_primfunc, plan_storage
-    from ..texture import TextureLoweringError
+    from ..texture.tir import TextureLoweringError
     from ..target import tvm_target
 
     started = time.perf_counter() if started is None else started

@@ -164,7 +164,7 @@ def _images(func, args, n_outputs: int, device, precision: str) -> list:
     `compile.extract_plan` chooses them: constants prefer the weight scope, everything else the activation ones."""
     import tvm
 
-    from ..texture import choose_image
+    from ..layout import choose_image
 
     kinds = ["param" if isinstance(a, tvm.ir.expr.Constant) else "act" for a in args] + ["act"] * n_outputs
     storage = "float16" if precision == "fp16" else "float32"

@@ -1,0 +1,98 @@
+"""The schedule of a fused function whose output is a packed (texture) tensor: one output pixel per work-item.
+
+Convolutions normally never get here: the register-tiled families (`conv2d_texture`, `conv2d_1x1`, the Winograd
+stages) claim them first. This is what pack, pooling and elementwise functions of the packed region get, and what a
+conv gets with `--schedules tvm` or when a tiled schedule refuses it.
+"""
+
+from __future__ import annotations
+
+from ..errors import TVM_ERRORS
+from ..layout import LANES
+
+THREADS = 64
+
+
+def schedule_packed(func, target=None):
+    """Schedule a fused function whose output is a packed 5-D tensor (last axis 4) so that every work-item owns one
+    output pixel: the spatial axes are fused over the NDRange, the 4 lanes are the innermost (vectorised) loop, the
+    reduction (if any) runs serially in registers with its channel axis split by 4 (so inputs are read as whole
+    pixels), and every other block (padding, epilogue) is inlined. None when the function does not have that form.
+
+    Convolutions normally never get here: the register-tiled family `adreno/schedules/conv2d_texture.py` (one of
+    `schedules.FAMILIES`, run first) claims them; this is what pack, pooling and elementwise functions get, and
+    what a conv gets with `--schedules tvm` or when the tiled schedule refuses it."""
+    from tvm import s_tir
+    from tvm.s_tir.dlight import analysis
+
+    params = list(func.params)
+    out_shape = [int(d) for d in params[-1].ty.shape]
+    if len(out_shape) != 5 or out_shape[-1] != LANES:
+        return None
+    try:
+        sch = s_tir.Schedule(func)
+        root = analysis.get_root_block(sch)
+        blocks = sch.get_child_blocks(root)
+        reductions = [b for b in blocks if analysis.get_sblock_info(sch, b).is_reduction()]
+        if len(reductions) > 1:
+            return None
+        red = reductions[0] if reductions else None
+        out_block = blocks[-1]
+        for blk in blocks[:-1]:
+            if red is not None and sch.get(blk).same_as(sch.get(red)):
+                continue
+            try:
+                sch.compute_inline(blk)
+            except TVM_ERRORS:  # ScheduleError: not inlinable forwards, inline it backwards
+                sch.reverse_compute_inline(blk)
+        if red is None:
+            loops = sch.get_loops(out_block)
+            if len(loops) != 5:
+                return None
+            fused = sch.fuse(*loops[:4])
+            bx, tx = sch.split(fused, [None, THREADS])
+            sch.bind(bx, "blockIdx.x")
+            sch.bind(tx, "threadIdx.x")
+            sch.vectorize(loops[4])
+            return sch
+        loops = sch.get_loops(red)
+        iters = analysis.get_sblock_info(sch, red).iters
+        kinds = "".join(i.kind for i in iters)
+        if len(loops) < 6 or kinds[:5] != "SSSSS" or set(kinds[5:]) != {"R"}:
+            return None
+        spatial, lane, rloops = loops[:4], loops[4], loops[5:]
+        fused = sch.fuse(*spatial)
+        bx, tx = sch.split(fused, [None, THREADS])
+        name = sch.get(red).name_hint
+        order = list(rloops)
+        if name.startswith("conv2d_NCHW4c"):
+            rc, rest = rloops[0], rloops[1:]
+            rco, rci = sch.split(rc, [None, LANES])
+            order = [rco, *rest, rci]
+        sch.reorder(bx, tx, *order, lane)
+        sch.bind(bx, "blockIdx.x")
+        sch.bind(tx, "threadIdx.x")
+        if sch.get(out_block).same_as(sch.get(red)):
+            writer = sch.cache_write(red, 0, "local")
+            sch.reverse_compute_at(writer, tx, preserve_unit_loops=True)
+        else:
+            sch.reverse_compute_at(out_block, tx, preserve_unit_loops=True)
+            sch.set_scope(red, 0, "local")
+            writer = out_block
+        sch.vectorize(sch.get_loops(writer)[-1])
+        init = sch.decompose_reduction(red, order[0])
+        sch.vectorize(sch.get_loops(init)[-1])
+        return sch
+    except TVM_ERRORS:  # a schedule primitive refused: TVM's dlight rules take the function
+        return None
+
+
+def schedule_rule():
+    """A dlight ScheduleRule wrapping `schedule_packed`."""
+    from tvm.s_tir.dlight.base import ScheduleRule
+
+    class PackedTexture(ScheduleRule):
+        def apply(self, func, target, tunable):  # noqa: D102, ARG002
+            return schedule_packed(func, target)
+
+    return PackedTexture()
