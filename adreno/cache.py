@@ -88,6 +88,7 @@ import pyopencl as cl
 
 import adreno
 from adreno.errors import KernelBuildError
+from adreno.opencl.device import DeviceIdentity
 
 CACHE_FORMAT_VERSION: int = 1
 
@@ -107,29 +108,6 @@ def default_cache_dir() -> pathlib.Path:
     if env:
         return pathlib.Path(env).expanduser()
     return pathlib.Path.home() / ".cache" / "adreno" / "programs"
-
-
-@dataclass(frozen=True)
-class DeviceIdentity:
-    """What identifies the compiler a binary came from: platform, device and driver."""
-
-    platform_name: str
-    platform_version: str
-    device_name: str
-    driver_version: str
-    opencl_c_version: str
-
-    @classmethod
-    def from_cl_device(cls, device: cl.Device) -> DeviceIdentity:
-        """Read the identity of a pyopencl device (platform, device, driver and OpenCL C versions)."""
-        platform = device.platform
-        return cls(
-            platform_name=platform.name.strip(),
-            platform_version=platform.version.strip(),
-            device_name=device.name.strip(),
-            driver_version=device.driver_version.strip(),
-            opencl_c_version=device.opencl_c_version.strip(),
-        )
 
 
 @functools.cache
@@ -159,7 +137,7 @@ def _key_fields(identity: DeviceIdentity, source: str, options: str) -> dict:
         "cache_format": CACHE_FORMAT_VERSION,
         "adreno": adreno.__version__,
         "tvm": _tvm_version(),
-        **dataclasses.asdict(identity),
+        **identity.cache_fields,
         "options": options,
         "source_sha256": hashlib.sha256(source.encode("utf-8")).hexdigest(),
     }
@@ -171,7 +149,7 @@ def cache_key(identity: DeviceIdentity, source: str, options: str) -> str:
 
 
 def _device_key(identity: DeviceIdentity) -> str:
-    return hashlib.sha256(_canonical_json(dataclasses.asdict(identity))).hexdigest()[:32]
+    return hashlib.sha256(_canonical_json(identity.cache_fields)).hexdigest()[:32]
 
 
 class _BadEntry(Exception):
@@ -495,7 +473,7 @@ class ProgramCache:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             note = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
-            note.update(dataclasses.asdict(identity))
+            note.update(identity.cache_fields)
             os.write(fd, _canonical_json(note))
             os.replace(tmp, marker)
             try:
@@ -836,7 +814,7 @@ def _read_index(path: pathlib.Path) -> dict:
 
 def _index_problem(index: dict, identity: DeviceIdentity) -> str | None:
     """Why a bundle index does not serve this device and toolchain, or None."""
-    if index.get("device") != dataclasses.asdict(identity):
+    if index.get("device") != identity.cache_fields:
         return f"exported for another device or driver ({_describe(index.get('device'))})"
     if index.get("adreno") != adreno.__version__ or index.get("tvm") != _tvm_version():
         return (f"exported by adreno {index.get('adreno')} / TVM {index.get('tvm')}, this is adreno "
@@ -859,7 +837,7 @@ def _report_other_bundles(root: pathlib.Path, identity: DeviceIdentity) -> None:
             device = json.loads(index_path.read_bytes()).get("device") or {}
         except (OSError, ValueError, AttributeError):
             continue
-        if device.get("device_name") == identity.device_name and device != dataclasses.asdict(identity):
+        if device.get("device_name") == identity.device_name and device != identity.cache_fields:
             logger.warning(
                 "bundled binaries in %s are for %s; this device has driver %s (%s): building through the cache",
                 index_path.parent, _describe(device), identity.driver_version, identity.platform_version,
@@ -915,7 +893,7 @@ def export_bundle(artifact, context: cl.Context, cache: ProgramCache | None = No
     blob = tvm_precompiled_blob({kernel: binaries[program] for kernel, program in kernel_programs.items()})
     files[TVM_BLOB_NAME] = blob
     index = {
-        "format": BUNDLE_FORMAT, "device": dataclasses.asdict(identity), "device_key": _device_key(identity),
+        "format": BUNDLE_FORMAT, "device": identity.cache_fields, "device_key": _device_key(identity),
         "adreno": adreno.__version__, "tvm": _tvm_version(), "options": options, "created": time.time(),
         "programs": programs,
         "tvm_precompiled": {"file": TVM_BLOB_NAME, "sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob),
@@ -924,7 +902,7 @@ def export_bundle(artifact, context: cl.Context, cache: ProgramCache | None = No
     files[BUNDLE_INDEX] = json.dumps(index, indent=1).encode("ascii") + b"\n"
     final = pathlib.Path(artifact.path) / BUNDLE_DIR / bundle_dir_name(identity)
     _replace_dir(final, files)
-    return {"path": str(final), "device": dataclasses.asdict(identity), "programs": len(programs),
+    return {"path": str(final), "device": identity.cache_fields, "programs": len(programs),
             "kernels": len(kernel_programs), "bytes": sum(len(d) for d in files.values()), "outcomes": outcomes,
             "tvm_precompiled": str(final / TVM_BLOB_NAME), "options": options}
 

@@ -25,6 +25,7 @@ from .artifact import (KERNEL_DIR, PLAN_NAME, ArtifactWriter, ImageSpec, KernelA
 from .errors import AdrenoError, DynamicShapeError, ModelError, UnsupportedOpError
 from .frontend import load_model, to_relax
 from .layout import LANES, choose_image
+from .records import TunedConfigs, default_memory
 from .winograd import MODES as WINOGRAD_MODES
 
 Progress = Callable[[str], None]
@@ -72,7 +73,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     model_bytes = onnx_model.SerializeToString()
     say("importing to Relax")
     mod = to_relax(onnx_model, options.input_shapes)
-    tuned = _TunedConfigs(options.records, options.precision)
+    tuned = tuned_configs(options.records, options.precision)
     memory = options.memory or default_memory(tuned)
     if memory not in ("buffer", "texture"):
         raise AdrenoError(f"--memory must be 'texture' or 'buffer', not {memory!r}")
@@ -127,15 +128,15 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
         return writer.commit(manifest)
 
 
-def default_memory(tuned: dict) -> str:
-    """The memory a compile gets when none is asked for: "texture", except "buffer" for tuning records of which
-    none is a texture workload (records tuned with `adreno tune --memory buffer`)."""
-    from .schedules import conv2d_1x1, conv2d_texture
-    from .winograd import TEXTURE_OP
+def tuned_configs(records: str | None, precision: str) -> TunedConfigs:
+    """What the schedules read from `--records`: the best config per kernel key for the compile's precision."""
+    if not records:
+        return TunedConfigs()
+    if not Path(records).is_file():
+        raise AdrenoError(f"--records {records}: no such file (write one with `adreno tune`)")
+    from .schedules.conv2d_winograd import kernel_configs
 
-    texture_ops = {*conv2d_texture.OPS.values(), conv2d_1x1.OP, TEXTURE_OP}
-    texture_records = any(key.split("|")[0] in texture_ops for key in tuned)
-    return "buffer" if tuned and not texture_records else "texture"
+    return TunedConfigs.load(records, precision, kernel_configs)
 
 
 def model_source(model, model_name: str) -> dict:
@@ -147,28 +148,6 @@ def model_source(model, model_name: str) -> dict:
     if isinstance(model, (str, os.PathLike)):
         return {"path": str(Path(model).resolve())}
     return {}
-
-
-class _TunedConfigs(dict):
-    """workload key -> best tuned config from a records file, among the records of the compile's image precision;
-    remembers which keys the schedules looked up and found, so the manifest can say how many kernels were tuned."""
-
-    def __init__(self, records: str | None, precision: str = "fp32"):
-        super().__init__()
-        self.used: set[str] = set()
-        if records:
-            from .tune.database import Database
-
-            if not Path(records).is_file():
-                raise AdrenoError(f"--records {records}: no such file (write one with `adreno tune`)")
-            from .winograd import kernel_configs
-
-            self.update(kernel_configs(Database(records).best_configs(precision=precision)))
-
-    def get(self, key, default=None):
-        if key in self:
-            self.used.add(key)
-        return super().get(key, default)
 
 
 def lower_relax(mod, tvm_target, schedules: str = "adreno", memory: str = "buffer", schedule_config=None,

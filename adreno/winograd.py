@@ -19,12 +19,14 @@ primitive function, as they did into the direct conv. The three stages are sched
 Texture memory: `adreno.texture.planning.plan_layouts` emits the same stages on packed tensors (`emit_stages` with NCHW4c
 data): V[a, b, C/4, p, 4], M[a, b, O/4, p, 4] and the weight transform packed as U[a, b, O/4, C, 4] (`pack_weight`),
 main blocks named with the suffix `_nchw4c`, each a 5-D tensor whose last axis is a pixel's 4 channels (an image).
-Layout records of texture convs are keyed `TEXTURE_OP` (`layout_key`), and their direct layout is `conv2d_texture`.
+Layout records of texture convs are keyed `adreno.records.layout_key(wl, "texture")`, and their direct layout is
+`conv2d_texture`.
 
 Modes: "off" (direct convs), "auto" (the selection rule `select_tile`), "f2"/"f4" (every eligible conv with that
 tile). A tuned layout record (`adreno tune`: `{"tile": 0|2|4, <knobs of that layout>}` under the conv's key
 `ConvWorkload.key("conv2d_winograd")`) decides for its conv under "off" and "auto"; "f2"/"f4" force every eligible
-conv. `kernel_configs` turns such records into the per-kernel keys the schedules read.
+conv. `adreno.schedules.conv2d_winograd.kernel_configs` turns such records into the per-kernel keys the schedules
+read.
 
 Transform matrices (Lavin & Gray, interpolation points 0, +-1 for F(2,3) and 0, +-1, +-2 for F(4,3), plus infinity).
 fp32 error: F(2x2) stays near direct conv (~1e-6 relative), F(4x4) is larger (the matrices have entries up to 8 and
@@ -33,11 +35,11 @@ fp32 error: F(2x2) stays near direct conv (~1e-6 relative), F(4x4) is larger (th
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from .layout import LANES  # the channel lanes of a packed (NCHW4c) tensor's pixel
+from .records import direct_key, layout_key
+from .workload import ConvWorkload
 
 MODES = ("off", "auto", "f2", "f4")
 OP = "conv2d_winograd"
@@ -101,27 +103,6 @@ def transform_weight(weight: np.ndarray, m: int) -> np.ndarray:
 
 def tiles(oh: int, ow: int, m: int) -> tuple[int, int]:
     return -(-oh // m), -(-ow // m)
-
-
-def reference_conv(x: np.ndarray, w: np.ndarray, m: int, padding=(1, 1, 1, 1)) -> np.ndarray:
-    """Winograd conv in numpy (float64), for checking the matrices against a direct conv."""
-    bt, _, at = matrices(m)
-    alpha = m + 2
-    n, c, h, wd = x.shape
-    top, left, bottom, right = padding
-    oh, ow = h + top + bottom - 2, wd + left + right - 2
-    nh, nw = tiles(oh, ow, m)
-    xp = np.zeros((n, c, nh * m + 2, nw * m + 2))
-    xp[:, :, top:top + h, left:left + wd] = x
-    u = np.einsum("ar,ocrs,bs->aboc", matrices(m)[1], w.astype(np.float64), matrices(m)[1])
-    y = np.zeros((n, w.shape[0], nh * m, nw * m))
-    for ty in range(nh):
-        for tx in range(nw):
-            d = xp[:, :, ty * m:ty * m + alpha, tx * m:tx * m + alpha]
-            v = np.einsum("ar,ncrs,bs->abnc", bt, d, bt)
-            mm = np.einsum("aboc,abnc->abno", u, v)
-            y[:, :, ty * m:ty * m + m, tx * m:tx * m + m] = np.einsum("ia,abno,jb->noij", at, mm, at)
-    return y[:, :, :oh, :ow]
 
 
 def _const_matrix(values: np.ndarray, name: str):
@@ -277,72 +258,10 @@ def eligible(call, const_weight) -> tuple | None:
     return n, c, h, w, int(const_weight.shape[0]), tuple(padding), oshape[2], oshape[3]
 
 
-def workload_of(info):
-    from .schedules._conv import ConvWorkload
-
+def workload_of(info) -> ConvWorkload:
+    """The ConvWorkload of an eligible conv (`eligible`'s description)."""
     n, c, h, w, o, padding, oh, ow = info
     return ConvWorkload(n, c, h, w, o, 3, 3, oh, ow, (1, 1), (1, 1), padding, 1, "float32")
-
-
-TEXTURE_OP = "conv2d_winograd_nchw4c"  # the layout key of a conv tuned in texture memory (packed stages or direct)
-_KEY = re.compile(rf"({OP}|{TEXTURE_OP})\|n(\d+)c(\d+)h(\d+)w(\d+)\|o(\d+)k3x3\|s1x1\|p(\d+)x(\d+)x(\d+)x(\d+)"
-                  r"\|d1x1\|g1\|float32")
-
-
-def workload_from_key(key: str):
-    """The ConvWorkload of a layout key (`layout_key`) of an eligible conv (None for any other key)."""
-    found = _KEY.fullmatch(key)
-    if found is None:
-        return None
-    n, c, h, w, o, top, left, bottom, right = map(int, found.groups()[1:])
-    return workload_of((n, c, h, w, o, (top, left, bottom, right), h + top + bottom - 2, w + left + right - 2))
-
-
-def key_memory(key: str) -> str:
-    """The memory a layout key was tuned for: "texture" or "buffer"."""
-    return "texture" if key.startswith(TEXTURE_OP + "|") else "buffer"
-
-
-def layout_key(wl, memory: str = "buffer") -> str:
-    """The key of a conv's layout record: the layout (`tile`) and its knobs, tuned in `memory`."""
-    return wl.key(TEXTURE_OP if memory == "texture" else OP)
-
-
-def packed_workload(wl):
-    """The conv as the texture families see it: channel counts padded to multiples of 4."""
-    from dataclasses import replace
-
-    return replace(wl, c=-(-wl.c // LANES) * LANES, o=-(-wl.o // LANES) * LANES)
-
-
-def direct_key(wl, memory: str = "buffer") -> str:
-    """The key of the conv's direct kernel records in `memory` (`conv2d_direct` or the packed `conv2d_texture`)."""
-    return packed_workload(wl).key("conv2d_nchw4c") if memory == "texture" else wl.key("conv2d_direct")
-
-
-def kernel_configs(configs: dict) -> dict:
-    """`configs` (workload key -> tuned knobs, as `adreno compile --records` reads them) plus the knobs of every
-    layout record (under a conv's `layout_key`: `tile` and the knobs of that layout) under the keys the schedules look
-    up: the direct conv's key (`direct_key`) when `tile` is 0, each Winograd stage's key otherwise (packed stages for
-    a texture layout key). A layout record overrides a direct-conv record of the same conv (it was measured as the
-    conv's whole pipeline)."""
-    from .schedules import conv2d_direct, conv2d_texture
-    from .schedules import conv2d_winograd as stages
-
-    out = dict(configs)
-    for key, config in configs.items():
-        wl = workload_from_key(key)
-        if wl is None or "tile" not in config:
-            continue
-        memory, m = key_memory(key), int(config["tile"])
-        if m == 0:
-            knobs = conv2d_texture.KNOBS if memory == "texture" else conv2d_direct.KNOBS
-            out[direct_key(wl, memory)] = {k: v for k, v in config.items() if k in knobs}
-            continue
-        for stage in stages.stage_workloads(wl, m, packed=memory == "texture"):
-            out[stages.stage_key(stage)] = {k: config[k] for k in stages.STAGE_KNOBS[stages.base_stage(stage[0])]
-                                            if k in config}
-    return out
 
 
 def _has_layout_records(config: dict | None) -> bool:

@@ -271,7 +271,7 @@ def _kernel_body(artifact, step) -> str:
 def _run_conv(case: Conv, tmp_path, device, precision="fp32", config=None):
     """Compile `case` for texture memory (with `config` as a tuning record for its workload), run it on `device`;
     (artifact, output, numpy reference, the conv step)."""
-    from adreno.tune.database import Database, Record
+    from adreno.records import Database, Record
 
     model, w, b = _conv_model(case)
     records = None
@@ -340,7 +340,7 @@ def test_tiled_texture_conv_tuned_configs(name, config, tmp_path, pocl_device):
 
 def test_compile_applies_only_records_of_its_image_precision(tmp_path):
     """A record measured on half-float images tunes an fp16 compile, not an fp32 one."""
-    from adreno.tune.database import Database, Record
+    from adreno.records import Database, Record
 
     case = SHAPES["r18_3x3_s2"]
     model, _, _ = _conv_model(case)

@@ -21,7 +21,7 @@ def bench(model: str, target: str, trials: int, batch: int, device, records: Pat
     from adreno.runner import IsolatedLocalRunner
     from adreno.target import tvm_target
     from adreno.tune.cli import device_fingerprint
-    from adreno.tune.database import Database
+    from adreno.records import Database
     from adreno.tune.measure import Builder
     from adreno.tune.task import LayoutTask, extract_tasks
     from adreno.tune.tuner import Tuner, layout_name, target_limits

@@ -122,7 +122,7 @@ def print_table(title: str, header: list[str], rows: list[list], widths: list[in
 
 
 def tune_arm(ctx, label: str, task, task_index: int, seed: int, strategy: str, model) -> dict:
-    from adreno.tune.database import Database
+    from adreno.records import Database
     from adreno.tune.tuner import Tuner
 
     path = ctx["records_dir"] / f"{label.replace('+', '_')}-t{task_index}-s{seed}.jsonl"
@@ -181,7 +181,7 @@ def metaschedule_arm(ctx, task, task_index: int, seed: int) -> dict:
 
 
 def load_records(paths, fingerprint):
-    from adreno.tune.database import Database
+    from adreno.records import Database
 
     out = []
     for p in filter(None, paths):  # None: an arm without a records file (metaschedule)
@@ -228,7 +228,7 @@ def transfer_runs(ctx, tasks, seeds, runs, started) -> dict:
     """The genetic+transfer runs (see the module doc): across devices from `--transfer-from` (every task), else
     across workloads (the last task, from this run's records of the others)."""
     from adreno.tune.cost_model import TransferModel
-    from adreno.tune.database import Database
+    from adreno.records import Database
     from adreno.tune.features import featurize
 
     args, fingerprint = ctx["args"], ctx["fingerprint"]

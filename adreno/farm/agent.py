@@ -196,11 +196,11 @@ def serve_worker(tracker: tuple[str, int] | None, key: str, device, host: str, p
 # --- the supervisor --------------------------------------------------------------------------------------------
 
 def resolve_key(device_spec) -> tuple[str, str]:
-    """(key, device name) for an OpenCL device spec; the key is `device_key`'s normalised GPU name."""
-    from adreno.opencl.device import device_key, select_device
+    """(key, device name) for an OpenCL device spec; the key is the device's normalised `DeviceIdentity.rpc_key`."""
+    from adreno.opencl.device import DeviceIdentity, select_device
 
-    device = select_device(device_spec)
-    return device_key(device), device.name.strip()
+    identity = DeviceIdentity.from_cl_device(select_device(device_spec))
+    return identity.rpc_key, identity.device_name
 
 
 def worker_command(tracker: str | None, key: str, device, host: str, port: int, port_end: int,

@@ -6,7 +6,7 @@ device of any platform), "cpu", an index into `list_devices()`, or a substring o
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import DeviceError
 
@@ -14,7 +14,7 @@ INSTALL_HINT = ("install an OpenCL platform: `pip install pocl-binary-distributi
                 "LLVM does not know, also `apt-get install pocl-opencl-icd`); a GPU needs its vendor's OpenCL driver "
                 "(an ICD file under /etc/OpenCL/vendors)")
 _PROBE_SOURCE = "__kernel void probe(__global float *a) { a[get_global_id(0)] += 1.0f; }"
-_compiler_works: dict[str, bool] = {}
+_compiler_works: dict = {}  # DeviceIdentity -> whether it builds
 
 
 def compiler_works(device) -> bool:
@@ -22,7 +22,7 @@ def compiler_works(device) -> bool:
     its LLVM 14: 'unknown target CPU generic'). Probed once per device per process."""
     import pyopencl as cl
 
-    key = f"{device.platform.name}|{device.platform.version}|{device.name}"
+    key = DeviceIdentity.from_cl_device(device)
     if key not in _compiler_works:
         try:
             cl.Program(cl.Context([device]), _PROBE_SOURCE).build()
@@ -116,16 +116,50 @@ def select_device(spec: str | int | None = None):
     return found[0]
 
 
-def device_key(device) -> str:
-    """A normalised name for a device, used as an RPC key: adreno-740, nvidia-h200, pocl-cpu, ..."""
-    name = device.name.strip().lower()
-    if "portable computing language" in device.platform.name.lower():
-        return "pocl-cpu"
-    match = re.search(r"adreno[^0-9]*(\d+)", name)
-    if match:
-        return f"adreno-{match.group(1)}"
-    vendor = device.vendor.strip().lower().split()[0] if device.vendor.strip() else "opencl"
-    vendor = {"advanced": "amd", "intel(r)": "intel"}.get(vendor, vendor)
-    model = re.sub(r"[^a-z0-9]+", "-", name.replace(vendor, "")).strip("-")
-    model = re.sub(r"^(geforce|nvidia|tesla|radeon)-", "", model)
-    return f"{vendor}-{model.split('-')[0] if vendor == 'nvidia' else model}" if model else vendor
+@dataclass(frozen=True)
+class DeviceIdentity:
+    """Who a device is, in the one form every part of the product keys on: the program cache (`cache_fields`:
+    platform, device, driver and OpenCL C versions, the compiler a binary came from), the farm (`rpc_key`: a
+    normalised name such as adreno-740, nvidia-h200, pocl-cpu) and the tuning records (`fingerprint`: the key, the
+    device name and its driver version). `vendor` only helps name the key; it is not part of the identity."""
+
+    platform_name: str
+    platform_version: str
+    device_name: str
+    driver_version: str
+    opencl_c_version: str
+    vendor: str = field(default="", compare=False)
+
+    @classmethod
+    def from_cl_device(cls, device) -> DeviceIdentity:
+        """Read the identity of a pyopencl device."""
+        platform = device.platform
+        return cls(platform.name.strip(), platform.version.strip(), device.name.strip(),
+                   device.driver_version.strip(), device.opencl_c_version.strip(), device.vendor.strip())
+
+    @property
+    def cache_fields(self) -> dict:
+        """The fields a program binary is keyed on (see `adreno.cache`)."""
+        return {"platform_name": self.platform_name, "platform_version": self.platform_version,
+                "device_name": self.device_name, "driver_version": self.driver_version,
+                "opencl_c_version": self.opencl_c_version}
+
+    @property
+    def rpc_key(self) -> str:
+        """The normalised name devices register under in the farm: adreno-740, nvidia-h200, pocl-cpu, ..."""
+        name = self.device_name.lower()
+        if "portable computing language" in self.platform_name.lower():
+            return "pocl-cpu"
+        match = re.search(r"adreno[^0-9]*(\d+)", name)
+        if match:
+            return f"adreno-{match.group(1)}"
+        vendor = self.vendor.lower().split()[0] if self.vendor else "opencl"
+        vendor = {"advanced": "amd", "intel(r)": "intel"}.get(vendor, vendor)
+        model = re.sub(r"[^a-z0-9]+", "-", name.replace(vendor, "")).strip("-")
+        model = re.sub(r"^(geforce|nvidia|tesla|radeon)-", "", model)
+        return f"{vendor}-{model.split('-')[0] if vendor == 'nvidia' else model}" if model else vendor
+
+    @property
+    def fingerprint(self) -> str:
+        """What tuning records are keyed by (`adreno.records`): the RPC key, the device name and its driver."""
+        return f"{self.rpc_key}|{self.device_name}|{self.driver_version}"

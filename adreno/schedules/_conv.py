@@ -15,51 +15,12 @@ touch neighbouring addresses (coalesced on GPUs, vectorisable across work-items 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import TVM_ERRORS
+from ..workload import ConvWorkload
 
 SCHEDULE_KNOBS = ("tile_f", "tile_y", "tile_x", "threads_f", "threads_y", "threads_x", "tile_rc", "unroll_k", "stage")
-
-
-@dataclass(frozen=True)
-class ConvWorkload:
-    """One 2-D convolution as it arrives in a fused primitive function (NCHW data, OIHW weight)."""
-
-    n: int
-    c: int
-    h: int
-    w: int
-    o: int
-    kh: int
-    kw: int
-    oh: int
-    ow: int
-    stride: tuple[int, int]
-    dilation: tuple[int, int]
-    padding: tuple[int, int, int, int]  # top, left, bottom, right
-    groups: int
-    dtype: str
-    epilogue: tuple[str, ...] = field(default=(), compare=False)
-
-    @property
-    def cin_per_group(self) -> int:
-        return self.c // self.groups
-
-    @property
-    def is_depthwise(self) -> bool:
-        return self.groups > 1 and self.groups == self.c and self.cin_per_group == 1
-
-    @property
-    def flops(self) -> int:
-        return 2 * self.n * self.o * self.oh * self.ow * self.cin_per_group * self.kh * self.kw
-
-    def key(self, op: str) -> str:
-        """A stable text key: op, shapes, dtype, strides, padding, dilation, groups (no epilogue: it does not change
-        which knobs are good)."""
-        return (f"{op}|n{self.n}c{self.c}h{self.h}w{self.w}|o{self.o}k{self.kh}x{self.kw}|"
-                f"s{self.stride[0]}x{self.stride[1]}|p{'x'.join(map(str, self.padding))}|"
-                f"d{self.dilation[0]}x{self.dilation[1]}|g{self.groups}|{self.dtype}")
 
 
 @dataclass
@@ -197,10 +158,6 @@ def pad_of(sch, block, info, padded_buffer):
     if in_shape is None or padded is None or len(in_shape) < 4:
         return None
     return (top, left, padded[2] - in_shape[2] - top, padded[3] - in_shape[3] - left), in_shape
-
-
-def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 def pick_tile(extent: int, choices: list[int], prefer: int) -> int:

@@ -27,7 +27,10 @@ output of at least `MIN_SPATIAL` in both dimensions, with F(4x4) from `F4_MIN_SP
 
 from __future__ import annotations
 
-from ..winograd import LANES, PACKED
+from ..layout import LANES
+from ..records import direct_key, key_memory, layout_workload
+from ..winograd import PACKED
+from . import conv2d_direct, conv2d_texture
 from . import _conv
 
 OP = "conv2d_winograd"
@@ -272,3 +275,24 @@ def rule(target, config: dict | None = None):
 
     module = sys.modules[__name__]
     return _conv.make_rule("Conv2dWinograd", lambda f, t, c: module.apply(f, t, c), target, config)
+
+
+def kernel_configs(configs: dict) -> dict:
+    """`configs` (workload key -> tuned knobs, as `adreno compile --records` reads them) plus the knobs of every
+    layout record (under a conv's `layout_key`: `tile` and the knobs of that layout) under the keys the schedules look
+    up: the direct conv's key (`direct_key`) when `tile` is 0, each Winograd stage's key otherwise (packed stages for
+    a texture layout key). A layout record overrides a direct-conv record of the same conv (it was measured as the
+    conv's whole pipeline)."""
+    out = dict(configs)
+    for key, config in configs.items():
+        wl = layout_workload(key)
+        if wl is None or "tile" not in config:
+            continue
+        memory, m = key_memory(key), int(config["tile"])
+        if m == 0:
+            knobs = conv2d_texture.KNOBS if memory == "texture" else conv2d_direct.KNOBS
+            out[direct_key(wl, memory)] = {k: v for k, v in config.items() if k in knobs}
+            continue
+        for stage in stage_workloads(wl, m, packed=memory == "texture"):
+            out[stage_key(stage)] = {k: config[k] for k in STAGE_KNOBS[base_stage(stage[0])] if k in config}
+    return out

@@ -7,17 +7,10 @@ import sys
 from pathlib import Path
 
 
-def device_fingerprint(device) -> str:
-    """Records are keyed by this: the normalised device key, its name and its driver version."""
-    from ..opencl.device import device_key
-
-    return f"{device_key(device)}|{device.name.strip()}|{device.driver_version.strip()}"
-
-
 def cmd_tune(args) -> int:
-    from ..opencl.device import select_device
+    from ..opencl.device import DeviceIdentity, select_device
     from ..runner import IsolatedLocalRunner
-    from .database import Database
+    from ..records import Database
     from .task import extract_tasks
     from .tuner import Tuner, plot_history, save_report, target_limits
 
@@ -40,7 +33,7 @@ def cmd_tune(args) -> int:
     else:
         device = select_device(args.device)
         runner = IsolatedLocalRunner(args.device, timeout_s=args.timeout, cache=not args.no_cache)
-        fingerprint, limits = device_fingerprint(device), target_limits(args.target, device)
+        fingerprint, limits = DeviceIdentity.from_cl_device(device).fingerprint, target_limits(args.target, device)
     resumed = sum(len(database.query(t.key, fingerprint)) for t in tasks)
     say(f"{len(tasks)} tasks; {resumed} earlier records of {fingerprint.split('|')[0]} in {records} (resuming)")
     tuner = Tuner(tasks, runner, database, fingerprint, strategy=args.strategy, model=args.model_kind,

@@ -146,8 +146,8 @@ def layout_weight(task: LayoutTask) -> np.ndarray:
 
 
 def _build_layout(task: LayoutTask, config: dict, out_dir: str) -> BuildResult:
-    from .. import winograd
     from ..compile import extract_plan, lower_relax
+    from ..schedules.conv2d_winograd import kernel_configs
     from ..target import get_device, tvm_target
 
     started = time.perf_counter()
@@ -156,7 +156,7 @@ def _build_layout(task: LayoutTask, config: dict, out_dir: str) -> BuildResult:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", RuntimeWarning)
             lowered = lower_relax(conv_module(task.workload, layout_weight(task)), target, "adreno",
-                                  memory=task.memory, schedule_config=winograd.kernel_configs({task.key: config}))
+                                  memory=task.memory, schedule_config=kernel_configs({task.key: config}))
             plan, sources, params = extract_plan(lowered, target, memory=task.memory,
                                                  device=get_device(task.target_name))
     except TVM_ERRORS as err:

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 
 from ..errors import AdrenoError
+from ..records import layout_key, layout_workload, packed_workload
 from .space import SearchSpace
 
 
@@ -91,7 +92,7 @@ class LayoutTask(Task):
     """A Winograd-eligible conv (3x3, stride 1, groups 1, constant weight) whose weight layout is a knob: `tile` 0
     keeps the direct conv (the knobs of `conv2d_direct`, or of `conv2d_texture` in texture memory, apply), 2 or 4
     rewrites it into Winograd stages (the `conv2d_winograd` stage knobs apply; packed stages in texture memory). Its
-    key is the one `adreno.winograd.choose_tile` reads (`winograd.layout_key`); a candidate is measured as the conv's
+    key is the one `adreno.winograd.choose_tile` reads (`adreno.records.layout_key`); a candidate is measured as the conv's
     whole pipeline, built from a one-conv module (`measure.build_candidate`; in texture memory with the packing of
     its NCHW input and the unpacking of its output, the same for every layout)."""
 
@@ -99,15 +100,12 @@ class LayoutTask(Task):
 
     @cached_property
     def workload(self):
-        from ..winograd import workload_from_key
-
-        return workload_from_key(self.key)
+        return layout_workload(self.key)
 
     @property
     def _direct(self):
         """(direct family module, the workload it sees)."""
         from ..schedules import conv2d_direct, conv2d_texture
-        from ..winograd import packed_workload
 
         if self.memory == "texture":
             return conv2d_texture, packed_workload(self.workload)
@@ -196,7 +194,7 @@ def extract_tasks(model, target_name: str = "adreno-740", input_shapes: dict | N
     # Winograd-eligible convs, by the workload their direct family sees (texture: channels padded to 4); with half
     # images a layout candidate's reference check (an NCHW fp32 input through a half image) is not exact: none
     eligible = {} if not layouts or precision == "fp16" else {
-        winograd.packed_workload(wl) if memory == "texture" else wl: wl for wl in winograd.eligible_workloads(relax_mod)}
+        packed_workload(wl) if memory == "texture" else wl: wl for wl in winograd.eligible_workloads(relax_mod)}
     direct_family = "conv2d_texture" if memory == "texture" else "conv2d_direct"
     lowered = lower_relax(relax_mod, tvm_target(target_name), schedules="none", memory=memory)
     device = get_device(target_name)
@@ -209,7 +207,7 @@ def extract_tasks(model, target_name: str = "adreno-740", input_shapes: dict | N
                 continue
             kind, extra = Task, {}
             if eligible and family == direct_family and (wl := module.workload(func)) in eligible:
-                kind, family, key = LayoutTask, LAYOUT, winograd.layout_key(eligible[wl], memory)
+                kind, family, key = LayoutTask, LAYOUT, layout_key(eligible[wl], memory)
                 extra = {"memory": memory}
             if key in tasks:
                 tasks[key].weight += 1

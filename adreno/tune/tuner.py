@@ -19,7 +19,7 @@ import numpy as np
 
 from ..runner import RunInput, Runner
 from .cost_model import CostModel, make_model
-from .database import Database, Record
+from ..records import Database, Record
 from .features import featurize
 from .measure import Builder, reference_outputs, task_inputs
 from .space import SearchSpace

@@ -152,7 +152,7 @@ def test_adreno_tune_through_the_farm(farm2, tmp_path):
     import subprocess
     import sys
 
-    from adreno.tune.database import Database
+    from adreno.records import Database
 
     records = tmp_path / "farm.jsonl"
     proc = subprocess.run([sys.executable, "-m", "adreno.cli", "tune", "tiny", "--tracker", farm2.tracker,

@@ -65,7 +65,7 @@ def test_default_device_is_a_working_pocl():
     device = devices.select_device()
     assert "portable computing language" in device.platform.name.lower()
     assert devices.compiler_works(device)
-    assert devices.device_key(device) == "pocl-cpu"
+    assert devices.DeviceIdentity.from_cl_device(device).rpc_key == "pocl-cpu"
     listed = devices.list_devices()
     assert any(d.compiler_ok and d.name == device.name.strip() for d in listed)
 

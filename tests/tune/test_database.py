@@ -8,7 +8,7 @@ import multiprocessing
 import os
 import signal
 
-from adreno.tune.database import Database, Record
+from adreno.records import Database, Record
 
 
 def rec(workload="w", config=None, seconds=(1.0,), trial=1, **kw):

@@ -15,9 +15,10 @@ import onnx
 import pytest
 from tests.conftest import single_op_model
 
-from adreno import winograd
+from adreno import records, winograd
+from adreno.schedules import conv2d_winograd
+from adreno.records import Database, Record
 from adreno.target import tvm_target
-from adreno.tune.database import Database, Record
 from adreno.tune.strategies import get_strategy
 from adreno.tune.task import LAYOUT, LayoutTask, extract_tasks
 from adreno.tune.tuner import layout_quota
@@ -70,7 +71,7 @@ def test_stride2_conv_gets_no_layout_choice(tmp_path):
     assert [c["tile"] for c in task.seed_configs(TARGET)] == [4, 0, 2]  # the auto rule's choice first
     (task,) = extract_tasks(tmp_path / "s1.onnx", layouts=True, memory="texture")  # packed stages or conv2d_texture
     assert isinstance(task, LayoutTask) and task.memory == "texture"
-    assert task.key == KEY.replace(winograd.OP, winograd.TEXTURE_OP)
+    assert task.key == KEY.replace(winograd.OP, records.LAYOUT_OPS["texture"])
     seeds = task.seed_configs(TARGET)
     assert [c["tile"] for c in seeds] == [4, 0, 2] and "tile_cb" in seeds[1] and "tile_f" not in seeds[1]
     (task,) = extract_tasks(tmp_path / "s1.onnx", layouts=True, memory="texture", precision="fp16")
@@ -79,24 +80,24 @@ def test_stride2_conv_gets_no_layout_choice(tmp_path):
 
 def test_layout_records_route_to_the_kernels_schedules_read():
     key = winograd.workload_of((1, 64, 14, 14, 64, (1, 1, 1, 1), 14, 14)).key(winograd.OP)
-    f4 = winograd.kernel_configs({key: {"tile": 4, "threads_t": 32, "tile_o": 2, "tile_p": 1, "threads_o": 4,
+    f4 = conv2d_winograd.kernel_configs({key: {"tile": 4, "threads_t": 32, "tile_o": 2, "tile_p": 1, "threads_o": 4,
                                         "threads_p": 8, "tile_k": 2}})
     assert f4["winograd_batch_gemm|6x6x64x16x64|float32"] == {"tile_o": 2, "tile_p": 1, "threads_o": 4,
                                                                "threads_p": 8, "tile_k": 2}
     assert f4["winograd_input_transform|6x6x64x16x6x6|float32"] == {"threads_t": 32}
-    direct = winograd.kernel_configs({key: {"tile": 0, "tile_f": 4}})
+    direct = conv2d_winograd.kernel_configs({key: {"tile": 0, "tile_f": 4}})
     assert direct[key.replace(winograd.OP, "conv2d_direct")] == {"tile_f": 4}
-    assert winograd.choose_tile(winograd.workload_from_key(key), "off", direct) == 0
-    assert winograd.choose_tile(winograd.workload_from_key(key), "off", f4) == 4  # records win over off/auto
-    assert winograd.choose_tile(winograd.workload_from_key(key), "f2", f4) == 2  # ... forcing wins over records
+    assert winograd.choose_tile(records.layout_workload(key), "off", direct) == 0
+    assert winograd.choose_tile(records.layout_workload(key), "off", f4) == 4  # records win over off/auto
+    assert winograd.choose_tile(records.layout_workload(key), "f2", f4) == 2  # ... forcing wins over records
     # texture layout records: packed stage keys, the packed direct conv's key; buffer records do not decide there
-    wl = winograd.workload_from_key(key)
-    texture_key = winograd.layout_key(wl, "texture")
-    assert winograd.workload_from_key(texture_key) == wl and winograd.key_memory(texture_key) == "texture"
-    t4 = winograd.kernel_configs({texture_key: {"tile": 4, "threads_t": 32, "tile_k": 2}})
+    wl = records.layout_workload(key)
+    texture_key = records.layout_key(wl, "texture")
+    assert records.layout_workload(texture_key) == wl and records.key_memory(texture_key) == "texture"
+    t4 = conv2d_winograd.kernel_configs({texture_key: {"tile": 4, "threads_t": 32, "tile_k": 2}})
     assert t4["winograd_input_transform_nchw4c|6x6x16x16x4x6x6|float32"] == {"threads_t": 32}
     assert t4["winograd_batch_gemm_nchw4c|6x6x16x16x4x64|float32"] == {"tile_k": 2}
-    t0 = winograd.kernel_configs({texture_key: {"tile": 0, "tile_cb": 2}})
+    t0 = conv2d_winograd.kernel_configs({texture_key: {"tile": 0, "tile_cb": 2}})
     assert t0["conv2d_nchw4c|n1c64h14w14|o64k3x3|s1x1|p1x1x1x1|d1x1|g1|float32"] == {"tile_cb": 2}
     assert winograd.choose_tile(wl, "auto", t0, "texture") == 0 and winograd.choose_tile(wl, "auto", {}, "texture") == 4
     assert winograd.choose_tile(wl, "off", t4, "texture") == 4 and winograd.choose_tile(wl, "off", f4, "texture") == 0
@@ -138,7 +139,7 @@ def test_tuning_chooses_the_fastest_layout_and_compile_applies_it(memory, tmp_pa
     configs = [json.dumps(r.config, sort_keys=True) for r in Database(records).records]
     assert len(configs) == len(db.records) + 3 and len(set(configs)) == len(configs)
 
-    key = winograd.layout_key(winograd.workload_from_key(KEY), memory)
+    key = records.layout_key(records.layout_workload(KEY), memory)
     best_tile = Database(records).best(key).config["tile"]
     built = _cli("compile", model, "--records", records, "--host", "native", "-o", tmp_path / "tuned")
     assert built.returncode == 0, built.stderr

@@ -15,7 +15,7 @@ from tests.conftest import single_op_model
 
 from adreno.artifact import Artifact
 from adreno.target import tvm_target
-from adreno.tune.database import Database
+from adreno.records import Database
 from adreno.tune.task import extract_tasks
 
 TARGET = tvm_target("adreno-740")

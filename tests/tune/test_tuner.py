@@ -14,7 +14,7 @@ import onnx
 import pytest
 from tests.conftest import single_op_model
 
-from adreno.tune.database import Database
+from adreno.records import Database
 from adreno.tune.task import extract_tasks
 
 
@@ -86,7 +86,7 @@ def test_sigkill_and_resume_loses_and_duplicates_nothing(conv_model, tmp_path):
 def test_compile_with_records_applies_best_config(conv_model, tmp_path):
     from adreno.artifact import Artifact
     from adreno.compile import CompileOptions, compile_model
-    from adreno.tune.database import Record
+    from adreno.records import Record
 
     key = extract_tasks(conv_model)[0].key
     config = {"tile_f": 2, "tile_y": 1, "tile_x": 2, "threads_f": 4, "threads_y": 2, "threads_x": 7,
