@@ -175,9 +175,6 @@ class Artifact:
     def input_specs(self) -> list[TensorSpec]:
         return [self.plan.tensors[n] for n in self.plan.inputs]
 
-    def output_specs(self) -> list[TensorSpec]:
-        return [self.plan.tensors[n] for n in self.plan.outputs]
-
 
 def _read_json(path: Path) -> dict:
     try:

@@ -66,7 +66,6 @@ TVM's precompiled-program blob
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
 import functools
 import hashlib
@@ -81,7 +80,6 @@ import struct
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import pyopencl as cl

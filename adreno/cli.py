@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import AdrenoError
+from .options import Host, Memory, Precision, Schedules, Winograd, choices
 
 EPILOG = """examples:
   adreno models
@@ -78,7 +79,8 @@ def _parse_shapes(items: list[str] | None) -> dict[str, list[int]]:
 
 
 def cmd_compile(args) -> int:
-    from .compile import CompileOptions, compile_model
+    from .compile import compile_model
+    from .options import CompileOptions
 
     output = args.output or f"build/{Path(str(args.model)).stem}"
     options = CompileOptions(target=args.target, host=args.host, cc=args.cc, input_shapes=_parse_shapes(args.input_shape),
@@ -243,22 +245,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="artifact directory to write (default: build/<model name>)")
     p.add_argument("--target", default="adreno-740", help="Adreno GPU: adreno-640/650/660/730/740/750/830 "
                    "(default adreno-740)")
-    p.add_argument("--host", choices=["android", "native"], default="android",
+    p.add_argument("--host", choices=choices(Host), default="android",
                    help="host CPU of the library: android (aarch64 phone, default) or native (this machine)")
     p.add_argument("--cc", help="compiler to link the host library (an NDK aarch64-linux-android<API>-clang for "
                    "--host android; default $TVM_NDK_CC; without one, lib.tar holds the objects)")
     p.add_argument("--input-shape", action="append", metavar="NAME:DIMS",
                    help="static shape for a model input with dynamic dimensions, e.g. input:1,3,224,224 (repeatable)")
-    p.add_argument("--memory", choices=["buffer", "texture"], default=None,
+    p.add_argument("--memory", choices=choices(Memory), default=None,
                    help="where tensors live on the GPU: texture (NCHW4c activations and OIHW4o weights in OpenCL "
                    "images; the default) or buffer (OpenCL buffers, the fallback); without --memory, --records of "
                    "buffer workloads only select buffer; see README")
-    p.add_argument("--precision", choices=["fp32", "fp16"], default="fp32",
+    p.add_argument("--precision", choices=choices(Precision), default="fp32",
                    help="fp16 stores texture images as CL_HALF_FLOAT (arithmetic stays fp32); needs --memory texture")
-    p.add_argument("--schedules", choices=["adreno", "tvm"], default="adreno",
+    p.add_argument("--schedules", choices=choices(Schedules)[:2], default="adreno",
                    help="adreno: our conv schedules first (default); tvm: TVM 0.27's default schedules only")
     p.add_argument("--records", help="tuning records from `adreno tune`: the best config of each workload is used")
-    p.add_argument("--winograd", choices=["off", "auto", "f2", "f4"], default=None,
+    p.add_argument("--winograd", choices=choices(Winograd), default=None,
                    help="Winograd for 3x3 stride-1 convs, on buffers or packed in textures: auto (F(4x4) or F(2x2) "
                    "where both channel counts are >= 64 and the output is >= 7x7; the default), f2/f4 (every "
                    "eligible conv), off (direct convs; the default with --schedules tvm). Tuned layout records, and "

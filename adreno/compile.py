@@ -13,42 +13,21 @@ import os
 import platform
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from . import __version__
-from .artifact import (KERNEL_DIR, PLAN_NAME, ArtifactWriter, ImageSpec, KernelArg, KernelLaunch, Plan, Step,
-                       TensorSpec)
+from .artifact import KERNEL_DIR, PLAN_NAME, ArtifactWriter, ImageSpec, KernelArg, KernelLaunch, Plan, Step, TensorSpec
 from .errors import AdrenoError, DynamicShapeError, ModelError, UnsupportedOpError
 from .frontend import load_model, to_relax
-from .layout import LANES, choose_image
-from .records import TunedConfigs, default_memory
-from .winograd import MODES as WINOGRAD_MODES
+from .layout import LANES, tensor_image
+from .options import CompileOptions
+from .records import TunedConfigs
 
 Progress = Callable[[str], None]
-
-
-@dataclass
-class CompileOptions:
-    """What to compile for. host: "android" (aarch64 phone) or "native" (this machine)."""
-
-    target: str = "adreno-740"
-    host: str = "android"
-    cc: str | None = None
-    input_shapes: dict[str, list[int]] = field(default_factory=dict)
-    # "texture": NCHW4c/OIHW4o regions in OpenCL images (adreno/texture/); "buffer": OpenCL buffers;
-    # None: `default_memory` (texture, unless the tuning records are all of buffer workloads)
-    memory: str | None = None
-    precision: str = "fp32"  # "fp16": texture images stored as CL_HALF_FLOAT (arithmetic stays fp32)
-    schedules: str = "adreno"  # "adreno": our schedule rules first, TVM's dlight rules for the rest; "tvm": TVM's only
-    records: str | None = None  # tuning records (`adreno tune`): the best config per workload overrides the defaults
-    # "off" | "auto" | "f2" | "f4": Winograd F(2x2|4x4, 3x3) for 3x3 stride-1 convs (adreno/winograd.py), on
-    # buffers or packed in textures; None: "auto" with our schedules, "off" with TVM's. Under "off" and "auto", a
-    # conv's tuned layout record (`records`) decides instead (on textures: a tuned direct texture conv stays direct)
-    winograd: str | None = None
 
 
 def compile_model(model, output: str | os.PathLike, options: CompileOptions | None = None,
@@ -62,10 +41,6 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     options = options or CompileOptions()
     say = progress or (lambda msg: None)
     device = targets.get_device(options.target)
-    host = options.host
-    if host not in ("android", "native"):
-        raise AdrenoError(f"--host must be 'android' or 'native', not {host!r}")
-    tvm_target = targets.tvm_target(device, host=host)
 
     start = time.perf_counter()
     say("loading model")
@@ -74,20 +49,16 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     say("importing to Relax")
     mod = to_relax(onnx_model, options.input_shapes)
     tuned = tuned_configs(options.records, options.precision)
-    memory = options.memory or default_memory(tuned)
-    if memory not in ("buffer", "texture"):
-        raise AdrenoError(f"--memory must be 'texture' or 'buffer', not {memory!r}")
-    winograd = options.winograd or ("auto" if options.schedules == "adreno" else "off")
-    if winograd not in WINOGRAD_MODES:
-        raise AdrenoError(f"--winograd must be one of {', '.join(WINOGRAD_MODES)}, not {winograd!r}")
-    if options.precision not in ("fp32", "fp16"):
-        raise AdrenoError(f"--precision must be 'fp32' or 'fp16', not {options.precision!r}")
-    if options.precision == "fp16" and memory != "texture":
-        raise AdrenoError("--precision fp16 stores images as half floats: it needs --memory texture")
+    options = options.resolved(tuned)  # memory and Winograd decided; checked again (fp16 needs textures)
+    memory, winograd, host = options.memory, options.winograd, options.host
+    tvm_target = targets.tvm_target(device, host=host)
     say(f"lowering for {device.name} ({memory} memory"
         f"{f', {len(tuned)} tuned workloads' if options.records else ''})")
+    refusals = []
     lowered = lower_relax(mod, tvm_target, options.schedules, memory=memory, schedule_config=tuned,
-                          winograd=winograd)
+                          winograd=winograd, refusals=refusals)
+    for refusal in refusals:
+        say(f"fallback: {refusal}; TVM's schedule runs it")
     say("extracting the launch plan")
     plan, sources, params = extract_plan(lowered, tvm_target, memory=memory, device=device,
                                          precision=options.precision)
@@ -115,6 +86,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "schedules": options.schedules,
             "records": str(Path(options.records).resolve()) if options.records else None,
             "tuned_kernels": len(tuned.used),
+            "refused": [str(r) for r in refusals],
             "host": host,
             "host_library": library,
             "adreno_version": __version__,
@@ -151,11 +123,12 @@ def model_source(model, model_name: str) -> dict:
 
 
 def lower_relax(mod, tvm_target, schedules: str = "adreno", memory: str = "buffer", schedule_config=None,
-                winograd: str = "off"):
+                winograd: str = "off", refusals: list | None = None):
     """Run the Adreno Relax legalization pipeline (library dispatch, legalize, fuse, schedules).
 
-    With schedules="adreno" our rules (`adreno.schedules.rules`, with tuned knobs from `schedule_config`) get
-    the first chance at every function and TVM's dlight rules schedule the rest; "tvm" keeps TVM 0.27's
+    With schedules="adreno" our families (`adreno.schedules.FAMILIES`, with tuned knobs from `schedule_config`) get
+    the first chance at every function and TVM's dlight rules schedule the rest (also what a family refuses: each
+    refusal is appended to `refusals` when given); "tvm" keeps TVM 0.27's
     defaults (for comparisons); "none" stops before any schedule (what the tuner extracts tasks from).
     The result's `main` is a flat dataflow of `call_tir`; any other call left there is an op we cannot lower."""
     import tvm
@@ -167,7 +140,7 @@ def lower_relax(mod, tvm_target, schedules: str = "adreno", memory: str = "buffe
     if schedules == "adreno":
         from .schedules import schedule_pass
 
-        ours = [schedule_pass(tvm_target, schedule_config)]
+        ours = [schedule_pass(tvm_target, schedule_config, refusals)]
     with tvm_target:
         if memory == "texture":
             from .texture.planning import relax_passes
@@ -225,13 +198,11 @@ def extract_plan(lowered, tvm_target, memory: str = "buffer", device=None,
         from .target import get_device
 
         device = device or get_device("adreno-740")
-        storage_type = "float16" if precision == "fp16" else "float32"
 
     def assign_image(spec: TensorSpec) -> None:
         if not textures:
             return
-        image, reason = choose_image(spec.shape, spec.dtype, "param" if spec.kind == "param" else "act",
-                                     device, storage_type)
+        image, reason = tensor_image(spec.shape, spec.dtype, spec.kind == "param", device, precision)
         if image is None:
             if len(spec.shape) == 5 and spec.shape[-1] == LANES:
                 spec.fallback = reason

@@ -85,6 +85,13 @@ def choose_image(shape, dtype: str, kind: str, device, storage_dtype: str = "flo
                   + "; ".join(reasons))
 
 
+def tensor_image(shape, dtype: str, constant: bool, device, precision: str) -> tuple[ImageSpec | None, str]:
+    """The image a tensor of a texture compile gets (what the launch plan and the tuner's tasks both use):
+    constants prefer the weight scope, everything else the activation ones; `precision` "fp16" stores half floats."""
+    return choose_image(shape, dtype, "param" if constant else "act", device,
+                        "float16" if precision == "fp16" else "float32")
+
+
 def to_image(array: np.ndarray, spec: ImageSpec) -> np.ndarray:
     """Host array of shape (layers, height, width, 4) holding a 5-D tensor as `spec` lays it out."""
     a = np.asarray(array)

@@ -35,7 +35,6 @@ def reference_model(artifact: Artifact, override: str | None = None):
 def onnxruntime_outputs(model, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """Run `model` in onnxruntime (CPU) on `inputs`, given in the order of the model's graph inputs."""
     import onnxruntime as ort
-
     from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
 
     try:

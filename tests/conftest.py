@@ -10,7 +10,6 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-
 # Tests (and the CLI subprocesses they start) never touch the user's program cache.
 os.environ.setdefault("ADRENO_CACHE_DIR", tempfile.mkdtemp(prefix="adreno-test-cache-"))
 
@@ -42,7 +41,8 @@ def rng():
 @pytest.fixture(scope="session")
 def tiny_artifact(tmp_path_factory):
     """The bundled `tiny` model compiled once for adreno-740 (buffer memory)."""
-    from adreno.compile import CompileOptions, compile_model
+    from adreno.compile import compile_model
+    from adreno.options import CompileOptions
 
     return compile_model("tiny", tmp_path_factory.mktemp("artifacts") / "tiny", CompileOptions(memory="buffer"))
 

@@ -7,14 +7,15 @@ import json
 import numpy as np
 import onnx
 import pytest
-from tests.conftest import single_op_model
 from onnx import TensorProto, helper
 
 from adreno.artifact import Artifact
-from adreno.compile import CompileOptions, compile_model, plan_storage
+from adreno.compile import compile_model, plan_storage
 from adreno.errors import AdrenoError, DynamicShapeError, ModelError, UnknownTargetError, UnsupportedOpError
 from adreno.opencl.executor import Executor
+from adreno.options import CompileOptions
 from adreno.reference import onnxruntime_outputs
+from tests.conftest import single_op_model
 
 
 def run_and_compare(model, tmp_path, rng, name="m", atol=1e-4):

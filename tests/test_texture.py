@@ -12,13 +12,15 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from adreno import layout
-from adreno.texture import planning, tir as texture_tir
 from adreno.artifact import PLAN_FORMAT, Artifact, Plan
-from adreno.layout import ImageSpec
-from adreno.compile import CompileOptions, compile_model, lower_relax
+from adreno.compile import compile_model, lower_relax
 from adreno.frontend import to_relax
+from adreno.layout import ImageSpec
 from adreno.opencl.executor import Executor
+from adreno.options import CompileOptions
 from adreno.target import get_device, tvm_target
+from adreno.texture import planning
+from adreno.texture import tir as texture_tir
 from tests.conftest import single_op_model
 from tests.schedules.sched_helpers import record_claims
 
@@ -362,11 +364,11 @@ def test_texture_family_interface():
     from adreno.frontend import to_relax
     from adreno.schedules import FAMILIES, conv2d_texture
 
-    assert "conv2d_texture" in FAMILIES
+    assert conv2d_texture.FAMILY in FAMILIES
     target = tvm_target("adreno-740", host="native")
     model, _, _ = _conv_model(SHAPES["c3_to_c10"])
     buffer = lower_relax(to_relax(model), target, schedules="none")
-    assert all(conv2d_texture.workload_key(f) is None for f in buffer.functions.values())
+    assert all(conv2d_texture.FAMILY.workload_key(f) is None for f in buffer.functions.values())
     wl = SHAPES["dw_s2"].workload()
     config = conv2d_texture.default_config(wl, target)
     assert config["tile_cb"] == 1 and conv2d_texture.check_config(wl, config, target) == config
@@ -380,14 +382,14 @@ def test_1x1_family_interface():
     """The GEMM family claims packed 1x1 convs without padding only, and refuses tiles that straddle rows."""
     from adreno.schedules import FAMILIES, conv2d_1x1, conv2d_texture
 
-    assert FAMILIES.index("conv2d_1x1") < FAMILIES.index("conv2d_texture")  # it claims 1x1 convs first
+    assert FAMILIES.index(conv2d_1x1.FAMILY) < FAMILIES.index(conv2d_texture.FAMILY)  # it claims 1x1 convs first
     target = tvm_target("adreno-740", host="native")
     for name, claimed in (("mbv2_1x1", True), ("r18_1x1_s2", True), ("r18_3x3", False), ("dw_s1", False)):
         model, _, _ = _conv_model(SHAPES[name])
         packed = lower_relax(to_relax(model), target, schedules="none", memory="texture")
-        keys = {conv2d_1x1.workload_key(f) for f in packed.functions.values()} - {None}
+        keys = {conv2d_1x1.FAMILY.workload_key(f) for f in packed.functions.values()} - {None}
         assert keys == ({SHAPES[name].key()} if claimed else set())
-        assert any(conv2d_texture.workload_key(f) for f in packed.functions.values())  # its fallback
+        assert any(conv2d_texture.FAMILY.workload_key(f) for f in packed.functions.values())  # its fallback
     wl = SHAPES["mbv2_1x1"].workload()
     config = conv2d_1x1.default_config(wl, target)
     assert conv2d_1x1.check_config(wl, config, target) == config

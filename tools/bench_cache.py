@@ -40,10 +40,9 @@ def child(mode: str, artifact_path: str, cache_dir: str, output: str, device_spe
 
     from adreno.artifact import Artifact
     from adreno.cache import ProgramCache
+    from adreno.opencl.device import select_device
     from adreno.opencl.executor import Executor
     from adreno.runner import random_inputs
-
-    from adreno.opencl.device import select_device
 
     imported = time.perf_counter()
     artifact = Artifact.load(artifact_path)

@@ -28,8 +28,8 @@ See tools/gpu_check.sh.
 from __future__ import annotations
 
 import argparse
-import json
 import hashlib
+import json
 import math
 import shutil
 import sys

@@ -17,18 +17,18 @@ from pathlib import Path
 
 def bench(model: str, target: str, trials: int, batch: int, device, records: Path) -> list[dict]:
     """Tune each layout task of `model` with `trials` measurements (one Tuner per task: equal budgets)."""
-    from adreno.opencl.device import select_device
+    from adreno.options import CompileOptions
+    from adreno.records import Database
     from adreno.runner import IsolatedLocalRunner
     from adreno.target import tvm_target
-    from adreno.tune.cli import device_fingerprint
-    from adreno.records import Database
+    from adreno.tune.extract import extract_tasks
+    from adreno.tune.layout_task import LayoutTask, layout_name
     from adreno.tune.measure import Builder
-    from adreno.tune.task import LayoutTask, extract_tasks
-    from adreno.tune.tuner import Tuner, layout_name, target_limits
+    from adreno.tune.session import open_tuner
     from adreno.winograd import select_tile
 
-    tasks = [t for t in extract_tasks(model, target, layouts=True) if isinstance(t, LayoutTask)]
-    opencl = select_device(device)
+    tasks = [t for t in extract_tasks(model, CompileOptions(target=target, memory="buffer"), layouts=True)
+             if isinstance(t, LayoutTask)]
     runner = IsolatedLocalRunner(device)
     builder = Builder(workdir=Path(tempfile.mkdtemp(prefix="bench-layout-")))
     database = Database(records)
@@ -36,8 +36,8 @@ def bench(model: str, target: str, trials: int, batch: int, device, records: Pat
     try:
         for task in tasks:
             started = time.perf_counter()
-            tuner = Tuner([task], runner, database, device_fingerprint(opencl), batch=batch, builder=builder,
-                          limits=target_limits(target, opencl))
+            tuner = open_tuner([task], database, target=target, device=device, runner=runner, batch=batch,
+                               builder=builder)
             row = tuner.tune(trials).tasks[0]
             layouts = row["layouts"]
             winograd = [v["best_ms"] for k, v in layouts.items() if k != "direct" and v["best_ms"] is not None]

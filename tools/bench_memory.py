@@ -45,7 +45,7 @@ VARIANTS = {"buffer": ("buffer", "fp32", True), "tex-1px": ("texture", "fp32", F
 def one_pixel_texture_convs():
     """Compile with the tiled texture conv family left out, so `adreno.schedules.packed` schedules the convs."""
     saved = list(schedules.FAMILIES)
-    schedules.FAMILIES.remove("conv2d_texture")
+    schedules.FAMILIES.remove(schedules.family("conv2d_texture"))
     try:
         yield
     finally:

@@ -48,7 +48,7 @@ def pool_layers(model_name: str) -> dict[str, tuple]:
     lowered = lower_relax(to_relax(onnx_model, {}), tvm_target("adreno-740"), schedules="none")
     found: dict[str, tuple] = {}
     for _, _, func in kernel_calls(lowered):
-        wl = pool.workload(func) or reduce.workload(func)
+        wl = pool.FAMILY.workload(func) or reduce.FAMILY.workload(func)
         if wl is not None:
             found[wl.key()] = (wl, found.get(wl.key(), (wl, 0))[1] + 1)
     return found
@@ -121,7 +121,7 @@ def check_key(model, key: str) -> None:
     from adreno.target import tvm_target
 
     lowered = lower_relax(to_relax(model, {}), tvm_target("adreno-740"), schedules="none")
-    keys = [pool.workload_key(f) or reduce.workload_key(f) for _, f in lowered.functions.items()
+    keys = [pool.FAMILY.workload_key(f) or reduce.FAMILY.workload_key(f) for _, f in lowered.functions.items()
             if isinstance(f, tvm.tirx.PrimFunc)]
     if key not in keys:
         raise SystemExit(f"the one-node model of {key} lowers to {keys}, not to the model's workload")

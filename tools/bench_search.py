@@ -122,21 +122,20 @@ def print_table(title: str, header: list[str], rows: list[list], widths: list[in
 
 
 def tune_arm(ctx, label: str, task, task_index: int, seed: int, strategy: str, model) -> dict:
-    from adreno.records import Database
-    from adreno.tune.tuner import Tuner
+    from adreno.tune.session import open_tuner
 
     path = ctx["records_dir"] / f"{label.replace('+', '_')}-t{task_index}-s{seed}.jsonl"
     path.unlink(missing_ok=True)
-    db = Database(path)
     started = time.perf_counter()
 
     def progress(spent, total, text):
         print(f"    [{label} t{task_index} s{seed}] {spent}/{total} {text} ({time.perf_counter() - started:.0f} s)",
               file=sys.stderr, flush=True)
 
-    tuner = Tuner([task], ctx["runner"], db, ctx["fingerprint"], strategy=strategy, model=model,
-                  batch=ctx["args"].batch, builder=ctx["builder"], limits=ctx["limits"], seed=seed,
-                  repeat=ctx["args"].repeat, progress=progress)
+    tuner = open_tuner([task], path, target=ctx["args"].target, device=ctx["args"].device, runner=ctx["runner"],
+                       strategy=strategy, model=model, batch=ctx["args"].batch, builder=ctx["builder"], seed=seed,
+                       repeat=ctx["args"].repeat, progress=progress)
+    db = tuner.database
     report = tuner.tune(ctx["args"].trials)  # the shared builder is closed at the end, not per tuner
     wall = time.perf_counter() - started
     row = report.tasks[0]
@@ -227,8 +226,8 @@ def noise_section(tasks, runs, fingerprint) -> list[dict]:
 def transfer_runs(ctx, tasks, seeds, runs, started) -> dict:
     """The genetic+transfer runs (see the module doc): across devices from `--transfer-from` (every task), else
     across workloads (the last task, from this run's records of the others)."""
-    from adreno.tune.cost_model import TransferModel
     from adreno.records import Database
+    from adreno.tune.cost_model import TransferModel
     from adreno.tune.features import featurize
 
     args, fingerprint = ctx["args"], ctx["fingerprint"]
@@ -387,11 +386,11 @@ def main(argv=None) -> int:
             if label in ARMS or p.error(f"--arms: unknown arm {label!r}; arms: {', '.join(ARMS)}")}
 
     from adreno.cache import ProgramCache
-    from adreno.opencl.device import select_device
+    from adreno.opencl.device import DeviceIdentity, select_device
+    from adreno.options import CompileOptions
     from adreno.runner import IsolatedLocalRunner, LocalRunner
-    from adreno.tune.cli import device_fingerprint
+    from adreno.tune.extract import extract_tasks
     from adreno.tune.measure import Builder
-    from adreno.tune.task import extract_tasks
     from adreno.tune.tuner import target_limits
 
     out_json = Path(args.json)
@@ -400,9 +399,9 @@ def main(argv=None) -> int:
         shutil.rmtree(records_dir)
     records_dir.mkdir(parents=True)
     device = select_device(args.device)
-    fingerprint = device_fingerprint(device)
+    fingerprint = DeviceIdentity.from_cl_device(device).fingerprint
     limits = target_limits(args.target, device)
-    all_tasks = extract_tasks(args.model, args.target)
+    all_tasks = extract_tasks(args.model, CompileOptions(target=args.target, memory="buffer"))
     tasks = [t for t in all_tasks if t.family.startswith("conv2d")][: args.tasks]
     seeds = list(range(args.seeds))
     print(f"device: {fingerprint}\nmodel {args.model}: {len(all_tasks)} tasks; benchmarking {len(tasks)}, "

@@ -40,8 +40,17 @@ import tarfile
 import threading
 import time
 
-from .common import (DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, FarmError, format_addr, kill_group, parse_addr,
-                     python_module_command, set_parent_death_signal, warn_if_exposed)
+from .common import (
+    DEFAULT_AGENT_PORT,
+    DEFAULT_TRACKER_PORT,
+    FarmError,
+    format_addr,
+    kill_group,
+    parse_addr,
+    python_module_command,
+    set_parent_death_signal,
+    warn_if_exposed,
+)
 
 # --- the worker side: state of one worker process and of its forked session processes -------------------------
 

@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from .common import AdbError, DEFAULT_TRACKER_PORT
+from .common import DEFAULT_TRACKER_PORT, AdbError
 
 REMOTE_DIR = "/data/local/tmp/adreno-farm"
 RUNTIME_FILES = ("tvm_rpc", "libtvm_runtime.so")

@@ -7,26 +7,12 @@ Plugs into the main CLI: `register(subparsers, command)` (`adreno/cli.py`), so i
 from __future__ import annotations
 
 import os
-from dataclasses import asdict
 
 from .common import DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, FarmError, parse_addr
 
 SECURITY_NOTE = ("TVM RPC has no authentication and lets any client write files and run code on the server: "
                  "everything binds to 127.0.0.1 unless --host says otherwise; reach remote devices through "
                  "`adreno farm ssh`.")
-
-
-def tracker_devices(addr: str) -> dict:
-    """JSON-ready data for `adreno devices --tracker HOST:PORT`: the queue per key and each device's health."""
-    from .tracker import farm_status
-
-    return asdict(farm_status(addr))
-
-
-def print_tracker_devices(addr: str, stream=None) -> int:
-    from .tracker import print_tracker_devices as _print
-
-    return _print(addr, stream)
 
 
 def _cmd_tracker(args) -> int:
@@ -43,6 +29,8 @@ def _cmd_agent(args) -> int:
 
 
 def _cmd_status(args) -> int:
+    from .tracker import print_tracker_devices
+
     return print_tracker_devices(args.tracker)
 
 

@@ -90,10 +90,6 @@ class LocalFarm:
                 pass
         return killed
 
-    def stop_tracker(self) -> None:
-        kill_group(self.tracker_proc, signal.SIGKILL, wait=5)
-        self.tracker_proc = None
-
     def close(self) -> None:
         for proc in self.agents:  # SIGTERM all first: each supervisor stops its worker, then reap
             try:

@@ -14,8 +14,15 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from .common import (DEFAULT_TRACKER_PORT, FarmError, NoDeviceError, TrackerUnreachable, format_addr, parse_addr,
-                     warn_if_exposed)
+from .common import (
+    DEFAULT_TRACKER_PORT,
+    FarmError,
+    NoDeviceError,
+    TrackerUnreachable,
+    format_addr,
+    parse_addr,
+    warn_if_exposed,
+)
 
 
 def serve_tracker(host: str = "127.0.0.1", port: int = DEFAULT_TRACKER_PORT, port_end: int | None = None,

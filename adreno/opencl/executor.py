@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..artifact import Artifact
-from ..layout import ImageSpec, from_image, to_image
 from ..errors import AdrenoError, KernelBuildError
+from ..layout import ImageSpec, from_image, to_image
 from .device import select_device
 
 

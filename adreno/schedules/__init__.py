@@ -1,33 +1,32 @@
-"""Our schedules, one module per op family.
+"""Our schedules, one family per op (see `family.py` for the interface every family implements).
 
-Each family module exposes: `KNOBS` (knob -> choices), `workload(func)` and `workload_key(func)` (None when the
-family does not handle `func`), `default_config(workload, target)`, `check_config(workload, config, target)`
-(ValueError when invalid), `apply(func, target, config)` and `rule(target, config) -> dlight ScheduleRule`.
-`config` maps workload keys to tuned knob values (what `adreno compile --records` passes); a rule's
-`apply(func, target, tunable)` returns a scheduled `s_tir.Schedule` when it recognises the function and `None`
-otherwise, so functions no rule claims fall through to TVM's own dlight rules.
+`FAMILIES` is the priority order: the first family whose rule recognises a function schedules it; functions no
+family claims (or that a family refuses) fall through to TVM's own dlight rules. `config` everywhere maps workload
+keys to tuned knob values (what `adreno compile --records` passes).
 """
 
 from __future__ import annotations
 
-import importlib
+from . import conv2d_1x1, conv2d_direct, conv2d_texture, conv2d_winograd, dense, depthwise, pool, reduce
+from .family import Family, Refused
 
-# Order matters: the first rule that recognises a function schedules it.
-FAMILIES: list[str] = ["conv2d_winograd", "conv2d_direct", "depthwise", "conv2d_1x1", "conv2d_texture", "pool", "reduce", "dense"]
-
-
-def rules(target, config: dict | None = None) -> list:
-    """The schedule rules of every family, in priority order; `config`: workload key -> tuned knobs."""
-    found = []
-    for family in FAMILIES:
-        rule = importlib.import_module(f"{__name__}.{family}").rule(target, config)
-        if rule is not None:
-            found.append(rule)
-    return found
+# Order matters: the first rule that recognises a function schedules it (the 1x1 GEMM before the general packed conv).
+FAMILIES: list[Family] = [conv2d_winograd.FAMILY, conv2d_direct.FAMILY, depthwise.FAMILY, conv2d_1x1.FAMILY,
+                          conv2d_texture.FAMILY, pool.FAMILY, reduce.FAMILY, dense.FAMILY]
 
 
-def schedule_pass(target, config: dict | None = None):
-    """A module pass that schedules every function one of our rules recognises (marking it scheduled)."""
+def family(name: str) -> Family:
+    """The family called `name` (a task's `family`)."""
+    for found in FAMILIES:
+        if found.name == name:
+            return found
+    raise KeyError(f"no schedule family {name!r}; families: {[f.name for f in FAMILIES]}")
+
+
+def schedule_pass(target, config: dict | None = None, refusals: list[Refused] | None = None):
+    """A module pass that schedules every function one of our families recognises (marking it scheduled); the
+    refusals are appended to `refusals` when given."""
     from tvm.s_tir import dlight
 
-    return dlight.ApplyDefaultSchedule(*rules(target, config))
+    rules = [f.rule(target, config, refusals) for f in FAMILIES]
+    return dlight.ApplyDefaultSchedule(*[r for r in rules if r is not None])

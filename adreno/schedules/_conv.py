@@ -1,4 +1,4 @@
-"""Shared machinery of the convolution families (`conv2d_direct`, `depthwise`, later `winograd`).
+"""Shared machinery of the convolution families (`conv2d_direct`, `depthwise`, `conv2d_texture`, `conv2d_1x1`).
 
 `match_conv(func)` recognises a fused primitive function made of an optional zero-padding block, one NCHW/OIHW
 convolution reduction block (`conv2d_nchw` or `group_conv2d_nchw`, as TVM's legalization emits them) and a chain of
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from ..errors import TVM_ERRORS
 from ..workload import ConvWorkload
+from .family import Family, Matched
 
 SCHEDULE_KNOBS = ("tile_f", "tile_y", "tile_x", "threads_f", "threads_y", "threads_x", "tile_rc", "unroll_k", "stage")
 
@@ -258,99 +259,44 @@ def schedule_tiled(sch, match: ConvMatch, cfg: dict):
     return sch
 
 
-def apply_family(func, target, config: dict | None, op: str, handles, default_config, knobs: dict):
-    """The body of a conv family's `apply`: match, choose knobs (tuned ones from `config[workload key]` override
-    the defaults), validate, schedule. None when the function is not this family's."""
-    def match(f, sch):
-        found = match_conv(f, sch)
-        return (op, found) if found is not None and handles(found.workload) else None
+class ConvFamily(Family):
+    """A conv family from a matcher `find(func, sch) -> (op, ConvMatch) | None` and a `schedule(sch, match, cfg)`;
+    its space is its knob table plus the workgroup limit (`validate`) unless it says more."""
 
-    return apply_matched(func, target, config, match, default_config, lambda wl, cfg, t: validate(cfg, knobs, t),
-                         schedule_tiled)
+    def find(self, func, sch):
+        raise NotImplementedError
 
+    def schedule(self, sch, match: ConvMatch, cfg: dict):
+        raise NotImplementedError
 
-def apply_matched(func, target, config: dict | None, match, default_config, check_config, schedule,
-                  fallback: str = "TVM's schedule"):
-    """A family's `apply` from its parts: `match(func, sch)` -> (op, ConvMatch) or None, `default_config(wl,
-    target)`, `check_config(wl, cfg, target)` and `schedule(sch, match, cfg)`; see `schedule_with_knobs`."""
-    from tvm import s_tir, tirx
+    def match(self, func) -> Matched | None:
+        from tvm import s_tir
 
-    if not isinstance(func, tirx.PrimFunc):
-        return None
-    sch = s_tir.Schedule(func)
-    found = match(func, sch)
-    if found is None:
-        return None
-    op, matched = found
-    wl = matched.workload
-    return schedule_with_knobs(op, wl.key(op), default_config(wl, target), config,
-                               lambda cfg: check_config(wl, cfg, target), lambda cfg: schedule(sch, matched, cfg),
-                               fallback)
+        try:
+            sch = s_tir.Schedule(func)
+        except TVM_ERRORS:  # not a schedulable function
+            return None
+        found = self.find(func, sch)
+        if found is None:
+            return None
+        op, conv = found
+        return Matched(conv.workload, conv.workload.key(op), lambda cfg: self.schedule(sch, conv, cfg))
+
+    def check_config(self, wl: ConvWorkload, config: dict, target) -> dict:
+        return validate(config, self.knobs, target)
 
 
-def schedule_with_knobs(family: str, key: str, cfg: dict, config: dict | None, check, schedule,
-                        fallback: str = "TVM's schedule"):
-    """The common end of every family's `apply`: the tuned knobs `config[key]` over the defaults `cfg`, `check(cfg)`
-    (ValueError when invalid), then `schedule(cfg)`. A schedule primitive's refusal is a warning and None, which
-    leaves the function to `fallback`."""
-    import warnings
+class TiledConv(ConvFamily):
+    """The register-tiled direct schedule (`schedule_tiled`) of the NCHW convs `handles` accepts, keyed by `op`."""
 
-    cfg.update((config or {}).get(key) or {})
-    check(cfg)
-    try:
-        return schedule(cfg)
-    except TVM_ERRORS as err:
-        warnings.warn(f"{family}: could not schedule {key} with {cfg}: {err}; falling back to {fallback}",
-                      RuntimeWarning, stacklevel=3)
-        return None
+    op: str = ""
 
+    def handles(self, wl: ConvWorkload) -> bool:
+        raise NotImplementedError
 
-def family_functions(module_name: str, op: str, knobs: dict, handles, default_config, rule_name: str):
-    """The public functions of a tiled-conv family module (see adreno/schedules/__init__.py), bound to its op name,
-    knob table, `handles(workload)` predicate and `default_config`: (workload, workload_key, check_config,
-    apply, rule). The rule looks the module's `apply` up at call time, so a wrapped `apply` is honoured."""
-    def workload(func) -> ConvWorkload | None:
-        """The convolution `func` computes, when this family handles it; else None."""
-        match = match_conv(func)
-        return match.workload if match is not None and handles(match.workload) else None
+    def find(self, func, sch):
+        found = match_conv(func, sch)
+        return (self.op, found) if found is not None and self.handles(found.workload) else None
 
-    def workload_key(func) -> str | None:
-        """The key tuned knobs are stored under for `func`, or None when this family does not handle it."""
-        wl = workload(func)
-        return None if wl is None else wl.key(op)
-
-    def check_config(wl: ConvWorkload, config: dict, target) -> dict:
-        """Raise ValueError when `config` is not a valid point of this family's space for `wl` on `target`."""
-        return validate(config, knobs, target)
-
-    def apply(func, target, config: dict | None = None):
-        """An s_tir.Schedule for `func` when this family handles it (with its fused pad and epilogue), else
-        None. `config` maps workload keys to knob values (tuned ones); missing knobs take the defaults."""
-        return apply_family(func, target, config, op, handles, default_config, knobs)
-
-    def rule(target, config: dict | None = None):
-        """The dlight rule of this family (None when the target is not OpenCL)."""
-        return module_rule(module_name, rule_name, target, config)
-
-    return workload, workload_key, check_config, apply, rule
-
-
-def module_rule(module_name: str, rule_name: str, target, config: dict | None):
-    """The dlight rule of a family module: its `apply`, looked up at call time (so a wrapped `apply` is honoured)."""
-    import sys
-
-    module = sys.modules[module_name]
-    return make_rule(rule_name, lambda f, t, c: module.apply(f, t, c), target, config)
-
-
-def make_rule(name: str, apply, target, config: dict | None):
-    """A dlight ScheduleRule calling `apply(func, target, config)` (looked up at call time); None off OpenCL."""
-    from tvm.s_tir.dlight.base import ScheduleRule
-
-    if target is None or target.kind.name != "opencl":
-        return None
-
-    def _apply(self, func, target, tunable):  # noqa: ARG001
-        return apply(func, target, config)
-
-    return type(name, (ScheduleRule,), {"apply": _apply})()
+    def schedule(self, sch, match: ConvMatch, cfg: dict):
+        return schedule_tiled(sch, match, cfg)

@@ -45,18 +45,6 @@ def _match(func, sch=None):
     return OP, found[1]
 
 
-def workload(func) -> _conv.ConvWorkload | None:
-    """The packed 1x1 convolution `func` computes (channels padded to multiples of 4), or None."""
-    found = _match(func)
-    return None if found is None else found[1].workload
-
-
-def workload_key(func) -> str | None:
-    """The key tuned knobs are stored under for `func`, or None when this family does not handle it."""
-    wl = workload(func)
-    return None if wl is None else wl.key(OP)
-
-
 def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
     """Raise ValueError when `config` is not a valid point of this family's space for `wl` on `target`."""
     _conv.validate(config, KNOBS, target)
@@ -115,13 +103,12 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     return sch
 
 
-def apply(func, target, config: dict | None = None):
-    """An s_tir.Schedule for `func` when it is a packed 1x1 conv (with its fused epilogue), else None. `config`
-    maps workload keys to knob values (tuned ones); missing knobs take the defaults."""
-    return _conv.apply_matched(func, target, config, _match, default_config, check_config, schedule,
-                               fallback="conv2d_texture")
+class Conv1x1(_conv.ConvFamily):
+    name, rule_name, knobs = "conv2d_1x1", "Conv2d1x1Gemm", KNOBS
+    find = staticmethod(_match)
+    schedule = staticmethod(schedule)
+    default_config = staticmethod(default_config)
+    check_config = staticmethod(check_config)
 
 
-def rule(target, config: dict | None = None):
-    """The dlight rule of this family (None when the target is not OpenCL)."""
-    return _conv.module_rule(__name__, "Conv2d1x1Gemm", target, config)
+FAMILY = Conv1x1()

@@ -94,18 +94,6 @@ def match_packed(func, sch=None):
     return OPS[names[ci]], _conv.ConvMatch(workload, pad, conv, epilogue)
 
 
-def workload(func) -> _conv.ConvWorkload | None:
-    """The packed convolution `func` computes (channels padded to multiples of 4), or None."""
-    found = match_packed(func)
-    return None if found is None else found[1].workload
-
-
-def workload_key(func) -> str | None:
-    """The key tuned knobs are stored under for `func`, or None when this family does not handle it."""
-    found = match_packed(func)
-    return None if found is None else found[1].workload.key(found[0])
-
-
 def default_config(wl: _conv.ConvWorkload, target) -> dict:
     """Knobs without tuning: 8 output pixels (2 x 4, or a row of 7) x 2 channel blocks per work-item for groups-1
     convs (1 block for depthwise: nothing is shared across channels), tiles that divide the output first, the
@@ -182,13 +170,12 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     return sch
 
 
-def apply(func, target, config: dict | None = None):
-    """An s_tir.Schedule for `func` when this family handles it (with its fused pad and epilogue), else None.
-    `config` maps workload keys to knob values (tuned ones); missing knobs take the defaults."""
-    return _conv.apply_matched(func, target, config, match_packed, default_config, check_config, schedule,
-                               fallback="the one-pixel texture schedule")
+class ConvTexture(_conv.ConvFamily):
+    name, rule_name, knobs = "conv2d_texture", "Conv2dTexture", KNOBS
+    find = staticmethod(match_packed)
+    schedule = staticmethod(schedule)
+    default_config = staticmethod(default_config)
+    check_config = staticmethod(check_config)
 
 
-def rule(target, config: dict | None = None):
-    """The dlight rule of this family (None when the target is not OpenCL)."""
-    return _conv.module_rule(__name__, "Conv2dTexture", target, config)
+FAMILY = ConvTexture()

@@ -30,8 +30,8 @@ from __future__ import annotations
 from ..layout import LANES
 from ..records import direct_key, key_memory, layout_workload
 from ..winograd import PACKED
-from . import conv2d_direct, conv2d_texture
-from . import _conv
+from . import _conv, conv2d_direct, conv2d_texture
+from .family import Family, Matched
 
 OP = "conv2d_winograd"
 STAGES = ("winograd_input_transform", "winograd_batch_gemm", "winograd_output_transform")
@@ -69,25 +69,6 @@ def _stage_of(func):
 def base_stage(stage: str) -> str:
     """The stage name without the packed suffix (what STAGE_KNOBS and the schedules are keyed by)."""
     return stage.removesuffix(PACKED)
-
-
-def workload(func):
-    """(stage, iteration extents of its main block) when `func` is a Winograd stage function, else None.
-    Extents: input transform (alpha, alpha, C, P, alpha, alpha); GEMM (alpha, alpha, O, P, C); output transform
-    (N, O, OH, OW, alpha, alpha), with P = N * ceil(OH / m) * ceil(OW / m) tiles. A packed stage counts channels in
-    blocks of 4 (the GEMM's reduction in channels) and has the lane extent 4 before its reduction extents."""
-    found = _stage_of(func)
-    if found is None:
-        return None
-    stage, sch, blocks = found
-    main = next(b for b in blocks if str(sch.get(b).name_hint) == stage)
-    return stage, [int(iv.dom.extent) for iv in sch.get(main).iter_vars]
-
-
-def workload_key(func) -> str | None:
-    """The key tuned knobs are stored under for a stage function (stage and extents); None otherwise."""
-    wl = workload(func)
-    return None if wl is None else stage_key(wl)
 
 
 def stage_key(wl) -> str:
@@ -248,33 +229,38 @@ def _tile_of(sch, blocks) -> int:
     raise ValueError("no winograd_AT block")
 
 
-def apply(func, target, config: dict | None = None):
-    """An s_tir.Schedule for a Winograd stage function, else None (tuned knobs from `config[workload_key]`)."""
-    found = _stage_of(func)
-    if found is None:
-        return None
-    stage, sch, blocks = found
-    wl = workload(func)
-    key = workload_key(func)
-    tuned = {k: v for k, v in ((config or {}).get(key) or {}).items() if k in STAGE_KNOBS[base_stage(stage)]}
+class WinogradStages(Family):
+    """The three Winograd stage functions (buffer and packed): one family, keyed per stage and extents.
 
-    def schedule(cfg):
-        if base_stage(stage) == "winograd_input_transform":
-            return _schedule_input(sch, blocks, cfg)
-        if base_stage(stage) == "winograd_batch_gemm":
-            return _schedule_gemm(sch, blocks, cfg)
-        return _schedule_output(sch, blocks, cfg, _tile_of(sch, blocks))
+    Workload: (stage, iteration extents of its main block). Extents: input transform (alpha, alpha, C, P, alpha,
+    alpha); GEMM (alpha, alpha, O, P, C); output transform (N, O, OH, OW, alpha, alpha), with P = N * ceil(OH / m) *
+    ceil(OW / m) tiles. A packed stage counts channels in blocks of 4 (the GEMM's reduction in channels) and has the
+    lane extent 4 before its reduction extents. Of a tuned config, only the stage's own knobs apply."""
 
-    return _conv.schedule_with_knobs(OP, key, default_config(wl, target), {key: tuned},
-                                     lambda cfg: check_config(wl, cfg, target), schedule)
+    name, rule_name, knobs = "conv2d_winograd", "Conv2dWinograd", KNOBS
+    default_config = staticmethod(default_config)
+    check_config = staticmethod(check_config)
+
+    def match(self, func) -> Matched | None:
+        found = _stage_of(func)
+        if found is None:
+            return None
+        stage, sch, blocks = found
+        main = next(b for b in blocks if str(sch.get(b).name_hint) == stage)
+        wl = stage, [int(iv.dom.extent) for iv in sch.get(main).iter_vars]
+        return Matched(wl, stage_key(wl), lambda cfg: _schedule_stage(sch, blocks, base_stage(stage), cfg),
+                       STAGE_KNOBS[base_stage(stage)])
 
 
-def rule(target, config: dict | None = None):
-    """The dlight rule of this family (None when the target is not OpenCL)."""
-    import sys
+def _schedule_stage(sch, blocks, stage: str, cfg: dict):
+    if stage == "winograd_input_transform":
+        return _schedule_input(sch, blocks, cfg)
+    if stage == "winograd_batch_gemm":
+        return _schedule_gemm(sch, blocks, cfg)
+    return _schedule_output(sch, blocks, cfg, _tile_of(sch, blocks))
 
-    module = sys.modules[__name__]
-    return _conv.make_rule("Conv2dWinograd", lambda f, t, c: module.apply(f, t, c), target, config)
+
+FAMILY = WinogradStages()
 
 
 def kernel_configs(configs: dict) -> dict:

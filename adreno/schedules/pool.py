@@ -29,10 +29,10 @@ global ones). The workload looks like a depthwise conv to the tuner's analytical
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass, field
 
 from . import _conv
+from .family import Family, Matched
 
 KNOBS: dict[str, list] = {
     "threads_x": [1, 2, 4, 8, 16, 32, 64, 128],
@@ -242,18 +242,6 @@ def match_pool(func) -> PoolMatch | None:
     return _match_global(sch, blocks, infos, ri) if ri == 0 else None
 
 
-def workload(func) -> PoolWorkload | None:
-    """The pool `func` computes, or None when this family does not handle it."""
-    match = match_pool(func)
-    return None if match is None else match.workload
-
-
-def workload_key(func) -> str | None:
-    """The key tuned knobs are stored under for `func`, or None when this family does not handle it."""
-    wl = workload(func)
-    return None if wl is None else wl.key()
-
-
 def default_config(wl: PoolWorkload, target) -> dict:
     """Windowed: 4 outputs per work-item along W when the row is long (2 from 8 columns), the smallest power-of-two
     row of work-items covering the output width (up to 32), 64-work-item workgroups, window unrolled up to 7x7.
@@ -352,20 +340,17 @@ def schedule_global(sch, match: PoolMatch, cfg: dict):
     return sch
 
 
-def apply(func, target, config: dict | None = None):
-    """An s_tir.Schedule for `func` when it is a pool this family handles (with its fused pad and epilogue), else
-    None. `config` maps workload keys to knob values (tuned ones); missing knobs take the defaults."""
-    match = match_pool(func)
-    if match is None:
-        return None
-    wl = match.workload
-    schedule = schedule_windowed if wl.windowed else schedule_global
-    return _conv.schedule_with_knobs("pool", wl.key(), default_config(wl, target), config,
-                                     lambda cfg: check_config(wl, cfg, target),
-                                     lambda cfg: schedule(match.sch, match, cfg))
+class Pool(Family):
+    name, rule_name, knobs = "pool", "Pool", KNOBS
+    default_config = staticmethod(default_config)
+    check_config = staticmethod(check_config)
+
+    def match(self, func) -> Matched | None:
+        found = match_pool(func)
+        if found is None:
+            return None
+        schedule = schedule_windowed if found.workload.windowed else schedule_global
+        return Matched(found.workload, found.workload.key(), lambda cfg: schedule(found.sch, found, cfg))
 
 
-def rule(target, config: dict | None = None):
-    """The dlight rule of this family (None when the target is not OpenCL)."""
-    module = sys.modules[__name__]
-    return _conv.make_rule("Pool", lambda f, t, c: module.apply(f, t, c), target, config)
+FAMILY = Pool()

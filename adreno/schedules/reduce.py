@@ -16,9 +16,9 @@ e.g. the channels of NCHW). exp(x - max) is recomputed in the normalisation inst
 from __future__ import annotations
 
 import math
-import sys
 
 from . import _conv
+from .family import Family, Matched
 from .pool import PoolWorkload, combiner
 
 KNOBS: dict[str, list] = {
@@ -55,18 +55,6 @@ def match_softmax(func):
     wl = PoolWorkload("softmax", 1, rows, 1, length, 1, 1, 1, length, dtype="float32", shape=tuple(shape),
                       axes=(axis,), epilogue=tuple(names[4:]))
     return sch, wl, blocks[:4], blocks[4:]
-
-
-def workload(func) -> PoolWorkload | None:
-    """The softmax `func` computes (rows x length, as a PoolWorkload with op "softmax"), or None."""
-    match = match_softmax(func)
-    return None if match is None else match[1]
-
-
-def workload_key(func) -> str | None:
-    """The key tuned knobs are stored under for `func`, or None when this family does not handle it."""
-    wl = workload(func)
-    return None if wl is None else wl.key()
 
 
 def default_config(wl: PoolWorkload, target) -> dict:
@@ -113,19 +101,17 @@ def schedule_softmax(sch, wl: PoolWorkload, stages, epilogue, cfg: dict):
     return sch
 
 
-def apply(func, target, config: dict | None = None):
-    """An s_tir.Schedule for `func` when it is a softmax (with its epilogue), else None. `config` maps workload keys
-    to knob values (tuned ones); missing knobs take the defaults."""
-    match = match_softmax(func)
-    if match is None:
-        return None
-    sch, wl, stages, epilogue = match
-    return _conv.schedule_with_knobs("reduce", wl.key(), default_config(wl, target), config,
-                                     lambda cfg: check_config(wl, cfg, target),
-                                     lambda cfg: schedule_softmax(sch, wl, stages, epilogue, cfg))
+class Softmax(Family):
+    name, rule_name, knobs = "reduce", "Softmax", KNOBS
+    default_config = staticmethod(default_config)
+    check_config = staticmethod(check_config)
+
+    def match(self, func) -> Matched | None:
+        found = match_softmax(func)
+        if found is None:
+            return None
+        sch, wl, stages, epilogue = found
+        return Matched(wl, wl.key(), lambda cfg: schedule_softmax(sch, wl, stages, epilogue, cfg))
 
 
-def rule(target, config: dict | None = None):
-    """The dlight rule of this family (None when the target is not OpenCL)."""
-    module = sys.modules[__name__]
-    return _conv.make_rule("Softmax", lambda f, t, c: module.apply(f, t, c), target, config)
+FAMILY = Softmax()

@@ -6,16 +6,15 @@ import math
 import sys
 from pathlib import Path
 
+from ..options import CompileOptions, Memory, Precision, choices
+
 
 def cmd_tune(args) -> int:
-    from ..opencl.device import DeviceIdentity, select_device
-    from ..runner import IsolatedLocalRunner
-    from ..records import Database
-    from .task import extract_tasks
-    from .tuner import Tuner, plot_history, save_report, target_limits
+    from .extract import extract_tasks
+    from .session import open_tuner
+    from .tuner import plot_history, save_report
 
     records = Path(args.records)
-    database = Database(records)
     quiet = args.json or args.quiet
 
     def say(text: str) -> None:
@@ -23,27 +22,18 @@ def cmd_tune(args) -> int:
             print(text, file=sys.stderr, flush=True)
 
     say(f"extracting tasks of {args.model} for {args.target} ({args.memory} memory)")
-    tasks = extract_tasks(args.model, args.target, layouts=not args.no_layouts, memory=args.memory,
-                          precision=args.precision)
-    if args.tracker:
-        from ..farm.runner import RPCRunner
-
-        runner = RPCRunner(args.tracker, args.key)
-        fingerprint, limits = f"{args.key}|rpc", target_limits(args.target)
-    else:
-        device = select_device(args.device)
-        runner = IsolatedLocalRunner(args.device, timeout_s=args.timeout, cache=not args.no_cache)
-        fingerprint, limits = DeviceIdentity.from_cl_device(device).fingerprint, target_limits(args.target, device)
-    resumed = sum(len(database.query(t.key, fingerprint)) for t in tasks)
-    say(f"{len(tasks)} tasks; {resumed} earlier records of {fingerprint.split('|')[0]} in {records} (resuming)")
-    tuner = Tuner(tasks, runner, database, fingerprint, strategy=args.strategy, model=args.model_kind,
-                  batch=args.batch, limits=limits, seed=args.seed, repeat=args.repeat,
-                  progress=lambda spent, total, text: say(f"  [{_bar(spent, total)}] {text}"))
+    tasks = extract_tasks(args.model, CompileOptions(target=args.target, memory=args.memory, precision=args.precision),
+                          layouts=not args.no_layouts)
+    tuner = open_tuner(tasks, records, target=args.target, device=args.device, tracker=args.tracker, key=args.key,
+                       timeout_s=args.timeout, cache=not args.no_cache, strategy=args.strategy,
+                       model=args.model_kind, batch=args.batch, seed=args.seed, repeat=args.repeat,
+                       progress=lambda spent, total, text: say(f"  [{_bar(spent, total)}] {text}"))
     try:
+        resumed = sum(len(tuner.database.query(t.key, tuner.device)) for t in tasks)
+        say(f"{len(tasks)} tasks; {resumed} earlier records of {tuner.device.split('|')[0]} in {records} (resuming)")
         report = tuner.tune(args.trials)
     finally:
         tuner.close()
-        runner.close()
     if args.save_model:
         tuner.model.save(args.save_model)
     report.plot = plot_history(report, args.plot or records.with_suffix(".png"))
@@ -96,11 +86,11 @@ def register(sub, command) -> None:
                    "every free device of --key in parallel")
     p.add_argument("--key", default="pocl-cpu", help="the farm's device key to measure on (with --tracker; e.g. "
                    "adreno-740)")
-    p.add_argument("--memory", default="texture", choices=["texture", "buffer"],
+    p.add_argument("--memory", default="texture", choices=choices(Memory),
                    help="tune the kernels `adreno compile --memory MEMORY` runs (default texture, as compile's "
                    "default): texture tunes the packed convs on OpenCL images; buffer the NCHW buffer kernels; "
                    "both the Winograd layouts of 3x3 stride-1 convs")
-    p.add_argument("--precision", default="fp32", choices=["fp32", "fp16"],
+    p.add_argument("--precision", default="fp32", choices=choices(Precision),
                    help="image storage of texture tasks (fp16: half-float images, as `compile --precision fp16`)")
     p.add_argument("--trials", type=int, default=64, help="measurements to spend in all (default 64)")
     p.add_argument("--strategy", default="genetic", choices=["genetic", "random", "grid"],

@@ -20,7 +20,6 @@ import importlib
 import multiprocessing
 import os
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import numpy as np
 
 from ..artifact import ArtifactWriter, Plan, Step, TensorSpec
 from ..errors import TVM_ERRORS
-from .task import LayoutTask, Task
+from ..schedules.family import Refused
 
 
 @dataclass
@@ -48,17 +47,12 @@ def _tensor_specs(func, images: list | None = None) -> list[TensorSpec]:
     return specs
 
 
-def _refusal(caught) -> str | None:
-    """The warning a schedule of ours gave when it refused a config (another schedule would run in its place)."""
-    return next((str(w.message)[:300] for w in caught if "falling back" in str(w.message)), None)
-
-
 def _failure(err: Exception, started: float) -> BuildResult:
     return BuildResult(error=f"{type(err).__name__}: {str(err).strip().splitlines()[-1][:300]}",
                        seconds=time.perf_counter() - started)
 
 
-def _write_artifact(out_dir: str, plan: Plan, sources: dict, params: dict, task: Task, config: dict) -> None:
+def _write_artifact(out_dir: str, plan: Plan, sources: dict, params: dict, task, config: dict) -> None:
     import tvm
 
     with ArtifactWriter(out_dir) as writer:
@@ -70,37 +64,32 @@ def _write_artifact(out_dir: str, plan: Plan, sources: dict, params: dict, task:
                        "adreno_version": __import__("adreno").__version__, "tvm_version": tvm.__version__})
 
 
-def build_candidate(task: Task, config: dict, out_dir: str) -> BuildResult:
-    """Schedule the task's function with `config`, lower it, and write a one-step artifact to `out_dir` (a layout
-    task: the conv's pipeline, see the module doc). A config the schedule refuses, or a lowering failure, is a
-    BuildResult error, not an exception."""
+def build_kernel(task, config: dict, out_dir: str) -> BuildResult:
+    """Schedule a kernel task's function with `config`, lower it, and write a one-step artifact to `out_dir`. A
+    config the schedule refuses, or a lowering failure, is a BuildResult error, not an exception."""
     from ..target import tvm_target
 
-    if isinstance(task, LayoutTask):
-        return _build_layout(task, config, out_dir)
     started = time.perf_counter()
     target = tvm_target(task.target_name)
     func = task.func()
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", RuntimeWarning)
-            sch = task.module.apply(func, target, {task.key: config})
-        if sch is None:
-            return BuildResult(error=_refusal(caught) or "the schedule does not apply to this function",
-                               seconds=time.perf_counter() - started)
+        sch = task.schedule_family.apply(func, target, {task.key: config})
     except TVM_ERRORS as err:
         return _failure(err, started)
+    if sch is None or isinstance(sch, Refused):  # our schedule refused: TVM's would run in its place
+        return BuildResult(error=str(sch or "the schedule does not apply to this function"),
+                           seconds=time.perf_counter() - started)
     return build_scheduled(task, sch.mod["main"], out_dir, config, started)
 
 
-def build_scheduled(task: Task, scheduled, out_dir: str, config: dict, started: float | None = None) -> BuildResult:
+def build_scheduled(task, scheduled, out_dir: str, config: dict, started: float | None = None) -> BuildResult:
     """Lower `scheduled` (the task's function, already scheduled: by our family with `config`, or by MetaSchedule)
     and write a one-step artifact to `out_dir`, its parameters in the task's images if it has any; a lowering
     failure is a BuildResult error. `started`: when the caller's part of the build began (perf_counter), so that
     BuildResult.seconds covers it."""
     from ..compile import lower_primfunc, plan_storage
-    from ..texture.tir import TextureLoweringError
     from ..target import tvm_target
+    from ..texture.tir import TextureLoweringError
 
     started = time.perf_counter() if started is None else started
     func = task.func()
@@ -137,7 +126,7 @@ def conv_module(wl, weight: np.ndarray):
     return bb.get()
 
 
-def layout_weight(task: LayoutTask) -> np.ndarray:
+def layout_weight(task) -> np.ndarray:
     """The seeded weight of a layout task's conv, scaled to outputs of about unit size (so that F(4x4)'s rounding,
     ~1e-5 of the output magnitude, stays well inside the check's absolute tolerance)."""
     wl = task.workload
@@ -145,25 +134,23 @@ def layout_weight(task: LayoutTask) -> np.ndarray:
     return (rng.standard_normal((wl.o, wl.c, wl.kh, wl.kw)) / np.sqrt(wl.c * wl.kh * wl.kw)).astype(wl.dtype)
 
 
-def _build_layout(task: LayoutTask, config: dict, out_dir: str) -> BuildResult:
+def build_layout(task, config: dict, out_dir: str) -> BuildResult:
+    """A layout task's candidate: its conv's whole pipeline under the config's layout (see the module doc)."""
     from ..compile import extract_plan, lower_relax
     from ..schedules.conv2d_winograd import kernel_configs
     from ..target import get_device, tvm_target
 
     started = time.perf_counter()
     target = tvm_target(task.target_name)
+    refusals = []
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", RuntimeWarning)
-            lowered = lower_relax(conv_module(task.workload, layout_weight(task)), target, "adreno",
-                                  memory=task.memory, schedule_config=kernel_configs({task.key: config}))
-            plan, sources, params = extract_plan(lowered, target, memory=task.memory,
-                                                 device=get_device(task.target_name))
+        lowered = lower_relax(conv_module(task.workload, layout_weight(task)), target, "adreno", memory=task.memory,
+                              schedule_config=kernel_configs({task.key: config}), refusals=refusals)
+        plan, sources, params = extract_plan(lowered, target, memory=task.memory, device=get_device(task.target_name))
     except TVM_ERRORS as err:
         return _failure(err, started)
-    refusal = _refusal(caught)
-    if refusal:  # our schedule refused: TVM's would be measured in its place
-        return BuildResult(error=refusal, seconds=time.perf_counter() - started)
+    if refusals:  # our schedule refused: TVM's would be measured in its place
+        return BuildResult(error=str(refusals[0]), seconds=time.perf_counter() - started)
     if any("winograd" in step.func for step in plan.steps) != bool(config["tile"]):
         return BuildResult(error=f"the plan's steps {[s.func for s in plan.steps]} are not layout tile "
                            f"{config['tile']}", seconds=time.perf_counter() - started)
@@ -182,13 +169,16 @@ def _direct_conv(x: np.ndarray, w: np.ndarray, wl) -> np.ndarray:
     return y.astype(wl.dtype)
 
 
-def reference_outputs(task: Task, inputs: list[np.ndarray]) -> list[np.ndarray]:
+def layout_reference(task, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """A layout task's reference: its conv in float64 numpy."""
+    return [_direct_conv(inputs[0], layout_weight(task), task.workload)]
+
+
+def kernel_reference(task, inputs: list[np.ndarray]) -> list[np.ndarray]:
     """The unscheduled function built for the CPU by TVM's LLVM backend and run on `inputs`: an independent
-    reference for every candidate of the task (a layout task: its conv in numpy)."""
+    reference for every candidate of a kernel task."""
     import tvm
 
-    if isinstance(task, LayoutTask):
-        return [_direct_conv(inputs[0], layout_weight(task), task.workload)]
     func = task.func()
     if func.attrs is not None and "target" in func.attrs:
         func = func.without_attr("target")
@@ -202,13 +192,16 @@ def reference_outputs(task: Task, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return [a.numpy() for a in arrays[len(inputs):]]
 
 
-def task_inputs(task: Task, seed: int = 0) -> list[np.ndarray]:
-    """Seeded inputs of every candidate of a task (a layout task: the conv's input only). Inputs stored in
-    half-float images are rounded to half first, so the reference sees what the kernel reads."""
+def layout_inputs(task, seed: int = 0) -> list[np.ndarray]:
+    """Seeded inputs of every candidate of a layout task: the conv's input."""
+    wl = task.workload
+    return [np.random.default_rng(seed).standard_normal((wl.n, wl.c, wl.h, wl.w)).astype(wl.dtype)]
+
+
+def kernel_inputs(task, seed: int = 0) -> list[np.ndarray]:
+    """Seeded inputs of every candidate of a kernel task. Inputs stored in half-float images are rounded to half
+    first, so the reference sees what the kernel reads."""
     rng = np.random.default_rng(seed)
-    if isinstance(task, LayoutTask):
-        wl = task.workload
-        return [rng.standard_normal((wl.n, wl.c, wl.h, wl.w)).astype(wl.dtype)]
     specs = _tensor_specs(task.func(), task.images)
     return [rng.standard_normal(s.shape).astype(np.dtype(s.image["channel_type"]) if s.image else s.dtype)
             .astype(s.dtype) for s in specs[: len(specs) - task.n_outputs]]
@@ -224,12 +217,12 @@ class Builder:
         self._pool = futures.ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
         self._counter = 0
 
-    def build(self, task: Task, configs: list[dict]) -> list[BuildResult]:
+    def build(self, task, configs: list[dict]) -> list[BuildResult]:
         jobs = []
         for config in configs:
             self._counter += 1
             out = str(self.workdir / f"{os.getpid()}-{self._counter}")
-            jobs.append(self._pool.submit(build_candidate, task, config, out))
+            jobs.append(self._pool.submit(task.build, config, out))
         results = []
         for job in jobs:
             try:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import AdrenoError
-from .measure import build_scheduled, reference_outputs, task_inputs
+from .measure import build_scheduled
 from .task import Task
 
 STRATEGIES = ("replay-func",)
@@ -85,8 +85,8 @@ def tune(task: Task, runner, trials: int, batch: int = 8, seed: int = 0, repeat:
     ctx = ms.TuneContext(mod=mod, target=target, space_generator=design_space(), search_strategy=strategy,
                          task_name=task.func_name, num_threads=1, rand_state=seed)
     ctx.pre_tuning(trials, batch, ctx.generate_design_space(), None, None)
-    inputs = task_inputs(task, seed)
-    reference = reference_outputs(task, inputs)
+    inputs = task.inputs(seed)
+    reference = task.reference(inputs)
     done: list[Trial] = []
     try:
         while len(done) < trials:

@@ -3,11 +3,10 @@ round the strategy proposes candidates (guided by the cost model), the builder b
 runner measures them (output checked first), every result is appended durably to the records database, and
 the cost model is retrained. A run resumes from the database: measured candidates are never measured again.
 A task's seed configs (its default; a layout task: every layout's defaults) are measured first, and a layout
-task's batches are split among the layouts by how fast each has proved (`layout_quota`)."""
+task's batches are split among the layouts by how fast each has proved (the task's `choose`)."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import time
@@ -17,14 +16,13 @@ from typing import Callable
 
 import numpy as np
 
+from ..records import Database, Record
 from ..runner import RunInput, Runner
 from .cost_model import CostModel, make_model
-from ..records import Database, Record
-from .features import featurize
-from .measure import Builder, reference_outputs, task_inputs
+from .measure import Builder
 from .space import SearchSpace
 from .strategies import get_strategy
-from .task import TILES, LayoutTask, Task
+from .task import Task
 
 
 @dataclass
@@ -86,8 +84,8 @@ class Tuner:
         self.device = device_fingerprint
         self.model = make_model(model) if isinstance(model, str) else model
         self.batch, self.repeat, self.seed = batch, repeat, seed
-        self._own_builder = builder is None
         self.builder = builder or Builder()
+        self.closing = [] if builder else [self.builder.close]  # what close() closes: what this tuner opened
         self.limits = limits or target_limits(tasks[0].target_name)
         self.progress = progress or (lambda spent, total, text: None)
         self.timing = {"reference": 0.0, "build": 0.0, "run": 0.0, "model": 0.0}
@@ -120,16 +118,15 @@ class Tuner:
             state.strategy.observe(candidates, seconds)
 
     def _features(self, state: TaskState, candidates) -> np.ndarray:
-        return featurize(state.task.workload, [state.space.config(c) for c in candidates], self.limits)
+        return state.task.featurize([state.space.config(c) for c in candidates], self.limits)
 
     def _retrain(self) -> None:
         started = time.perf_counter()
         features, seconds, groups = [], [], []
         for state in self.states:
-            records = [r for r in self.database.query(state.task.key, self.device, state.task.precision)
-                       if _in_space(state.space, r)]
+            records = self._records(state)
             if records:
-                features.append(featurize(state.task.workload, [r.config for r in records], self.limits))
+                features.append(state.task.featurize([r.config for r in records], self.limits))
                 seconds.extend(r.median for r in records)
                 groups.extend([state.task.key] * len(records))
         if features:
@@ -156,39 +153,26 @@ class Tuner:
         return max(open_states, key=gain)
 
     def _propose(self, state: TaskState, n: int, taken: set) -> list:
-        """The strategy's next n candidates. For a layout task the batch is split among the layouts by
-        `layout_quota` (AL-Ansor: trials go to the layouts that win), each layout's share filled in the strategy's
-        (model-ranked) order from a 3n proposal, topped up with random candidates of that layout."""
+        """The next n candidates: the strategy's (model-ranked) proposals, as the task chooses among them."""
         if n <= 0:
             return []
-        layout = isinstance(state.task, LayoutTask)
-        proposals = state.strategy.propose(3 * n if layout else n, self.model, lambda cs: self._features(state, cs),
+        proposals = state.strategy.propose(state.task.proposals(n), self.model, lambda cs: self._features(state, cs),
                                            taken)
-        if not layout:
-            return proposals
-        stats = self._layout_stats(state)
-        quota = layout_quota({t: (v["best_ms"] or math.inf) if v["trials"] else None for t, v in stats.items()}, n)
-        axis = state.space.names.index("tile")
         rng = np.random.default_rng(self.seed + state.trials)
-        chosen = []
-        for candidate in itertools.chain(proposals, (state.space.random(rng) for _ in range(100 * n))):
-            if not any(quota.values()):
-                break
-            if candidate is None or candidate in taken or candidate in chosen:
-                continue
-            tile = TILES[candidate[axis]]
-            if quota[tile] > 0:
-                quota[tile] -= 1
-                chosen.append(candidate)
-        return chosen
+        return state.task.choose(proposals, n, state.space, self._records(state), taken, rng)
+
+    def _records(self, state: TaskState) -> list[Record]:
+        """The task's records on this device and precision that its space can express."""
+        return [r for r in self.database.query(state.task.key, self.device, state.task.precision)
+                if _in_space(state.space, r)]
 
     def run_round(self, state: TaskState) -> list[Record]:
         """Propose, build, measure and record one batch for one task."""
         task = state.task
         if state.reference is None:
             started = time.perf_counter()
-            state.inputs = task_inputs(task, self.seed)
-            state.reference = reference_outputs(task, state.inputs)
+            state.inputs = task.inputs(self.seed)
+            state.reference = task.reference(state.inputs)
             self.timing["reference"] += time.perf_counter() - started
         started = time.perf_counter()
         proposed = [c for c in state.seeds if c not in state.measured and state.space.is_valid(c)][:self.batch]
@@ -231,7 +215,7 @@ class Tuner:
         best = f"{state.best_seconds * 1e3:.3f} ms" if math.isfinite(state.best_seconds) else "none yet"
         speedup = (f", {state.default_seconds / state.best_seconds:.2f}x vs default"
                    if math.isfinite(state.default_seconds) and math.isfinite(state.best_seconds) else "")
-        layout = self.layouts(state).get("layout")
+        layout = state.task.layouts(self._records(state)).get("layout")
         return (f"{state.task.func_name} [{state.task.family}] trials {state.trials}: best {best}"
                 f"{f' ({layout})' if layout else ''}{speedup}")
 
@@ -251,27 +235,6 @@ class Tuner:
             self.progress(spent, trials, self._status(state))
         return self.report(spent)
 
-    def layouts(self, state: TaskState) -> dict:
-        """For a layout task: the chosen layout (that of the best record; None before any success), and per layout
-        its trials and best time. Empty for other tasks."""
-        if not isinstance(state.task, LayoutTask):
-            return {}
-        per = self._layout_stats(state)
-        ok = {t: v["best_ms"] for t, v in per.items() if v["best_ms"] is not None}
-        return {"layout": layout_name(min(ok, key=ok.get)) if ok else None,
-                "layouts": {layout_name(t): v for t, v in per.items()}}
-
-    def _layout_stats(self, state: TaskState) -> dict:
-        """tile -> {"trials", "best_ms" (None before a success)} over a layout task's records."""
-        per = {t: {"trials": 0, "best_ms": None} for t in TILES}
-        for record in self.database.query(state.task.key, self.device, state.task.precision):
-            if _in_space(state.space, record):
-                entry = per[record.config["tile"]]
-                entry["trials"] += 1
-                if record.ok:
-                    entry["best_ms"] = min(entry["best_ms"] or math.inf, _ms(record.median))
-        return per
-
     def report(self, spent: int) -> TuneReport:
         rows = []
         for s in self.states:
@@ -280,12 +243,12 @@ class Tuner:
                          "default_ms": _ms(s.default_seconds),
                          "speedup_vs_default": (s.default_seconds / s.best_seconds)
                          if math.isfinite(s.default_seconds) and math.isfinite(s.best_seconds) else None,
-                         "history": s.history, **self.layouts(s)})
+                         "history": s.history, **s.task.layouts(self._records(s))})
         return TuneReport(rows, spent, dict(self.timing), str(self.database.path))
 
     def close(self) -> None:
-        if self._own_builder:
-            self.builder.close()
+        for close in self.closing:
+            close()
 
 
 def _in_space(space: SearchSpace, record: Record) -> bool:
@@ -295,28 +258,6 @@ def _in_space(space: SearchSpace, record: Record) -> bool:
     except (KeyError, ValueError):
         return False
     return True
-
-
-def layout_quota(best_ms: dict, n: int, sharpness: float = 4.0) -> dict:
-    """How many of n candidates each layout gets: shares proportional to (best / layout's best) ** sharpness over the
-    layouts measured so far (a layout 1.25x slower than the best gets 0.41 of the winner's share, 2x slower 0.06;
-    a layout with only failures gets none; one not measured yet counts as the best), rounded by largest remainder.
-    `best_ms`: layout -> its best time (None: not measured, inf: only failures)."""
-    known = [v for v in best_ms.values() if v is not None and math.isfinite(v)]
-    top = min(known, default=1.0)
-    weights = {t: 1.0 if v is None else (top / v) ** sharpness if math.isfinite(v) else 0.0
-               for t, v in best_ms.items()}
-    total = sum(weights.values()) or 1.0
-    shares = {t: n * w / total for t, w in weights.items()}
-    quota = {t: int(share) for t, share in shares.items()}
-    for t in sorted(shares, key=lambda t: quota[t] - shares[t])[:n - sum(quota.values())]:
-        quota[t] += 1
-    return quota
-
-
-def layout_name(tile: int | None) -> str | None:
-    """How reports name a layout: "direct" (tile 0), "winograd-f2", "winograd-f4"."""
-    return None if tile is None else "direct" if tile == 0 else f"winograd-f{tile}"
 
 
 def _ms(seconds: float) -> float | None:

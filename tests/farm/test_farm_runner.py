@@ -13,7 +13,6 @@ from adreno.farm.common import TrackerUnreachable, free_port, warn_if_exposed
 from adreno.farm.runner import RPCRunner, Timeouts
 from adreno.farm.tracker import farm_status, format_status
 from adreno.runner import RunInput
-
 from tests.farm.conftest import wait_for
 
 
@@ -131,7 +130,9 @@ def test_non_loopback_bind_prints_the_warning():
 def test_cli_registers_the_farm_group_and_prints_status(farm2, capsys):
     import argparse
 
-    from adreno.farm.cli import register, tracker_devices
+    from dataclasses import asdict
+
+    from adreno.farm.cli import register
 
     farm2.wait_registered(2, timeout=30)
     parser = argparse.ArgumentParser()
@@ -139,7 +140,7 @@ def test_cli_registers_the_farm_group_and_prints_status(farm2, capsys):
     args = parser.parse_args(["farm", "status", "--tracker", farm2.tracker])
     assert args.func(args) == 0
     assert "pocl-cpu" in capsys.readouterr().out
-    data = tracker_devices(farm2.tracker)
+    data = asdict(farm_status(farm2.tracker))
     assert [q["total"] for q in data["queues"] if q["key"] == "pocl-cpu"] == [2]
     for sub in (["farm", "tracker", "--port", "9999"], ["farm", "agent", "--tracker", "127.0.0.1:1"],
                 ["farm", "ssh", "me@host", "--accept-new-host-key"], ["farm", "android", "--list"]):

@@ -12,7 +12,6 @@ from adreno.farm.common import HostKeyError
 from adreno.farm.runner import RPCRunner, Timeouts
 from adreno.farm.ssh import SSHLink
 from adreno.runner import RunInput
-
 from tests.farm.conftest import wait_for
 
 

@@ -10,8 +10,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from adreno.artifact import Artifact
-from adreno.compile import CompileOptions, compile_model
+from adreno.compile import compile_model
 from adreno.opencl.executor import Executor
+from adreno.options import CompileOptions
 from adreno.reference import onnxruntime_outputs
 
 # fp16 image storage (CL_HALF_FLOAT, 11-bit mantissa) of every activation and weight, fp32 arithmetic: measured

@@ -3,11 +3,13 @@ PoCL and compared with onnxruntime; a recorder that proves which of our rules cl
 
 from __future__ import annotations
 
-import importlib
 from contextlib import contextmanager
 
 import numpy as np
 import onnx
+
+from adreno.schedules import family as schedule_family
+from adreno.schedules.family import Refused
 from tests.schedules.tools_bench import bench_conv
 
 ConvCase = bench_conv.Layer  # one conv layer description for the tests and tools/bench_conv.py
@@ -42,29 +44,26 @@ def assert_close(out: np.ndarray, ref: np.ndarray, rtol: float = 1e-4) -> None:
 def record_claims(monkeypatch, *families: str):
     """Record, per family, the workload keys of the functions its `apply` scheduled (returned a schedule for)."""
     claims: dict[str, list[str]] = {f: [] for f in families}
-    for family in families:
-        module = importlib.import_module(f"adreno.schedules.{family}")
-        original = module.apply
+    for name in families:
+        family = schedule_family(name)
+        original = family.apply
 
         def wrapped(func, target, config=None, _original=original, _family=family):
             sch = _original(func, target, config)
-            if sch is not None:
-                claims[_family].append(module_workload_key(_family, func))
+            if sch is not None and not isinstance(sch, Refused):
+                claims[_family.name].append(_family.workload_key(func))
             return sch
 
-        monkeypatch.setattr(module, "apply", wrapped)
+        monkeypatch.setattr(family, "apply", wrapped)
     yield claims
-
-
-def module_workload_key(family: str, func) -> str:
-    return importlib.import_module(f"adreno.schedules.{family}").workload_key(func)
 
 
 def compile_and_run(model: onnx.ModelProto, out_dir, inputs: dict[str, np.ndarray], schedules: str = "adreno"):
     """Compile for buffer memory with direct convs (these are the NCHW buffer schedules; textures are
     tests/test_texture.py's, Winograd tests/schedules/test_winograd.py's) and run."""
-    from adreno.compile import CompileOptions, compile_model
+    from adreno.compile import compile_model
     from adreno.opencl.executor import Executor
+    from adreno.options import CompileOptions
 
     artifact = compile_model(model, out_dir, CompileOptions(target="adreno-740", schedules=schedules, memory="buffer",
                                                             winograd="off"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tests.schedules.tools_bench import bench_conv
 
 

@@ -4,9 +4,17 @@
 from __future__ import annotations
 
 import pytest
-from tests.schedules.sched_helpers import ConvCase, assert_close, compile_and_run, conv_model, model_inputs, record_claims, reference
 
 from adreno.schedules import _conv, conv2d_direct
+from tests.schedules.sched_helpers import (
+    ConvCase,
+    assert_close,
+    compile_and_run,
+    conv_model,
+    model_inputs,
+    record_claims,
+    reference,
+)
 
 CASES = [
     # ResNet-18 layers, spatially cut down
@@ -87,19 +95,19 @@ def test_workload_key_and_tuned_config_are_applied():
         mod = tvm.transform.Sequential(passes[:-2])(to_relax(conv_model(case)))
     funcs = {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
     conv_name = next(n for n in funcs if "conv2d" in n)
-    key = conv2d_direct.workload_key(funcs[conv_name])
+    key = conv2d_direct.FAMILY.workload_key(funcs[conv_name])
     assert key == "conv2d_direct|n1c16h14w14|o32k3x3|s1x1|p1x1x1x1|d1x1|g1|float32"
-    assert all(conv2d_direct.workload_key(f) is None for n, f in funcs.items() if n != conv_name)
+    assert all(conv2d_direct.FAMILY.workload_key(f) is None for n, f in funcs.items() if n != conv_name)
 
-    default = conv2d_direct.rule(target).apply(funcs[conv_name], target, False)
+    default = conv2d_direct.FAMILY.rule(target).apply(funcs[conv_name], target, False)
     tuned_cfg = {"tile_f": 2, "tile_y": 1, "tile_x": 7, "threads_f": 4, "threads_y": 2, "threads_x": 2, "tile_rc": 2,
                  "unroll_k": 0, "stage": 1}
-    tuned = conv2d_direct.rule(target, {key: tuned_cfg}).apply(funcs[conv_name], target, False)
+    tuned = conv2d_direct.FAMILY.rule(target, {key: tuned_cfg}).apply(funcs[conv_name], target, False)
     assert default is not None and tuned is not None
     assert 'T.thread_binding(T.int64(2), thread="threadIdx.x")' in tuned.mod["main"].script()
     assert tuned.mod["main"].script() != default.mod["main"].script()
     with pytest.raises(ValueError):
-        conv2d_direct.rule(target, {key: {**tuned_cfg, "tile_f": 3}}).apply(funcs[conv_name], target, False)
+        conv2d_direct.FAMILY.rule(target, {key: {**tuned_cfg, "tile_f": 3}}).apply(funcs[conv_name], target, False)
 
 
 def test_knob_combinations_stay_correct(tmp_path, monkeypatch):

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from adreno.artifact import Artifact
-from adreno.compile import CompileOptions, compile_model
+from adreno.compile import compile_model
 from adreno.opencl.executor import Executor
+from adreno.options import CompileOptions
 from adreno.reference import onnxruntime_outputs
 from adreno.runner import random_inputs
 from tests.conftest import single_op_model

@@ -4,10 +4,18 @@ onnxruntime, each proven to be scheduled by our rule."""
 from __future__ import annotations
 
 import pytest
-from tests.schedules.sched_helpers import ConvCase, assert_close, compile_and_run, conv_model, model_inputs, record_claims, reference
 
 from adreno import target as targets
 from adreno.schedules import _conv, depthwise
+from tests.schedules.sched_helpers import (
+    ConvCase,
+    assert_close,
+    compile_and_run,
+    conv_model,
+    model_inputs,
+    record_claims,
+    reference,
+)
 
 P1 = (1, 1, 1, 1)
 CASES = [

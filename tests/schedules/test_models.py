@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tests.schedules.sched_helpers import assert_close, compile_and_run, record_claims, reference
 
 from adreno import zoo
+from tests.schedules.sched_helpers import assert_close, compile_and_run, record_claims, reference
 
 
 @pytest.mark.parametrize("name", ["resnet18", "mobilenetv2"])

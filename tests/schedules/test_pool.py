@@ -92,7 +92,8 @@ def test_pool_matches_onnxruntime_and_is_ours(case_id, tmp_path, monkeypatch):
 
 def test_tvm_default_maxpool_is_different(tmp_path):
     """The register-accumulator marker the test above checks is absent from TVM's own schedule of the same pool."""
-    from adreno.compile import CompileOptions, compile_model
+    from adreno.compile import compile_model
+    from adreno.options import CompileOptions
 
     model = _model("maxpool3x3s2p1-n2c3x7x7")
     out = compile_model(model, tmp_path / "tvm", CompileOptions(target="adreno-740", schedules="tvm", memory="buffer"))
@@ -114,8 +115,7 @@ TUNED = [  # (case, knobs): non-default points of the space, through the tuner's
 @pytest.mark.parametrize("case_id, knobs", TUNED, ids=[f"{c}-{'-'.join(map(str, k.values()))}" for c, k in TUNED])
 def test_tuned_knobs_build_and_match(case_id, knobs, tmp_path):
     from adreno.opencl.executor import Executor
-    from adreno.tune.measure import build_candidate, reference_outputs, task_inputs
-    from adreno.tune.task import extract_tasks
+    from adreno.tune.extract import extract_tasks
 
     (task,) = extract_tasks(_model(case_id))
     assert task.family == "pool" and task.flops > 0
@@ -123,16 +123,16 @@ def test_tuned_knobs_build_and_match(case_id, knobs, tmp_path):
     config = {**task.default_config(target), **knobs}
     pool.check_config(task.workload, config, target)
     assert config != task.default_config(target)
-    result = build_candidate(task, config, str(tmp_path / "a"))
+    result = task.build(config, str(tmp_path / "a"))
     assert result.error is None, result.error
-    inputs = task_inputs(task)
-    for out, ref in zip(Executor(result.artifact).run(inputs), reference_outputs(task, inputs)):
+    inputs = task.inputs()
+    for out, ref in zip(Executor(result.artifact).run(inputs), task.reference(inputs)):
         assert_close(out, ref)
 
 
 def test_defaults_are_valid_and_bad_configs_refused():
+    from adreno.tune.extract import extract_tasks
     from adreno.tune.features import featurize
-    from adreno.tune.task import extract_tasks
 
     target = targets.tvm_target("adreno-740")
     for case_id in ("maxpool3x3s2p1-n2c3x7x7", "resnet18-gap-512x7x7", "gap-c32x28x28-cooperative"):
@@ -164,4 +164,4 @@ def test_other_reductions_are_not_pools():
     for model in models:
         lowered = lower_relax(to_relax(model, {}), targets.tvm_target("adreno-740"), schedules="none")
         funcs = [f for _, f in lowered.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
-        assert funcs and all(pool.workload(f) is None for f in funcs)
+        assert funcs and all(pool.FAMILY.workload(f) is None for f in funcs)

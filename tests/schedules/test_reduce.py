@@ -64,24 +64,23 @@ TUNED = [
 @pytest.mark.parametrize("case_id, knobs", TUNED, ids=[f"{c}-{k['threads_x']}x{k['threads_y']}" for c, k in TUNED])
 def test_tuned_knobs_build_and_match(case_id, knobs, tmp_path):
     from adreno.opencl.executor import Executor
-    from adreno.tune.measure import build_candidate, reference_outputs, task_inputs
-    from adreno.tune.task import extract_tasks
+    from adreno.tune.extract import extract_tasks
 
     (task,) = extract_tasks(_model(case_id))
     assert task.family == "reduce" and task.flops > 0
     target = targets.tvm_target(task.target_name)
     config = {**task.default_config(target), **knobs}
     assert config != task.default_config(target)
-    result = build_candidate(task, config, str(tmp_path / "a"))
+    result = task.build(config, str(tmp_path / "a"))
     assert result.error is None, result.error
-    inputs = task_inputs(task)
-    for out, ref in zip(Executor(result.artifact).run(inputs), reference_outputs(task, inputs)):
+    inputs = task.inputs()
+    for out, ref in zip(Executor(result.artifact).run(inputs), task.reference(inputs)):
         assert_close(out, ref, rtol=1e-5)
 
 
 def test_defaults_are_valid_and_bad_configs_refused():
+    from adreno.tune.extract import extract_tasks
     from adreno.tune.features import featurize
-    from adreno.tune.task import extract_tasks
 
     target = targets.tvm_target("adreno-740")
     for case_id in CASES:

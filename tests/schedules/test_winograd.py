@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tests.schedules.sched_helpers import ConvCase, assert_close, conv_model, model_inputs, record_claims, reference
 
 from adreno import winograd
 from adreno.schedules import conv2d_winograd
+from tests.schedules.sched_helpers import ConvCase, assert_close, conv_model, model_inputs, record_claims, reference
 
 RTOL = 1e-3
 
@@ -81,8 +81,9 @@ def _stage_names(memory: str) -> list[str]:
 @pytest.mark.parametrize("mode", ["f2", "f4"])
 @pytest.mark.parametrize("case", CASES, ids=ConvCase.id)
 def test_winograd_matches_onnxruntime(case, mode, memory, tmp_path, monkeypatch):
-    from adreno.compile import CompileOptions, compile_model
+    from adreno.compile import compile_model
     from adreno.opencl.executor import Executor
+    from adreno.options import CompileOptions
 
     model = conv_model(case)
     inputs = model_inputs(model)
@@ -159,24 +160,25 @@ def test_gemm_knobs_are_applied_and_checked():
         mod = tvm.transform.Sequential(passes[:-2])(mod)
     funcs = {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
     gemm = next(f for n, f in funcs.items() if "batch_gemm" in n)
-    key = conv2d_winograd.workload_key(gemm)
+    key = conv2d_winograd.FAMILY.workload_key(gemm)
     assert key == "winograd_batch_gemm|6x6x64x16x64|float32"
-    cfg = conv2d_winograd.default_config(conv2d_winograd.workload(gemm), target)
-    conv2d_winograd.check_config(conv2d_winograd.workload(gemm), cfg, target)
+    cfg = conv2d_winograd.default_config(conv2d_winograd.FAMILY.workload(gemm), target)
+    conv2d_winograd.check_config(conv2d_winograd.FAMILY.workload(gemm), cfg, target)
     tuned = {"tile_o": 2, "tile_p": 1, "threads_o": 4, "threads_p": 8, "tile_k": 2}
-    default = conv2d_winograd.apply(gemm, target).mod["main"].script()
-    script = conv2d_winograd.apply(gemm, target, {key: tuned}).mod["main"].script()
+    default = conv2d_winograd.FAMILY.apply(gemm, target).mod["main"].script()
+    script = conv2d_winograd.FAMILY.apply(gemm, target, {key: tuned}).mod["main"].script()
     assert script != default and 'T.thread_binding(T.int64(8), thread="threadIdx.x")' in script
     with pytest.raises(ValueError):
-        conv2d_winograd.apply(gemm, target, {key: {**tuned, "tile_o": 3}})
-    assert all(conv2d_winograd.workload_key(f) is not None for n, f in funcs.items() if "winograd" in n)
+        conv2d_winograd.FAMILY.apply(gemm, target, {key: {**tuned, "tile_o": 3}})
+    assert all(conv2d_winograd.FAMILY.workload_key(f) is not None for n, f in funcs.items() if "winograd" in n)
 
 
 @pytest.mark.parametrize("memory", ["buffer", "texture"])
 def test_resnet18_with_winograd_matches_onnxruntime(memory, tmp_path, monkeypatch):
     from adreno import zoo
-    from adreno.compile import CompileOptions, compile_model
+    from adreno.compile import compile_model
     from adreno.opencl.executor import Executor
+    from adreno.options import CompileOptions
 
     model = zoo.get_model("resnet18")
     spec = zoo.MODELS["resnet18"]

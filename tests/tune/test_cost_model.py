@@ -12,8 +12,17 @@ import pytest
 from adreno.schedules._conv import ConvWorkload
 from adreno.schedules.conv2d_direct import KNOBS
 from adreno.tune import features as F
-from adreno.tune.cost_model import (AnalyticalModel, CostModel, LearnedModel, RandomModel, TransferModel,
-                                    make_model, ranking_quality, relevance, speed_targets)
+from adreno.tune.cost_model import (
+    AnalyticalModel,
+    CostModel,
+    LearnedModel,
+    RandomModel,
+    TransferModel,
+    make_model,
+    ranking_quality,
+    relevance,
+    speed_targets,
+)
 
 LIMITS = {"compute_units": 4, "max_threads": 256, "local_memory_bytes": 32768}
 

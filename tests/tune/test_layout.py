@@ -13,15 +13,16 @@ import sys
 import numpy as np
 import onnx
 import pytest
-from tests.conftest import single_op_model
 
 from adreno import records, winograd
-from adreno.schedules import conv2d_winograd
+from adreno.options import CompileOptions
 from adreno.records import Database, Record
+from adreno.schedules import conv2d_winograd
 from adreno.target import tvm_target
+from adreno.tune.extract import extract_tasks
+from adreno.tune.layout_task import LAYOUT, LayoutTask, layout_quota
 from adreno.tune.strategies import get_strategy
-from adreno.tune.task import LAYOUT, LayoutTask, extract_tasks
-from adreno.tune.tuner import layout_quota
+from tests.conftest import single_op_model
 
 KEY = "conv2d_winograd|n1c64h8w8|o64k3x3|s1x1|p1x1x1x1|d1x1|g1|float32"
 TARGET = tvm_target("adreno-740")
@@ -69,12 +70,13 @@ def test_stride2_conv_gets_no_layout_choice(tmp_path):
     (task,) = extract_tasks(_conv(tmp_path / "s1.onnx"), layouts=True)
     assert isinstance(task, LayoutTask) and task.key == KEY and task.space(TARGET).knobs["tile"] == [0, 2, 4]
     assert [c["tile"] for c in task.seed_configs(TARGET)] == [4, 0, 2]  # the auto rule's choice first
-    (task,) = extract_tasks(tmp_path / "s1.onnx", layouts=True, memory="texture")  # packed stages or conv2d_texture
+    # packed stages or conv2d_texture
+    (task,) = extract_tasks(tmp_path / "s1.onnx", CompileOptions(memory="texture"), layouts=True)
     assert isinstance(task, LayoutTask) and task.memory == "texture"
     assert task.key == KEY.replace(winograd.OP, records.LAYOUT_OPS["texture"])
     seeds = task.seed_configs(TARGET)
     assert [c["tile"] for c in seeds] == [4, 0, 2] and "tile_cb" in seeds[1] and "tile_f" not in seeds[1]
-    (task,) = extract_tasks(tmp_path / "s1.onnx", layouts=True, memory="texture", precision="fp16")
+    (task,) = extract_tasks(tmp_path / "s1.onnx", CompileOptions(memory="texture", precision="fp16"), layouts=True)
     assert task.family == "conv2d_texture"  # no layout choice with half images (see extract_tasks)
 
 
@@ -159,7 +161,7 @@ def test_tuning_chooses_the_fastest_layout_and_compile_applies_it(memory, tmp_pa
 def test_a_direct_record_of_an_eligible_conv_still_applies(tmp_path):
     """Records of `--no-layouts` runs (or older files) tune the direct kernel; they keep the conv direct."""
     from adreno.artifact import Artifact
-    from adreno.compile import CompileOptions, compile_model
+    from adreno.compile import compile_model
 
     model = _conv(tmp_path / "c64.onnx")
     (task,) = extract_tasks(model)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from tests.conftest import single_op_model
 
 from adreno.errors import AdrenoError
 from adreno.runner import LocalRunner
 from adreno.tune import metaschedule
-from adreno.tune.task import extract_tasks
+from adreno.tune.extract import extract_tasks
+from tests.conftest import single_op_model
 
 
 @pytest.fixture(scope="module")

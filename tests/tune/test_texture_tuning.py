@@ -11,12 +11,13 @@ import sys
 import numpy as np
 import onnx
 import pytest
-from tests.conftest import single_op_model
 
 from adreno.artifact import Artifact
-from adreno.target import tvm_target
+from adreno.options import CompileOptions
 from adreno.records import Database
-from adreno.tune.task import extract_tasks
+from adreno.target import tvm_target
+from adreno.tune.extract import extract_tasks
+from tests.conftest import single_op_model
 
 TARGET = tvm_target("adreno-740")
 
@@ -43,7 +44,7 @@ def tuned(tmp_path_factory):
 
 
 def test_texture_tasks_are_the_packed_convs_weighted_by_calls():
-    tasks = extract_tasks("tiny", memory="texture")
+    tasks = extract_tasks("tiny", CompileOptions(memory="texture"))
     assert {t.family for t in tasks} == {"conv2d_texture", "conv2d_1x1", "reduce"}
     convs = [t for t in tasks if t.family.startswith("conv2d")]
     assert sorted(t.key.split("|")[0] for t in convs) == ["conv2d_1x1_nchw4c", "conv2d_nchw4c", "depthwise_nchw4c"]
@@ -53,7 +54,7 @@ def test_texture_tasks_are_the_packed_convs_weighted_by_calls():
         scopes = task.scopes
         assert scopes[0] == scopes[-1] == "global.texture" and scopes[1] == "global.texture-weight", scopes
     assert next(t for t in tasks if t.family == "reduce").scopes is None  # the softmax stays a buffer kernel
-    (block,) = extract_tasks("resnet18_block", memory="texture")  # two 3x3 convs of one workload
+    (block,) = extract_tasks("resnet18_block", CompileOptions(memory="texture"))  # two 3x3 convs of one workload
     assert block.weight == 2 and len(block.names) == 2 and block.key.startswith("conv2d_nchw4c|n1c64h56w56|o64")
     assert extract_tasks("resnet18_block")[0].family == "conv2d_direct"  # the API's default stays buffer
 
@@ -90,13 +91,13 @@ def test_compile_keeps_texture_memory_and_applies_the_records(tuned):
 
 def test_a_config_the_schedule_refuses_is_an_error_record(tmp_path, pocl_device):
     from adreno.runner import LocalRunner
-    from adreno.tune.measure import Builder, build_candidate
+    from adreno.tune.measure import Builder
     from adreno.tune.tuner import Tuner
 
-    task = next(t for t in extract_tasks("tiny", memory="texture") if t.key.startswith("depthwise"))
+    task = next(t for t in extract_tasks("tiny", CompileOptions(memory="texture")) if t.key.startswith("depthwise"))
     refused = {**task.default_config(TARGET), "tile_cb": 8, "tile_y": 4, "tile_x": 8}  # 256 float4 registers
     assert not task.space(TARGET).valid(refused)
-    result = build_candidate(task, refused, str(tmp_path / "direct"))
+    result = task.build(refused, str(tmp_path / "direct"))
     assert result.artifact is None and "register tile" in result.error
     runner, database = LocalRunner(pocl_device), Database(tmp_path / "r.jsonl")
     tuner = Tuner([task], runner, database, "pocl", batch=1, builder=Builder(1, tmp_path / "build"))
@@ -116,7 +117,7 @@ def test_texture_configs_featurize_as_the_direct_conv_they_tile():
     from adreno.tune.features import FEATURE_NAMES, featurize
 
     col = FEATURE_NAMES.index
-    for task in [t for t in extract_tasks("tiny", memory="texture") if t.family == "conv2d_texture"]:
+    for task in [t for t in extract_tasks("tiny", CompileOptions(memory="texture")) if t.family == "conv2d_texture"]:
         space = task.space(TARGET)
         rng = np.random.default_rng(0)
         configs = [task.default_config(TARGET)] + [space.config(space.random(rng)) for _ in range(30)]
@@ -130,16 +131,15 @@ def test_texture_configs_featurize_as_the_direct_conv_they_tile():
 
 def test_fp16_images_are_measured_against_a_reference_of_the_half_inputs(tmp_path, pocl_device):
     from adreno.runner import LocalRunner, RunInput
-    from adreno.tune.measure import build_candidate, reference_outputs, task_inputs
-
-    task = extract_tasks("tiny", memory="texture", precision="fp16")[0]
-    built = build_candidate(task, task.default_config(TARGET), str(tmp_path / "c"))
+    
+    task = extract_tasks("tiny", CompileOptions(memory="texture", precision="fp16"))[0]
+    built = task.build(task.default_config(TARGET), str(tmp_path / "c"))
     assert built.error is None
     plan = Artifact.load(built.artifact).plan
     assert {i["channel_type"] for i in plan.images.values()} == {"float16"}
-    inputs = task_inputs(task)
+    inputs = task.inputs()
     assert all(np.array_equal(a, a.astype(np.float16)) for a in inputs)
-    result = LocalRunner(pocl_device).run(RunInput(built.artifact, inputs, reference_outputs(task, inputs), repeat=1))
+    result = LocalRunner(pocl_device).run(RunInput(built.artifact, inputs, task.reference(inputs), repeat=1))
     assert result.ok, result.error
 
 
@@ -152,7 +152,7 @@ def test_fp16_tuning_records_say_so_and_fp32_tuning_does_not_resume_from_them(tm
     builder = Builder(1, tmp_path / "build")
     try:
         for precision in ("fp16", "fp32"):
-            task = extract_tasks("tiny", memory="texture", precision=precision)[0]
+            task = extract_tasks("tiny", CompileOptions(memory="texture", precision=precision))[0]
             assert task.precision == precision
             tuner = Tuner([task], runner, database, "pocl", batch=2, builder=builder)
             assert not tuner.states[0].measured  # nothing of the other precision counts as measured

@@ -12,10 +12,10 @@ import time
 import numpy as np
 import onnx
 import pytest
-from tests.conftest import single_op_model
 
 from adreno.records import Database
-from adreno.tune.task import extract_tasks
+from adreno.tune.extract import extract_tasks
+from tests.conftest import single_op_model
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,8 @@ def test_sigkill_and_resume_loses_and_duplicates_nothing(conv_model, tmp_path):
 
 def test_compile_with_records_applies_best_config(conv_model, tmp_path):
     from adreno.artifact import Artifact
-    from adreno.compile import CompileOptions, compile_model
+    from adreno.compile import compile_model
+    from adreno.options import CompileOptions
     from adreno.records import Record
 
     key = extract_tasks(conv_model)[0].key

@@ -88,8 +88,3 @@ def get_strategy(name: str) -> type[SearchStrategy]:
         raise ValueError(f"unknown search strategy {name!r}; known: {', '.join(STRATEGIES)}")
     module = importlib.import_module(f"{__name__}.{STRATEGIES[name]}")
     return module.STRATEGY
-
-
-def options_help(name: str) -> dict[str, tuple]:
-    """A strategy's OPTIONS table (name -> (default, description))."""
-    return dict(get_strategy(name).OPTIONS)

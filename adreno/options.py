@@ -1,0 +1,102 @@
+"""What a compile (or a tuning run, which must compile the kernels the same way) is for: one frozen, checked object.
+
+`CompileOptions` is checked once, when it is made: every consumer (the compiler, task extraction, the CLI) can then
+trust it. The enums below are the only lists of legal values; the CLI's `choices` come from them.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+
+from .errors import AdrenoError
+
+
+class Memory(enum.StrEnum):
+    """Where the conv-centred parts of a model live: OpenCL images (NCHW4c, the default) or plain buffers."""
+
+    TEXTURE = "texture"
+    BUFFER = "buffer"
+
+
+class Precision(enum.StrEnum):
+    """How images store their pixels: fp32, or fp16 (CL_HALF_FLOAT; arithmetic stays fp32; textures only)."""
+
+    FP32 = "fp32"
+    FP16 = "fp16"
+
+    @property
+    def storage_dtype(self) -> str:
+        return "float16" if self is Precision.FP16 else "float32"
+
+
+class Winograd(enum.StrEnum):
+    """Winograd F(m x m, 3 x 3) for 3x3 stride-1 convs: off, the selection rule, or forced F(2x2) / F(4x4)."""
+
+    OFF = "off"
+    AUTO = "auto"
+    F2 = "f2"
+    F4 = "f4"
+
+
+class Schedules(enum.StrEnum):
+    """Whose schedules: ours first (TVM's dlight rules for the rest), TVM 0.27's only, or none (task extraction)."""
+
+    ADRENO = "adreno"
+    TVM = "tvm"
+    NONE = "none"
+
+
+class Host(enum.StrEnum):
+    """What the host library is built for: an aarch64 Android phone, or this machine."""
+
+    ANDROID = "android"
+    NATIVE = "native"
+
+
+def choices(kind: type[enum.Enum]) -> list[str]:
+    """The legal values of an option, for argparse."""
+    return [member.value for member in kind]
+
+
+def _parse(kind: type[enum.Enum], value, flag: str):
+    if value is None or isinstance(value, kind):
+        return value
+    try:
+        return kind(value)
+    except ValueError:
+        raise AdrenoError(f"{flag} must be one of {', '.join(choices(kind))}, not {value!r}") from None
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """What to compile for. `memory` None: `adreno.records.default_memory` of the records (texture unless they are
+    all buffer kernels); `winograd` None: auto with our schedules, off with TVM's. Under off and auto, a conv's tuned
+    layout record (`records`) decides instead."""
+
+    target: str = "adreno-740"
+    host: Host = Host.ANDROID
+    cc: str | None = None
+    input_shapes: dict[str, list[int]] = field(default_factory=dict)
+    memory: Memory | None = None
+    precision: Precision = Precision.FP32
+    schedules: Schedules = Schedules.ADRENO
+    records: str | None = None
+    winograd: Winograd | None = None
+
+    def __post_init__(self):
+        for name, kind, flag in (("host", Host, "--host"), ("memory", Memory, "--memory"),
+                                 ("precision", Precision, "--precision"), ("schedules", Schedules, "--schedules"),
+                                 ("winograd", Winograd, "--winograd")):
+            object.__setattr__(self, name, _parse(kind, getattr(self, name), flag))
+        if self.precision is Precision.FP16 and self.memory is Memory.BUFFER:
+            raise AdrenoError("--precision fp16 stores images as half floats: it needs --memory texture")
+
+    def resolved(self, record_keys=()) -> CompileOptions:
+        """These options with `memory` and `winograd` decided (`record_keys`: the tuned workload keys), checked
+        again as new options are."""
+        from .records import default_memory
+
+        memory = self.memory or Memory(default_memory(record_keys))
+        winograd = self.winograd or (Winograd.AUTO if self.schedules is Schedules.ADRENO else Winograd.OFF)
+        return replace(self, memory=memory, winograd=winograd)

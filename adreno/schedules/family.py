@@ -1,0 +1,115 @@
+"""What a schedule family is: one object per op family, with the same small interface for the compiler, the tuner
+and the tests.
+
+A family recognises the fused primitive functions it handles (`match`: a `Matched` with the workload, its key and
+how to schedule it with a config), chooses knobs without tuning (`default_config`), checks a config against its
+space (`check_config`, ValueError), and schedules (`apply`). `apply` returns a scheduled `s_tir.Schedule`, `None`
+when the function is not this family's (the next family, and finally TVM's dlight rules, take it), or a `Refused`
+value when the family recognised the function but a schedule primitive refused its config: the function then falls
+through like an unrecognised one, and whoever asked (`rule(..., refusals=[])`: the compiler, the tuner's builder)
+gets the reason as data. Adding a family means writing one subclass and listing an instance in `FAMILIES`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import TVM_ERRORS
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A family recognised a function but could not schedule it with `config`: why (the function falls back)."""
+
+    family: str
+    key: str
+    config: dict
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.family}: could not schedule {self.key} with {self.config}: {self.reason}"
+
+
+@dataclass
+class Matched:
+    """A function a family handles: its workload, the key its tuned knobs are stored under, and `schedule(cfg)`,
+    which schedules it with a complete config. `knobs`: the names of `config[key]` that apply (None: all)."""
+
+    workload: object
+    key: str
+    schedule: Callable[[dict], object]
+    knobs: tuple[str, ...] | None = None
+
+
+class Family:
+    """The interface of a schedule family (see the module docstring). Subclasses set `name` (what tasks and records
+    call the family), `knobs` (knob -> choices: the tuner's space), `rule_name` and implement `match`,
+    `default_config` and `check_config`."""
+
+    name: str = ""
+    knobs: dict[str, list] = {}
+    rule_name: str = "Family"
+
+    def match(self, func) -> Matched | None:
+        """A `Matched` when this family handles `func` (a PrimFunc), else None."""
+        raise NotImplementedError
+
+    def default_config(self, workload, target) -> dict:
+        """Good knob values without tuning, from the workload and the target."""
+        raise NotImplementedError
+
+    def check_config(self, workload, config: dict, target) -> dict:
+        """`config` when it is a valid point of this family's space for `workload` on `target`; else ValueError."""
+        raise NotImplementedError
+
+    def workload(self, func):
+        """What `func` computes, when this family handles it; else None."""
+        matched = self.matched(func)
+        return None if matched is None else matched.workload
+
+    def workload_key(self, func) -> str | None:
+        """The key tuned knobs are stored under for `func`, or None when this family does not handle it."""
+        matched = self.matched(func)
+        return None if matched is None else matched.key
+
+    def matched(self, func) -> Matched | None:
+        from tvm import tirx
+
+        return self.match(func) if isinstance(func, tirx.PrimFunc) else None
+
+    def apply(self, func, target, config: dict | None = None):
+        """A scheduled `s_tir.Schedule` of `func`, None when this family does not handle it, or `Refused`. `config`
+        maps workload keys to tuned knobs (`adreno compile --records`); missing knobs take the defaults. A config
+        outside the family's space raises ValueError (`check_config`)."""
+        matched = self.matched(func)
+        if matched is None:
+            return None
+        cfg = self.default_config(matched.workload, target)
+        tuned = (config or {}).get(matched.key) or {}
+        cfg.update((k, v) for k, v in tuned.items() if matched.knobs is None or k in matched.knobs)
+        self.check_config(matched.workload, cfg, target)
+        try:
+            return matched.schedule(cfg)
+        except TVM_ERRORS as err:
+            return Refused(self.name, matched.key, cfg, str(err).strip().splitlines()[-1][:300] if str(err) else
+                           type(err).__name__)
+
+    def rule(self, target, config: dict | None = None, refusals: list | None = None):
+        """This family as a dlight ScheduleRule (None off OpenCL). A refusal falls through to the next rule and is
+        appended to `refusals` when given."""
+        from tvm.s_tir.dlight.base import ScheduleRule
+
+        if target is None or target.kind.name != "opencl":
+            return None
+        family = self
+
+        def _apply(rule, func, target, tunable):  # noqa: ARG001
+            result = family.apply(func, target, config)
+            if isinstance(result, Refused):
+                if refusals is not None:
+                    refusals.append(result)
+                return None
+            return result
+
+        return type(self.rule_name, (ScheduleRule,), {"apply": _apply})()

@@ -1,0 +1,79 @@
+"""Task extraction: the distinct tunable kernels of a model, lowered as `adreno compile` lowers it, one task per
+workload key, weighted by call count. With `layouts`, every Winograd-eligible conv is a `LayoutTask` instead."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from ..errors import AdrenoError
+from ..layout import tensor_image
+from ..options import CompileOptions
+from ..records import layout_key, packed_workload
+from .layout_task import LAYOUT, LayoutTask
+from .task import Task
+
+
+def _images(func, args, n_outputs: int, device, precision: str) -> list:
+    """The image (ImageSpec dict) or None (buffer) of each parameter of `func` called with `args`, as the launch
+    plan gives them (`layout.tensor_image`)."""
+    import tvm
+
+    constant = [isinstance(a, tvm.ir.expr.Constant) for a in args] + [False] * n_outputs
+    images = []
+    for param, const in zip(func.params, constant):
+        image, _ = tensor_image([int(d) for d in param.shape], str(param.dtype), const, device, precision)
+        images.append(None if image is None else asdict(image))
+    return images
+
+
+BUFFER_TASKS = CompileOptions(memory="buffer")  # the API's default: tune the buffer kernels
+
+
+def extract_tasks(model, options: CompileOptions = BUFFER_TASKS, layouts: bool = False) -> list[Task]:
+    """The tunable kernels of `model`: one task per distinct workload key, heaviest (most calls x flops) first.
+    With `layouts`, a Winograd-eligible conv is a `LayoutTask` (keyed by its conv workload and memory) instead of a
+    kernel task of `conv2d_direct` / `conv2d_texture` (not with fp16 images). `options` (target, input shapes,
+    memory, precision) are what `adreno compile` gets: with memory "texture" the model is lowered as compile lowers
+    it (packed convs are `conv2d_texture` tasks) and each task records its parameters' images (`Task.images`;
+    precision "fp16": half-float images)."""
+    from .. import schedules, winograd
+    from ..compile import kernel_calls, lower_relax
+    from ..frontend import load_model, to_relax
+    from ..target import get_device, tvm_target
+
+    options = options.resolved()
+    memory, precision, target_name = options.memory, options.precision, options.target
+    onnx_model, _ = load_model(model)
+    relax_mod = to_relax(onnx_model, options.input_shapes)
+    # Winograd-eligible convs, by the workload their direct family sees (texture: channels padded to 4); with half
+    # images a layout candidate's reference check (an NCHW fp32 input through a half image) is not exact: none
+    eligible = {} if not layouts or precision == "fp16" else {
+        packed_workload(wl) if memory == "texture" else wl: wl for wl in winograd.eligible_workloads(relax_mod)}
+    direct_family = "conv2d_texture" if memory == "texture" else "conv2d_direct"
+    lowered = lower_relax(relax_mod, tvm_target(target_name), schedules="none", memory=memory)
+    device = get_device(target_name)
+    tasks: dict[str, Task] = {}
+    for binding, gvar, func in kernel_calls(lowered):
+        for family in schedules.FAMILIES:
+            key = family.workload_key(func)
+            if key is None:
+                continue
+            kind, name, extra = Task, family.name, {}
+            if eligible and family.name == direct_family and (wl := family.workload(func)) in eligible:
+                kind, name, key = LayoutTask, LAYOUT, layout_key(eligible[wl], memory)
+                extra = {"memory": memory}
+            if key in tasks:
+                tasks[key].weight += 1
+                if gvar.name_hint not in tasks[key].names:
+                    tasks[key].names.append(gvar.name_hint)
+            else:
+                fields = getattr(binding.var.ty, "fields", None)
+                n_outputs = len(fields) if fields else 1
+                images = _images(func, binding.value.args[1].fields, n_outputs, device, precision) \
+                    if memory == "texture" and kind is Task else []
+                tasks[key] = kind(key, name, gvar.name_hint, func.script(), n_outputs,
+                                  target_name=target_name, names=[gvar.name_hint], images=images, **extra)
+            break
+    if not tasks:
+        raise AdrenoError("the model has no kernel any of our schedules can tune")
+    return sorted(tasks.values(), key=lambda t: t.weight * t.flops, reverse=True)

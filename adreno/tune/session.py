@@ -1,0 +1,37 @@
+"""One way to put a tuner together, for the CLI and the benchmark tools alike: where candidates are measured (a
+local OpenCL device or the farm), what the records are keyed by, and the limits the cost model's features use."""
+
+from __future__ import annotations
+
+import os
+
+from ..records import Database
+from .task import Task
+from .tuner import Tuner, target_limits
+
+
+def open_tuner(tasks: list[Task], records: str | os.PathLike | Database, *, target: str = "adreno-740",
+               device: str | None = None, tracker: str | None = None, key: str = "pocl-cpu", runner=None,
+               timeout_s: float = 60.0, cache: bool = True, **options) -> Tuner:
+    """A Tuner of `tasks` writing to `records`. Candidates are measured on the farm's devices of `key` when
+    `tracker` (HOST:PORT) is given (records keyed `<key>|rpc`), else on the local OpenCL `device` spec (records keyed
+    by its `DeviceIdentity.fingerprint`) through `runner`, by default an isolated local runner. `options` go to
+    `Tuner` (strategy, model, batch, builder, seed, repeat, progress). Closing the tuner closes what it opened."""
+    opened = runner is None
+    if tracker:
+        from ..farm.runner import RPCRunner
+
+        runner = runner or RPCRunner(tracker, key)
+        fingerprint, limits = f"{key}|rpc", target_limits(target)
+    else:
+        from ..opencl.device import DeviceIdentity, select_device
+        from ..runner import IsolatedLocalRunner
+
+        found = select_device(device)
+        runner = runner or IsolatedLocalRunner(device, timeout_s=timeout_s, cache=cache)
+        fingerprint, limits = DeviceIdentity.from_cl_device(found).fingerprint, target_limits(target, found)
+    database = records if isinstance(records, Database) else Database(records)
+    tuner = Tuner(tasks, runner, database, fingerprint, limits=limits, **options)
+    if opened:
+        tuner.closing.append(runner.close)
+    return tuner
