@@ -10,10 +10,11 @@ import pytest
 from onnx import TensorProto, helper
 
 from adreno.artifact import Artifact
-from adreno.compile import compile_model, plan_storage
+from adreno.compile import compile_model
 from adreno.errors import AdrenoError, DynamicShapeError, ModelError, UnknownTargetError, UnsupportedOpError
 from adreno.opencl.executor import Executor
 from adreno.options import CompileOptions
+from adreno.plan import plan_storage
 from adreno.reference import onnxruntime_outputs
 from tests.conftest import single_op_model
 

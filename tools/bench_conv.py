@@ -238,7 +238,8 @@ def run_compiled(model, layer: Layer, x, ref, schedules: str, device, repeat: in
         if shared.is_file() and not (out / "params.npz").is_file():
             shutil.copyfile(shared, out / "params.npz")
     else:
-        from adreno.compile import CompileOptions, compile_model
+        from adreno.compile import compile_model
+        from adreno.options import CompileOptions
 
         out = workdir / f"{layer.name}-{schedules}-{memory}{'' if winograd == 'off' else '-' + winograd}"
         compile_model(model, out, CompileOptions(target="adreno-740", host="native", schedules=schedules,
@@ -374,7 +375,8 @@ def prepare(model_name: str, layers: list[Layer], out: Path) -> None:
     """Compile both artifacts of every layer into `out` and store what a TVM-less machine needs to check them."""
     from onnxruntime import InferenceSession
 
-    from adreno.compile import CompileOptions, compile_model
+    from adreno.compile import compile_model
+    from adreno.options import CompileOptions
 
     out.mkdir(parents=True, exist_ok=True)
     index = []

@@ -30,9 +30,10 @@ from bench_conv import conv_layers, layer_model, layer_params
 
 from adreno import schedules
 from adreno.artifact import Artifact
-from adreno.compile import CompileOptions, compile_model
+from adreno.compile import compile_model
 from adreno.opencl.device import select_device
 from adreno.opencl.executor import Executor
+from adreno.options import CompileOptions
 from adreno.reference import compare, onnxruntime_outputs
 from adreno.runner import random_inputs
 

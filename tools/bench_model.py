@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 
 from adreno.artifact import Artifact
-from adreno.compile import CompileOptions, compile_model
+from adreno.compile import compile_model
 from adreno.opencl.executor import Executor
+from adreno.options import CompileOptions
 from adreno.reference import compare, onnxruntime_outputs, reference_model
 from adreno.runner import random_inputs
 

@@ -39,8 +39,9 @@ class Result:
 
 def pool_layers(model_name: str) -> dict[str, tuple]:
     """workload key -> (workload, calls) of the functions of `model_name` that the pool or reduce family claims."""
-    from adreno.compile import kernel_calls, lower_relax
+    from adreno.compile import lower_relax
     from adreno.frontend import load_model, to_relax
+    from adreno.plan import kernel_calls
     from adreno.schedules import pool, reduce
     from adreno.target import tvm_target
 
@@ -98,8 +99,9 @@ def label(wl) -> str:
 
 def run_layer(model, x, ref, schedules: str, device, repeat: int, workdir: Path, key: str):
     """(median device ms, max rel error), ms None on a mismatch. The compiled function must have workload `key`."""
-    from adreno.compile import CompileOptions, compile_model
+    from adreno.compile import compile_model
     from adreno.opencl.executor import Executor
+    from adreno.options import CompileOptions
 
     out = workdir / schedules
     compile_model(model, out, CompileOptions(target="adreno-740", host="native", schedules=schedules, memory="buffer"))

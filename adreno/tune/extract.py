@@ -37,8 +37,9 @@ def extract_tasks(model, options: CompileOptions = BUFFER_TASKS, layouts: bool =
     it (packed convs are `conv2d_texture` tasks) and each task records its parameters' images (`Task.images`;
     precision "fp16": half-float images)."""
     from .. import schedules, winograd
-    from ..compile import kernel_calls, lower_relax
+    from ..compile import lower_relax
     from ..frontend import load_model, to_relax
+    from ..plan import kernel_calls
     from ..target import get_device, tvm_target
 
     options = options.resolved()

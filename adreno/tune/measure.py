@@ -87,7 +87,7 @@ def build_scheduled(task, scheduled, out_dir: str, config: dict, started: float 
     and write a one-step artifact to `out_dir`, its parameters in the task's images if it has any; a lowering
     failure is a BuildResult error. `started`: when the caller's part of the build began (perf_counter), so that
     BuildResult.seconds covers it."""
-    from ..compile import lower_primfunc, plan_storage
+    from ..plan import lower_primfunc, plan_storage
     from ..target import tvm_target
     from ..texture.tir import TextureLoweringError
 
@@ -136,7 +136,8 @@ def layout_weight(task) -> np.ndarray:
 
 def build_layout(task, config: dict, out_dir: str) -> BuildResult:
     """A layout task's candidate: its conv's whole pipeline under the config's layout (see the module doc)."""
-    from ..compile import extract_plan, lower_relax
+    from ..compile import lower_relax
+    from ..plan import extract_plan
     from ..schedules.conv2d_winograd import kernel_configs
     from ..target import get_device, tvm_target
 

@@ -129,7 +129,6 @@ def test_non_loopback_bind_prints_the_warning():
 
 def test_cli_registers_the_farm_group_and_prints_status(farm2, capsys):
     import argparse
-
     from dataclasses import asdict
 
     from adreno.farm.cli import register

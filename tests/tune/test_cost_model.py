@@ -20,9 +20,9 @@ from adreno.tune.cost_model import (
     TransferModel,
     make_model,
     ranking_quality,
-    relevance,
-    speed_targets,
 )
+from adreno.tune.cost_model.base import speed_targets
+from adreno.tune.cost_model.learned import relevance
 
 LIMITS = {"compute_units": 4, "max_threads": 256, "local_memory_bytes": 32768}
 
@@ -351,7 +351,7 @@ def test_resending_all_records_each_round_equals_sending_each_once(device_a):
 
 def test_large_tasks_are_split_into_queries(device_a, monkeypatch):
     """LightGBM refuses lambdarank queries over 10,000 rows: large tasks are cut into queries of MAX_QUERY rows."""
-    from adreno.tune import cost_model
+    from adreno.tune.cost_model import learned as cost_model
 
     monkeypatch.setattr(cost_model, "MAX_QUERY", 50)
     x, s, g = device_a
