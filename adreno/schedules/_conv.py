@@ -259,44 +259,30 @@ def schedule_tiled(sch, match: ConvMatch, cfg: dict):
     return sch
 
 
-class ConvFamily(Family):
-    """A conv family from a matcher `find(func, sch) -> (op, ConvMatch) | None` and a `schedule(sch, match, cfg)`;
-    its space is its knob table plus the workgroup limit (`validate`) unless it says more."""
-
-    def find(self, func, sch):
-        raise NotImplementedError
-
-    def schedule(self, sch, match: ConvMatch, cfg: dict):
-        raise NotImplementedError
-
-    def match(self, func) -> Matched | None:
+def conv_match(find, schedule):
+    """A family's `match` from a conv matcher `find(func, sch) -> (op, ConvMatch) | None` and its
+    `schedule(sch, match, cfg)`: the workload is keyed by the op `find` names."""
+    def match(func) -> Matched | None:
         from tvm import s_tir
 
         try:
             sch = s_tir.Schedule(func)
         except TVM_ERRORS:  # not a schedulable function
             return None
-        found = self.find(func, sch)
+        found = find(func, sch)
         if found is None:
             return None
         op, conv = found
-        return Matched(conv.workload, conv.workload.key(op), lambda cfg: self.schedule(sch, conv, cfg))
+        return Matched(conv.workload, conv.workload.key(op), lambda cfg: schedule(sch, conv, cfg))
 
-    def check_config(self, wl: ConvWorkload, config: dict, target) -> dict:
-        return validate(config, self.knobs, target)
+    return match
 
 
-class TiledConv(ConvFamily):
-    """The register-tiled direct schedule (`schedule_tiled`) of the NCHW convs `handles` accepts, keyed by `op`."""
-
-    op: str = ""
-
-    def handles(self, wl: ConvWorkload) -> bool:
-        raise NotImplementedError
-
-    def find(self, func, sch):
+def tiled_family(name: str, op: str, knobs: dict, handles, default_config, rule_name: str) -> Family:
+    """A family of NCHW convs that `handles` accepts, scheduled by the register-tiled `schedule_tiled`."""
+    def find(func, sch):
         found = match_conv(func, sch)
-        return (self.op, found) if found is not None and self.handles(found.workload) else None
+        return (op, found) if found is not None and handles(found.workload) else None
 
-    def schedule(self, sch, match: ConvMatch, cfg: dict):
-        return schedule_tiled(sch, match, cfg)
+    return Family(name, knobs, conv_match(find, schedule_tiled), default_config,
+                  lambda wl, config, target: validate(config, knobs, target), rule_name)

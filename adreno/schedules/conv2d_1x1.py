@@ -18,6 +18,7 @@ register tiling is already this GEMM over (rows, columns). Workload keys: `conv2
 from __future__ import annotations
 
 from . import _conv
+from .family import Family
 from .conv2d_texture import LANES, match_packed
 
 OP = "conv2d_1x1_nchw4c"
@@ -103,12 +104,5 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     return sch
 
 
-class Conv1x1(_conv.ConvFamily):
-    name, rule_name, knobs = "conv2d_1x1", "Conv2d1x1Gemm", KNOBS
-    find = staticmethod(_match)
-    schedule = staticmethod(schedule)
-    default_config = staticmethod(default_config)
-    check_config = staticmethod(check_config)
-
-
-FAMILY = Conv1x1()
+FAMILY = Family("conv2d_1x1", KNOBS, _conv.conv_match(_match, schedule), default_config, check_config,
+                "Conv2d1x1Gemm")

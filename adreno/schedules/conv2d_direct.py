@@ -49,10 +49,4 @@ def default_config(wl: _conv.ConvWorkload, target) -> dict:
             "threads_x": threads_x, "tile_rc": tile_rc, "unroll_k": 1 if wl.kh * wl.kw <= 9 else 0, "stage": 0}
 
 
-class Direct(_conv.TiledConv):
-    name, op, rule_name, knobs = "conv2d_direct", OP, "Conv2dDirect", KNOBS
-    handles = staticmethod(_handles)
-    default_config = staticmethod(default_config)
-
-
-FAMILY = Direct()
+FAMILY = _conv.tiled_family("conv2d_direct", OP, KNOBS, _handles, default_config, "Conv2dDirect")

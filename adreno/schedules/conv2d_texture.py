@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from ..layout import LANES
 from . import _conv
+from .family import Family
 
 OPS = {"conv2d_NCHW4c": "conv2d_nchw4c", "dwconv2d_NCHW4c": "depthwise_nchw4c"}
 
@@ -170,12 +171,5 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     return sch
 
 
-class ConvTexture(_conv.ConvFamily):
-    name, rule_name, knobs = "conv2d_texture", "Conv2dTexture", KNOBS
-    find = staticmethod(match_packed)
-    schedule = staticmethod(schedule)
-    default_config = staticmethod(default_config)
-    check_config = staticmethod(check_config)
-
-
-FAMILY = ConvTexture()
+FAMILY = Family("conv2d_texture", KNOBS, _conv.conv_match(match_packed, schedule), default_config, check_config,
+                "Conv2dTexture")

@@ -229,27 +229,21 @@ def _tile_of(sch, blocks) -> int:
     raise ValueError("no winograd_AT block")
 
 
-class WinogradStages(Family):
-    """The three Winograd stage functions (buffer and packed): one family, keyed per stage and extents.
+def match(func) -> Matched | None:
+    """A Winograd stage function (buffer or packed); workload: (stage, iteration extents of its main block).
 
-    Workload: (stage, iteration extents of its main block). Extents: input transform (alpha, alpha, C, P, alpha,
-    alpha); GEMM (alpha, alpha, O, P, C); output transform (N, O, OH, OW, alpha, alpha), with P = N * ceil(OH / m) *
-    ceil(OW / m) tiles. A packed stage counts channels in blocks of 4 (the GEMM's reduction in channels) and has the
-    lane extent 4 before its reduction extents. Of a tuned config, only the stage's own knobs apply."""
-
-    name, rule_name, knobs = "conv2d_winograd", "Conv2dWinograd", KNOBS
-    default_config = staticmethod(default_config)
-    check_config = staticmethod(check_config)
-
-    def match(self, func) -> Matched | None:
-        found = _stage_of(func)
-        if found is None:
-            return None
-        stage, sch, blocks = found
-        main = next(b for b in blocks if str(sch.get(b).name_hint) == stage)
-        wl = stage, [int(iv.dom.extent) for iv in sch.get(main).iter_vars]
-        return Matched(wl, stage_key(wl), lambda cfg: _schedule_stage(sch, blocks, base_stage(stage), cfg),
-                       STAGE_KNOBS[base_stage(stage)])
+    Extents: input transform (alpha, alpha, C, P, alpha, alpha); GEMM (alpha, alpha, O, P, C); output transform
+    (N, O, OH, OW, alpha, alpha), with P = N * ceil(OH / m) * ceil(OW / m) tiles. A packed stage counts channels in
+    blocks of 4 (the GEMM's reduction in channels) and has the lane extent 4 before its reduction extents. Of a
+    tuned config, only the stage's own knobs apply."""
+    found = _stage_of(func)
+    if found is None:
+        return None
+    stage, sch, blocks = found
+    main = next(b for b in blocks if str(sch.get(b).name_hint) == stage)
+    wl = stage, [int(iv.dom.extent) for iv in sch.get(main).iter_vars]
+    return Matched(wl, stage_key(wl), lambda cfg: _schedule_stage(sch, blocks, base_stage(stage), cfg),
+                   STAGE_KNOBS[base_stage(stage)])
 
 
 def _schedule_stage(sch, blocks, stage: str, cfg: dict):
@@ -260,7 +254,7 @@ def _schedule_stage(sch, blocks, stage: str, cfg: dict):
     return _schedule_output(sch, blocks, cfg, _tile_of(sch, blocks))
 
 
-FAMILY = WinogradStages()
+FAMILY = Family("conv2d_winograd", KNOBS, match, default_config, check_config, "Conv2dWinograd")
 
 
 def kernel_configs(configs: dict) -> dict:

@@ -12,10 +12,9 @@ from .family import Family
 class Dense(Family):
     """dlight's GEMV rule on OpenCL targets (it declines functions that are not matrix-vector products)."""
 
-    name, rule_name = "dense", "Dense"
-
-    def match(self, func):
-        return None
+    def __init__(self):
+        super().__init__("dense", {}, lambda func: None, lambda wl, target: {}, lambda wl, config, target: config,
+                         "Dense")
 
     def rule(self, target, config: dict | None = None, refusals: list | None = None):
         if target is None or target.kind.name != "opencl":

@@ -41,10 +41,4 @@ def default_config(wl: _conv.ConvWorkload, target) -> dict:
             "threads_x": threads_x, "unroll_k": 1 if wl.kh * wl.kw <= 25 else 0, "stage": 1}
 
 
-class Depthwise(_conv.TiledConv):
-    name, op, rule_name, knobs = "depthwise", OP, "DepthwiseConv2d", KNOBS
-    handles = staticmethod(_handles)
-    default_config = staticmethod(default_config)
-
-
-FAMILY = Depthwise()
+FAMILY = _conv.tiled_family("depthwise", OP, KNOBS, _handles, default_config, "DepthwiseConv2d")

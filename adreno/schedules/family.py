@@ -7,7 +7,7 @@ space (`check_config`, ValueError), and schedules (`apply`). `apply` returns a s
 when the function is not this family's (the next family, and finally TVM's dlight rules, take it), or a `Refused`
 value when the family recognised the function but a schedule primitive refused its config: the function then falls
 through like an unrecognised one, and whoever asked (`rule(..., refusals=[])`: the compiler, the tuner's builder)
-gets the reason as data. Adding a family means writing one subclass and listing an instance in `FAMILIES`.
+gets the reason as data. Adding a family means writing its match, default and check functions and listing its `Family` in `FAMILIES`.
 """
 
 from __future__ import annotations
@@ -43,25 +43,17 @@ class Matched:
 
 
 class Family:
-    """The interface of a schedule family (see the module docstring). Subclasses set `name` (what tasks and records
-    call the family), `knobs` (knob -> choices: the tuner's space), `rule_name` and implement `match`,
-    `default_config` and `check_config`."""
+    """One schedule family (see the module docstring): `name` (what tasks and records call it), `knobs` (knob ->
+    choices: the tuner's space), `match(func) -> Matched | None`, `default_config(workload, target) -> dict`,
+    `check_config(workload, config, target) -> config` (ValueError outside the space) and the dlight rule's name."""
 
-    name: str = ""
-    knobs: dict[str, list] = {}
-    rule_name: str = "Family"
+    def __init__(self, name: str, knobs: dict[str, list], match: Callable, default_config: Callable,
+                 check_config: Callable, rule_name: str):
+        self.name, self.knobs, self.rule_name = name, knobs, rule_name
+        self.match, self.default_config, self.check_config = match, default_config, check_config
 
-    def match(self, func) -> Matched | None:
-        """A `Matched` when this family handles `func` (a PrimFunc), else None."""
-        raise NotImplementedError
-
-    def default_config(self, workload, target) -> dict:
-        """Good knob values without tuning, from the workload and the target."""
-        raise NotImplementedError
-
-    def check_config(self, workload, config: dict, target) -> dict:
-        """`config` when it is a valid point of this family's space for `workload` on `target`; else ValueError."""
-        raise NotImplementedError
+    def __repr__(self) -> str:
+        return f"Family({self.name!r})"
 
     def workload(self, func):
         """What `func` computes, when this family handles it; else None."""

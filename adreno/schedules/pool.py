@@ -340,17 +340,13 @@ def schedule_global(sch, match: PoolMatch, cfg: dict):
     return sch
 
 
-class Pool(Family):
-    name, rule_name, knobs = "pool", "Pool", KNOBS
-    default_config = staticmethod(default_config)
-    check_config = staticmethod(check_config)
-
-    def match(self, func) -> Matched | None:
-        found = match_pool(func)
-        if found is None:
-            return None
-        schedule = schedule_windowed if found.workload.windowed else schedule_global
-        return Matched(found.workload, found.workload.key(), lambda cfg: schedule(found.sch, found, cfg))
+def match(func) -> Matched | None:
+    """A pool this family handles, with its fused pad and epilogue."""
+    found = match_pool(func)
+    if found is None:
+        return None
+    schedule = schedule_windowed if found.workload.windowed else schedule_global
+    return Matched(found.workload, found.workload.key(), lambda cfg: schedule(found.sch, found, cfg))
 
 
-FAMILY = Pool()
+FAMILY = Family("pool", KNOBS, match, default_config, check_config, "Pool")

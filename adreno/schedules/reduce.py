@@ -101,17 +101,13 @@ def schedule_softmax(sch, wl: PoolWorkload, stages, epilogue, cfg: dict):
     return sch
 
 
-class Softmax(Family):
-    name, rule_name, knobs = "reduce", "Softmax", KNOBS
-    default_config = staticmethod(default_config)
-    check_config = staticmethod(check_config)
-
-    def match(self, func) -> Matched | None:
-        found = match_softmax(func)
-        if found is None:
-            return None
-        sch, wl, stages, epilogue = found
-        return Matched(wl, wl.key(), lambda cfg: schedule_softmax(sch, wl, stages, epilogue, cfg))
+def match(func) -> Matched | None:
+    """A softmax with its epilogue."""
+    found = match_softmax(func)
+    if found is None:
+        return None
+    sch, wl, stages, epilogue = found
+    return Matched(wl, wl.key(), lambda cfg: schedule_softmax(sch, wl, stages, epilogue, cfg))
 
 
-FAMILY = Softmax()
+FAMILY = Family("reduce", KNOBS, match, default_config, check_config, "Softmax")

@@ -9,7 +9,6 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-import numpy as np
 
 from ..records import layout_workload, packed_workload
 from . import measure
@@ -90,14 +89,8 @@ class LayoutTask(Task):
         default = self.default_config(target)
         return [default] + [self.layout_default(t, target) for t in TILES if t != default["tile"]]
 
-    def inputs(self, seed: int = 0) -> list[np.ndarray]:
-        return measure.layout_inputs(self, seed)
-
-    def reference(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        return measure.layout_reference(self, inputs)
-
-    def build(self, config: dict, out_dir: str) -> measure.BuildResult:
-        return measure.build_layout(self, config, out_dir)
+    # the conv's input, its float64 numpy reference, the conv's whole pipeline under the candidate's layout
+    inputs, reference, build = measure.layout_inputs, measure.layout_reference, measure.build_layout
 
     def proposals(self, n: int) -> int:
         return 3 * n

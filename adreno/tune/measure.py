@@ -208,6 +208,12 @@ def kernel_inputs(task, seed: int = 0) -> list[np.ndarray]:
             .astype(s.dtype) for s in specs[: len(specs) - task.n_outputs]]
 
 
+def _build(task, config: dict, out_dir: str) -> BuildResult:
+    """A build worker's job (a module-level function: a task's `build` is a plain function on its class, which a
+    bound method does not pickle by)."""
+    return task.build(config, out_dir)
+
+
 class Builder:
     """Builds candidates in worker processes (TVM lowering is CPU-bound and not thread-parallel)."""
 
@@ -223,7 +229,7 @@ class Builder:
         for config in configs:
             self._counter += 1
             out = str(self.workdir / f"{os.getpid()}-{self._counter}")
-            jobs.append(self._pool.submit(task.build, config, out))
+            jobs.append(self._pool.submit(_build, task, config, out))
         results = []
         for job in jobs:
             try:

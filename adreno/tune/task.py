@@ -85,17 +85,9 @@ class Task:
         """Configs measured in the task's first round, before the strategy proposes any."""
         return [self.default_config(target)]
 
-    def inputs(self, seed: int = 0) -> list[np.ndarray]:
-        """Seeded inputs every candidate runs on."""
-        return measure.kernel_inputs(self, seed)
-
-    def reference(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        """The outputs every candidate must match: the unscheduled function built for the CPU."""
-        return measure.kernel_reference(self, inputs)
-
-    def build(self, config: dict, out_dir: str) -> measure.BuildResult:
-        """A one-kernel artifact of the function scheduled with `config` (run in a build worker)."""
-        return measure.build_kernel(self, config, out_dir)
+    # inputs(seed): seeded inputs every candidate runs on; reference(inputs): the outputs every candidate must match;
+    # build(config, out_dir): a candidate's artifact (run in a build worker). See `measure`.
+    inputs, reference, build = measure.kernel_inputs, measure.kernel_reference, measure.build_kernel
 
     def featurize(self, configs: list[dict], limits: dict) -> np.ndarray:
         """The cost model's features of `configs`."""

@@ -6,15 +6,8 @@ from __future__ import annotations
 import pytest
 
 from adreno.schedules import _conv, conv2d_direct
-from tests.schedules.sched_helpers import (
-    ConvCase,
-    assert_close,
-    compile_and_run,
-    conv_model,
-    model_inputs,
-    record_claims,
-    reference,
-)
+from tests.schedules.sched_helpers import (ConvCase, assert_close, compile_and_run, conv_model, model_inputs,
+                                           record_claims, reference)
 
 CASES = [
     # ResNet-18 layers, spatially cut down

@@ -7,15 +7,8 @@ import pytest
 
 from adreno import target as targets
 from adreno.schedules import _conv, depthwise
-from tests.schedules.sched_helpers import (
-    ConvCase,
-    assert_close,
-    compile_and_run,
-    conv_model,
-    model_inputs,
-    record_claims,
-    reference,
-)
+from tests.schedules.sched_helpers import (ConvCase, assert_close, compile_and_run, conv_model, model_inputs,
+                                           record_claims, reference)
 
 P1 = (1, 1, 1, 1)
 CASES = [

@@ -14,9 +14,9 @@ import numpy as np
 import onnx
 import pytest
 
-from adreno import records, winograd
+from adreno import winograd
 from adreno.options import CompileOptions
-from adreno.records import Database, Record
+from adreno.records import LAYOUT_OPS, Database, Record, key_memory, layout_key, layout_workload
 from adreno.schedules import conv2d_winograd
 from adreno.target import tvm_target
 from adreno.tune.extract import extract_tasks
@@ -73,7 +73,7 @@ def test_stride2_conv_gets_no_layout_choice(tmp_path):
     # packed stages or conv2d_texture
     (task,) = extract_tasks(tmp_path / "s1.onnx", CompileOptions(memory="texture"), layouts=True)
     assert isinstance(task, LayoutTask) and task.memory == "texture"
-    assert task.key == KEY.replace(winograd.OP, records.LAYOUT_OPS["texture"])
+    assert task.key == KEY.replace(winograd.OP, LAYOUT_OPS["texture"])
     seeds = task.seed_configs(TARGET)
     assert [c["tile"] for c in seeds] == [4, 0, 2] and "tile_cb" in seeds[1] and "tile_f" not in seeds[1]
     (task,) = extract_tasks(tmp_path / "s1.onnx", CompileOptions(memory="texture", precision="fp16"), layouts=True)
@@ -89,13 +89,13 @@ def test_layout_records_route_to_the_kernels_schedules_read():
     assert f4["winograd_input_transform|6x6x64x16x6x6|float32"] == {"threads_t": 32}
     direct = conv2d_winograd.kernel_configs({key: {"tile": 0, "tile_f": 4}})
     assert direct[key.replace(winograd.OP, "conv2d_direct")] == {"tile_f": 4}
-    assert winograd.choose_tile(records.layout_workload(key), "off", direct) == 0
-    assert winograd.choose_tile(records.layout_workload(key), "off", f4) == 4  # records win over off/auto
-    assert winograd.choose_tile(records.layout_workload(key), "f2", f4) == 2  # ... forcing wins over records
+    assert winograd.choose_tile(layout_workload(key), "off", direct) == 0
+    assert winograd.choose_tile(layout_workload(key), "off", f4) == 4  # records win over off/auto
+    assert winograd.choose_tile(layout_workload(key), "f2", f4) == 2  # ... forcing wins over records
     # texture layout records: packed stage keys, the packed direct conv's key; buffer records do not decide there
-    wl = records.layout_workload(key)
-    texture_key = records.layout_key(wl, "texture")
-    assert records.layout_workload(texture_key) == wl and records.key_memory(texture_key) == "texture"
+    wl = layout_workload(key)
+    texture_key = layout_key(wl, "texture")
+    assert layout_workload(texture_key) == wl and key_memory(texture_key) == "texture"
     t4 = conv2d_winograd.kernel_configs({texture_key: {"tile": 4, "threads_t": 32, "tile_k": 2}})
     assert t4["winograd_input_transform_nchw4c|6x6x16x16x4x6x6|float32"] == {"threads_t": 32}
     assert t4["winograd_batch_gemm_nchw4c|6x6x16x16x4x64|float32"] == {"tile_k": 2}
@@ -141,7 +141,7 @@ def test_tuning_chooses_the_fastest_layout_and_compile_applies_it(memory, tmp_pa
     configs = [json.dumps(r.config, sort_keys=True) for r in Database(records).records]
     assert len(configs) == len(db.records) + 3 and len(set(configs)) == len(configs)
 
-    key = records.layout_key(records.layout_workload(KEY), memory)
+    key = layout_key(layout_workload(KEY), memory)
     best_tile = Database(records).best(key).config["tile"]
     built = _cli("compile", model, "--records", records, "--host", "native", "-o", tmp_path / "tuned")
     assert built.returncode == 0, built.stderr
