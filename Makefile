@@ -19,6 +19,7 @@ demo: install
 	$(VENV)/bin/adreno run build/resnet18 --check --repeat 5
 
 test: install
+	$(VENV)/bin/ruff check .
 	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
 
 clean:
