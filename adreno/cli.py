@@ -91,8 +91,11 @@ def cmd_compile(args) -> int:
     manifest = json.loads((path / "manifest.json").read_text())
     summary = {"artifact": str(path), "target": manifest["target"], "kernels": manifest["kernels"],
                "memory": manifest["memory"], "tuned_kernels": manifest["tuned_kernels"],
-               "host_library": manifest["host_library"], "seconds": round(time.perf_counter() - started, 2)}
+               "host_library": manifest["host_library"], "records_skipped": manifest["records_skipped"],
+               "seconds": round(time.perf_counter() - started, 2)}
     tuned = f", {manifest['tuned_kernels']} tuned workloads" if args.records else ""
+    if manifest["records_skipped"]:
+        tuned += f" ({manifest['records_skipped']} records skipped: malformed or outside this version's knobs)"
     _emit(args, summary, f"compiled {manifest['model']} for {manifest['target']} ({manifest['memory']} memory): "
                          f"{manifest['kernels']} kernels{tuned}, host library {manifest['host_library']} -> {path} "
                          f"({summary['seconds']} s)")

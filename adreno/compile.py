@@ -112,7 +112,8 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "textures": plan.texture_summary(),
             "schedules": options.schedules,
             "records": str(Path(options.records).resolve()) if options.records else None,
-            "tuned_kernels": len(tuned.used),
+            "tuned_kernels": len(tuned.applied),
+            "records_skipped": tuned.skipped + len(tuned.used - tuned.applied),
             "host": host,
             "host_library": library,
             "adreno_version": __version__,
@@ -155,19 +156,31 @@ class _TunedConfigs(dict):
     def __init__(self, records: str | None, precision: str = "fp32"):
         super().__init__()
         self.used: set[str] = set()
+        self.skipped = 0  # record lines not applied: malformed (the database skips them) or outside today's space
         if records:
             from .tune.database import Database
 
             if not Path(records).is_file():
                 raise AdrenoError(f"--records {records}: no such file (write one with `adreno tune`)")
-            from .winograd import kernel_configs
+            from .winograd import kernel_configs, layout_record_in_space
 
-            self.update(kernel_configs(Database(records).best_configs(precision=precision)))
+            def in_space(record) -> bool:
+                return layout_record_in_space(record.workload, record.config)
+
+            database = Database(records)
+            outside = [r for r in database.query(precision=precision) if r.ok and not in_space(r)]
+            self.skipped = database.skipped + len(outside)
+            self.update(kernel_configs(database.best_configs(precision=precision, accept=in_space)))
 
     def get(self, key, default=None):
         if key in self:
             self.used.add(key)
         return super().get(key, default)
+
+    @property
+    def applied(self) -> set[str]:
+        """The keys whose tuned knobs a schedule applied (a schedule drops a key whose knobs it refuses)."""
+        return self.used & set(self)
 
 
 def lower_relax(mod, tvm_target, schedules: str = "adreno", memory: str = "buffer", schedule_config=None,

@@ -320,6 +320,22 @@ def direct_key(wl, memory: str = "buffer") -> str:
     return packed_workload(wl).key("conv2d_nchw4c") if memory == "texture" else wl.key("conv2d_direct")
 
 
+def layout_record_in_space(key: str, config: dict) -> bool:
+    """False for a layout record (under a `layout_key`) whose knobs are not a point of today's layout space, as the
+    tuner's `LayoutTask.space` defines it (a tile or knob of an older version, a missing knob): compile skips it as
+    the tuner does. True for any other key (its family checks the knobs where it applies them)."""
+    if workload_from_key(key) is None:
+        return True
+    from .tune.task import LAYOUT, LayoutTask
+
+    space = LayoutTask(key, LAYOUT, "", "", 1, memory=key_memory(key)).space(None)
+    try:
+        space.candidate(config)
+    except (KeyError, ValueError):
+        return False
+    return set(config) <= set(space.knobs)
+
+
 def kernel_configs(configs: dict) -> dict:
     """`configs` (workload key -> tuned knobs, as `adreno compile --records` reads them) plus the knobs of every
     layout record (under a conv's `layout_key`: `tile` and the knobs of that layout) under the keys the schedules look

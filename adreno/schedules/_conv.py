@@ -334,12 +334,23 @@ def apply_matched(func, target, config: dict | None, match, default_config, chec
 def schedule_with_knobs(family: str, key: str, cfg: dict, config: dict | None, check, schedule,
                         fallback: str = "TVM's schedule"):
     """The common end of every family's `apply`: the tuned knobs `config[key]` over the defaults `cfg`, `check(cfg)`
-    (ValueError when invalid), then `schedule(cfg)`. A schedule primitive's refusal is a warning and None, which
-    leaves the function to `fallback`."""
+    (ValueError when invalid), then `schedule(cfg)`. Tuned knobs `check` refuses (a record of an older knob table,
+    or of another target) are dropped from `config`, so that nothing counts them as applied, and the defaults are
+    used. A schedule primitive's refusal is a warning and None, which leaves the function to `fallback`."""
     import warnings
 
-    cfg.update((config or {}).get(key) or {})
-    check(cfg)
+    tuned = (config or {}).get(key) or {}
+    try:
+        check({**cfg, **tuned})
+    except ValueError as err:
+        if not tuned:
+            raise
+        warnings.warn(f"{family}: tuned knobs for {key} are outside this version's space ({err}); using the "
+                      "defaults", RuntimeWarning, stacklevel=3)
+        config.pop(key)
+        tuned = {}
+        check(cfg)
+    cfg.update(tuned)
     try:
         return schedule(cfg)
     except TVM_ERRORS as err:

@@ -24,6 +24,8 @@ def cmd_tune(args) -> int:
     records = Path(args.records)
     database = Database(records)
     quiet = args.json or args.quiet
+    if database.skipped:
+        print(f"warning: {database.skipped_summary()}", file=sys.stderr)
 
     def say(text: str) -> None:
         if not quiet:
