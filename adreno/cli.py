@@ -123,7 +123,11 @@ def cmd_run(args) -> int:
     from .artifact import Artifact
     from .opencl.executor import Executor
 
-    artifact = Artifact.load(args.artifact)
+    artifact = Artifact.load(args.artifact, checked=not args.unchecked)
+    if args.unchecked:
+        print(f"warning: --unchecked: the sizes and SHA-256 of the {len(artifact.manifest['files'])} files of "
+              f"{artifact.path} were not compared with its manifest (paths and the plan were still checked)",
+              file=sys.stderr)
     progress = Progress(not (args.json or args.quiet))
     progress(f"building {len(artifact.plan.programs)} OpenCL programs")
     executor = Executor(artifact, args.device, cache=_program_cache(args))
@@ -287,6 +291,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="write the outputs to this .npz file")
     p.add_argument("--top", type=int, default=15, help="kernels shown in the table (default 15)")
     p.add_argument("--no-cache", action="store_true", help="build programs from source, bypassing the program cache")
+    p.add_argument("--unchecked", action="store_true", help="skip comparing every file's size and SHA-256 with the "
+                   "manifest (paths and the launch plan are still checked); for artifacts edited by hand")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
     p = command("devices", cmd_devices, "list OpenCL devices on this machine, or the device farm's queue")
