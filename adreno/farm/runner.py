@@ -26,7 +26,8 @@ import numpy as np
 from adreno.errors import TVM_ERRORS
 from adreno.runner import RunFuture, RunInput, Runner, RunResult, check_outputs
 
-from .agent import artifact_tarball, safe_extract
+from .agent import artifact_tarball
+from .uploads import safe_extract
 from .common import FarmError, NoDeviceError, TrackerUnreachable, format_addr, parse_addr
 from .tracker import TrackerClient, count_servers
 
@@ -441,8 +442,7 @@ def warm_artifact(artifact: str, tracker: str, key: str, timeouts: Timeouts | No
     binaries = os.path.join(artifact, "binaries")
     os.makedirs(binaries, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=binaries) as staging:
-        with tarfile.open(fileobj=io.BytesIO(bytes(blob))) as tar:
-            safe_extract(tar, staging)
+        safe_extract(io.BytesIO(bytes(blob)), len(blob), staging)
         for entry in os.listdir(staging):
             final = os.path.join(binaries, entry)
             shutil.rmtree(final, ignore_errors=True)
