@@ -231,8 +231,14 @@ class ArtifactWriter:
 
     def __init__(self, final_path: str | os.PathLike):
         self.final_path = Path(final_path).resolve()
-        self.final_path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.final_path.name}.", dir=self.final_path.parent))
+        if self.final_path.exists() and not self.final_path.is_dir():
+            raise ArtifactError(f"{final_path} exists and is not a directory: choose another -o")
+        try:
+            self.final_path.parent.mkdir(parents=True, exist_ok=True)
+            self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.final_path.name}.", dir=self.final_path.parent))
+        except OSError as err:
+            raise ArtifactError(f"cannot create the artifact directory {final_path}: {err.strerror or err}"
+                                f"{f' ({err.filename})' if err.filename else ''}") from None
         (self.tmp / KERNEL_DIR).mkdir()
 
     def write_text(self, rel: str, text: str) -> None:

@@ -64,6 +64,17 @@ def cmd_models(args) -> int:
     return 0
 
 
+def require_positive(args, *names: str, allow_zero: tuple[str, ...] = ()) -> None:
+    """A one-line error (exit status 2) for a numeric option that is not a positive finite number (or, for those in
+    `allow_zero`, not a non-negative one): `--repeat 0` must not "succeed" measuring nothing."""
+    for name in names:
+        value = getattr(args, name)
+        low_ok = value >= 0 if name in allow_zero else value > 0
+        if value is not None and not (np.isfinite(value) and low_ok):
+            flag = "--" + name.replace("_", "-")
+            raise AdrenoError(f"{flag} must be {'>= 0' if name in allow_zero else 'positive'}, not {value}")
+
+
 def _parse_shapes(items: list[str] | None) -> dict[str, list[int]]:
     shapes = {}
     for item in items or []:
@@ -116,13 +127,29 @@ def _load_inputs(args, artifact) -> list[np.ndarray]:
     missing = [s.name for s in specs if s.name not in arrays]
     if missing:
         raise AdrenoError(f"--input {args.input} lacks arrays for inputs {missing} (has {sorted(arrays)})")
+    for spec in specs:
+        lossless_input(spec, arrays[spec.name], args.input)
     return [arrays[s.name] for s in specs]
+
+
+def lossless_input(spec, array: np.ndarray, where: str) -> None:
+    """Refuse an --input array that the cast to the input's dtype would change: complex values (the imaginary part
+    would be dropped), values the dtype does not hold exactly (int64 above 2**24 in float32, fractions for an
+    integer input), non-numbers. A float64 array becomes float32 by rounding, as every framework does."""
+    dtype = np.dtype(spec.dtype)
+    if array.dtype.kind not in "biuf":
+        raise AdrenoError(f"--input {where}: {spec.name} is {array.dtype}, the model takes {dtype}: convert it first")
+    if not (array.dtype.kind == dtype.kind == "f") and not np.array_equal(array.astype(dtype).astype(array.dtype),
+                                                                        array):
+        raise AdrenoError(f"--input {where}: {spec.name} holds {array.dtype} values that {dtype} cannot represent "
+                          "exactly; convert it first")
 
 
 def cmd_run(args) -> int:
     from .artifact import Artifact
     from .opencl.executor import Executor
 
+    require_positive(args, "repeat", "rtol", "atol", "top", allow_zero=("rtol", "atol", "top"))
     artifact = Artifact.load(args.artifact, checked=not args.unchecked)
     if args.unchecked:
         print(f"warning: --unchecked: the sizes and SHA-256 of the {len(artifact.manifest['files'])} files of "

@@ -15,12 +15,15 @@ def device_fingerprint(device) -> str:
 
 
 def cmd_tune(args) -> int:
+    from ..cli import require_positive
     from ..opencl.device import select_device
     from ..runner import IsolatedLocalRunner
     from .database import Database
+    from .measure import Builder
     from .task import extract_tasks
     from .tuner import Tuner, plot_history, save_report, target_limits
 
+    require_positive(args, "trials", "batch", "repeat", "timeout", "outage", allow_zero=("outage",))
     records = Path(args.records)
     database = Database(records)
     quiet = args.json or args.quiet
@@ -35,9 +38,9 @@ def cmd_tune(args) -> int:
     tasks = extract_tasks(args.model, args.target, layouts=not args.no_layouts, memory=args.memory,
                           precision=args.precision)
     if args.tracker:
-        from ..farm.runner import RPCRunner
+        from ..farm.runner import RPCRunner, Timeouts
 
-        runner = RPCRunner(args.tracker, args.key)
+        runner = RPCRunner(args.tracker, args.key, timeouts=Timeouts(outage=args.outage))
         fingerprint, limits = f"{args.key}|rpc", target_limits(args.target)
     else:
         device = select_device(args.device)
@@ -45,13 +48,14 @@ def cmd_tune(args) -> int:
         fingerprint, limits = device_fingerprint(device), target_limits(args.target, device)
     resumed = sum(len(database.query(t.key, fingerprint)) for t in tasks)
     say(f"{len(tasks)} tasks; {resumed} earlier records of {fingerprint.split('|')[0]} in {records} (resuming)")
+    builder = Builder(workdir=args.keep_candidates)
     tuner = Tuner(tasks, runner, database, fingerprint, strategy=args.strategy, model=args.model_kind,
-                  batch=args.batch, limits=limits, seed=args.seed, repeat=args.repeat,
+                  batch=args.batch, limits=limits, seed=args.seed, repeat=args.repeat, builder=builder,
                   progress=lambda spent, total, text: say(f"  [{_bar(spent, total)}] {text}"))
     try:
         report = tuner.tune(args.trials)
     finally:
-        tuner.close()
+        builder.close()
         runner.close()
     if args.save_model:
         tuner.model.save(args.save_model)
@@ -70,6 +74,10 @@ def cmd_tune(args) -> int:
                   f"{_fmt(row['best_ms']):>9} {speed:>7}  {_layouts(row)}")
         timing = ", ".join(f"{k} {v:.1f} s" for k, v in report.seconds.items())
         print(f"{report.trials} trials ({timing}); records: {report.records}; plot: {report.plot}")
+    if report.pending:
+        print(f"warning: {report.pending} candidates were not measured: the farm failed them (tracker or devices "
+              "unreachable); nothing was recorded for them. Run the same command again to measure them",
+              file=sys.stderr)
     return 0
 
 
@@ -125,8 +133,13 @@ def register(sub, command) -> None:
     p.add_argument("--plot", help="PNG of best latency against trials (default: next to --records)")
     p.add_argument("--report", help="also write the report as JSON to this file")
     p.add_argument("--save-model", help="save the trained cost model (for transfer:FILE on another device)")
+    p.add_argument("--outage", type=float, default=120.0, help="with --tracker: seconds to keep retrying an "
+                   "unreachable tracker or device (with back-off) before the candidates are left pending, unrecorded, "
+                   "for the next run (default 120)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds one local measurement may take (build, "
                    "first-launch compile, runs) before it is recorded as a timeout (default 60)")
+    p.add_argument("--keep-candidates", metavar="DIR", help="keep every candidate's artifact in DIR (default: a "
+                   "temporary directory, removed at exit)")
     p.add_argument("--no-cache", action="store_true", help="do not use the OpenCL program-binary cache")
     p.add_argument("--no-layouts", action="store_true", help="tune Winograd-eligible convs (3x3, stride 1) as "
                    "direct kernels only (compile then keeps them direct); by default their weight layout (direct, "

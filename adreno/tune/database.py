@@ -20,6 +20,8 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from ..runner import INFRASTRUCTURE_STAGES
+
 
 
 @dataclass
@@ -44,6 +46,12 @@ class Record:
     @property
     def median(self) -> float:
         return sorted(self.seconds)[len(self.seconds) // 2] if self.ok else float("inf")
+
+    @property
+    def infrastructure(self) -> bool:
+        """The farm failed it before it ran (stage "request", written by versions that recorded such failures):
+        not a measurement; the tuner measures the candidate again."""
+        return self.stage in INFRASTRUCTURE_STAGES
 
     @property
     def precision(self) -> str:
