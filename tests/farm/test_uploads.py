@@ -159,3 +159,16 @@ def test_an_artifact_upload_round_trips(tiny_artifact, tmp_path):
     dest = _extract(data, tmp_path)
     assert sorted(p for p, m in _created(dest) if stat.S_ISREG(m)) == sorted(
         p for p, m in _created(tiny_artifact) if stat.S_ISREG(m))
+
+
+def test_agent_beyond_loopback_needs_expose():
+    import subprocess
+    import sys
+
+    cli = [sys.executable, "-m", "adreno.cli", "farm", "agent"]
+    refused = subprocess.run([*cli, "--host", "0.0.0.0", "--tracker", "127.0.0.1:1"], capture_output=True, text=True,
+                             timeout=60)
+    assert refused.returncode == 2 and "no authentication" in refused.stderr and "--expose" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    help_text = " ".join(subprocess.run([*cli, "--help"], capture_output=True, text=True, timeout=60).stdout.split())
+    assert "--expose allow --host beyond loopback. TVM RPC has no authentication" in help_text
