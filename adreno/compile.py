@@ -113,7 +113,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "schedules": options.schedules,
             "records": str(Path(options.records).resolve()) if options.records else None,
             "tuned_kernels": len(tuned.applied),
-            "records_skipped": tuned.skipped + len(tuned.used - tuned.applied),
+            "records_skipped": tuned.skipped + len(tuned.refused),
             "host": host,
             "host_library": library,
             "adreno_version": __version__,
@@ -157,6 +157,7 @@ class _TunedConfigs(dict):
         super().__init__()
         self.used: set[str] = set()
         self.skipped = 0  # record lines not applied: malformed (the database skips them) or outside today's space
+        self.refused: dict[str, str] = {}  # key -> why a schedule refused its tuned knobs
         if records:
             from .tune.database import Database
 
@@ -177,9 +178,15 @@ class _TunedConfigs(dict):
             self.used.add(key)
         return super().get(key, default)
 
+    def refuse(self, key: str, reason: str) -> None:
+        """A schedule's check refused the tuned knobs of `key` (see `_conv.schedule_with_knobs`): drop them, so the
+        defaults apply and nothing counts them as applied (they count in `records_skipped`)."""
+        self.pop(key, None)
+        self.refused[key] = reason
+
     @property
     def applied(self) -> set[str]:
-        """The keys whose tuned knobs a schedule applied (a schedule drops a key whose knobs it refuses)."""
+        """The keys whose tuned knobs a schedule applied."""
         return self.used & set(self)
 
 

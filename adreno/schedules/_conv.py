@@ -334,20 +334,20 @@ def apply_matched(func, target, config: dict | None, match, default_config, chec
 def schedule_with_knobs(family: str, key: str, cfg: dict, config: dict | None, check, schedule,
                         fallback: str = "TVM's schedule"):
     """The common end of every family's `apply`: the tuned knobs `config[key]` over the defaults `cfg`, `check(cfg)`
-    (ValueError when invalid), then `schedule(cfg)`. Tuned knobs `check` refuses (a record of an older knob table,
-    or of another target) are dropped from `config`, so that nothing counts them as applied, and the defaults are
-    used. A schedule primitive's refusal is a warning and None, which leaves the function to `fallback`."""
+    (ValueError when invalid), then `schedule(cfg)`. When `config` has a `refuse(key, reason)` method (compile's
+    records, `adreno.compile._TunedConfigs`), tuned knobs `check` refuses (a record of an older knob table, or of
+    another target) are handed to it and the defaults are used; otherwise (a tuning candidate) the refusal raises.
+    A schedule primitive's refusal is a warning and None, which leaves the function to `fallback`."""
     import warnings
 
     tuned = (config or {}).get(key) or {}
     try:
         check({**cfg, **tuned})
     except ValueError as err:
-        if not tuned:
+        refuse = getattr(config, "refuse", None)
+        if not tuned or refuse is None:
             raise
-        warnings.warn(f"{family}: tuned knobs for {key} are outside this version's space ({err}); using the "
-                      "defaults", RuntimeWarning, stacklevel=3)
-        config.pop(key)
+        refuse(key, str(err))
         tuned = {}
         check(cfg)
     cfg.update(tuned)
