@@ -2,14 +2,15 @@
 
 Layout of an artifact directory::
 
-    manifest.json      what was compiled, for which target, by which versions; file list with sizes
+    manifest.json      what was compiled, for which target, by which versions; file list with sizes and SHA-256
     plan.json          the launch plan: tensors, storage plan, programs, and the ordered steps/kernels
     kernels/*.cl       OpenCL C source of every program (one per lowered primitive function)
     params.npz         constant tensors (weights, folded at compile time), keyed by param name
     lib.so | lib.tar   TVM host library (Relax VM executable) from `export_library`
 
 The launch plan is the contract between the compiler and every executor. `Plan` is its typed form;
-`Artifact.load` checks that a directory is complete and from a compatible format before anything runs.
+`Artifact.load` checks that a directory is complete, unaltered, confined and from a compatible format, and that its
+plan is consistent, before anything runs (`adreno.artifact_check`).
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ import json
 import os
 import shutil
 import tempfile
+import zipfile
+import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from .artifact_check import check_files, check_plan, confined, sha256_file
 from .errors import ArtifactError
 from .layout import ImageSpec  # noqa: F401  (part of the contract: TensorSpec.image, Plan.images)
 
@@ -135,37 +139,43 @@ class Artifact:
     plan: Plan
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Artifact":
-        """Open and validate an artifact directory; every problem is an `ArtifactError` that says what to do."""
+    def load(cls, path: str | os.PathLike, checked: bool = True) -> "Artifact":
+        """Open and validate an artifact directory (`adreno.artifact_check`); every problem is an `ArtifactError`
+        that says what to do. `checked=False` skips the comparison of the files' SHA-256 with the manifest's."""
         path = Path(path)
         if not path.is_dir():
             raise ArtifactError(f"{path}: no such artifact directory (create one with `adreno compile`)")
         manifest = _read_json(path / MANIFEST_NAME)
-        if manifest.get("plan_format") != PLAN_FORMAT:
+        if not isinstance(manifest, dict) or manifest.get("plan_format") != PLAN_FORMAT:
+            manifest = manifest if isinstance(manifest, dict) else {}
             raise ArtifactError(f"{path} was written by adreno {manifest.get('adreno_version', '?')} with plan format "
                                 f"{manifest.get('plan_format')!r}; this adreno reads format {PLAN_FORMAT}: recompile it")
-        missing = [f for f in manifest.get("files", {}) if not (path / f).is_file()]
-        if missing:
-            raise ArtifactError(f"{path} is incomplete, missing: {', '.join(sorted(missing))}; recompile the model")
-        wrong = [f for f, size in manifest["files"].items() if (path / f).stat().st_size != size]
-        if wrong:
-            raise ArtifactError(f"{path}: files changed since compile (size differs): {', '.join(sorted(wrong))}")
+        check_files(path, manifest, hashes=checked)
+        unlisted = {PLAN_NAME, PARAMS_NAME} - set(manifest["files"])
+        if unlisted:
+            raise ArtifactError(f"{path}: the manifest does not list {', '.join(sorted(unlisted))}; recompile the model")
         try:
             plan = Plan.from_json(_read_json(path / PLAN_NAME))
-        except (KeyError, TypeError) as err:
-            raise ArtifactError(f"{path / PLAN_NAME} is malformed ({err}); recompile the model") from None
+            check_plan(plan, path, set(manifest["files"]))
+        except (KeyError, TypeError, AttributeError, ValueError) as err:
+            raise ArtifactError(f"{path / PLAN_NAME} is malformed ({type(err).__name__}: {str(err)[:120]}); "
+                                "recompile the model") from None
         return cls(path, manifest, plan)
 
     def kernel_source(self, program: str) -> str:
-        return (self.path / self.plan.programs[program]).read_text()
+        try:
+            return confined(self.path, self.plan.programs[program]).read_text()
+        except UnicodeDecodeError:
+            raise ArtifactError(f"{self.path}: kernel source of {program} is not text; recompile the model") from None
 
     def params(self) -> dict[str, np.ndarray]:
         """The constant tensors, keyed by tensor name."""
         try:
             with np.load(self.path / PARAMS_NAME) as npz:
                 params = {name: npz[name] for name in npz.files}
-        except (OSError, ValueError) as err:
-            raise ArtifactError(f"{self.path / PARAMS_NAME} cannot be read ({err}); recompile the model") from None
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as err:
+            raise ArtifactError(f"{self.path / PARAMS_NAME} cannot be read ({type(err).__name__}: "
+                                f"{str(err)[:80]}); recompile the model") from None
         wanted = [n for n, t in self.plan.tensors.items() if t.kind == "param"]
         missing = [n for n in wanted if n not in params]
         if missing:
@@ -177,12 +187,15 @@ class Artifact:
 
 
 def _read_json(path: Path) -> dict:
+    """The JSON of a regular file inside the artifact (never a FIFO, a device, or a link leading out)."""
     try:
+        if not confined(path.parent, path.name).is_file():
+            raise FileNotFoundError(path)
         return json.loads(path.read_text())
     except FileNotFoundError:
         raise ArtifactError(f"{path.parent} is not a complete artifact: {path.name} is missing; recompile the model") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ArtifactError(f"{path} is corrupt ({err}); recompile the model") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
+        raise ArtifactError(f"{path} is corrupt ({type(err).__name__}: {str(err)[:80]}); recompile the model") from None
 
 
 class ArtifactWriter:
@@ -191,8 +204,14 @@ class ArtifactWriter:
 
     def __init__(self, final_path: str | os.PathLike):
         self.final_path = Path(final_path).resolve()
-        self.final_path.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.final_path.name}.", dir=self.final_path.parent))
+        if self.final_path.exists() and not self.final_path.is_dir():
+            raise ArtifactError(f"{final_path} exists and is not a directory: choose another -o")
+        try:
+            self.final_path.parent.mkdir(parents=True, exist_ok=True)
+            self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.final_path.name}.", dir=self.final_path.parent))
+        except OSError as err:
+            raise ArtifactError(f"cannot create the artifact directory {final_path}: {err.strerror or err}"
+                                f"{f' ({err.filename})' if err.filename else ''}") from None
         (self.tmp / KERNEL_DIR).mkdir()
 
     def write_text(self, rel: str, text: str) -> None:
@@ -205,8 +224,10 @@ class ArtifactWriter:
         np.savez(self.tmp / PARAMS_NAME, **params)
 
     def commit(self, manifest: dict) -> Path:
-        """Record every file with its size in the manifest, then atomically replace the final directory."""
-        files = {str(p.relative_to(self.tmp)): p.stat().st_size for p in sorted(self.tmp.rglob("*")) if p.is_file()}
+        """Record every file with its size and SHA-256 in the manifest, then atomically replace the final
+        directory."""
+        files = {str(p.relative_to(self.tmp)): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
+                 for p in sorted(self.tmp.rglob("*")) if p.is_file()}
         self.write_json(MANIFEST_NAME, {**manifest, "plan_format": PLAN_FORMAT, "files": files})
         old = None
         if self.final_path.exists():

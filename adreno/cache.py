@@ -17,6 +17,7 @@ Directory layout (root: `default_cache_dir()` unless given)
     ``.<key>.<pid>.<random>.tmp``    an entry being written (renamed over ``<key>.clbin`` when complete)
     ``.lock``                        the write lock (``fcntl.flock``) taken by every writer and by `clear`
     ``guard/<device-key>.<token>.loading``  crash-guard markers (see below)
+    ``quarantine/<key>``             entries crashed loads touched, with their count of crashes
 
 Entry file format (integers little-endian)
     ======  ======  ==========================================================================
@@ -48,9 +49,18 @@ Crash guard
     creates a marker ``guard/<device-key>.<token>.loading`` (device key: hash of platform, device and
     driver identity) holding an exclusive ``flock`` on it, and removes it after the load. A marker whose
     lock can be taken while it is still in place was left by a process that died during a load (the
-    kernel releases the lock of a dead process). From then on the cache is disabled for that device and
-    driver (no reads, writes or binary loads; `ProgramCache.build` builds from source and reports
-    ``"disabled"``) until `ProgramCache.clear` removes the marker.
+    kernel releases the lock of a dead process). The marker names the entry that load touched (its key): the
+    next process that looks quarantines that entry (removes it, and counts the crash under ``quarantine/``)
+    and removes the marker. The rest of the cache stays in use. A key whose loads crashed once is rebuilt from
+    source and cached again (a SIGKILL or an OOM kill that happened to land in a load costs one rebuild); one
+    whose loads crashed `BLOCK_AFTER_CRASHES` times (a binary the driver cannot take) is never loaded, stored
+    or taken from a bundle again: `ProgramCache.build` builds it from source and reports ``"disabled"``.
+    `ProgramCache.clear` lifts the quarantine.
+
+Only regular files are read
+    Every file the cache reads (entries, markers, bundles) is opened non-blocking and checked with ``fstat``
+    before it is read, and read up to a size limit: a FIFO, a device or a huge file in place of an entry is a
+    bad entry, never a hang (`_read_regular`).
 
 Binaries bundled in an artifact
     `export_bundle` writes every program of an artifact, built for one device, into
@@ -66,6 +76,7 @@ TVM's precompiled-program blob
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import functools
 import hashlib
@@ -76,6 +87,7 @@ import pathlib
 import re
 import shutil
 import socket
+import stat
 import struct
 import time
 import uuid
@@ -89,6 +101,7 @@ from adreno.errors import KernelBuildError
 from adreno.opencl.device import DeviceIdentity
 
 CACHE_FORMAT_VERSION: int = 1
+BLOCK_AFTER_CRASHES: int = 2  # crashed loads of one key after which it is built from source only
 
 logger = logging.getLogger("adreno.cache")
 
@@ -98,6 +111,7 @@ _DIGEST_SIZE = hashlib.sha256().digest_size
 _ENTRY_SUFFIX = ".clbin"
 _MARKER_SUFFIX = ".loading"
 _U64 = struct.Struct("<Q")
+_KEY = re.compile(r"[0-9a-f]{64}")
 
 
 def default_cache_dir() -> pathlib.Path:
@@ -215,11 +229,11 @@ class ProgramCache:
     def get(self, identity: DeviceIdentity, source: str, options: str) -> bytes | None:
         """Return the verified binary for this program, or None on a miss (never raises on a bad entry).
 
-        Also None while the cache is disabled, globally or for this device after a crashed load.
+        Also None while the cache is disabled, or this entry is quarantined after a crashed load.
         """
-        if not self._usable(identity):
-            return None
         header = _canonical_json(_key_fields(identity, source, options))
+        if not self._usable(identity, _key_of(header)):
+            return None
         binary = self._read(header)
         if binary is None:
             self.stats["misses"] += 1
@@ -233,9 +247,9 @@ class ProgramCache:
         A store that fails (disk full, read-only directory, entry larger than the cap) is logged and
         skipped; the caller's program is unaffected.
         """
-        if not self._usable(identity):
-            return
-        self._write(_canonical_json(_key_fields(identity, source, options)), binary)
+        header = _canonical_json(_key_fields(identity, source, options))
+        if self._usable(identity, _key_of(header)):
+            self._write(header, binary)
 
     def build(
         self, context: cl.Context, source: str, options: str = "", bundle: BundledBinaries | None = None
@@ -246,7 +260,7 @@ class ProgramCache:
         artifact's bundled binaries for this device, see `BundledBinaries`), ``"hit"`` (loaded from a
         cached binary), ``"miss"`` (built from source and stored; this includes a missing or bad entry
         and a binary the driver rejected) or ``"disabled"`` (built from source without touching the cache
-        or the bundle: disabled by the caller, or for this device after a crashed binary load). A bundled
+        or the bundle: disabled by the caller, or this program's entry quarantined after a crashed load). A bundled
         binary that fails verification or that the driver refuses is logged (one line) and the build
         falls back to the cache. Binary loads go through the crash guard. Raises `KernelBuildError`
         (with the build log) when the source itself does not build, and ValueError for a context with
@@ -256,21 +270,21 @@ class ProgramCache:
             raise ValueError(f"ProgramCache.build needs a context with one device, got {len(context.devices)}")
         device = context.devices[0]
         identity = DeviceIdentity.from_cl_device(device)
-        if not self._usable(identity):
+        header = _canonical_json(_key_fields(identity, source, options))
+        if not self._usable(identity, _key_of(header)):
             self.stats["disabled"] += 1
             return _build_from_source(context, device, source, options), "disabled"
         if bundle is not None and bundle.identity == identity:
             binary = bundle.get(source, options)
             if binary is not None:
-                program = self._load_binary(context, device, identity, binary, options, origin="bundled")
+                program = self._load_binary(context, device, identity, binary, options, _key_of(header), "bundled")
                 if program is not None:
                     self.stats["bundled"] += 1
                     return program, "bundled"
             self.stats["bundle_rejected"] += 1  # missing, damaged or refused: logged, fall back
-        header = _canonical_json(_key_fields(identity, source, options))
         binary = self._read(header)
         if binary is not None:
-            program = self._load_binary(context, device, identity, binary, options)
+            program = self._load_binary(context, device, identity, binary, options, _key_of(header))
             if program is not None:
                 self.stats["hits"] += 1
                 return program, "hit"
@@ -291,7 +305,8 @@ class ProgramCache:
     # -- maintenance ----------------------------------------------------------------------------------
 
     def info(self) -> dict:
-        """Describe the cache: root, cap, entry count and bytes, disabled devices and this object's stats."""
+        """Describe the cache: root, cap, entry count and bytes, quarantined entries and this object's stats."""
+        self._quarantine_crashed()
         entries = self._entries()
         return {
             "root": str(self.root),
@@ -299,15 +314,13 @@ class ProgramCache:
             "max_bytes": self.max_bytes,
             "entries": len(entries),
             "bytes": sum(size for _, size, _ in entries),
-            "disabled_devices": [_read_marker(path) for path in self._crash_markers()],
+            "quarantined": [_read_marker(path) for path in sorted(self._quarantine_dir.glob("*"))],
             "stats": dict(self.stats),
         }
 
     def clear(self) -> int:
-        """Remove every entry, leftover temporary file and crash marker; return the number of entries removed.
-
-        Removing the crash markers re-enables the cache for devices disabled after a crashed load; markers
-        of loads in progress in live processes are kept.
+        """Remove every entry, leftover temporary file, crash marker and quarantine note; return the number of
+        entries removed. Markers of loads in progress in live processes are kept.
         """
         if not self.root.is_dir():
             return 0
@@ -317,7 +330,7 @@ class ProgramCache:
                 removed += _unlink(path)
             for path in self.root.glob(".*.tmp"):
                 _unlink(path)
-            for path in self._crash_markers():
+            for path in [*self._crash_markers(), *self._quarantine_dir.glob("*")]:
                 _unlink(path)
         self._reported_crashes.clear()
         return removed
@@ -333,7 +346,7 @@ class ProgramCache:
         report: dict[str, dict] = {}
         for path, size, _ in self._entries():
             try:
-                reason = _entry_problem(path.read_bytes(), path.name[: -len(_ENTRY_SUFFIX)])
+                reason = _entry_problem(_read_regular(path, self.max_bytes), path.name[: -len(_ENTRY_SUFFIX)])
             except FileNotFoundError:
                 continue  # evicted or replaced while we listed
             except OSError as exc:
@@ -344,8 +357,23 @@ class ProgramCache:
 
     # -- internals ------------------------------------------------------------------------------------
 
-    def _usable(self, identity: DeviceIdentity) -> bool:
-        return self.enabled and not self._crashed(identity)
+    def _usable(self, identity: DeviceIdentity, key: str) -> bool:
+        """False when the cache is off, or when entry ``key`` is quarantined (after quarantining the entries that
+        crashed loads on this device and driver left behind)."""
+        if not self.enabled:
+            return False
+        self._quarantine_crashed(_device_key(identity))
+        return self._crashes(key) < BLOCK_AFTER_CRASHES
+
+    def _crashes(self, key: str) -> int:
+        """How many loads of entry ``key`` crashed (0 for nearly every key: one failed stat)."""
+        try:
+            note = json.loads(_read_regular(self._quarantine_dir / key, 1 << 16))
+        except FileNotFoundError:
+            return 0
+        except (OSError, ValueError):
+            return BLOCK_AFTER_CRASHES  # a damaged note: keep the key blocked rather than risk a crash
+        return int(note.get("crashes", 1)) if isinstance(note, dict) else BLOCK_AFTER_CRASHES
 
     def _entry_path(self, key: str) -> pathlib.Path:
         return self.root / (key + _ENTRY_SUFFIX)
@@ -355,7 +383,7 @@ class ProgramCache:
         key = _key_of(header)
         path = self._entry_path(key)
         try:
-            data = path.read_bytes()
+            data = _read_regular(path, self.max_bytes)
         except FileNotFoundError:
             logger.debug("miss %s: no entry", key[:16])
             return None
@@ -439,13 +467,14 @@ class ProgramCache:
         identity: DeviceIdentity,
         binary: bytes,
         options: str,
+        key: str,
         origin: str = "cached",
     ) -> cl.Program | None:
         """Load and build a binary under the crash guard; None (logged; counted for cached binaries) if the
         driver refuses it. ``origin`` is "cached" (from this cache) or "bundled" (from an artifact)."""
         fallback = "rebuilding from source" if origin == "cached" else "falling back to the cache"
         try:
-            with self._binary_load_guard(identity):
+            with self._binary_load_guard(identity, key):
                 return cl.Program(context, [device], [binary]).build(options, cache_dir=False)
         except cl.Error as exc:
             if origin == "cached":
@@ -456,12 +485,13 @@ class ProgramCache:
         return None
 
     @contextlib.contextmanager
-    def _binary_load_guard(self, identity: DeviceIdentity) -> Iterator[pathlib.Path]:
-        """Hold a crash marker for ``identity``'s device and driver while the body runs; remove it after.
+    def _binary_load_guard(self, identity: DeviceIdentity, key: str | None) -> Iterator[pathlib.Path]:
+        """Hold a crash marker for ``identity``'s device and driver, naming entry ``key``, while the body runs;
+        remove it after.
 
         The marker is created and locked under a temporary name, then renamed into place, so a marker is
         never visible unlocked while its owner lives. If the process dies inside the body, the marker stays
-        behind, unlocked, and disables the cache for that device and driver until `clear`.
+        behind, unlocked, and the next lookup quarantines entry ``key`` (`_quarantine_crashed`).
         """
         self._guard_dir.mkdir(parents=True, exist_ok=True)
         token = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
@@ -470,7 +500,7 @@ class ProgramCache:
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            note = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+            note = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(), "entry": key}
             note.update(identity.cache_fields)
             os.write(fd, _canonical_json(note))
             os.replace(tmp, marker)
@@ -482,19 +512,36 @@ class ProgramCache:
             _unlink(tmp)
             os.close(fd)
 
-    def _crashed(self, identity: DeviceIdentity) -> bool:
-        """True when a crashed binary load left a marker for this device and driver (logged once)."""
-        device_key = _device_key(identity)
+    @property
+    def _quarantine_dir(self) -> pathlib.Path:
+        return self.root / "quarantine"
+
+    def _quarantine_crashed(self, device_key: str = "*") -> None:
+        """Quarantine the entry every abandoned marker (of one device key, or all) names, then remove the marker;
+        one warning line per crashed load."""
         for marker in self._crash_markers(device_key):
-            if device_key not in self._reported_crashes:
-                self._reported_crashes.add(device_key)
-                logger.warning(
-                    "cache disabled for %s (driver %s): a binary load crashed earlier (%s); "
-                    "run `adreno cache clear` to re-enable it",
-                    identity.device_name, identity.driver_version, marker.name,
-                )
-            return True
-        return False
+            note = _read_marker(marker)
+            key = note.get("entry")
+            try:
+                if isinstance(key, str) and _KEY.fullmatch(key):
+                    note["crashes"] = self._crashes(key) + 1
+                    self._quarantine_dir.mkdir(parents=True, exist_ok=True)
+                    (self._quarantine_dir / key).write_bytes(_canonical_json(note))
+                    _unlink(self._entry_path(key))
+                _unlink(marker)
+            except OSError as exc:
+                if marker.name not in self._reported_crashes:
+                    self._reported_crashes.add(marker.name)
+                    logger.warning("a binary load crashed (%s) but cannot be quarantined: %s", marker.name, exc)
+                continue
+            logger.warning(
+                "a binary load crashed earlier (process %s on %s, %s driver %s): %s; the rest of the cache stays in "
+                "use", note.get("pid", "?"), note.get("host", "?"), note.get("device_name", "?"),
+                note.get("driver_version", "?"),
+                (f"removed entry {key[:16]} ({note['crashes']} crashed load(s); "
+                 + ("built from source from now on, until `adreno cache clear`)" if note["crashes"] >=
+                    BLOCK_AFTER_CRASHES else "rebuilt from source once)"))
+                if isinstance(key, str) and _KEY.fullmatch(key) else "its marker names no entry, nothing quarantined")
 
     def _crash_markers(self, device_key: str = "*") -> list[pathlib.Path]:
         """Markers (for one device key, or all) left behind by loads whose process is gone."""
@@ -506,8 +553,8 @@ class ProgramCache:
 def _marker_abandoned(marker: pathlib.Path) -> bool:
     """True if no live process holds the marker's lock and the marker is still in place."""
     try:
-        fd = os.open(marker, os.O_RDONLY)
-    except FileNotFoundError:
+        fd = os.open(marker, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    except OSError:
         return False
     try:
         try:
@@ -527,7 +574,7 @@ def _marker_abandoned(marker: pathlib.Path) -> bool:
 def _read_marker(marker: pathlib.Path) -> dict:
     """The note a crash marker carries (pid, host, time, device identity), or just its name if unreadable."""
     try:
-        note = json.loads(marker.read_bytes())
+        note = json.loads(_read_regular(marker, 1 << 16))
     except (OSError, ValueError):
         note = {}
     return {"marker": marker.name, **note}
@@ -596,6 +643,23 @@ def _fsync_dir(path: pathlib.Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_regular(path: pathlib.Path, limit: int = 1 << 30) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes. Opened non-blocking and without following a final
+    symlink, then checked with ``fstat``: a FIFO, a device or a directory raises OSError ("not a regular file")
+    instead of blocking or streaming forever."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        if st.st_size > limit:
+            raise OSError(errno.EFBIG, f"larger than {limit} bytes", str(path))
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read(limit + 1)[:limit]
     finally:
         os.close(fd)
 
@@ -779,7 +843,7 @@ class BundledBinaries:
             return None
         entry = self.index["programs"][name]
         try:
-            decoded = _decode_entry((self.path / entry["file"]).read_bytes())
+            decoded = _decode_entry(_read_regular(self.path / entry["file"]))
             if decoded.header != header:
                 raise _BadEntry("key mismatch")
             if hashlib.sha256(decoded.binary).hexdigest() != entry["sha256"]:
@@ -793,7 +857,7 @@ class BundledBinaries:
 
 def _read_index(path: pathlib.Path) -> dict:
     try:
-        index = json.loads((path / BUNDLE_INDEX).read_bytes())
+        index = json.loads(_read_regular(path / BUNDLE_INDEX))
     except OSError as exc:
         raise _BadEntry(f"{BUNDLE_INDEX} unreadable ({exc.strerror})") from None
     except ValueError:
@@ -832,7 +896,7 @@ def _report_other_bundles(root: pathlib.Path, identity: DeviceIdentity) -> None:
         return
     for index_path in sorted(root.glob(f"*/{BUNDLE_INDEX}")):
         try:
-            device = json.loads(index_path.read_bytes()).get("device") or {}
+            device = json.loads(_read_regular(index_path)).get("device") or {}
         except (OSError, ValueError, AttributeError):
             continue
         if device.get("device_name") == identity.device_name and device != identity.cache_fields:
@@ -945,7 +1009,7 @@ def verify_bundles(artifact) -> dict:
         binaries = {}
         for name, entry in index["programs"].items():
             try:
-                data = (path / entry["file"]).read_bytes()
+                data = _read_regular(path / entry["file"])
             except OSError as exc:
                 problems.append(f"{name}: unreadable ({exc.strerror})")
                 continue
@@ -977,7 +1041,7 @@ def verify_bundles(artifact) -> dict:
 
 def _blob_problems(path: pathlib.Path, index: dict, artifact, binaries: dict[str, bytes]) -> list[str]:
     try:
-        blob = read_tvm_precompiled_blob((path / TVM_BLOB_NAME).read_bytes())
+        blob = read_tvm_precompiled_blob(_read_regular(path / TVM_BLOB_NAME))
     except OSError as exc:
         return [f"{TVM_BLOB_NAME}: unreadable ({exc.strerror})"]
     except ValueError as exc:

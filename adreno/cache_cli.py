@@ -33,8 +33,9 @@ def register(sub, command) -> None:
         p.set_defaults(func=func)
         return p
 
-    subcommand("info", cmd_info, "where the cache is, how many entries and bytes, devices it is disabled for")
-    subcommand("clear", cmd_clear, "remove every entry and crash marker (re-enables a disabled device)")
+    subcommand("info", cmd_info, "where the cache is, how many entries and bytes, entries quarantined after "
+               "a crashed load")
+    subcommand("clear", cmd_clear, "remove every entry, crash marker and quarantine note")
     p = subcommand("verify", cmd_verify, "check every entry (and an artifact's bundled binaries) without a driver",
                    "Check the magic, version, checksum, key and toolchain of every cache entry; with --artifact also "
                    "the binaries bundled in that artifact. Exit status 1 when anything is bad.")
@@ -81,10 +82,10 @@ def cmd_info(args) -> int:
     info.pop("stats", None)  # this process did nothing yet
     lines = [f"program cache {info['root']}",
              f"  {info['entries']} entries, {_size(info['bytes'])} of {_size(info['max_bytes'])}"]
-    for device in info["disabled_devices"]:
-        lines.append(f"  DISABLED for {device.get('device_name', '?')} (driver {device.get('driver_version', '?')}): "
-                     f"process {device.get('pid', '?')} on {device.get('host', '?')} died loading a binary; "
-                     "`adreno cache clear` re-enables it")
+    for note in info["quarantined"]:
+        lines.append(f"  quarantined {note['marker'][:16]}: process {note.get('pid', '?')} on {note.get('host', '?')} "
+                     f"died loading it on {note.get('device_name', '?')} (driver {note.get('driver_version', '?')}); "
+                     "built from source until `adreno cache clear`")
     _emit(args, info, "\n".join(lines))
     return 0
 

@@ -65,6 +65,17 @@ def cmd_models(args) -> int:
     return 0
 
 
+def require_positive(args, *names: str, allow_zero: tuple[str, ...] = ()) -> None:
+    """A one-line error (exit status 2) for a numeric option that is not a positive finite number (or, for those in
+    `allow_zero`, not a non-negative one): `--repeat 0` must not "succeed" measuring nothing."""
+    for name in names:
+        value = getattr(args, name)
+        low_ok = value >= 0 if name in allow_zero else value > 0
+        if value is not None and not (np.isfinite(value) and low_ok):
+            flag = "--" + name.replace("_", "-")
+            raise AdrenoError(f"{flag} must be {'>= 0' if name in allow_zero else 'positive'}, not {value}")
+
+
 def _parse_shapes(items: list[str] | None) -> dict[str, list[int]]:
     shapes = {}
     for item in items or []:
@@ -93,8 +104,11 @@ def cmd_compile(args) -> int:
     manifest = json.loads((path / "manifest.json").read_text())
     summary = {"artifact": str(path), "target": manifest["target"], "kernels": manifest["kernels"],
                "memory": manifest["memory"], "tuned_kernels": manifest["tuned_kernels"],
-               "host_library": manifest["host_library"], "seconds": round(time.perf_counter() - started, 2)}
+               "host_library": manifest["host_library"], "records_skipped": manifest["records_skipped"],
+               "seconds": round(time.perf_counter() - started, 2)}
     tuned = f", {manifest['tuned_kernels']} tuned workloads" if args.records else ""
+    if manifest["records_skipped"]:
+        tuned += f" ({manifest['records_skipped']} records skipped: malformed or outside this version's knobs)"
     _emit(args, summary, f"compiled {manifest['model']} for {manifest['target']} ({manifest['memory']} memory): "
                          f"{manifest['kernels']} kernels{tuned}, host library {manifest['host_library']} -> {path} "
                          f"({summary['seconds']} s)")
@@ -115,14 +129,34 @@ def _load_inputs(args, artifact) -> list[np.ndarray]:
     missing = [s.name for s in specs if s.name not in arrays]
     if missing:
         raise AdrenoError(f"--input {args.input} lacks arrays for inputs {missing} (has {sorted(arrays)})")
+    for spec in specs:
+        lossless_input(spec, arrays[spec.name], args.input)
     return [arrays[s.name] for s in specs]
+
+
+def lossless_input(spec, array: np.ndarray, where: str) -> None:
+    """Refuse an --input array that the cast to the input's dtype would change: complex values (the imaginary part
+    would be dropped), values the dtype does not hold exactly (int64 above 2**24 in float32, fractions for an
+    integer input), non-numbers. A float64 array becomes float32 by rounding, as every framework does."""
+    dtype = np.dtype(spec.dtype)
+    if array.dtype.kind not in "biuf":
+        raise AdrenoError(f"--input {where}: {spec.name} is {array.dtype}, the model takes {dtype}: convert it first")
+    if not (array.dtype.kind == dtype.kind == "f") and not np.array_equal(array.astype(dtype).astype(array.dtype),
+                                                                        array):
+        raise AdrenoError(f"--input {where}: {spec.name} holds {array.dtype} values that {dtype} cannot represent "
+                          "exactly; convert it first")
 
 
 def cmd_run(args) -> int:
     from .artifact import Artifact
     from .opencl.executor import Executor
 
-    artifact = Artifact.load(args.artifact)
+    require_positive(args, "repeat", "rtol", "atol", "top", allow_zero=("rtol", "atol", "top"))
+    artifact = Artifact.load(args.artifact, checked=not args.unchecked)
+    if args.unchecked:
+        print(f"warning: --unchecked: the sizes and SHA-256 of the {len(artifact.manifest['files'])} files of "
+              f"{artifact.path} were not compared with its manifest (paths and the plan were still checked)",
+              file=sys.stderr)
     progress = Progress(not (args.json or args.quiet))
     progress(f"building {len(artifact.plan.programs)} OpenCL programs")
     executor = Executor(artifact, args.device, cache=_program_cache(args))
@@ -286,6 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="write the outputs to this .npz file")
     p.add_argument("--top", type=int, default=15, help="kernels shown in the table (default 15)")
     p.add_argument("--no-cache", action="store_true", help="build programs from source, bypassing the program cache")
+    p.add_argument("--unchecked", action="store_true", help="skip comparing every file's size and SHA-256 with the "
+                   "manifest (paths and the launch plan are still checked); for artifacts edited by hand")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
     p = command("devices", cmd_devices, "list OpenCL devices on this machine, or the device farm's queue")

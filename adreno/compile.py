@@ -81,7 +81,8 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "textures": plan.texture_summary(),
             "schedules": options.schedules,
             "records": str(Path(options.records).resolve()) if options.records else None,
-            "tuned_kernels": len(tuned.used),
+            "tuned_kernels": len(tuned.applied),
+            "records_skipped": tuned.skipped + len(tuned.refused),
             "refused": [str(r) for r in refusals],
             "host": host,
             "host_library": library,
@@ -102,9 +103,9 @@ def tuned_configs(records: str | None, precision: str) -> TunedConfigs:
         return TunedConfigs()
     if not Path(records).is_file():
         raise AdrenoError(f"--records {records}: no such file (write one with `adreno tune`)")
-    from .schedules.conv2d_winograd import kernel_configs
+    from .schedules.conv2d_winograd import kernel_configs, layout_config_in_space
 
-    return TunedConfigs.load(records, precision, kernel_configs)
+    return TunedConfigs.load(records, precision, kernel_configs, layout_config_in_space)
 
 
 def model_source(model, model_name: str) -> dict:

@@ -5,9 +5,16 @@ family's text key (`adreno.workload`), the fingerprint `adreno.opencl.device.Dev
 `<farm key>|rpc` for farm measurements).
 
 Every measurement, failed or not, is one line. Lines are written, flushed and fsynced per batch, so a killed
-tuner loses at most the batch in flight; a torn last line (the process died mid-write) is skipped with a
-warning on load, and the next append starts on a fresh line. Duplicates (same workload, device, config and
-trial id) are ignored on load, so a resumed run that re-writes a batch does not double-count it.
+tuner loses at most the batch in flight; a torn last line (the process died mid-write) is skipped on load, and
+the next append starts on a fresh line. Duplicates (same workload, device, config and trial id) are ignored on
+load, so a resumed run that re-writes a batch does not double-count it.
+
+Every line is validated on load (`Record.from_json`): a line that is not JSON, nests deeper than the parser's
+recursion limit, or holds a record of the wrong shape (a config that is not a flat dict of scalars, a time that
+is not a list of finite positive numbers, ...) is skipped. Nothing malformed reaches the tuner or
+`adreno compile --records`, where a negative or NaN time would otherwise win as the "best" record. The count of
+skipped lines is a value (`Database.skipped`, `Database.skipped_summary()`) that the commands show as one
+warning.
 
 Layout records. A Winograd-eligible 3x3 conv is tuned as a whole pipeline under its layout key (`layout_key`: the
 conv's key with the op `conv2d_winograd`, or `conv2d_winograd_nchw4c` when tuned in texture memory); the record's
@@ -19,15 +26,14 @@ their op (`key_memory`), which is how a compile without `--memory` picks its mem
 from __future__ import annotations
 
 import json
-import logging
+import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from .layout import LANES
+from .runner import INFRASTRUCTURE_STAGES
 from .workload import ConvWorkload, key_op
-
-log = logging.getLogger("adreno.tune")
 
 
 @dataclass
@@ -54,12 +60,56 @@ class Record:
         return sorted(self.seconds)[len(self.seconds) // 2] if self.ok else float("inf")
 
     @property
+    def infrastructure(self) -> bool:
+        """The farm failed it before it ran (stage "request", written by versions that recorded such failures):
+        not a measurement; the tuner measures the candidate again."""
+        return self.stage in INFRASTRUCTURE_STAGES
+
+    @property
     def precision(self) -> str:
         """The image storage it was measured with: "fp16" (half-float images, `extra["precision"]`) or "fp32"."""
         return self.extra.get("precision", "fp32")
 
     def identity(self) -> tuple:
         return (self.workload, self.device, json.dumps(self.config, sort_keys=True), self.trial)
+
+    @classmethod
+    def from_json(cls, data) -> "Record":
+        """The record a parsed JSON line holds; ValueError (saying what is wrong) when it is not a well-formed one:
+        a record either failed (`error` text, `seconds` null) or holds the finite positive seconds of its repeats."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a {type(data).__name__}, not an object")
+        unknown = set(data) - _FIELDS
+        if unknown:
+            raise ValueError(f"unknown fields {sorted(unknown)}")
+        for name, kinds in _TYPES.items():
+            if name in data and not _is(data[name], kinds):
+                raise ValueError(f"{name}: {type(data[name]).__name__} {str(data[name])[:40]!r}")
+        for name in ("workload", "device", "config"):
+            if name not in data:
+                raise ValueError(f"no {name}")
+        if not all(isinstance(k, str) and _is(v, (int, float, str)) for k, v in data["config"].items()):
+            raise ValueError("config: not a flat object of numbers and strings")
+        seconds = data.get("seconds")
+        if seconds is not None and not (seconds and all(_is(t, (int, float)) and math.isfinite(t) and t > 0
+                                                        for t in seconds)):
+            raise ValueError(f"seconds: {str(seconds)[:40]} (must be finite and positive)")
+        if data.get("error") is None and seconds is None:
+            raise ValueError("neither seconds nor an error")
+        if not math.isfinite(data.get("timestamp", 0.0)) or data.get("trial", 0) < 0:
+            raise ValueError("timestamp or trial out of range")
+        return cls(**data)
+
+
+_FIELDS = {f.name for f in fields(Record)}
+# field -> accepted JSON types (bool is refused where a number is meant: JSON true is not a time or a trial)
+_TYPES = {"workload": (str,), "device": (str,), "config": (dict,), "seconds": (list, type(None)),
+          "error": (str, type(None)), "stage": (str, type(None)), "trial": (int,), "strategy": (str,),
+          "timestamp": (int, float), "extra": (dict,)}
+
+
+def _is(value, kinds: tuple) -> bool:
+    return isinstance(value, kinds) and not isinstance(value, bool)
 
 
 class Database:
@@ -69,9 +119,21 @@ class Database:
         self.path = Path(path)
         self.records: list[Record] = []
         self._seen: set[tuple] = set()
-        self.skipped_lines = 0
+        self.skips: list[str] = []  # why each skipped line was skipped ("line 3: seconds: ...")
         if self.path.exists():
             self._load()
+
+    @property
+    def skipped(self) -> int:
+        """How many lines of the file were skipped on load (torn, not JSON, or not a well-formed record)."""
+        return len(self.skips)
+
+    def skipped_summary(self, shown: int = 3) -> str:
+        """One line naming the count and the first few reasons ("" when nothing was skipped)."""
+        if not self.skips:
+            return ""
+        more = f"; {self.skipped - shown} more" if self.skipped > shown else ""
+        return f"{self.path}: skipped {self.skipped} invalid record line(s) ({'; '.join(self.skips[:shown])}{more})"
 
     def _load(self) -> None:
         raw = self.path.read_bytes()
@@ -80,11 +142,11 @@ class Database:
             if not line.strip():
                 continue
             try:
-                record = Record(**json.loads(line))
-            except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as err:
-                self.skipped_lines += 1
+                record = Record.from_json(json.loads(line))
+            except (ValueError, UnicodeDecodeError, RecursionError) as err:  # JSONDecodeError is a ValueError
+                reason = "nested too deeply" if isinstance(err, RecursionError) else str(err)[:80]
                 where = "torn last line" if number >= len(lines) - 1 else f"line {number}"
-                log.warning("%s: skipping %s (%s)", self.path, where, type(err).__name__)
+                self.skips.append(f"{where}: {reason}")
                 continue
             self._add(record)
 
@@ -121,17 +183,20 @@ class Database:
         return [r for r in self.records if (workload is None or r.workload == workload)
                 and (device is None or r.device == device) and (precision is None or r.precision == precision)]
 
-    def best(self, workload: str, device: str | None = None, precision: str | None = None) -> Record | None:
-        """The fastest successful record of a workload (on one device, or any; of one precision, or any)."""
-        ok = [r for r in self.query(workload, device, precision) if r.ok]
+    def best(self, workload: str, device: str | None = None, precision: str | None = None,
+             accept=None) -> Record | None:
+        """The fastest successful record of a workload (on one device, or any; of one precision, or any; among
+        those `accept(record)` keeps, when given)."""
+        ok = [r for r in self.query(workload, device, precision) if r.ok and (accept is None or accept(r))]
         return min(ok, key=lambda r: r.median) if ok else None
 
-    def best_configs(self, device: str | None = None, precision: str | None = None) -> dict[str, dict]:
+    def best_configs(self, device: str | None = None, precision: str | None = None, accept=None) -> dict[str, dict]:
         """workload key -> config of its best record: what `adreno compile --records` applies (`precision`: the
-        compile's, so that knobs measured on half-float images do not decide an fp32 build, nor the reverse)."""
+        compile's, so that knobs measured on half-float images do not decide an fp32 build, nor the reverse;
+        `accept`: compile's check that the knobs are in today's space, so the best valid record wins)."""
         best = {}
         for workload in {r.workload for r in self.records}:
-            record = self.best(workload, device, precision)
+            record = self.best(workload, device, precision, accept)
             if record is not None:
                 best[workload] = record.config
         return best
@@ -182,18 +247,40 @@ def default_memory(keys) -> str:
 
 class TunedConfigs(dict):
     """workload key -> best tuned config from a records file, among the records of the compile's image precision,
-    with layout records expanded into the keys the schedules look up (`expand`: `conv2d_winograd.kernel_configs`);
-    remembers which keys the schedules looked up and found, so the manifest can say how many kernels were tuned."""
+    with layout records expanded into the keys the schedules look up (`expand`: `conv2d_winograd.kernel_configs`).
+    It remembers which keys the schedules looked up and applied, so the manifest can say how many kernels were
+    tuned, and which records were not applied: malformed lines, records outside today's space (`in_space`), and
+    tuned knobs a schedule's check refused (`refuse`; the defaults apply instead)."""
 
-    def __init__(self, configs: dict | None = None):
+    def __init__(self, configs: dict | None = None, skipped: int = 0):
         super().__init__(configs or {})
         self.used: set[str] = set()
+        self.skipped = skipped  # record lines not applied: malformed (the database skips them) or outside the space
+        self.refused: dict[str, str] = {}  # key -> why a schedule refused its tuned knobs
 
     @classmethod
-    def load(cls, records: str | os.PathLike, precision: str, expand) -> TunedConfigs:
-        return cls(expand(Database(records).best_configs(precision=precision)))
+    def load(cls, records: str | os.PathLike, precision: str, expand, in_space) -> TunedConfigs:
+        """The best records of `precision` whose (workload, config) `in_space` accepts, expanded by `expand`."""
+        database = Database(records)
+
+        def accept(record: Record) -> bool:
+            return in_space(record.workload, record.config)
+
+        outside = [r for r in database.query(precision=precision) if r.ok and not accept(r)]
+        return cls(expand(database.best_configs(precision=precision, accept=accept)), database.skipped + len(outside))
 
     def get(self, key, default=None):
         if key in self:
             self.used.add(key)
         return super().get(key, default)
+
+    def refuse(self, key: str, reason: str) -> None:
+        """A schedule's check refused the tuned knobs of `key` (`Family.apply`): drop them, so the defaults apply
+        and nothing counts them as applied (they count as skipped records)."""
+        self.pop(key, None)
+        self.refused[key] = reason
+
+    @property
+    def applied(self) -> set[str]:
+        """The keys whose tuned knobs a schedule applied."""
+        return self.used & set(self)

@@ -30,13 +30,19 @@ class RunInput:
     tag: str = ""  # the caller's id for this candidate, carried into the result
 
 
+# Stages whose failure is the infrastructure's, not the candidate's: "request" (tracker unreachable, no device of
+# the key, a lease gone stale, the runner closed before the candidate ran). Candidate failures (build, upload, run,
+# check, timeout, device: the device died twice under this candidate) are final.
+INFRASTRUCTURE_STAGES = frozenset({"request"})
+
+
 @dataclass
 class RunResult:
     """Per-repeat seconds (the sum of kernel device times of one run) or an error with the stage it failed in."""
 
     seconds: list[float] | None = None
     error: str | None = None
-    stage: str | None = None  # build | upload | run | check | timeout | device
+    stage: str | None = None  # build | upload | run | check | timeout | device; request: see `infrastructure`
     max_error: float | None = None
     tag: str = ""
     device: str = ""
@@ -49,6 +55,12 @@ class RunResult:
     @property
     def median(self) -> float:
         return float(np.median(self.seconds)) if self.seconds else float("inf")
+
+    @property
+    def infrastructure(self) -> bool:
+        """The candidate never ran: the farm failed it (see `INFRASTRUCTURE_STAGES`). Not a result of the
+        candidate: the tuner records nothing for it and measures it again later."""
+        return self.stage in INFRASTRUCTURE_STAGES
 
 
 class RunFuture:

@@ -363,18 +363,20 @@ def test_entry_larger_than_cap_is_not_stored(tmp_path, caplog):
 # -- crash guard -----------------------------------------------------------------------------------------
 
 
-def _die_while_loading(root: str, identity: DeviceIdentity, loading) -> None:
-    """Child: enter the binary-load crash guard and hang there until killed (a driver crash)."""
-    with ProgramCache(pathlib.Path(root))._binary_load_guard(identity):
+def _die_while_loading(root: str, identity: DeviceIdentity, key: str, loading) -> None:
+    """Child: enter the binary-load crash guard for entry ``key`` and hang there until killed (a driver crash)."""
+    with ProgramCache(pathlib.Path(root))._binary_load_guard(identity, key):
         loading.set()
         time.sleep(120)
 
 
-def _crash_during_load(root: pathlib.Path, identity: DeviceIdentity, while_loading=None) -> int:
-    """Run a child that dies (SIGKILL) inside a guarded load; call ``while_loading()`` while it hangs there."""
+def _crash_during_load(root: pathlib.Path, identity: DeviceIdentity, source: str, while_loading=None) -> int:
+    """Run a child that dies (SIGKILL) inside a guarded load of ``source``'s entry; call ``while_loading()`` while
+    it hangs there."""
     ctx = multiprocessing.get_context("spawn")
     loading = ctx.Event()
-    child = ctx.Process(target=_die_while_loading, args=(str(root), identity, loading))
+    child = ctx.Process(target=_die_while_loading, args=(str(root), identity, cache_key(identity, source, ""),
+                                                         loading))
     child.start()
     try:
         assert loading.wait(60), "child never reached the binary load"
@@ -387,42 +389,56 @@ def _crash_during_load(root: pathlib.Path, identity: DeviceIdentity, while_loadi
     return child.pid
 
 
-def test_crash_during_load_disables_that_device_until_clear(tmp_path, caplog):
+def test_crash_during_load_quarantines_that_entry_only(tmp_path, caplog):
     other_driver = dataclasses.replace(FAKE, driver_version="1.2.4")
     store = ProgramCache(tmp_path)
     store.put(FAKE, VADD, "", b"binary for this driver")
     store.put(other_driver, VADD, "", b"binary for the other driver")
 
-    def live_loader_does_not_disable():
-        assert store.get(FAKE, VADD, "") == b"binary for this driver"
-        assert store.info()["disabled_devices"] == []
+    store.put(FAKE, "__kernel void other() {}", "", b"another program")
 
-    pid = _crash_during_load(tmp_path, FAKE, live_loader_does_not_disable)
+    def live_loader_does_not_quarantine():
+        assert store.get(FAKE, VADD, "") == b"binary for this driver"
+        assert store.info()["quarantined"] == []
+
+    pid = _crash_during_load(tmp_path, FAKE, VADD, live_loader_does_not_quarantine)
     caplog.set_level(logging.WARNING, logger="adreno.cache")
 
+    assert store.get(FAKE, VADD, "") is None, "the entry the crashed load touched is removed"
+    store.put(FAKE, VADD, "", b"rebuilt")
+    assert store.get(FAKE, VADD, "") == b"rebuilt", "after one crash, a rebuilt binary is cached again"
+    _crash_during_load(tmp_path, FAKE, VADD)
     assert store.get(FAKE, VADD, "") is None
+    store.put(FAKE, VADD, "", b"rebuilt again")
+    assert store.get(FAKE, VADD, "") is None, "after a second crash the key is never stored or loaded again"
+    assert store.get(FAKE, "__kernel void other() {}", "") == b"another program", "the rest stays in use"
     store.put(FAKE, "__kernel void more() {}", "", b"new")
-    assert store.get(FAKE, "__kernel void more() {}", "") is None
+    assert store.get(FAKE, "__kernel void more() {}", "") == b"new"
     assert store.get(other_driver, VADD, "") == b"binary for the other driver"  # per device + driver
-    (disabled,) = store.info()["disabled_devices"]
-    assert disabled["pid"] == pid and disabled["driver_version"] == "1.2.3"
-    assert len(cache_warnings(caplog)) == 1  # reported once, not on every lookup
+    (quarantined,) = store.info()["quarantined"]
+    assert quarantined["pid"] != pid and quarantined["driver_version"] == "1.2.3" and quarantined["crashes"] == 2
+    assert quarantined["entry"] == cache_key(FAKE, VADD, "")
+    assert len(cache_warnings(caplog)) == 2  # one per crashed load, not on every lookup
 
-    assert ProgramCache(tmp_path).clear() == 2
-    assert store.info()["disabled_devices"] == []
+    assert ProgramCache(tmp_path).clear() == 3
+    assert store.info()["quarantined"] == []
     store.put(FAKE, VADD, "", b"after clear")
     assert store.get(FAKE, VADD, "") == b"after clear"
 
 
-def test_build_is_disabled_after_crash_until_clear(tmp_path, cl_context):
+def test_build_of_a_quarantined_entry_is_from_source_until_clear(tmp_path, cl_context):
     identity = DeviceIdentity.from_cl_device(cl_context.devices[0])
     store = ProgramCache(tmp_path)
-    assert store.build(cl_context, VADD)[1] == "miss"
-    _crash_during_load(tmp_path, identity)
+    other = VADD.replace("vadd", "vadd2")
+    assert store.build(cl_context, VADD)[1] == "miss" and store.build(cl_context, other)[1] == "miss"
+    _crash_during_load(tmp_path, identity, VADD)
+    assert store.build(cl_context, VADD)[1] == "miss", "one crash: rebuilt from source and cached again"
+    _crash_during_load(tmp_path, identity, VADD)
 
     program, how = store.build(cl_context, VADD)
     assert how == "disabled"
     check_vadd(cl_context, program)
+    assert store.build(cl_context, other)[1] == "hit", "the cache stays enabled for every other entry"
 
     store.clear()
     assert store.build(cl_context, VADD)[1] == "miss"
@@ -437,7 +453,7 @@ def _build_in_child(root: str, platform_index: int, device_index: int, outcome) 
     outcome.put(ProgramCache(pathlib.Path(root)).build(cl.Context([device]), VADD)[1])
 
 
-def test_real_driver_crash_on_a_bad_binary_disables_the_cache(tmp_path, cl_context):
+def test_real_driver_crash_on_a_bad_binary_quarantines_it(tmp_path, cl_context):
     device = cl_context.devices[0]
     platforms = cl.get_platforms()
     platform_index = next(i for i, p in enumerate(platforms) if p.int_ptr == device.platform.int_ptr)
@@ -460,11 +476,12 @@ def test_real_driver_crash_on_a_bad_binary_disables_the_cache(tmp_path, cl_conte
         assert store.build(cl_context, VADD)[1] == "hit"
     else:  # the driver crashed the child inside the guarded load (PoCL 3.1 aborts on an assertion)
         assert child.exitcode is not None and child.exitcode < 0
-        (disabled,) = store.info()["disabled_devices"]
-        assert disabled["pid"] == child.pid
+        (quarantined,) = store.info()["quarantined"]
+        assert quarantined["pid"] == child.pid and quarantined["crashes"] == 1
         program, how = store.build(cl_context, VADD)
-        assert how == "disabled"
+        assert how == "miss", "the bad binary is gone: rebuilt from source and cached again"
         check_vadd(cl_context, program)
+        assert store.build(cl_context, VADD)[1] == "hit"
 
 
 # -- info / verify / clear -------------------------------------------------------------------------------
@@ -487,7 +504,7 @@ def test_info_verify_clear(tmp_path, monkeypatch):
     info = store.info()
     assert info["entries"] == 5 and info["max_bytes"] == 1 << 20 and info["enabled"] is True
     assert info["bytes"] == sum(p.stat().st_size for p in entry_files(tmp_path))
-    assert info["stats"]["hits"] == 0 and info["disabled_devices"] == []
+    assert info["stats"]["hits"] == 0 and info["quarantined"] == []
 
     report = store.verify()
     assert (report["ok"], report["bad"]) == (2, 3)

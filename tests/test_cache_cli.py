@@ -93,7 +93,7 @@ def test_info_verify_clear_through_the_cli(exported, tmp_path):
     programs = exported["summary"]["programs"]
 
     info = json.loads(adreno(cache_dir, "cache", "info", "--json").stdout)
-    assert info["root"] == str(cache_dir) and info["entries"] == programs and info["disabled_devices"] == []
+    assert info["root"] == str(cache_dir) and info["entries"] == programs and info["quarantined"] == []
     assert info["bytes"] == sum(p.stat().st_size for p in cache_dir.glob("*.clbin"))
     assert f"{programs} entries" in adreno(cache_dir, "cache", "info").stdout
 

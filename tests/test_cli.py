@@ -63,10 +63,32 @@ def test_check_mismatch_exits_1(tmp_path):
     (["compile", "tiny", "--input-shape", "oops", "-o", "{tmp}/x"], "expected NAME:D0,D1"),
     (["run", "{tmp}/not_there"], "no such artifact directory"),
     (["run", "{tmp}", "--device", "42"], "manifest.json is missing"),
+    (["compile", "tiny", "-o", "{tmp}/file/sub"], "cannot create the artifact directory"),
+    (["compile", "tiny", "-o", "{tmp}/file"], "exists and is not a directory"),
+    (["run", "{tmp}", "--repeat", "0"], "--repeat must be positive, not 0"),
+    (["run", "{tmp}", "--rtol", "-1"], "--rtol must be >= 0"),
+    (["tune", "tiny", "--trials", "-5"], "--trials must be positive, not -5"),
+    (["tune", "tiny", "--batch", "0"], "--batch must be positive"),
+    (["tune", "tiny", "--repeat", "0"], "--repeat must be positive"),
 ])
 def test_user_errors_are_one_clear_line(tmp_path, args, message):
+    (tmp_path / "file").write_text("a file, not a directory")
     proc = adreno(*[a.format(tmp=tmp_path) for a in args], check_rc=2)
+    last = proc.stderr.strip().splitlines()[-1]  # progress lines may come first
+    assert last.startswith("error:") and message in last and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("array, message", [
+    (np.full((1, 3, 32, 32), 2 ** 24 + 1, np.int64), "int64 values that float32 cannot represent exactly"),
+    (np.full((1, 3, 32, 32), 1 + 2j, np.complex64), "complex64, the model takes float32"),
+    (np.full((1, 3, 32, 32), "x"), "<U1, the model takes float32"),
+])
+def test_lossy_input_dtypes_are_refused(tiny_artifact, tmp_path, array, message):
+    np.savez(tmp_path / "in.npz", input=array)
+    proc = adreno("run", tiny_artifact, "--input", tmp_path / "in.npz", "--repeat", "1", check_rc=2)
     assert message in proc.stderr and "Traceback" not in proc.stderr
+    np.savez(tmp_path / "ok.npz", input=np.ones((1, 3, 32, 32), np.int64))  # small integers are exact
+    adreno("run", tiny_artifact, "--input", tmp_path / "ok.npz", "--repeat", "1", "-q")
 
 
 def test_devices_local():

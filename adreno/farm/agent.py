@@ -34,23 +34,16 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import signal
 import sys
 import tarfile
 import threading
 import time
 
-from .common import (
-    DEFAULT_AGENT_PORT,
-    DEFAULT_TRACKER_PORT,
-    FarmError,
-    format_addr,
-    kill_group,
-    parse_addr,
-    python_module_command,
-    set_parent_death_signal,
-    warn_if_exposed,
-)
+from .common import (DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, format_addr, is_loopback,
+                     kill_group, parse_addr, python_module_command, set_parent_death_signal, warn_if_exposed)
+from .uploads import safe_extract
 
 # --- the worker side: state of one worker process and of its forked session processes -------------------------
 
@@ -80,23 +73,20 @@ def _hello() -> str:
                        "pid": os.getpid(), "faults": _CONFIG["faults"]})
 
 
-def safe_extract(tar: tarfile.TarFile, dest: str) -> None:
-    """Extract `tar` into `dest`, refusing members that would land outside it or are links."""
-    root = os.path.realpath(dest)
-    for member in tar.getmembers():
-        target = os.path.realpath(os.path.join(dest, member.name))
-        if not (target == root or target.startswith(root + os.sep)) or member.issym() or member.islnk():
-            raise FarmError(f"refusing tar member {member.name!r}")
-    tar.extractall(dest)
-
-
 def _unpack(tar_name: str) -> tuple[str, str]:
-    """(artifact name, directory) of an uploaded artifact tarball, unpacked once."""
+    """(artifact name, directory) of an uploaded artifact tarball, unpacked once (`safe_extract`: regular files and
+    directories only, under size, count and ratio ceilings), into a temporary sibling renamed into place when
+    complete, so a refused or interrupted upload never leaves a directory that a later call would trust."""
     name = os.path.basename(tar_name).removesuffix(".tar")
     dest = _workpath(name)
     if not os.path.isdir(dest):
-        with tarfile.open(_workpath(tar_name)) as tar:
-            safe_extract(tar, dest)
+        partial = f"{dest}.partial-{os.getpid()}"
+        try:
+            with open(_workpath(tar_name), "rb") as upload:
+                safe_extract(upload, os.fstat(upload.fileno()).st_size, partial)
+            os.replace(partial, dest)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
     return name, dest
 
 
@@ -273,8 +263,12 @@ def _spawn_inherit(command, env):
 
 def run_agent(tracker: str, key: str | None = None, device=None, host: str = "127.0.0.1",
               port: int = DEFAULT_AGENT_PORT, port_end: int | None = None, custom_addr: str | None = None,
-              faults: bool = False) -> int:
-    """The body of `adreno farm agent`."""
+              faults: bool = False, expose: bool = False) -> int:
+    """The body of `adreno farm agent`. A bind beyond loopback needs `expose` (the agent runs what any client that
+    reaches it uploads), and warns even then."""
+    if not is_loopback(host) and not expose:
+        raise FarmError(f"--host {host} exposes the agent beyond this machine: {EXPOSE_HELP} Reach remote devices "
+                        "through `adreno farm ssh`, or pass --expose if this network is yours alone")
     warn_if_exposed(host, "device agent")
     tracker_addr = parse_addr(tracker, DEFAULT_TRACKER_PORT)
     device_name = None
@@ -311,6 +305,7 @@ def main(argv=None) -> int:
     parser.add_argument("--port", type=int, default=DEFAULT_AGENT_PORT)
     parser.add_argument("--port-end", type=int, default=None)
     parser.add_argument("--custom-addr", default=None)
+    parser.add_argument("--expose", action="store_true", help=EXPOSE_HELP)
     parser.add_argument("--allow-fault-injection", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # worker mode
     args = parser.parse_args(argv)
@@ -319,7 +314,7 @@ def main(argv=None) -> int:
         return serve_worker(tracker, args.key or "", args.device, args.host, args.port,
                             args.port_end or args.port + 100, args.custom_addr, args.allow_fault_injection)
     return run_agent(args.tracker or f"127.0.0.1:{DEFAULT_TRACKER_PORT}", args.key, args.device, args.host,
-                     args.port, args.port_end, args.custom_addr, args.allow_fault_injection)
+                     args.port, args.port_end, args.custom_addr, args.allow_fault_injection, args.expose)
 
 
 if __name__ == "__main__":

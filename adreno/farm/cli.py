@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from .common import DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, FarmError, parse_addr
+from .common import DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, parse_addr
 
 SECURITY_NOTE = ("TVM RPC has no authentication and lets any client write files and run code on the server: "
                  "everything binds to 127.0.0.1 unless --host says otherwise; reach remote devices through "
@@ -25,7 +25,8 @@ def _cmd_tracker(args) -> int:
 def _cmd_agent(args) -> int:
     from .agent import run_agent
 
-    return run_agent(args.tracker, args.key, args.device, args.host, args.port, args.port_end, args.custom_addr)
+    return run_agent(args.tracker, args.key, args.device, args.host, args.port, args.port_end, args.custom_addr,
+                     expose=args.expose)
 
 
 def _cmd_status(args) -> int:
@@ -91,7 +92,10 @@ def register(subparsers, command=None) -> None:
     p.add_argument("--tracker", default=f"127.0.0.1:{DEFAULT_TRACKER_PORT}", metavar="HOST:PORT")
     p.add_argument("--key", help="device key (default: the normalised GPU name, e.g. adreno-740, pocl-cpu)")
     p.add_argument("--device", help="OpenCL device: an index from `adreno devices --local`, pocl, gpu, or a name part")
-    p.add_argument("--host", default="127.0.0.1", help="bind address of the RPC server (default 127.0.0.1)")
+    p.add_argument("--host", default="127.0.0.1", help="bind address of the RPC server (default 127.0.0.1; "
+                   "anything else needs --expose)")
+    p.add_argument("--expose", action="store_true", help="allow --host beyond loopback. " + EXPOSE_HELP +
+                   " Prefer an SSH tunnel (`adreno farm ssh`)")
     p.add_argument("--port", type=int, default=DEFAULT_AGENT_PORT, help="first port to try")
     p.add_argument("--port-end", type=int, default=None, help="end of the port range (default port+100)")
     p.add_argument("--custom-addr", help="address reported to the tracker (e.g. a tunnel's local end)")

@@ -71,6 +71,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+EXPOSE_HELP = ("TVM RPC has no authentication: any client that reaches the agent's port can upload files and run "
+               "them (a shared library it loads runs as this user).")
+
+
 def warn_if_exposed(host: str, what: str, stream=None) -> bool:
     """Print the security warning for a non-loopback bind; True when it was printed."""
     if is_loopback(host):

@@ -31,10 +31,7 @@ class LocalFarm:
         self.tracker_proc = None
         self.agents: list = []
         try:
-            self.tracker_proc = spawn(python_module_command("adreno.farm.tracker", "--port", str(self.tracker_port),
-                                                            "--silent"), os.path.join(self.log_dir, "tracker.log"))
-            if not wait_port("127.0.0.1", self.tracker_port, start_timeout):
-                raise FarmError(f"the tracker did not start; see {self.log_dir}/tracker.log")
+            self.start_tracker()
             for _ in range(agents):
                 self.add_agent()
             self.wait_registered(agents)
@@ -89,6 +86,17 @@ class LocalFarm:
             except ProcessLookupError:
                 pass
         return killed
+
+    def start_tracker(self) -> None:
+        """Start the tracker on this farm's port (again, after `stop_tracker`: agents re-register by themselves)."""
+        self.tracker_proc = spawn(python_module_command("adreno.farm.tracker", "--port", str(self.tracker_port),
+                                                        "--silent"), os.path.join(self.log_dir, "tracker.log"))
+        if not wait_port("127.0.0.1", self.tracker_port, self.start_timeout):
+            raise FarmError(f"the tracker did not start; see {self.log_dir}/tracker.log")
+
+    def stop_tracker(self) -> None:
+        kill_group(self.tracker_proc, signal.SIGKILL, wait=5)
+        self.tracker_proc = None
 
     def close(self) -> None:
         for proc in self.agents:  # SIGTERM all first: each supervisor stops its worker, then reap

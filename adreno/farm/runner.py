@@ -7,6 +7,12 @@ overruns, the candidate is recorded as a timeout naming the stage, the session i
 watchdog and supervisor restart the device), and the worker asks the tracker for another device. When a device
 dies mid-candidate the candidate is retried once on another device, then recorded as a device error. Every
 submitted candidate ends with exactly one `RunResult`; nothing raises across the interface.
+
+An infrastructure failure (the tracker unreachable, no device of the key, a stale lease) is not the candidate's:
+the candidate goes back to the queue for any live device, and a worker without a session backs off (0.25 s
+doubling to 4 s) and asks again, until the outage has lasted `Timeouts.outage`. Only then are the queued
+candidates finished, with stage "request" (`RunResult.infrastructure`): the tuner records nothing for them and
+measures them again later.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ import numpy as np
 from adreno.errors import TVM_ERRORS
 from adreno.runner import RunFuture, RunInput, Runner, RunResult, check_outputs
 
-from .agent import artifact_tarball, safe_extract
+from .agent import artifact_tarball
+from .uploads import safe_extract
 from .common import FarmError, NoDeviceError, TrackerUnreachable, format_addr, parse_addr
 from .tracker import TrackerClient, count_servers
 
@@ -41,6 +48,7 @@ class Timeouts:
     run: float = 60.0
     download: float = 30.0
     watchdog_grace: float = 2.0  # the agent kills its own session this long after the host gave up on a run
+    outage: float = 120.0  # how long infrastructure failures (tracker, no device) are retried with back-off
 
 
 class StageTimeout(Exception):
@@ -168,6 +176,8 @@ class RPCRunner(Runner):
         self._last_scale = -1e9
         self._servers = 0
         self._closed = False
+        self._outage_since: float | None = None  # when the current run of infrastructure failures began
+        self._outage_tries = 0
         self._tarballs: dict[tuple, tuple[str, bytes]] = {}
         self._tar_lock = threading.Lock()
         self.events: list[str] = []  # what happened to devices (drops, timeouts), for logs and tests
@@ -262,12 +272,34 @@ class RPCRunner(Runner):
         if not candidate.future.done():
             candidate.future.set_result(result)
 
-    def _fail_all_queued(self, first: _Candidate, message: str, stage: str) -> None:
+    def _outage(self, candidate: _Candidate, err: BaseException) -> None:
+        """An infrastructure failure while this worker had no session: requeue the candidate and back off, unless
+        the outage has outlasted `Timeouts.outage`; then finish every queued candidate as an infrastructure
+        failure (stage "request")."""
+        self.events.append(f"infrastructure: {err}")
         with self._cond:
-            rest = list(self._queue)
-            self._queue.clear()
-        for candidate in [first, *rest]:
-            self._finish(candidate, RunResult(error=message, stage=stage, tag=candidate.input.tag))
+            now = time.monotonic()
+            if self._outage_since is None:
+                self._outage_since, self._outage_tries = now, 0
+            self._outage_tries += 1
+            lasted, backoff = now - self._outage_since, min(4.0, 0.25 * 2 ** min(self._outage_tries - 1, 4))
+            if lasted > self.timeouts.outage:
+                rest = list(self._queue)
+                self._queue.clear()
+            else:
+                rest = None
+        if rest is None:
+            self._requeue(candidate)
+            with self._cond:
+                self._cond.wait_for(lambda: self._closed, backoff)
+            return
+        for each in [candidate, *rest]:
+            self._finish(each, RunResult(error=f"{err} (for {lasted:.0f} s; not measured, left pending)",
+                                         stage="request", extra={"reason": "infrastructure"}))
+
+    def _outage_over(self) -> None:
+        with self._cond:
+            self._outage_since = None
 
     def _worker(self) -> None:
         session: DeviceSession | None = None
@@ -284,10 +316,7 @@ class RPCRunner(Runner):
                         session = DeviceSession(tracker, self.key, self.timeouts)
                         with self._cond:
                             self._holding += 1
-                    except TrackerUnreachable as err:
-                        tracker = None
-                        self._finish(candidate, RunResult(error=str(err), stage="request"))
-                        continue
+                        self._outage_over()
                     except NoDeviceError as err:
                         tracker = None  # the timed-out request died with its connection
                         with self._cond:
@@ -295,17 +324,15 @@ class RPCRunner(Runner):
                         if others:  # other devices are working: leave the candidate to them, shrink the pool
                             self._requeue(candidate)
                             return
-                        self._fail_all_queued(candidate, str(err), "request")
+                        self._outage(candidate, err)
                         continue
-                    except (StageTimeout, RemoteError, FarmError, OSError) as err:
-                        # the lease went stale (the device died after registering): try another device
-                        self.events.append(f"request failed: {err}")
-                        candidate.attempts += 1
-                        if candidate.attempts > self.device_loss_retries + 2:
-                            self._finish(candidate, RunResult(error=f"could not open a session on a {self.key} "
-                                                              f"device: {err}", stage="request"))
-                        else:
-                            self._requeue(candidate)
+                    except (TrackerUnreachable, StageTimeout, RemoteError, FarmError, OSError) as err:
+                        # the tracker is gone, or the lease went stale (the device died after registering)
+                        if tracker is not None:
+                            tracker.close()
+                        tracker = None
+                        self._outage(candidate, FarmError(f"could not open a session on a {self.key} device: "
+                                                          f"{err}"))
                         continue
                 try:
                     result = self._measure(session, candidate)
@@ -422,7 +449,6 @@ def warm_artifact(artifact: str, tracker: str, key: str, timeouts: Timeouts | No
     `<artifact>/binaries/<device>/` (what `adreno cache export` writes locally): `adreno cache warm`.
     Returns the device's export summary; a device or tracker problem raises `FarmError` naming it."""
     import shutil
-    import tarfile
     import tempfile
 
     timeouts = timeouts or Timeouts()
@@ -441,8 +467,7 @@ def warm_artifact(artifact: str, tracker: str, key: str, timeouts: Timeouts | No
     binaries = os.path.join(artifact, "binaries")
     os.makedirs(binaries, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=binaries) as staging:
-        with tarfile.open(fileobj=io.BytesIO(bytes(blob))) as tar:
-            safe_extract(tar, staging)
+        safe_extract(io.BytesIO(bytes(blob)), len(blob), staging)
         for entry in os.listdir(staging):
             final = os.path.join(binaries, entry)
             shutil.rmtree(final, ignore_errors=True)

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..artifact import Artifact
-from ..errors import AdrenoError, KernelBuildError
+from ..artifact_check import check_launches
+from ..errors import AdrenoError, ArtifactError, KernelBuildError
 from ..layout import ImageSpec, from_image, to_image
 from .device import select_device
 
@@ -65,6 +66,7 @@ class Executor:
 
         self.artifact = artifact if isinstance(artifact, Artifact) else Artifact.load(artifact)
         self.device = device if isinstance(device, cl.Device) else select_device(device)
+        check_launches(self.artifact.plan, self.device)
         self.context = cl.Context([self.device])
         self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.cache = cache.for_artifact(self.artifact.path) if cache is not None else None
@@ -82,7 +84,10 @@ class Executor:
                         for sid, nbytes in plan.storage.items()}
         self.buffers = {name: self.storage[spec.storage] for name, spec in plan.tensors.items()}
         for name, array in self.artifact.params().items():
-            spec = plan.tensors[name]
+            spec = plan.tensors.get(name)
+            if spec is None or spec.kind != "param" or array.dtype.kind not in "biuf":
+                raise ArtifactError(f"params.npz holds {name!r} of dtype {array.dtype}, which is no param of the plan: "
+                                  "recompile the model")
             if list(array.shape) != spec.shape:
                 raise AdrenoError(f"param {name} has shape {array.shape}, the plan says {spec.shape}: recompile")
             self._write(spec, array)
@@ -145,16 +150,27 @@ class Executor:
     def _bind(self, step_index, step, launch) -> _BoundKernel:
         import pyopencl as cl
 
-        kernel = cl.Kernel(self.programs[step.program], launch.name)
-        for position, arg in enumerate(launch.args):
-            if arg.arg is not None:
-                kernel.set_arg(position, self.buffers[step.args[arg.arg]])
-            elif arg.workspace is not None:
-                kernel.set_arg(position, self.workspaces[arg.workspace])
-            else:
-                kernel.set_arg(position, np.array(arg.scalar, dtype=arg.dtype))
-        if launch.local_mem_bytes:
-            kernel.set_arg(len(launch.args), cl.LocalMemory(launch.local_mem_bytes))
+        program = self.programs[step.program]
+        if launch.name not in program.get_info(cl.program_info.KERNEL_NAMES).split(";"):
+            raise ArtifactError(f"{self.artifact.path}: program {step.program} has no kernel {launch.name}; "
+                                "recompile the model")
+        kernel = cl.Kernel(program, launch.name)
+        if kernel.num_args != len(launch.args) + bool(launch.local_mem_bytes):
+            raise ArtifactError(f"{self.artifact.path}: kernel {launch.name} takes {kernel.num_args} arguments, the "
+                                f"plan gives {len(launch.args) + bool(launch.local_mem_bytes)}; recompile the model")
+        try:
+            for position, arg in enumerate(launch.args):
+                if arg.arg is not None:
+                    kernel.set_arg(position, self.buffers[step.args[arg.arg]])
+                elif arg.workspace is not None:
+                    kernel.set_arg(position, self.workspaces[arg.workspace])
+                else:
+                    kernel.set_arg(position, np.array(arg.scalar, dtype=arg.dtype))
+            if launch.local_mem_bytes:
+                kernel.set_arg(len(launch.args), cl.LocalMemory(launch.local_mem_bytes))
+        except cl.Error as err:
+            raise ArtifactError(f"{self.artifact.path}: kernel {launch.name} refuses the plan's arguments "
+                                f"({str(err).splitlines()[0][:100]}); recompile the model") from None
         return _BoundKernel(kernel, tuple(launch.global_size), tuple(launch.local_size), launch.name, step.op,
                             step_index)
 
@@ -184,7 +200,12 @@ class Executor:
     def _enqueue_all(self) -> list:
         import pyopencl as cl
 
-        return [cl.enqueue_nd_range_kernel(self.queue, b.kernel, b.global_size, b.local_size) for b in self.launches]
+        try:
+            return [cl.enqueue_nd_range_kernel(self.queue, b.kernel, b.global_size, b.local_size)
+                    for b in self.launches]
+        except cl.Error as err:
+            raise ArtifactError(f"{self.artifact.path}: the device refuses a launch of the plan "
+                                f"({str(err).splitlines()[0][:100]}); recompile the model") from None
 
     def run(self, inputs) -> list[np.ndarray]:
         """Run the model once; inputs by name (dict) or in order (list); returns the outputs in order."""

@@ -257,6 +257,22 @@ def _schedule_stage(sch, blocks, stage: str, cfg: dict):
 FAMILY = Family("conv2d_winograd", KNOBS, match, default_config, check_config, "Conv2dWinograd")
 
 
+def layout_config_in_space(key: str, config: dict) -> bool:
+    """False for a layout record (under a `layout_key`) whose knobs are not a point of today's layout space, as the
+    tuner's `LayoutTask.space` defines it (a tile or knob of an older version, a value outside its choices, a missing
+    knob of the chosen layout): compile skips it as the tuner does. True for any other key (its family checks the
+    knobs where it applies them)."""
+    if layout_workload(key) is None:
+        return True
+    direct = conv2d_texture.KNOBS if key_memory(key) == "texture" else conv2d_direct.KNOBS
+    stage = {k: v for k, v in KNOBS.items() if k != "tile"}
+    choices = {"tile": KNOBS["tile"], **direct, **stage}
+    if config.get("tile") not in KNOBS["tile"]:
+        return False
+    active = direct if config["tile"] == 0 else stage
+    return set(active) <= set(config) and all(k in choices and v in choices[k] for k, v in config.items())
+
+
 def kernel_configs(configs: dict) -> dict:
     """`configs` (workload key -> tuned knobs, as `adreno compile --records` reads them) plus the knobs of every
     layout record (under a conv's `layout_key`: `tile` and the knobs of that layout) under the keys the schedules look

@@ -73,14 +73,26 @@ class Family:
     def apply(self, func, target, config: dict | None = None):
         """A scheduled `s_tir.Schedule` of `func`, None when this family does not handle it, or `Refused`. `config`
         maps workload keys to tuned knobs (`adreno compile --records`); missing knobs take the defaults. A config
-        outside the family's space raises ValueError (`check_config`)."""
+        outside the family's space raises ValueError (`check_config`), except compile's `TunedConfigs`, which drops
+        the refused knobs and gets the defaults."""
         matched = self.matched(func)
         if matched is None:
             return None
         cfg = self.default_config(matched.workload, target)
-        tuned = (config or {}).get(matched.key) or {}
-        cfg.update((k, v) for k, v in tuned.items() if matched.knobs is None or k in matched.knobs)
-        self.check_config(matched.workload, cfg, target)
+        tuned = {k: v for k, v in ((config or {}).get(matched.key) or {}).items()
+                 if matched.knobs is None or k in matched.knobs}
+        try:
+            self.check_config(matched.workload, {**cfg, **tuned}, target)
+        except ValueError as err:
+            # compile's records (`TunedConfigs.refuse`: a record of an older knob table, or of another target) fall
+            # back to the defaults; a tuning candidate's config (a plain dict) is refused with the error
+            refuse = getattr(config, "refuse", None)
+            if not tuned or refuse is None:
+                raise
+            refuse(matched.key, str(err))
+            tuned = {}
+            self.check_config(matched.workload, cfg, target)
+        cfg.update(tuned)
         try:
             return matched.schedule(cfg)
         except TVM_ERRORS as err:

@@ -10,12 +10,19 @@ from ..options import CompileOptions, Memory, Precision, choices
 
 
 def cmd_tune(args) -> int:
+    from ..cli import require_positive
+    from ..records import Database
     from .extract import extract_tasks
+    from .measure import Builder
     from .session import open_tuner
     from .tuner import plot_history, save_report
 
+    require_positive(args, "trials", "batch", "repeat", "timeout", "outage", allow_zero=("outage",))
     records = Path(args.records)
+    database = Database(records)
     quiet = args.json or args.quiet
+    if database.skipped:
+        print(f"warning: {database.skipped_summary()}", file=sys.stderr)
 
     def say(text: str) -> None:
         if not quiet:
@@ -24,10 +31,12 @@ def cmd_tune(args) -> int:
     say(f"extracting tasks of {args.model} for {args.target} ({args.memory} memory)")
     tasks = extract_tasks(args.model, CompileOptions(target=args.target, memory=args.memory, precision=args.precision),
                           layouts=not args.no_layouts)
-    tuner = open_tuner(tasks, records, target=args.target, device=args.device, tracker=args.tracker, key=args.key,
-                       timeout_s=args.timeout, cache=not args.no_cache, strategy=args.strategy,
-                       model=args.model_kind, batch=args.batch, seed=args.seed, repeat=args.repeat,
-                       progress=lambda spent, total, text: say(f"  [{_bar(spent, total)}] {text}"))
+    builder = Builder(workdir=args.keep_candidates)
+    tuner = open_tuner(tasks, database, target=args.target, device=args.device, tracker=args.tracker, key=args.key,
+                       outage_s=args.outage, timeout_s=args.timeout, cache=not args.no_cache, builder=builder,
+                       strategy=args.strategy, model=args.model_kind, batch=args.batch, seed=args.seed,
+                       repeat=args.repeat, progress=lambda spent, total, text: say(f"  [{_bar(spent, total)}] {text}"))
+    tuner.closing.append(builder.close)
     try:
         resumed = sum(len(tuner.database.query(t.key, tuner.device)) for t in tasks)
         say(f"{len(tasks)} tasks; {resumed} earlier records of {tuner.device.split('|')[0]} in {records} (resuming)")
@@ -51,6 +60,10 @@ def cmd_tune(args) -> int:
                   f"{_fmt(row['best_ms']):>9} {speed:>7}  {_layouts(row)}")
         timing = ", ".join(f"{k} {v:.1f} s" for k, v in report.seconds.items())
         print(f"{report.trials} trials ({timing}); records: {report.records}; plot: {report.plot}")
+    if report.pending:
+        print(f"warning: {report.pending} candidates were not measured: the farm failed them (tracker or devices "
+              "unreachable); nothing was recorded for them. Run the same command again to measure them",
+              file=sys.stderr)
     return 0
 
 
@@ -106,8 +119,13 @@ def register(sub, command) -> None:
     p.add_argument("--plot", help="PNG of best latency against trials (default: next to --records)")
     p.add_argument("--report", help="also write the report as JSON to this file")
     p.add_argument("--save-model", help="save the trained cost model (for transfer:FILE on another device)")
+    p.add_argument("--outage", type=float, default=120.0, help="with --tracker: seconds to keep retrying an "
+                   "unreachable tracker or device (with back-off) before the candidates are left pending, unrecorded, "
+                   "for the next run (default 120)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds one local measurement may take (build, "
                    "first-launch compile, runs) before it is recorded as a timeout (default 60)")
+    p.add_argument("--keep-candidates", metavar="DIR", help="keep every candidate's artifact in DIR (default: a "
+                   "temporary directory, removed at exit)")
     p.add_argument("--no-cache", action="store_true", help="do not use the OpenCL program-binary cache")
     p.add_argument("--no-layouts", action="store_true", help="tune Winograd-eligible convs (3x3, stride 1) as "
                    "direct kernels only (compile then keeps them direct); by default their weight layout (direct, "

@@ -19,6 +19,8 @@ import concurrent.futures as futures
 import importlib
 import multiprocessing
 import os
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -215,14 +217,23 @@ def _build(task, config: dict, out_dir: str) -> BuildResult:
 
 
 class Builder:
-    """Builds candidates in worker processes (TVM lowering is CPU-bound and not thread-parallel)."""
+    """Builds candidates in worker processes (TVM lowering is CPU-bound and not thread-parallel). The workers die
+    with the process that made the pool (parent-death signal), so a SIGKILLed tuner leaves none behind. Candidate
+    artifacts go to `workdir`, kept; without one, to a temporary directory removed by `close`."""
 
-    def __init__(self, workers: int | None = None, workdir: str | os.PathLike = "build/tune"):
-        self.workdir = Path(workdir)
+    def __init__(self, workers: int | None = None, workdir: str | os.PathLike | None = None):
+        self._own_workdir = workdir is None
+        self.workdir = Path(tempfile.mkdtemp(prefix="adreno-tune-") if workdir is None else workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.workers = workers or max(1, min(4, os.cpu_count() or 1))
-        self._pool = futures.ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+        self._pool = self._new_pool()
         self._counter = 0
+
+    def _new_pool(self) -> futures.ProcessPoolExecutor:
+        from ..farm.common import set_parent_death_signal
+
+        return futures.ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                           initializer=set_parent_death_signal)
 
     def build(self, task, configs: list[dict]) -> list[BuildResult]:
         jobs = []
@@ -235,10 +246,11 @@ class Builder:
             try:
                 results.append(job.result())
             except futures.process.BrokenProcessPool as err:  # a worker died (e.g. a crash in lowering)
-                self._pool = futures.ProcessPoolExecutor(self.workers,
-                                                         mp_context=multiprocessing.get_context("spawn"))
+                self._pool = self._new_pool()
                 results.append(BuildResult(error=f"build worker died: {err}"))
         return results
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)

@@ -12,16 +12,18 @@ from .tuner import Tuner, target_limits
 
 def open_tuner(tasks: list[Task], records: str | os.PathLike | Database, *, target: str = "adreno-740",
                device: str | None = None, tracker: str | None = None, key: str = "pocl-cpu", runner=None,
-               timeout_s: float = 60.0, cache: bool = True, **options) -> Tuner:
+               timeout_s: float = 60.0, cache: bool = True, outage_s: float | None = None, **options) -> Tuner:
     """A Tuner of `tasks` writing to `records`. Candidates are measured on the farm's devices of `key` when
-    `tracker` (HOST:PORT) is given (records keyed `<key>|rpc`), else on the local OpenCL `device` spec (records keyed
-    by its `DeviceIdentity.fingerprint`) through `runner`, by default an isolated local runner. `options` go to
+    `tracker` (HOST:PORT) is given (records keyed `<key>|rpc`; `outage_s`: how long the farm may be unreachable
+    before a candidate is left pending), else on the local OpenCL `device` spec (records keyed by its
+    `DeviceIdentity.fingerprint`) through `runner`, by default an isolated local runner. `options` go to
     `Tuner` (strategy, model, batch, builder, seed, repeat, progress). Closing the tuner closes what it opened."""
     opened = runner is None
     if tracker:
-        from ..farm.runner import RPCRunner
+        from ..farm.runner import RPCRunner, Timeouts
 
-        runner = runner or RPCRunner(tracker, key)
+        timeouts = Timeouts() if outage_s is None else Timeouts(outage=outage_s)
+        runner = runner or RPCRunner(tracker, key, timeouts=timeouts)
         fingerprint, limits = f"{key}|rpc", target_limits(target)
     else:
         from ..opencl.device import DeviceIdentity, select_device

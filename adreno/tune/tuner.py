@@ -2,6 +2,9 @@
 round the strategy proposes candidates (guided by the cost model), the builder builds them in processes, the
 runner measures them (output checked first), every result is appended durably to the records database, and
 the cost model is retrained. A run resumes from the database: measured candidates are never measured again.
+A candidate the farm could not run (`RunResult.infrastructure`: tracker or device unreachable past the runner's
+outage deadline) is not recorded: it stays pending, to be proposed and measured again (records of such failures
+written by older versions are ignored on resume); a round that measured nothing for that reason ends the run.
 A task's seed configs (its default; a layout task: every layout's defaults) are measured first, and a layout
 task's batches are split among the layouts by how fast each has proved (the task's `choose`)."""
 
@@ -58,6 +61,7 @@ class TuneReport:
     seconds: dict
     records: str
     plot: str | None = None
+    pending: int = 0  # candidates the infrastructure failed (not recorded; measured again when the run resumes)
 
 
 def target_limits(target_name: str, device=None) -> dict:
@@ -89,6 +93,7 @@ class Tuner:
         self.limits = limits or target_limits(tasks[0].target_name)
         self.progress = progress or (lambda spent, total, text: None)
         self.timing = {"reference": 0.0, "build": 0.0, "run": 0.0, "model": 0.0}
+        self.pending = 0
         self.strategy_name = strategy
         self.states = []
         for index, task in enumerate(tasks):
@@ -100,12 +105,15 @@ class Tuner:
             self.states.append(state)
         self._retrain()
 
+    def _records(self, state: TaskState) -> list[Record]:
+        """The task's measurements on this device and precision: records in its space that are not infrastructure
+        failures."""
+        return [r for r in self.database.query(state.task.key, self.device, state.task.precision)
+                if _in_space(state.space, r) and not r.infrastructure]
+
     def _resume(self, state: TaskState) -> None:
-        records = self.database.query(state.task.key, self.device, state.task.precision)
         candidates, seconds = [], []
-        for record in records:
-            if not _in_space(state.space, record):
-                continue
+        for record in self._records(state):
             candidate = state.space.candidate(record.config)
             state.measured.add(candidate)
             candidates.append(candidate)
@@ -161,11 +169,6 @@ class Tuner:
         rng = np.random.default_rng(self.seed + state.trials)
         return state.task.choose(proposals, n, state.space, self._records(state), taken, rng)
 
-    def _records(self, state: TaskState) -> list[Record]:
-        """The task's records on this device and precision that its space can express."""
-        return [r for r in self.database.query(state.task.key, self.device, state.task.precision)
-                if _in_space(state.space, r)]
-
     def run_round(self, state: TaskState) -> list[Record]:
         """Propose, build, measure and record one batch for one task."""
         task = state.task
@@ -185,23 +188,27 @@ class Tuner:
         started = time.perf_counter()
         futures_ = [self.runner.submit(RunInput(b.artifact, state.inputs, state.reference, repeat=self.repeat,
                                                 tag=str(i))) if b.artifact else None for i, b in enumerate(builds)]
-        records = []
+        records, measured = [], []
         trial = self.database.next_trial(task.key, self.device)
         precision = {"precision": "fp16"} if task.precision == "fp16" else {}
-        for offset, (config, build, future) in enumerate(zip(configs, builds, futures_)):
+        for candidate, config, build, future in zip(proposed, configs, builds, futures_):
             if future is None:
                 record = Record(task.key, self.device, config, error=build.error, stage="build", extra=precision)
             else:
                 result = future.result()
+                if result.infrastructure:  # never ran: not the candidate's result, it stays pending
+                    self.pending += 1
+                    continue
                 record = Record(task.key, self.device, config, result.seconds, result.error, result.stage,
                                 extra={"max_error": result.max_error, "build_seconds": round(build.seconds, 3),
                                        **precision})
-            record.trial, record.strategy, record.timestamp = trial + offset, self.strategy_name, time.time()
+            record.trial, record.strategy, record.timestamp = trial + len(records), self.strategy_name, time.time()
             records.append(record)
+            measured.append(candidate)
         self.timing["run"] += time.perf_counter() - started
         self.database.append(records)
-        state.strategy.observe(proposed, [r.median for r in records])
-        for candidate, record in zip(proposed, records):
+        state.strategy.observe(measured, [r.median for r in records])
+        for candidate, record in zip(measured, records):
             state.measured.add(candidate)
             if record.ok and record.config == state.default:
                 state.default_seconds = record.median
@@ -227,8 +234,10 @@ class Tuner:
             state = self.pick_task(caps)
             if state is None:
                 break
-            before = state.trials
+            before, pending = state.trials, self.pending
             self.run_round(state)
+            if state.trials == before and self.pending > pending:
+                break  # the farm is down past the runner's outage deadline: stop, leaving the candidates pending
             if state.trials == before:
                 state.done = True
             spent += state.trials - before
@@ -244,7 +253,7 @@ class Tuner:
                          "speedup_vs_default": (s.default_seconds / s.best_seconds)
                          if math.isfinite(s.default_seconds) and math.isfinite(s.best_seconds) else None,
                          "history": s.history, **s.task.layouts(self._records(s))})
-        return TuneReport(rows, spent, dict(self.timing), str(self.database.path))
+        return TuneReport(rows, spent, dict(self.timing), str(self.database.path), pending=self.pending)
 
     def close(self) -> None:
         for close in self.closing:

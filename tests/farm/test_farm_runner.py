@@ -100,24 +100,24 @@ def test_sigkill_agents_ten_times_during_100_measurements(farm2, tiny_artifact):
 
 def test_stopped_tracker_is_a_clear_error_naming_the_address(tiny_artifact):
     port = free_port()
-    runner = RPCRunner(f"127.0.0.1:{port}", "pocl-cpu", timeouts=Timeouts(request=3))
+    runner = RPCRunner(f"127.0.0.1:{port}", "pocl-cpu", timeouts=Timeouts(request=3, outage=1))
     try:
         result = runner.run(RunInput(str(tiny_artifact), tag="x"))
     finally:
         runner.close()
-    assert not result.ok and result.stage == "request" and result.tag == "x"
+    assert not result.ok and result.stage == "request" and result.infrastructure and result.tag == "x"
     assert f"127.0.0.1:{port}" in result.error and "tracker" in result.error
     with pytest.raises(TrackerUnreachable, match=f"127.0.0.1:{port}"):
         farm_status(f"127.0.0.1:{port}")
 
 
 def test_no_device_of_a_key_fails_the_batch_quickly(farm2, tiny_artifact):
-    runner = RPCRunner(farm2.tracker, "adreno-999", timeouts=Timeouts(request=1.0))
+    runner = RPCRunner(farm2.tracker, "adreno-999", timeouts=Timeouts(request=1.0, outage=1))
     try:
         results = runner.run_batch([RunInput(str(tiny_artifact), tag=f"n{i}") for i in range(5)])
     finally:
         runner.close()
-    assert all(r.stage == "request" and "adreno-999" in r.error for r in results)
+    assert all(r.stage == "request" and r.infrastructure and "adreno-999" in r.error for r in results)
 
 
 def test_non_loopback_bind_prints_the_warning():

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
+import shutil
 
 import numpy as np
 import pytest
@@ -47,11 +46,8 @@ def test_kernel_build_failure_shows_build_log(tiny_artifact, tmp_path):
     artifact = Artifact.load(broken)
     program = artifact.plan.programs[artifact.plan.steps[0].program]
     (broken / program).write_text((broken / program).read_text() + "\nthis is not OpenCL C;\n")
-    manifest = json.loads((broken / "manifest.json").read_text())
-    manifest["files"][program] = (broken / program).stat().st_size
-    (broken / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(KernelBuildError, match=r"(?s)OpenCL build of .* failed.*error"):
-        Executor(broken)
+        Executor(Artifact.load(broken, checked=False))  # a hand edit: the hashes would refuse it
 
 
 def test_device_selection_errors_list_devices():

@@ -31,14 +31,14 @@ def _cli(*args, cwd=None, timeout=300):
 def tuned(tmp_path_factory):
     """One real `adreno tune` (texture memory by default) of a 16->32 channel 3x3 conv: 8 trials in one batch, the
     conv tuned as a direct texture kernel (`--no-layouts`; its layout choice is tests/tune/test_layout.py's).
-    Run in its own directory so that the candidate artifacts it built (build/tune/*) can be inspected."""
+    Its candidate artifacts are kept in build/tune (`--keep-candidates`) to be inspected."""
     work = tmp_path_factory.mktemp("texture-tune")
     rng = np.random.default_rng(0)
     model = work / "conv16.onnx"
     onnx.save(single_op_model("Conv", {"x": [1, 16, 16, 16]}, {"w": rng.standard_normal((32, 16, 3, 3)) * 0.1},
                               pads=[1, 1, 1, 1]), model)
     proc = _cli("tune", model, "--trials", 8, "--batch", 8, "--no-layouts", "--records", work / "r.jsonl",
-                "--report", work / "rep.json", cwd=work)
+                "--report", work / "rep.json", "--keep-candidates", work / "build" / "tune", cwd=work)
     assert proc.returncode == 0, proc.stderr
     return work, model, Database(work / "r.jsonl"), json.loads((work / "rep.json").read_text())
 

@@ -80,7 +80,7 @@ def test_sigkill_and_resume_loses_and_duplicates_nothing(conv_model, tmp_path):
     assert len(after.records) == len(before.records) + 8, "the resumed run adds exactly its own trials"
     assert len(set(configs)) == len(configs), "no candidate measured twice"
     assert [r.trial for r in after.records] == list(range(1, len(after.records) + 1))
-    assert after.skipped_lines == before.skipped_lines
+    assert after.skipped == before.skipped
 
 
 def test_compile_with_records_applies_best_config(conv_model, tmp_path):

@@ -1,0 +1,109 @@
+"""Records are validated on load: every malformed kind of line is skipped and counted, valid ones are kept, and
+`adreno compile --records` applies only valid records whose knobs are in today's space."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from adreno.records import Database
+
+DEPTHWISE = "depthwise_conv2d|n1c16h16w16|o16k3x3|s1x1|p1x1x1x1|d1x1|g16|float32"  # keys of the bundled `tiny`
+SOFTMAX = "softmax|x1x10|axes1|float32"
+POINTWISE = "conv2d_direct|n1c16h16w16|o16k1x1|s1x1|p0x0x0x0|d1x1|g1|float32"
+STEM = "conv2d_direct|n1c3h32w32|o16k3x3|s1x1|p1x1x1x1|d1x1|g1|float32"
+LAYOUT = "conv2d_winograd|n1c3h32w32|o16k3x3|s1x1|p1x1x1x1|d1x1|g1|float32"
+POOL = "max_pool2d|n1c16h32w32|k2x2|s2x2|p0x0x0x0|d1x1|float32"
+
+
+def line(workload, config, seconds=(1e-3,), **fields) -> str:
+    return json.dumps({"workload": workload, "device": "dev", "config": config, "seconds": seconds, **fields})
+
+
+VALID = [
+    line(DEPTHWISE, {"tile_f": 1, "tile_y": 2, "tile_x": 4, "threads_f": 2, "threads_y": 8, "threads_x": 4,
+                     "unroll_k": 1, "stage": 0}, trial=1),
+    line(SOFTMAX, {"threads_x": 2, "threads_y": 1}, trial=1),
+    line(DEPTHWISE, {"tile_f": 1, "tile_y": 1, "tile_x": 1, "threads_f": 1, "threads_y": 1, "threads_x": 1,
+                     "unroll_k": 0, "stage": 0}, seconds=None, error="slow", stage="run", trial=2),
+]
+MALFORMED = {  # kind -> line; each would be the "best" record of its workload if it were loaded
+    "seconds is text": line(POOL, {"threads_x": 2}, seconds="fast"),
+    "config is null": line(POOL, None),
+    "config is a list": line(POOL, [1, 2]),
+    "config nests": line(POOL, {"threads_x": {"a": 1}}),
+    "negative time": line(POOL, {"threads_x": 4}, seconds=[-1.0]),
+    "zero time": line(POOL, {"threads_x": 4}, seconds=[0.0]),
+    "NaN time": line(POOL, {"threads_x": 4}, seconds=[float("nan")]),
+    "infinite time": line(POOL, {"threads_x": 4}, seconds=[float("inf")]),
+    "boolean time": line(POOL, {"threads_x": 4}, seconds=[True]),
+    "empty times": line(POOL, {"threads_x": 4}, seconds=[]),
+    "neither time nor error": line(POOL, {"threads_x": 4}, seconds=None),
+    "workload is a number": line(7, {"threads_x": 4}),
+    "no device": json.dumps({"workload": POOL, "config": {}, "seconds": [1e-3]}),
+    "unknown field": line(POOL, {}, colour="red"),
+    "trial is text": line(POOL, {}, trial="one"),
+    "negative trial": line(POOL, {}, trial=-3),
+    "a list, not a record": json.dumps([POOL, {}, [1e-3]]),
+    "a number": "42",
+    "not JSON": "{workload: oops",
+    "deeply nested": "[" * 100_000 + "]" * 100_000,
+}
+OUTSIDE_SPACE = [  # well-formed records of an older knob table: the fastest of their workloads, never applied
+    line(POINTWISE, {"spin": 1}, seconds=[1e-9]),
+    line(STEM, {"threads_x": 1024}, seconds=[1e-9]),
+    line(LAYOUT, {"tile": 3}, seconds=[1e-9]),
+]
+
+
+@pytest.fixture
+def records(tmp_path):
+    path = tmp_path / "records.jsonl"
+    lines = [VALID[0], *MALFORMED.values(), VALID[1], *OUTSIDE_SPACE, VALID[2]]
+    binary = b"\xff\xfe\x00{not utf-8"
+    path.write_bytes("\n".join(lines).encode() + b"\n" + binary + b'\n{"workload": "torn')
+    return path
+
+
+SKIPPED = len(MALFORMED) + 2  # + the binary line and the torn last line
+
+
+def test_every_malformed_kind_is_skipped_and_counted(records):
+    db = Database(records)
+    assert db.skipped == SKIPPED, db.skips
+    assert [r.workload for r in db.records] == [DEPTHWISE, SOFTMAX, POINTWISE, STEM, LAYOUT, DEPTHWISE]
+    assert all(r.ok == (r.error is None) for r in db.records)
+    summary = db.skipped_summary()
+    assert f"skipped {SKIPPED}" in summary and "\n" not in summary
+    assert db.best(POOL) is None, "no malformed record is anybody's best"
+    db.append([db.records[0].__class__(SOFTMAX, "dev", {"threads_x": 4, "threads_y": 1}, [2e-3], trial=2)])
+    assert len(Database(records).records) == 7, "appending after skipped lines keeps every valid record"
+
+
+def test_compile_applies_only_valid_records_in_space(records, tmp_path):
+    out = tmp_path / "tuned"
+    done = subprocess.run([sys.executable, "-m", "adreno.cli", "compile", "tiny", "--memory", "buffer", "--host",
+                           "native", "--records", str(records), "-o", str(out), "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["tuned_kernels"] == 2, "the depthwise and softmax records; no malformed or out-of-space one"
+    assert summary["records_skipped"] == SKIPPED + len(OUTSIDE_SPACE)
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan, "the artifact was written"
+
+
+def test_tuner_resume_ignores_malformed_records(records):
+    """The tuner resumes from `Database.query`: malformed lines never reach it (out-of-space ones are filtered
+    by its own `_in_space`)."""
+    from adreno.tune.tuner import _in_space
+    from adreno.tune.space import SearchSpace
+
+    db = Database(records)
+    space = SearchSpace({"threads_x": [1, 2, 4], "threads_y": [1]})
+    resumed = [r for r in db.query(SOFTMAX, "dev") if _in_space(space, r)]
+    assert [r.config for r in resumed] == [{"threads_x": 2, "threads_y": 1}]
+    assert db.query(POOL) == []
