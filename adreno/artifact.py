@@ -202,6 +202,18 @@ class Artifact:
     def output_specs(self) -> list[TensorSpec]:
         return [self.plan.tensors[n] for n in self.plan.outputs]
 
+    def input_names(self) -> list[str]:
+        """The model's own (ONNX) names of the inputs, in `input_specs` order."""
+        return self._model_names("inputs", self.plan.inputs)
+
+    def output_names(self) -> list[str]:
+        """The model's own (ONNX) names of the outputs, in `output_specs` order."""
+        return self._model_names("outputs", self.plan.outputs)
+
+    def _model_names(self, key: str, tensors: list[str]) -> list[str]:
+        by_tensor = {entry.get("tensor", name): name for name, entry in self.manifest.get(key, {}).items()}
+        return [by_tensor.get(t, t) for t in tensors]
+
 
 def _read_json(path: Path) -> dict:
     try:

@@ -110,10 +110,13 @@ def _load_inputs(args, artifact) -> list[np.ndarray]:
             arrays = {k: npz[k] for k in npz.files}
     except (OSError, ValueError) as err:
         raise AdrenoError(f"--input {args.input}: cannot read it as .npz ({err})") from None
-    missing = [s.name for s in specs if s.name not in arrays]
+    names = artifact.input_names()
+    # the model's own input names; the plan's tensor names (which differ only for renamed inputs) are accepted too
+    keys = [name if name in arrays else spec.name for name, spec in zip(names, specs)]
+    missing = [name for name, key in zip(names, keys) if key not in arrays]
     if missing:
         raise AdrenoError(f"--input {args.input} lacks arrays for inputs {missing} (has {sorted(arrays)})")
-    return [arrays[s.name] for s in specs]
+    return [arrays[key] for key in keys]
 
 
 def cmd_run(args) -> int:
@@ -142,7 +145,7 @@ def cmd_run(args) -> int:
     profile = executor.profile(inputs, repeat=args.repeat)
     progress.finish_step()
     if args.output:
-        np.savez(args.output, **{name: out for name, out in zip(artifact.plan.outputs, outputs)})
+        np.savez(args.output, **dict(zip(artifact.output_names(), outputs)))
     total = sum(k.median_ms for k in profile.kernels) or 1.0
     result = {
         "artifact": str(artifact.path), "device": executor.device.name.strip(),

@@ -23,7 +23,7 @@ from . import __version__
 from .artifact import (KERNEL_DIR, PLAN_NAME, ArtifactWriter, ImageSpec, KernelArg, KernelLaunch, Plan, Step,
                        TensorSpec)
 from .errors import AdrenoError, DynamicShapeError, ModelError, UnsupportedOpError
-from .frontend import load_model, to_relax
+from .frontend import graph_inputs, load_model, to_relax
 from .winograd import MODES as WINOGRAD_MODES
 
 Progress = Callable[[str], None]
@@ -119,11 +119,20 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "tvm_version": tvm.__version__,
             "compiled_on": platform.node(),
             "compile_seconds": round(time.perf_counter() - start, 3),
-            "inputs": {n: {"shape": plan.tensors[n].shape, "dtype": plan.tensors[n].dtype} for n in plan.inputs},
-            "outputs": {n: {"shape": plan.tensors[n].shape, "dtype": plan.tensors[n].dtype} for n in plan.outputs},
+            "inputs": _io_entries(plan, plan.inputs, [i.name for i in graph_inputs(onnx_model)]),
+            "outputs": _io_entries(plan, plan.outputs, [o.name for o in onnx_model.graph.output]),
             "kernels": plan.kernel_count(),
         }
         return writer.commit(manifest)
+
+
+def _io_entries(plan: Plan, tensors: list[str], onnx_names: list[str]) -> dict:
+    """The model's inputs or outputs under their ONNX names (what the user's .npz files use), each with the plan
+    tensor that holds it: the importer renames inputs that are not identifiers (`0` -> `input_0`) and outputs are
+    bindings (`gv`)."""
+    names = onnx_names if len(onnx_names) == len(tensors) else tensors
+    return {name: {"tensor": t, "shape": plan.tensors[t].shape, "dtype": plan.tensors[t].dtype}
+            for name, t in zip(names, tensors)}
 
 
 def default_memory(tuned: dict) -> str:

@@ -5,7 +5,12 @@ file, the input, the dimension or the node."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
+import sys
+import tempfile
+import warnings
 from pathlib import Path
 
 from .errors import TVM_ERRORS, DynamicShapeError, ModelError, UnsupportedOpError
@@ -89,19 +94,47 @@ def check_supported_ops(model) -> None:
 
 def to_relax(model, overrides: dict[str, list[int]] | None = None):
     """Import an ONNX model into a Relax IRModule whose weights are bound as constants (so weight
-    preprocessing such as transposes folds at compile time instead of running on the phone)."""
+    preprocessing such as transposes folds at compile time instead of running on the phone).
+
+    The importer sees the model as `constfold.prepare` leaves it: static input shapes, shape subgraphs folded
+    to constants, initializers no longer listed as inputs."""
     from tvm import relax
     from tvm.relax.frontend.onnx import from_onnx
 
+    from .constfold import prepare
+
     shapes = input_shapes(model, overrides)
     check_supported_ops(model)
-    try:
-        mod = from_onnx(model, shape_dict=shapes, keep_params_in_input=True)
-    except (*TVM_ERRORS, KeyError, IndexError) as err:
-        raise ModelError(f"the ONNX importer failed: {type(err).__name__}: {str(err).splitlines()[0]}") from None
+    model = prepare(model, shapes)
+    failure = None
+    with quiet_stderr(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Renaming name 0 to input_0": the artifact maps the names back
+        try:
+            mod = from_onnx(model, shape_dict=shapes, keep_params_in_input=True)
+        except (*TVM_ERRORS, KeyError, IndexError, AttributeError) as err:
+            failure = f"the ONNX importer failed: {type(err).__name__}: {str(err).strip().splitlines()[0]}"
+        gc.collect()  # the failed import's BlockBuilder warns when destroyed: let that happen while stderr is quiet
+    if failure:
+        raise ModelError(failure)
     mod, params = relax.frontend.detach_params(mod)
     weights = params.get("main", [])
     names = [v.name for v in mod["main"].params[len(mod["main"].params) - len(weights):]]
     mod = relax.transform.BindParams("main", dict(zip(names, weights)))(mod)
     # BatchNorm after a conv folds into the conv's weights and a bias, so the fused kernel keeps its activation.
     return relax.transform.FoldBatchnormToConv2D()(mod)
+
+
+@contextlib.contextmanager
+def quiet_stderr():
+    """Silence file descriptor 2 for the block: TVM's C++ runtime logs warnings there (a failed import's
+    `BlockBuilder destroyed with remaining blocks!`), which would follow our one-line error as a second line."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
