@@ -43,6 +43,11 @@ from pathlib import Path
 
 import numpy as np
 
+# The checkout this tool lives in is the compiler under test, for this process and its workers.
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+WORKER_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
 OPS = ("Conv ConvTranspose MaxPool AveragePool GlobalAveragePool GlobalMaxPool Relu LeakyRelu Sigmoid HardSigmoid "
        "HardSwish Clip Tanh Elu Selu PRelu Softplus Add Mul Concat Reshape Flatten Gemm MatMul Softmax "
        "BatchNormalization Resize Upsample Pad Transpose ReduceMean Split Slice DepthToSpace").split()
@@ -379,7 +384,8 @@ class Worker:
         if self.proc is None or self.proc.poll() is not None:
             with open(self.log, "ab") as log:
                 self.proc = subprocess.Popen([sys.executable, __file__, "--worker"], stdin=subprocess.PIPE,
-                                             stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
+                                             stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
+                                             env=WORKER_ENV)
         started = time.perf_counter()
         self.proc.stdin.write(json.dumps(task) + "\n")
         self.proc.stdin.flush()
