@@ -41,9 +41,11 @@ def prepare(model, shapes: dict[str, list[int]]):
     model = _with_static_inputs(model, shapes)
     constants = _initial_constants(model.graph)
     for _ in range(MAX_ROUNDS):
-        if not _fold_round(model, constants):
+        static = _static_shapes(model)
+        if not _fold_round(model, constants, static):
             break
     check_compile_time_inputs(model.graph, constants)
+    check_not_empty(model.graph, static)
     return model
 
 
@@ -111,12 +113,11 @@ def _static_shapes(model) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _fold_round(model, constants: dict[str, np.ndarray]) -> bool:
-    """Fold every node whose value is now known; True if any was."""
+def _fold_round(model, constants: dict[str, np.ndarray], shapes: dict[str, tuple]) -> bool:
+    """Fold every node whose value is now known (`shapes`: the static shapes before this round); True if any was."""
     from onnx import numpy_helper
 
     graph = model.graph
-    shapes = _static_shapes(model)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
     kept, folded = [], []
     for node in graph.node:
@@ -198,3 +199,13 @@ def check_compile_time_inputs(graph, constants: dict[str, np.ndarray]) -> None:
                         "baked in)")
             raise ModelError(f"node {node.name or f'#{index}'} ({node.op_type}): its {label} input {what}: the "
                              "compiler needs it at compile time")
+
+
+def check_not_empty(graph, shapes: dict[str, tuple]) -> None:
+    """Refuse a graph in which a tensor has no elements (a Slice past the end, a split of size 0): a kernel over
+    nothing has no launch size, and TVM's lowering divides by the zero extent."""
+    for index, node in enumerate(graph.node):
+        for name in node.output:
+            if 0 in shapes.get(name, ()):
+                raise ModelError(f"node {node.name or f'#{index}'} ({node.op_type}): its output {name!r} is empty "
+                                 f"(shape {list(shapes[name])}); remove the empty tensor from the model")

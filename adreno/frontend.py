@@ -92,6 +92,35 @@ def check_supported_ops(model) -> None:
                                      "by the ONNX importer of TVM 0.27")
 
 
+# (op, what TVM 0.27's importer would silently get wrong or crash on, the test on the node's attributes and outputs)
+UNSUPPORTED_FORMS = (
+    ("BatchNormalization", "is in training mode (batch statistics); export the model for inference (PyTorch: "
+     "model.eval())", lambda attrs, outputs: attrs.get("training_mode", 0) or outputs > 1),
+    ("MaxPool", "also outputs the argmax indices, which are not computed; export it without them",
+     lambda attrs, outputs: outputs > 1),
+    ("Resize", "uses antialias=1, which is not implemented; use antialias=0",
+     lambda attrs, outputs: attrs.get("antialias", 0)),
+    ("Resize", "uses a coordinate_transformation_mode TVM 0.27 lacks; use half_pixel, pytorch_half_pixel, "
+     "align_corners, asymmetric, tf_half_pixel_for_nn or tf_crop_and_resize",
+     lambda attrs, outputs: attrs.get("coordinate_transformation_mode", b"half_pixel") not in (
+         b"half_pixel", b"pytorch_half_pixel", b"align_corners", b"asymmetric", b"tf_half_pixel_for_nn",
+         b"tf_crop_and_resize")),
+)
+
+
+def check_supported_forms(model) -> None:
+    """Raise `UnsupportedOpError` naming the first node in a form of its op that the importer would get wrong."""
+    from onnx import helper
+
+    for index, node in enumerate(model.graph.node):
+        for op, problem, applies in UNSUPPORTED_FORMS:
+            if node.op_type != op:
+                continue
+            attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+            if applies(attrs, sum(1 for name in node.output if name)):
+                raise UnsupportedOpError(f"node {node.name or f'#{index}'} ({op}) {problem}")
+
+
 def to_relax(model, overrides: dict[str, list[int]] | None = None):
     """Import an ONNX model into a Relax IRModule whose weights are bound as constants (so weight
     preprocessing such as transposes folds at compile time instead of running on the phone).
@@ -105,13 +134,14 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None):
 
     shapes = input_shapes(model, overrides)
     check_supported_ops(model)
+    check_supported_forms(model)
     model = prepare(model, shapes)
     failure = None
     with quiet_stderr(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "Renaming name 0 to input_0": the artifact maps the names back
         try:
             mod = from_onnx(model, shape_dict=shapes, keep_params_in_input=True)
-        except (*TVM_ERRORS, KeyError, IndexError, AttributeError) as err:
+        except (*TVM_ERRORS, KeyError, IndexError, AttributeError, AssertionError) as err:
             failure = f"the ONNX importer failed: {type(err).__name__}: {str(err).strip().splitlines()[0]}"
         gc.collect()  # the failed import's BlockBuilder warns when destroyed: let that happen while stderr is quiet
     if failure:

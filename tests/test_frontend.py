@@ -110,3 +110,33 @@ def test_quiet_stderr_silences_native_writes(capfd):
         os.write(2, b"BlockBuilder destroyed with remaining blocks!\n")
     os.write(2, b"after\n")
     assert capfd.readouterr().err == "after\n"
+
+
+def one_node(op: str, inputs: dict, outputs: dict, weights: dict | None = None, **attrs) -> onnx.ModelProto:
+    """One node named `bad` with graph inputs and outputs {name: shape} and initializers `weights`."""
+    graph = helper.make_graph(
+        [helper.make_node(op, [*inputs, *(weights or {})], list(outputs), name="bad", **attrs)], "one",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs.items()],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs.items()],
+        [numpy_helper.from_array(np.asarray(w), n) for n, w in (weights or {}).items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("model, message", [
+    (one_node("BatchNormalization", {"x": [1, 2, 3, 3]}, {"y": [1, 2, 3, 3], "mean": [2], "var": [2]},
+              {n: np.ones(2, np.float32) for n in ("s", "b", "m", "v")}, training_mode=1), "training mode"),
+    (one_node("MaxPool", {"x": [1, 2, 4, 4]}, {"y": [1, 2, 2, 2], "i": [1, 2, 2, 2]}, kernel_shape=[2, 2],
+              strides=[2, 2]), "argmax indices"),
+    (one_node("Resize", {"x": [1, 2, 4, 4]}, {"y": [1, 2, 2, 2]}, {"roi": np.zeros(0, np.float32),
+              "scales": np.array([1, 1, 0.5, 0.5], np.float32)}, mode="linear", antialias=1), "antialias=1"),
+    (one_node("Slice", {"x": [4, 4]}, {"y": [0, 4]}, {"starts": np.array([9]), "ends": np.array([10]),
+              "axes": np.array([0])}), "is empty (shape [0, 4])"),
+], ids=["batchnorm-training", "maxpool-indices", "resize-antialias", "empty-slice"])
+def test_forms_the_importer_gets_wrong_are_refused(model, message):
+    """Each would have been a wrong result or a traceback inside TVM; the error names the node."""
+    from adreno.errors import ModelError
+    from adreno.frontend import to_relax
+
+    with pytest.raises(ModelError) as refused:
+        to_relax(model)
+    assert "node bad (" in str(refused.value) and message in str(refused.value)

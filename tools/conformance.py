@@ -20,7 +20,7 @@ more than one line, or with other text on stderr), traceback (any other exceptio
 timeout. Cases run in worker processes (one at a time each, replaced after a timeout or crash).
 
     python tools/conformance.py [--subset ci|full] [--only REGEX] [--memory texture,buffer] [-j 1] [--timeout 300]
-                                [--json conformance.json] [--list]
+                                [--schedules adreno|tvm] [--json conformance.json] [--list]
 """
 
 from __future__ import annotations
@@ -310,7 +310,7 @@ def work(task: dict) -> dict:
         saved = os.dup(2)
         os.dup2(stderr_sink.fileno(), 2)
         try:
-            options = CompileOptions(memory=task["memory"], input_shapes=task["shapes"])
+            options = CompileOptions(memory=task["memory"], input_shapes=task["shapes"], schedules=task["schedules"])
             path = compile_model(task["model"], Path(tmp) / "artifact", options)
             executor = Executor(path, "pocl")
             outputs = executor.run([feeds[name] for name in executor.artifact.input_names()])
@@ -425,7 +425,8 @@ def materialise(case: Case, directory: Path) -> dict:
             "shapes": {n: list(np.shape(v)) for n, v in case.inputs.items()}}
 
 
-def run_all(cases: list[Case], memories: list[str], jobs: int, timeout: float, workdir: Path) -> None:
+def run_all(cases: list[Case], memories: list[str], jobs: int, timeout: float, workdir: Path,
+            schedules: str = "adreno") -> None:
     workers: queue.Queue = queue.Queue()
     for index in range(jobs):
         workers.put(Worker(workdir / f"worker{index}.log"))
@@ -437,7 +438,7 @@ def run_all(cases: list[Case], memories: list[str], jobs: int, timeout: float, w
             case.results = {m: {"status": "traceback", "detail": f"reference failed: {type(err).__name__}: {err}"}
                             for m in memories}
             continue
-        tasks += [(case, memory, {**base, "memory": memory}) for memory in memories]
+        tasks += [(case, memory, {**base, "memory": memory, "schedules": schedules}) for memory in memories]
     done, lock = [0], threading.Lock()
 
     def execute(item):
@@ -492,6 +493,8 @@ def main(argv=None) -> int:
     parser.add_argument("-j", "--jobs", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--timeout", type=float, default=300,
                         help="seconds per case and memory (PP-OCR models get 4x); default 300")
+    parser.add_argument("--schedules", choices=["adreno", "tvm"], default="adreno",
+                        help="tvm: TVM's default schedules (to tell our schedules' faults from the rest)")
     parser.add_argument("--json", help="write every result and the summary to this file")
     parser.add_argument("--list", action="store_true", help="list the selected cases and exit")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -508,7 +511,7 @@ def main(argv=None) -> int:
         print("\n".join(case.name for case in cases))
         return 0
     with tempfile.TemporaryDirectory(prefix="conformance-") as workdir:
-        run_all(cases, memories, max(1, args.jobs), args.timeout, Path(workdir))
+        run_all(cases, memories, max(1, args.jobs), args.timeout, Path(workdir), args.schedules)
     summary = summarise(cases, memories)
     print(table(cases, memories, summary))
     seconds = round(time.perf_counter() - started, 1)
