@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .canonical import canonicalise
 from .errors import ModelError
 
 # A node is folded only while its constant inputs and outputs stay this small (shape vectors, scales, axes):
@@ -36,14 +37,16 @@ MAX_ROUNDS = 16  # fold, re-infer shapes, fold again: each round reaches one Res
 
 def prepare(model, shapes: dict[str, list[int]]):
     """A copy of `model` ready for TVM's importer: initializers listed as graph inputs (IR version 3) are no longer
-    inputs, the inputs have the static `shapes`, shape subgraphs are folded to constants, and every compile-time
-    parameter is a constant (else `ModelError`)."""
+    inputs, the inputs have the static `shapes`, shape subgraphs are folded to constants, Upsample and Resize are
+    in the form the importer reads (`canonical`), every compile-time parameter is a constant and no tensor is
+    empty (else `ModelError`)."""
     model = _with_static_inputs(model, shapes)
     constants = _initial_constants(model.graph)
     for _ in range(MAX_ROUNDS):
         static = _static_shapes(model)
         if not _fold_round(model, constants, static):
             break
+    canonicalise(model.graph, constants, static)
     check_compile_time_inputs(model.graph, constants)
     check_not_empty(model.graph, static)
     return model

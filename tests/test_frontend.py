@@ -140,3 +140,31 @@ def test_forms_the_importer_gets_wrong_are_refused(model, message):
     with pytest.raises(ModelError) as refused:
         to_relax(model)
     assert "node bad (" in str(refused.value) and message in str(refused.value)
+
+
+def resize_forms(form: str) -> onnx.ModelProto:
+    """Upsample with constant scales (opset 9), or opset 18's Resize with an `axes` attribute."""
+    if form == "upsample":
+        model = one_node("Upsample", {"x": [1, 4, 3, 3]}, {"y": [1, 4, 6, 9]},
+                         {"scales": np.array([1, 1, 2, 3], np.float32)}, mode="nearest")
+        model.opset_import[0].version = 9
+    else:
+        model = one_node("Resize", {"x": [1, 4, 3, 3]}, {"y": [1, 4, 6, 6]},
+                         {"roi": np.zeros(0, np.float32), "scales": np.array([2, 2], np.float32)},
+                         mode="linear", axes=[2, 3])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("form", ["upsample", "resize-axes"])
+def test_upsample_and_resize_forms_match_onnxruntime(form, rng, pocl_device, tmp_path):
+    import onnxruntime as ort
+
+    from adreno.compile import CompileOptions, compile_model
+    from adreno.opencl.executor import Executor
+
+    model = resize_forms(form)
+    x = rng.standard_normal((1, 4, 3, 3)).astype(np.float32)
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    artifact = compile_model(model, tmp_path / "art", CompileOptions(memory="buffer"))
+    np.testing.assert_allclose(Executor(artifact, pocl_device).run([x])[0], expected[0], rtol=1e-5, atol=1e-5)
