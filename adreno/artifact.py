@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ArtifactError
+from .errors import AdrenoError, ArtifactError
 
 PLAN_FORMAT = 2  # 2: image storage (TensorSpec.image, Plan.images) for --memory texture
 MANIFEST_NAME, PLAN_NAME, PARAMS_NAME, KERNEL_DIR = "manifest.json", "plan.json", "params.npz", "kernels"
@@ -209,6 +209,16 @@ class Artifact:
     def output_names(self) -> list[str]:
         """The model's own (ONNX) names of the outputs, in `output_specs` order."""
         return self._model_names("outputs", self.plan.outputs)
+
+    def ordered_inputs(self, arrays: dict) -> list:
+        """The arrays of a {name: array} mapping in input order. Keys are the model's own input names; the plan's
+        tensor names (which differ only for inputs the importer renamed) work too."""
+        names = self.input_names()
+        keys = [name if name in arrays else tensor for name, tensor in zip(names, self.plan.inputs)]
+        missing = [name for name, key in zip(names, keys) if key not in arrays]
+        if missing:
+            raise AdrenoError(f"missing inputs {missing}; the model takes {names} (given {sorted(arrays)})")
+        return [arrays[key] for key in keys]
 
     def _model_names(self, key: str, tensors: list[str]) -> list[str]:
         by_tensor = {entry.get("tensor", name): name for name, entry in self.manifest.get(key, {}).items()}

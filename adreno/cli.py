@@ -110,13 +110,10 @@ def _load_inputs(args, artifact) -> list[np.ndarray]:
             arrays = {k: npz[k] for k in npz.files}
     except (OSError, ValueError) as err:
         raise AdrenoError(f"--input {args.input}: cannot read it as .npz ({err})") from None
-    names = artifact.input_names()
-    # the model's own input names; the plan's tensor names (which differ only for renamed inputs) are accepted too
-    keys = [name if name in arrays else spec.name for name, spec in zip(names, specs)]
-    missing = [name for name, key in zip(names, keys) if key not in arrays]
-    if missing:
-        raise AdrenoError(f"--input {args.input} lacks arrays for inputs {missing} (has {sorted(arrays)})")
-    return [arrays[key] for key in keys]
+    try:
+        return artifact.ordered_inputs(arrays)
+    except AdrenoError as err:
+        raise AdrenoError(f"--input {args.input}: {err}") from None
 
 
 def cmd_run(args) -> int:
