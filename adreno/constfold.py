@@ -48,7 +48,7 @@ def prepare(model, shapes: dict[str, list[int]]):
             break
     canonicalise(model.graph, constants, static)
     check_compile_time_inputs(model.graph, constants)
-    check_not_empty(model.graph, static)
+    check_not_empty(model.graph, static, constants)
     return model
 
 
@@ -204,11 +204,12 @@ def check_compile_time_inputs(graph, constants: dict[str, np.ndarray]) -> None:
                              "compiler needs it at compile time")
 
 
-def check_not_empty(graph, shapes: dict[str, tuple]) -> None:
-    """Refuse a graph in which a tensor has no elements (a Slice past the end, a split of size 0): a kernel over
-    nothing has no launch size, and TVM's lowering divides by the zero extent."""
+def check_not_empty(graph, shapes: dict[str, tuple], constants: dict[str, np.ndarray]) -> None:
+    """Refuse a graph in which a computed tensor has no elements (a Slice past the end, a split of size 0): a kernel
+    over nothing has no launch size, and TVM's lowering divides by the zero extent. Empty constants (a Resize's
+    roi) are parameters, not tensors a kernel computes."""
     for index, node in enumerate(graph.node):
         for name in node.output:
-            if 0 in shapes.get(name, ()):
+            if name not in constants and 0 in shapes.get(name, ()):
                 raise ModelError(f"node {node.name or f'#{index}'} ({node.op_type}): its output {name!r} is empty "
                                  f"(shape {list(shapes[name])}); remove the empty tensor from the model")

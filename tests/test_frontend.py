@@ -168,3 +168,15 @@ def test_upsample_and_resize_forms_match_onnxruntime(form, rng, pocl_device, tmp
     expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     artifact = compile_model(model, tmp_path / "art", CompileOptions(memory="buffer"))
     np.testing.assert_allclose(Executor(artifact, pocl_device).run([x])[0], expected[0], rtol=1e-5, atol=1e-5)
+
+
+def test_empty_constant_parameters_are_not_empty_tensors():
+    """PP-OCR det's Resize takes its empty roi from a Constant node: a parameter, not a tensor to refuse."""
+    from adreno.constfold import prepare
+
+    model = one_node("Resize", {"x": [1, 2, 3, 3]}, {"y": [1, 2, 6, 6]},
+                     {"scales": np.array([1, 1, 2, 2], np.float32)}, mode="nearest")
+    roi = helper.make_node("Constant", [], ["roi"], value=numpy_helper.from_array(np.zeros(0, np.float32)))
+    model.graph.node.insert(0, roi)
+    model.graph.node[1].input.insert(1, "roi")
+    assert [n.op_type for n in prepare(model, {"x": [1, 2, 3, 3]}).graph.node] == ["Constant", "Resize"]

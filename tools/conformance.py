@@ -12,7 +12,8 @@ Suites (each case compiled with `--memory texture` and `--memory buffer`, run on
 - wide:    the ops behind a conv with 8 channels (the node cases have 1-3 channels, which never fill an NCHW4c
            image), built here with onnx.helper; expected outputs from onnxruntime.
 - ppocr:   PP-OCRv4 det, PP-OCR mobile v2 cls and PP-OCRv4 rec from the `rapidocr-onnxruntime` wheel (the
-           project's `test` extra), at their usual input sizes; expected outputs from onnxruntime.
+           project's `test` extra), at their usual input sizes; expected outputs from onnxruntime; a passing one is
+           timed (device time, median of 3 runs; `--schedules tvm` gives TVM's default schedules to compare).
 
 Each (case, memory) ends as pass, wrong (a value or shape differs beyond |err| <= 1e-4 + 1e-3 max|ref|, the
 tolerance of `adreno run --check`), error (an AdrenoError: one line, nothing else on stderr), unclear (an error of
@@ -87,6 +88,7 @@ class Case:
     inputs: dict  # graph input name -> array
     expected: list | None = None  # outputs in graph-output order; None: onnxruntime's
     timeout_scale: float = 1.0
+    repeat: int = 0  # timed runs after a pass (the device time is reported)
     results: dict = field(default_factory=dict)  # memory -> result dict
 
     @property
@@ -265,7 +267,7 @@ def ppocr_cases() -> list[Case]:
     models = Path(spec.origin).parent / "models"
     rng = np.random.default_rng(3)
     return [Case(f"ppocr/{name}", onnx.load(models / file), {"x": rng.uniform(-1, 1, shape).astype(np.float32)},
-                 timeout_scale=4.0) for name, (file, shape) in PPOCR.items()]
+                 timeout_scale=4.0, repeat=3) for name, (file, shape) in PPOCR.items()]
 
 
 SUITES = {"node": node_cases, "pytorch": pytorch_cases, "wide": wide_cases, "ppocr": ppocr_cases}
@@ -313,8 +315,10 @@ def work(task: dict) -> dict:
             options = CompileOptions(memory=task["memory"], input_shapes=task["shapes"], schedules=task["schedules"])
             path = compile_model(task["model"], Path(tmp) / "artifact", options)
             executor = Executor(path, "pocl")
-            outputs = executor.run([feeds[name] for name in executor.artifact.input_names()])
-            result = compare(outputs, expected)
+            arrays = executor.artifact.ordered_inputs(feeds)
+            result = compare(executor.run(arrays), expected)
+            if result["status"] == "pass" and task["repeat"]:
+                result["device_ms"] = round(executor.profile(arrays, repeat=task["repeat"]).device_median_ms, 2)
         except AdrenoError as err:
             result = {"status": "error", "detail": str(err)}
         except Exception as err:  # noqa: BLE001 - classified: the compiler must never end like this
@@ -438,7 +442,8 @@ def run_all(cases: list[Case], memories: list[str], jobs: int, timeout: float, w
             case.results = {m: {"status": "traceback", "detail": f"reference failed: {type(err).__name__}: {err}"}
                             for m in memories}
             continue
-        tasks += [(case, memory, {**base, "memory": memory, "schedules": schedules}) for memory in memories]
+        tasks += [(case, memory, {**base, "memory": memory, "schedules": schedules, "repeat": case.repeat})
+                  for memory in memories]
     done, lock = [0], threading.Lock()
 
     def execute(item):
@@ -475,6 +480,11 @@ def table(cases: list[Case], memories: list[str], summary: dict) -> str:
         for memory, counts in by_memory.items():
             lines.append(f"{suite:<9} {memory:<8} {sum(counts.values()):>5} "
                          + " ".join(f"{counts[s]:>9}" for s in STATUSES))
+    timed = [(case, memory, case.results[memory]) for case in cases for memory in memories
+             if "device_ms" in case.results[memory]]
+    if timed:
+        lines += ["", "device time (median of the timed runs, PoCL):"]
+        lines += [f"  {case.name} [{memory}] {result['device_ms']:.1f} ms" for case, memory, result in timed]
     failures = [(case, memory, case.results[memory]) for case in cases for memory in memories
                 if case.results[memory]["status"] != "pass"]
     if failures:
