@@ -73,6 +73,8 @@ CI_CASES = [
     "node/test_constant_pad+init", "node/test_reduce_mean_keepdims_random",
     "node/test_reduce_mean_keepdims_random+init", "node/test_resize_upsample_scales_nearest+init",
     "node/test_slice", "node/test_slice+init", "node/test_depthtospace_example", "node/test_split_equal_parts_2d",
+    "node/test_upsample_nearest+init", "node/test_resize_upsample_scales_nearest_axes_2_3+init",
+    "node/test_maxpool_with_argmax_2d_precomputed_pads",
     "pytorch/test_Conv2d_depthwise_strided", "pytorch/test_ConvTranspose2d", "pytorch/test_ReflectionPad2d",
     "pytorch/test_BatchNorm2d_eval", "pytorch/test_PixelShuffle", "pytorch/test_Linear",
     "wide/conv3x3_relu", "wide/conv1x1_c4_to_c16", "wide/depthwise3x3_s2", "wide/grouped_conv",
