@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import io
 import os
 import sys
 import tempfile
@@ -137,7 +138,8 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None):
     check_supported_forms(model)
     model = prepare(model, shapes)
     failure = None
-    with quiet_stderr(), warnings.catch_warnings():
+    # the importer prints "Error converting operator ..." on stdout before it raises: our error says it in one line
+    with quiet_stderr(), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "Renaming name 0 to input_0": the artifact maps the names back
         try:
             mod = from_onnx(model, shape_dict=shapes, keep_params_in_input=True)

@@ -180,3 +180,17 @@ def test_empty_constant_parameters_are_not_empty_tensors():
     model.graph.node.insert(0, roi)
     model.graph.node[1].input.insert(1, "roi")
     assert [n.op_type for n in prepare(model, {"x": [1, 2, 3, 3]}).graph.node] == ["Constant", "Resize"]
+
+
+def test_importer_failure_is_one_line_and_nothing_else(tmp_path):
+    """TVM's importer prints "Error converting operator ..." on stdout and its BlockBuilder warns on fd 2 when an
+    op fails to convert (here a Resize whose sizes miss the batch and channel dimensions): only our line remains."""
+    model = one_node("Resize", {"x": [1, 2, 3, 3]}, {"y": [1, 2, 6, 6]}, mode="nearest")
+    model.graph.initializer.append(numpy_helper.from_array(np.array([6, 6], np.int64), "sizes"))
+    model.graph.node[0].input.extend(["", "", "sizes"])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "resize.onnx")
+    result = adreno("compile", tmp_path / "resize.onnx", "-o", tmp_path / "art", "-q", check_rc=2)
+    assert result.stdout == ""
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: the ONNX importer failed: ValueError: Resize2D"), lines

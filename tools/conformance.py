@@ -329,6 +329,7 @@ def work(task: dict) -> dict:
             result = {"status": "traceback", "detail": f"{type(err).__name__}: {first} "
                                                        f"({Path(frame.filename).name}:{frame.lineno})"}
         finally:
+            sys.stdout.flush()  # Python prints on stdout go to fd 2 as well (see worker_main)
             sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
