@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .artifact_check import check_files, check_plan, confined, sha256_file
-from .errors import ArtifactError
+from .errors import AdrenoError, ArtifactError
 from .layout import ImageSpec  # noqa: F401  (part of the contract: TensorSpec.image, Plan.images)
 
 PLAN_FORMAT = 2  # 2: image storage (TensorSpec.image, Plan.images) for --memory texture
@@ -184,6 +184,28 @@ class Artifact:
 
     def input_specs(self) -> list[TensorSpec]:
         return [self.plan.tensors[n] for n in self.plan.inputs]
+
+    def input_names(self) -> list[str]:
+        """The model's own (ONNX) names of the inputs, in `input_specs` order."""
+        return self._model_names("inputs", self.plan.inputs)
+
+    def output_names(self) -> list[str]:
+        """The model's own (ONNX) names of the outputs, in the plan's output order."""
+        return self._model_names("outputs", self.plan.outputs)
+
+    def ordered_inputs(self, arrays: dict) -> list:
+        """The arrays of a {name: array} mapping in input order. Keys are the model's own input names; the plan's
+        tensor names (which differ only for inputs the importer renamed) work too."""
+        names = self.input_names()
+        keys = [name if name in arrays else tensor for name, tensor in zip(names, self.plan.inputs)]
+        missing = [name for name, key in zip(names, keys) if key not in arrays]
+        if missing:
+            raise AdrenoError(f"missing inputs {missing}; the model takes {names} (given {sorted(arrays)})")
+        return [arrays[key] for key in keys]
+
+    def _model_names(self, key: str, tensors: list[str]) -> list[str]:
+        by_tensor = {entry.get("tensor", name): name for name, entry in self.manifest.get(key, {}).items()}
+        return [by_tensor.get(t, t) for t in tensors]
 
 
 def _read_json(path: Path) -> dict:

@@ -126,12 +126,13 @@ def _load_inputs(args, artifact) -> list[np.ndarray]:
             arrays = {k: npz[k] for k in npz.files}
     except (OSError, ValueError) as err:
         raise AdrenoError(f"--input {args.input}: cannot read it as .npz ({err})") from None
-    missing = [s.name for s in specs if s.name not in arrays]
-    if missing:
-        raise AdrenoError(f"--input {args.input} lacks arrays for inputs {missing} (has {sorted(arrays)})")
-    for spec in specs:
-        lossless_input(spec, arrays[spec.name], args.input)
-    return [arrays[s.name] for s in specs]
+    try:
+        ordered = artifact.ordered_inputs(arrays)
+    except AdrenoError as err:
+        raise AdrenoError(f"--input {args.input}: {err}") from None
+    for spec, array in zip(specs, ordered):
+        lossless_input(spec, array, args.input)
+    return ordered
 
 
 def lossless_input(spec, array: np.ndarray, where: str) -> None:
@@ -178,7 +179,7 @@ def cmd_run(args) -> int:
     profile = executor.profile(inputs, repeat=args.repeat)
     progress.finish_step()
     if args.output:
-        np.savez(args.output, **{name: out for name, out in zip(artifact.plan.outputs, outputs)})
+        np.savez(args.output, **dict(zip(artifact.output_names(), outputs)))
     total = sum(k.median_ms for k in profile.kernels) or 1.0
     result = {
         "artifact": str(artifact.path), "device": executor.device.name.strip(),

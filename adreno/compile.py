@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Callable
 
 from . import __version__
-from .artifact import PLAN_NAME, ArtifactWriter
+from .artifact import PLAN_NAME, ArtifactWriter, Plan
 from .errors import AdrenoError, UnsupportedOpError
-from .frontend import load_model, to_relax
+from .frontend import graph_inputs, load_model, to_relax
 from .options import CompileOptions
 from .plan import bindings, extract_plan
 from .records import TunedConfigs
@@ -90,8 +90,8 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "tvm_version": tvm.__version__,
             "compiled_on": platform.node(),
             "compile_seconds": round(time.perf_counter() - start, 3),
-            "inputs": {n: {"shape": plan.tensors[n].shape, "dtype": plan.tensors[n].dtype} for n in plan.inputs},
-            "outputs": {n: {"shape": plan.tensors[n].shape, "dtype": plan.tensors[n].dtype} for n in plan.outputs},
+            "inputs": _io_entries(plan, plan.inputs, [i.name for i in graph_inputs(onnx_model)]),
+            "outputs": _io_entries(plan, plan.outputs, [o.name for o in onnx_model.graph.output]),
             "kernels": plan.kernel_count(),
         }
         return writer.commit(manifest)
@@ -106,6 +106,15 @@ def tuned_configs(records: str | None, precision: str) -> TunedConfigs:
     from .schedules.conv2d_winograd import kernel_configs, layout_config_in_space
 
     return TunedConfigs.load(records, precision, kernel_configs, layout_config_in_space)
+
+
+def _io_entries(plan: Plan, tensors: list[str], onnx_names: list[str]) -> dict:
+    """The model's inputs or outputs under their ONNX names (what the user's .npz files use), each with the plan
+    tensor that holds it: the importer renames inputs that are not identifiers (`0` -> `input_0`) and outputs are
+    bindings (`gv`)."""
+    names = onnx_names if len(onnx_names) == len(tensors) else tensors
+    return {name: {"tensor": t, "shape": plan.tensors[t].shape, "dtype": plan.tensors[t].dtype}
+            for name, t in zip(names, tensors)}
 
 
 def model_source(model, model_name: str) -> dict:

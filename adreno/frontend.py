@@ -5,7 +5,13 @@ file, the input, the dimension or the node."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import io
 import os
+import sys
+import tempfile
+import warnings
 from pathlib import Path
 
 from .errors import TVM_ERRORS, DynamicShapeError, ModelError, UnsupportedOpError
@@ -87,21 +93,80 @@ def check_supported_ops(model) -> None:
                                      "by the ONNX importer of TVM 0.27")
 
 
+# (op, what TVM 0.27's importer would silently get wrong or crash on, the test on the node's attributes and outputs)
+UNSUPPORTED_FORMS = (
+    ("BatchNormalization", "is in training mode (batch statistics); export the model for inference (PyTorch: "
+     "model.eval())", lambda attrs, outputs: attrs.get("training_mode", 0) or outputs > 1),
+    ("MaxPool", "also outputs the argmax indices, which are not computed; export it without them",
+     lambda attrs, outputs: outputs > 1),
+    ("Resize", "uses antialias=1, which is not implemented; use antialias=0",
+     lambda attrs, outputs: attrs.get("antialias", 0)),
+    ("Resize", "uses a coordinate_transformation_mode TVM 0.27 lacks; use half_pixel, pytorch_half_pixel, "
+     "align_corners, asymmetric, tf_half_pixel_for_nn or tf_crop_and_resize",
+     lambda attrs, outputs: attrs.get("coordinate_transformation_mode", b"half_pixel") not in (
+         b"half_pixel", b"pytorch_half_pixel", b"align_corners", b"asymmetric", b"tf_half_pixel_for_nn",
+         b"tf_crop_and_resize")),
+)
+
+
+def check_supported_forms(model) -> None:
+    """Raise `UnsupportedOpError` naming the first node in a form of its op that the importer would get wrong."""
+    from onnx import helper
+
+    for index, node in enumerate(model.graph.node):
+        for op, problem, applies in UNSUPPORTED_FORMS:
+            if node.op_type != op:
+                continue
+            attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+            if applies(attrs, sum(1 for name in node.output if name)):
+                raise UnsupportedOpError(f"node {node.name or f'#{index}'} ({op}) {problem}")
+
+
 def to_relax(model, overrides: dict[str, list[int]] | None = None):
     """Import an ONNX model into a Relax IRModule whose weights are bound as constants (so weight
-    preprocessing such as transposes folds at compile time instead of running on the phone)."""
+    preprocessing such as transposes folds at compile time instead of running on the phone).
+
+    The importer sees the model as `constfold.prepare` leaves it: static input shapes, shape subgraphs folded
+    to constants, initializers no longer listed as inputs."""
     from tvm import relax
     from tvm.relax.frontend.onnx import from_onnx
 
+    from .constfold import prepare
+
     shapes = input_shapes(model, overrides)
     check_supported_ops(model)
-    try:
-        mod = from_onnx(model, shape_dict=shapes, keep_params_in_input=True)
-    except (*TVM_ERRORS, KeyError, IndexError) as err:
-        raise ModelError(f"the ONNX importer failed: {type(err).__name__}: {str(err).splitlines()[0]}") from None
+    check_supported_forms(model)
+    model = prepare(model, shapes)
+    failure = None
+    # the importer prints "Error converting operator ..." on stdout before it raises: our error says it in one line
+    with quiet_stderr(), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Renaming name 0 to input_0": the artifact maps the names back
+        try:
+            mod = from_onnx(model, shape_dict=shapes, keep_params_in_input=True)
+        except (*TVM_ERRORS, KeyError, IndexError, AttributeError, AssertionError) as err:
+            failure = f"the ONNX importer failed: {type(err).__name__}: {str(err).strip().splitlines()[0]}"
+        gc.collect()  # the failed import's BlockBuilder warns when destroyed: let that happen while stderr is quiet
+    if failure:
+        raise ModelError(failure)
     mod, params = relax.frontend.detach_params(mod)
     weights = params.get("main", [])
     names = [v.name for v in mod["main"].params[len(mod["main"].params) - len(weights):]]
     mod = relax.transform.BindParams("main", dict(zip(names, weights)))(mod)
     # BatchNorm after a conv folds into the conv's weights and a bias, so the fused kernel keeps its activation.
     return relax.transform.FoldBatchnormToConv2D()(mod)
+
+
+@contextlib.contextmanager
+def quiet_stderr():
+    """Silence file descriptor 2 for the block: TVM's C++ runtime logs warnings there (a failed import's
+    `BlockBuilder destroyed with remaining blocks!`), which would follow our one-line error as a second line."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)

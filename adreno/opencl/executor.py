@@ -176,20 +176,18 @@ class Executor:
 
     def _set_inputs(self, inputs) -> None:
         plan = self.artifact.plan
+        names = self.artifact.input_names()
         if isinstance(inputs, dict):
-            missing = [n for n in plan.inputs if n not in inputs]
-            if missing:
-                raise AdrenoError(f"missing inputs {missing}; the model takes {plan.inputs}")
-            arrays = [inputs[n] for n in plan.inputs]
+            arrays = self.artifact.ordered_inputs(inputs)
         else:
             arrays = list(inputs)
             if len(arrays) != len(plan.inputs):
-                raise AdrenoError(f"the model takes {len(plan.inputs)} inputs {plan.inputs}, got {len(arrays)}")
-        for name, array in zip(plan.inputs, arrays):
+                raise AdrenoError(f"the model takes {len(plan.inputs)} inputs {names}, got {len(arrays)}")
+        for label, name, array in zip(names, plan.inputs, arrays):
             spec = plan.tensors[name]
             array = np.asarray(array)
             if list(array.shape) != spec.shape:
-                raise AdrenoError(f"input {name} must have shape {spec.shape}, got {list(array.shape)}")
+                raise AdrenoError(f"input {label} must have shape {spec.shape}, got {list(array.shape)}")
             self._write(spec, array)
 
     def _get_outputs(self) -> list[np.ndarray]:

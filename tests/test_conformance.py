@@ -1,0 +1,36 @@
+"""The CI subset of `tools/conformance.py`: ONNX's node cases, pytorch-converted cases and 8-channel cases behind a
+conv, each compiled with textures and with buffers and run on PoCL. The tool runs as a user runs it (a subprocess)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_ci_subset_passes_or_refuses_in_one_line(tmp_path):
+    report = tmp_path / "conformance.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "tools/conformance.py"), "--subset", "ci", "-j", "2",
+                           "--json", str(report)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(report.read_text())
+    results = data["cases"]
+    assert {r["memory"] for r in results} == {"texture", "buffer"}
+    assert {r["suite"] for r in results} == {"node", "pytorch", "wide"}
+    bad = [r for r in results if r["status"] not in ("pass", "error")]
+    assert not bad, "\n".join(f"{r['case']} [{r['memory']}] {r['status']}: {r.get('detail')}" for r in bad)
+    errors = [r for r in results if r["status"] == "error"]
+    for r in errors:
+        assert "\n" not in r["detail"] and r["detail"].startswith("node "), r  # one line naming the node
+        if "graph input" in r["detail"]:  # a parameter shipped as a graph input: its +init twin must pass
+            twin = next(t for t in results if t["case"] == r["case"] + "+init" and t["memory"] == r["memory"])
+            assert twin["status"] == "pass", twin
+    assert any("graph input" in r["detail"] for r in errors), "runtime parameters must be refused in one line"
+    assert any("argmax indices" in r["detail"] for r in errors), "a MaxPool with indices is refused in one line"
+    assert sum(r["status"] == "pass" for r in results) >= 0.9 * len(results)
+    assert proc.stdout.startswith("suite") and "texture" in proc.stdout, "the table on stdout"

@@ -1,0 +1,196 @@
+"""Models as other exporters write them: initializers listed as inputs (IR version 3), names that are not
+identifiers, reshape targets computed from the runtime shape, parameters given as graph inputs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+
+def adreno(*args, check_rc=0):
+    proc = subprocess.run([sys.executable, "-m", "adreno.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.returncode == check_rc, f"rc {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc
+
+
+def legacy_export(rng) -> onnx.ModelProto:
+    """An old-exporter model: IR version 3 with the conv's weights also listed in graph.input, input `0` with a
+    dynamic batch, output `1`, and the flatten written as Shape -> Gather -> Unsqueeze -> Concat -> Reshape."""
+    weight = numpy_helper.from_array(rng.standard_normal((8, 4, 3, 3)).astype(np.float32), "conv.weight")
+    bias = numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "conv.bias")
+    minus_one = numpy_helper.from_array(np.array([-1], dtype=np.int64), "minus_one")
+    nodes = [
+        helper.make_node("Conv", ["0", "conv.weight", "conv.bias"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Shape", ["c"], ["s"], name="shape"),
+        helper.make_node("Constant", [], ["zero"], name="zero_const",
+                         value=numpy_helper.from_array(np.array(0, dtype=np.int64))),
+        helper.make_node("Gather", ["s", "zero"], ["n"], name="gather", axis=0),
+        helper.make_node("Unsqueeze", ["n"], ["n1"], name="unsqueeze", axes=[0]),
+        helper.make_node("Concat", ["n1", "minus_one"], ["target"], name="concat", axis=0),
+        helper.make_node("Reshape", ["c", "target"], ["1"], name="flatten"),
+    ]
+    graph = helper.make_graph(
+        nodes, "legacy",
+        [helper.make_tensor_value_info("0", TensorProto.FLOAT, ["batch", 4, 6, 6]),
+         helper.make_tensor_value_info("conv.weight", TensorProto.FLOAT, [8, 4, 3, 3]),
+         helper.make_tensor_value_info("conv.bias", TensorProto.FLOAT, [8]),
+         helper.make_tensor_value_info("minus_one", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("1", TensorProto.FLOAT, ["batch", 288])], [weight, bias, minus_one])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)])
+    model.ir_version = 3
+    onnx.checker.check_model(model)
+    return model
+
+
+def test_legacy_export_imports_with_folded_shapes(rng):
+    from adreno.constfold import prepare
+
+    model = legacy_export(rng)
+    prepared = prepare(model, {"0": [1, 4, 6, 6]})
+    assert [i.name for i in prepared.graph.input] == ["0"]
+    assert [n.op_type for n in prepared.graph.node] == ["Conv", "Constant", "Reshape"]
+    target = {i.name: numpy_helper.to_array(i) for i in prepared.graph.initializer}[prepared.graph.node[-1].input[1]]
+    assert target.tolist() == [1, -1]
+
+
+def test_legacy_export_compiles_and_keeps_the_model_names(tmp_path, rng):
+    """`--input` takes the model's input name `0`, `--output` writes the model's output name `1`, and the
+    values are onnxruntime's."""
+    import onnxruntime as ort
+
+    model = legacy_export(rng)
+    path = tmp_path / "legacy.onnx"
+    onnx.save(model, path)
+    x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
+    np.savez(tmp_path / "x.npz", **{"0": x})
+    adreno("compile", path, "--input-shape", "0:1,4,6,6", "--memory", "buffer", "-o", tmp_path / "art", "-q")
+    adreno("run", tmp_path / "art", "--input", tmp_path / "x.npz", "--output", tmp_path / "y.npz", "--check",
+           "--repeat", "1", "-q")
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"0": x})
+    with np.load(tmp_path / "y.npz") as saved:
+        assert saved.files == ["1"]
+        np.testing.assert_allclose(saved["1"], expected[0], rtol=1e-4, atol=1e-4)
+
+
+def runtime_parameter_model(op: str) -> onnx.ModelProto:
+    """`op` whose shape-deciding parameter (Pad's pads, Reshape's shape) is a graph input, not an initializer."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])
+    param = helper.make_tensor_value_info("p", TensorProto.INT64, [8 if op == "Pad" else 2])
+    graph = helper.make_graph([helper.make_node(op, ["x", "p"], ["y"], name=f"my_{op.lower()}")], "runtime",
+                              [x, param], [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["d0", "d1"] + ["d2", "d3"] * (op == "Pad"))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("op, label", [("Pad", "pads"), ("Reshape", "shape")])
+def test_runtime_parameter_is_one_line_error(tmp_path, op, label):
+    path = tmp_path / f"{op}.onnx"
+    onnx.save(runtime_parameter_model(op), path)
+    result = adreno("compile", path, "-o", tmp_path / "art", "-q", check_rc=2)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert f"my_{op.lower()} ({op})" in lines[0] and f"its {label} input is the graph input 'p'" in lines[0]
+    assert "initializer" in lines[0]
+    assert not (tmp_path / "art").exists()
+
+
+def test_quiet_stderr_silences_native_writes(capfd):
+    """What C++ code writes to file descriptor 2 inside the block is dropped; Python's stderr works after it."""
+    from adreno.frontend import quiet_stderr
+
+    with quiet_stderr():
+        os.write(2, b"BlockBuilder destroyed with remaining blocks!\n")
+    os.write(2, b"after\n")
+    assert capfd.readouterr().err == "after\n"
+
+
+def one_node(op: str, inputs: dict, outputs: dict, weights: dict | None = None, **attrs) -> onnx.ModelProto:
+    """One node named `bad` with graph inputs and outputs {name: shape} and initializers `weights`."""
+    graph = helper.make_graph(
+        [helper.make_node(op, [*inputs, *(weights or {})], list(outputs), name="bad", **attrs)], "one",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs.items()],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs.items()],
+        [numpy_helper.from_array(np.asarray(w), n) for n, w in (weights or {}).items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("model, message", [
+    (one_node("BatchNormalization", {"x": [1, 2, 3, 3]}, {"y": [1, 2, 3, 3], "mean": [2], "var": [2]},
+              {n: np.ones(2, np.float32) for n in ("s", "b", "m", "v")}, training_mode=1), "training mode"),
+    (one_node("MaxPool", {"x": [1, 2, 4, 4]}, {"y": [1, 2, 2, 2], "i": [1, 2, 2, 2]}, kernel_shape=[2, 2],
+              strides=[2, 2]), "argmax indices"),
+    (one_node("Resize", {"x": [1, 2, 4, 4]}, {"y": [1, 2, 2, 2]}, {"roi": np.zeros(0, np.float32),
+              "scales": np.array([1, 1, 0.5, 0.5], np.float32)}, mode="linear", antialias=1), "antialias=1"),
+    (one_node("Slice", {"x": [4, 4]}, {"y": [0, 4]}, {"starts": np.array([9]), "ends": np.array([10]),
+              "axes": np.array([0])}), "is empty (shape [0, 4])"),
+], ids=["batchnorm-training", "maxpool-indices", "resize-antialias", "empty-slice"])
+def test_forms_the_importer_gets_wrong_are_refused(model, message):
+    """Each would have been a wrong result or a traceback inside TVM; the error names the node."""
+    from adreno.errors import ModelError
+    from adreno.frontend import to_relax
+
+    with pytest.raises(ModelError) as refused:
+        to_relax(model)
+    assert "node bad (" in str(refused.value) and message in str(refused.value)
+
+
+def resize_forms(form: str) -> onnx.ModelProto:
+    """Upsample with constant scales (opset 9), or opset 18's Resize with an `axes` attribute."""
+    if form == "upsample":
+        model = one_node("Upsample", {"x": [1, 4, 3, 3]}, {"y": [1, 4, 6, 9]},
+                         {"scales": np.array([1, 1, 2, 3], np.float32)}, mode="nearest")
+        model.opset_import[0].version = 9
+    else:
+        model = one_node("Resize", {"x": [1, 4, 3, 3]}, {"y": [1, 4, 6, 6]},
+                         {"roi": np.zeros(0, np.float32), "scales": np.array([2, 2], np.float32)},
+                         mode="linear", axes=[2, 3])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("form", ["upsample", "resize-axes"])
+def test_upsample_and_resize_forms_match_onnxruntime(form, rng, pocl_device, tmp_path):
+    import onnxruntime as ort
+
+    from adreno.compile import CompileOptions, compile_model
+    from adreno.opencl.executor import Executor
+
+    model = resize_forms(form)
+    x = rng.standard_normal((1, 4, 3, 3)).astype(np.float32)
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    artifact = compile_model(model, tmp_path / "art", CompileOptions(memory="buffer"))
+    np.testing.assert_allclose(Executor(artifact, pocl_device).run([x])[0], expected[0], rtol=1e-5, atol=1e-5)
+
+
+def test_empty_constant_parameters_are_not_empty_tensors():
+    """PP-OCR det's Resize takes its empty roi from a Constant node: a parameter, not a tensor to refuse."""
+    from adreno.constfold import prepare
+
+    model = one_node("Resize", {"x": [1, 2, 3, 3]}, {"y": [1, 2, 6, 6]},
+                     {"scales": np.array([1, 1, 2, 2], np.float32)}, mode="nearest")
+    roi = helper.make_node("Constant", [], ["roi"], value=numpy_helper.from_array(np.zeros(0, np.float32)))
+    model.graph.node.insert(0, roi)
+    model.graph.node[1].input.insert(1, "roi")
+    assert [n.op_type for n in prepare(model, {"x": [1, 2, 3, 3]}).graph.node] == ["Constant", "Resize"]
+
+
+def test_importer_failure_is_one_line_and_nothing_else(tmp_path):
+    """TVM's importer prints "Error converting operator ..." on stdout and its BlockBuilder warns on fd 2 when an
+    op fails to convert (here a Resize whose sizes miss the batch and channel dimensions): only our line remains."""
+    model = one_node("Resize", {"x": [1, 2, 3, 3]}, {"y": [1, 2, 6, 6]}, mode="nearest")
+    model.graph.initializer.append(numpy_helper.from_array(np.array([6, 6], np.int64), "sizes"))
+    model.graph.node[0].input.extend(["", "", "sizes"])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "resize.onnx")
+    result = adreno("compile", tmp_path / "resize.onnx", "-o", tmp_path / "art", "-q", check_rc=2)
+    assert result.stdout == ""
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: the ONNX importer failed: ValueError: Resize2D"), lines
