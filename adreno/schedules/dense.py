@@ -2,10 +2,19 @@
 rule, which TVM 0.27's Adreno pipeline does not apply (it falls back to a generic reduction schedule: 1.75 ms
 against 0.57 ms for GEMV on PoCL for 1280x1000).
 
+GEMV assumes that its epilogue is elementwise on the reduction's output: it binds the epilogue's loops as it bound
+the reduction's rows, so an epilogue that broadcasts to a larger tensor (a squeeze-and-excitation block's 1x1 conv
+on a pooled 1x1 map, fused with `sigmoid(conv) * x`) would store only the first rows' worth of outputs. Such
+functions are refused here and left to the rules after ours.
+
 Not tunable yet: no knobs, and `workload_key` is None so the tuner skips these functions.
 """
 
 from __future__ import annotations
+
+import math
+
+from . import _conv
 
 KNOBS: dict[str, list] = {}
 
@@ -20,10 +29,34 @@ def workload_key(func) -> str | None:
     return None
 
 
-def rule(target, config: dict | None = None):
-    """dlight's GEMV rule on OpenCL targets (it returns None for functions that are not matrix-vector products)."""
-    if target is None or target.kind.name != "opencl":
-        return None
+def elementwise_epilogue(func) -> bool:
+    """Whether `func` is one reduction block followed only by blocks that write as many elements as it does."""
+    found = _conv.schedulable_blocks(func)
+    if found is None:
+        return False
+    sch, blocks, infos = found
+    reductions = [i for i, info in enumerate(infos) if info.is_reduction()]
+    if len(reductions) != 1:
+        return False
+
+    def size(block):
+        shape = _conv._ints(sch.get(block).writes[0].source.shape)
+        return None if shape is None else math.prod(shape)
+
+    out = size(blocks[reductions[0]])
+    return out is not None and all(size(b) == out for b in blocks[reductions[0] + 1:])
+
+
+def apply(func, target, config: dict | None = None):
+    """dlight's GEMV schedule of `func`, or None when it is not a matrix-vector product with an elementwise
+    epilogue."""
     from tvm.s_tir import dlight
 
-    return dlight.gpu.GEMV()
+    if not elementwise_epilogue(func):
+        return None
+    return dlight.gpu.GEMV().apply(func, target, False)
+
+
+def rule(target, config: dict | None = None):
+    """The GEMV rule on OpenCL targets (None elsewhere)."""
+    return _conv.module_rule(__name__, "DenseGEMV", target, config)

@@ -1,0 +1,54 @@
+"""Patterns of real models (issue 13) that our schedules once got wrong, each compiled in both memories and compared
+with onnxruntime; where a family's assumptions do not hold for a function, a test pins that it refuses it."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from tests.schedules.sched_helpers import check_against_onnxruntime, primitive_function
+
+MEMORIES = ["texture", "buffer"]
+
+
+def graph_model(nodes, x_shape, y_shape, weights: dict[str, np.ndarray]) -> onnx.ModelProto:
+    """A one-input one-output ONNX model of `nodes` (x -> ... -> y) with constant `weights`."""
+    graph = helper.make_graph(
+        nodes, "pattern", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
+        [numpy_helper.from_array(w.astype(np.float32) if w.dtype.kind == "f" else w, n) for n, w in weights.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def squeeze_excite(c: int = 16, r: int = 4, hw: int = 14, seed: int = 0) -> onnx.ModelProto:
+    """x -> GlobalAveragePool -> 1x1 conv -> ReLU -> 1x1 conv -> Sigmoid -> Mul(x)."""
+    rng = np.random.default_rng(seed)
+    weights = {"w1": rng.standard_normal((r, c, 1, 1)) * 0.3, "b1": rng.standard_normal(r) * 0.1,
+               "w2": rng.standard_normal((c, r, 1, 1)) * 0.3, "b2": rng.standard_normal(c) * 0.1}
+    nodes = [helper.make_node("GlobalAveragePool", ["x"], ["p"]),
+             helper.make_node("Conv", ["p", "w1", "b1"], ["c1"]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"]),
+             helper.make_node("Sigmoid", ["c2"], ["s"]),
+             helper.make_node("Mul", ["x", "s"], ["y"])]
+    return graph_model(nodes, [1, c, hw, hw], [1, c, hw, hw], weights)
+
+
+@pytest.mark.parametrize("memory", MEMORIES)
+def test_squeeze_excite(memory, tmp_path):
+    check_against_onnxruntime(squeeze_excite(), tmp_path / memory, memory)
+
+
+def test_gemv_refuses_an_epilogue_that_broadcasts():
+    """dlight's GEMV binds the epilogue's loops as the product's rows: `sigmoid(conv(p)) * x` would keep 16 of
+    3136 outputs."""
+    from adreno.schedules import dense
+
+    func, target = primitive_function(squeeze_excite(), "fused_conv2d1_add1_tir_sigmoid_multiply")
+    assert dense.apply(func, target) is None
+    conv, _ = primitive_function(squeeze_excite(), "fused_conv2d_add_relu")
+    assert dense.elementwise_epilogue(conv)
