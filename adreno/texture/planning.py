@@ -45,9 +45,17 @@ def _dtype_of(expr) -> str | None:
 
 
 def _is_const(expr) -> bool:
+    """A constant tensor (weights, a bias). Not a scalar PrimValue such as Clip's bounds: TVM 0.27 derives both from
+    `tvm.ir.expr.Constant`, and only the tensor has a `.value` array to pack."""
     import tvm
 
-    return isinstance(expr, tvm.ir.expr.Constant)
+    return isinstance(expr, tvm.ir.expr.Constant) and _is_tensor(expr)
+
+
+def _is_tensor(expr) -> bool:
+    from tvm import relax
+
+    return isinstance(getattr(expr, "ty", None), relax.TensorType)
 
 
 @dataclass
@@ -154,6 +162,8 @@ class LayoutPlanner:
                 if c is None:
                     return None
                 new_args.append(c)
+            elif not _is_tensor(a):  # a scalar attribute-like operand (Clip's bounds) stays as it is
+                new_args.append(a)
             elif _shape(a) == out_shape:
                 p = self.packed_of(a)
                 if p is None:

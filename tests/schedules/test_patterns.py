@@ -52,3 +52,20 @@ def test_gemv_refuses_an_epilogue_that_broadcasts():
     assert dense.apply(func, target) is None
     conv, _ = primitive_function(squeeze_excite(), "fused_conv2d_add_relu")
     assert dense.elementwise_epilogue(conv)
+
+
+def conv_then(op: str, c: int = 8, hw: int = 10, seed: int = 0, **attrs) -> onnx.ModelProto:
+    """x -> 3x3 conv (bias) -> `op`."""
+    rng = np.random.default_rng(seed)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node(op, ["c"], ["y"], **attrs)]
+    return graph_model(nodes, [1, c, hw, hw], [1, c, hw, hw],
+                       {"w": rng.standard_normal((c, c, 3, 3)) * 0.2, "b": rng.standard_normal(c)})
+
+
+@pytest.mark.parametrize("memory", MEMORIES)
+@pytest.mark.parametrize("op, attrs", [("HardSigmoid", {"alpha": 0.2, "beta": 0.5}), ("HardSwish", {})])
+def test_conv_then_hard_activation(op, attrs, memory, tmp_path):
+    """HardSigmoid arrives as clip(alpha * x + beta, 0, 1) with scalar bounds, which the texture planner once took
+    for tensor constants."""
+    check_against_onnxruntime(conv_then(op, **attrs), tmp_path / memory, memory)
