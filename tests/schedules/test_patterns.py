@@ -90,3 +90,34 @@ def test_grouped_conv(bias, memory, tmp_path):
     assert conv2d_direct.workload(func).groups == 2
     check_against_onnxruntime(model, tmp_path / memory, memory)
 
+
+def one_node(op: str, x_shape, y_shape, **attrs) -> onnx.ModelProto:
+    return graph_model([helper.make_node(op, ["x"], ["y"], **attrs)], x_shape, y_shape, {})
+
+
+SINGLE_ROW_POOLS = {  # the pool's fused row axis (n, c and, windowed, oh) has one element
+    "global_average_1": one_node("GlobalAveragePool", [1, 1, 3, 3], [1, 1, 1, 1]),
+    "global_max_1": one_node("GlobalMaxPool", [1, 1, 3, 3], [1, 1, 1, 1]),
+    # ONNX's maxpool_2d_ceil_output_size_reduce_by_one
+    "maxpool_k1_s2_ceil": one_node("MaxPool", [1, 1, 2, 2], [1, 1, 1, 1], kernel_shape=[1, 1], strides=[2, 2],
+                                   ceil_mode=1),
+    "maxpool_one_row": one_node("MaxPool", [1, 1, 1, 9], [1, 1, 1, 8], kernel_shape=[1, 2]),
+}
+
+
+@pytest.mark.parametrize("memory", MEMORIES)
+@pytest.mark.parametrize("name", SINGLE_ROW_POOLS)
+def test_single_row_pool(name, memory, tmp_path):
+    check_against_onnxruntime(SINGLE_ROW_POOLS[name], tmp_path / memory, memory)
+
+
+def test_pool_refuses_a_single_row():
+    """TVM drops the store's guard when the thread-bound row axis has one element: idle work-items would store
+    their uninitialised accumulators over the result."""
+    from adreno.schedules import pool
+
+    for name in ("global_average_1", "maxpool_one_row"):
+        func, target = primitive_function(SINGLE_ROW_POOLS[name], "")
+        assert pool.workload(func) is None and pool.apply(func, target) is None, name
+    two_rows, _ = primitive_function(one_node("GlobalAveragePool", [1, 2, 3, 3], [1, 2, 1, 1]), "")
+    assert pool.workload(two_rows).c == 2
