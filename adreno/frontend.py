@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from . import onnx_rewrites
 from .errors import TVM_ERRORS, DynamicShapeError, ModelError, UnsupportedOpError
 
 
@@ -95,6 +96,7 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None):
 
     shapes = input_shapes(model, overrides)
     check_supported_ops(model)
+    model = onnx_rewrites.rewrite(model, shapes)
     try:
         mod = from_onnx(model, shape_dict=shapes, keep_params_in_input=True)
     except (*TVM_ERRORS, KeyError, IndexError) as err:

@@ -121,3 +121,30 @@ def test_pool_refuses_a_single_row():
         assert pool.workload(func) is None and pool.apply(func, target) is None, name
     two_rows, _ = primitive_function(one_node("GlobalAveragePool", [1, 2, 3, 3], [1, 2, 1, 1]), "")
     assert pool.workload(two_rows).c == 2
+
+
+@pytest.mark.parametrize("memory", MEMORIES)
+@pytest.mark.parametrize("x_hw, strides, output_shape", [
+    (3, [3, 2], [10, 8]),  # ONNX's convtranspose_output_shape: one row and column more than the natural 9x7
+    (5, [2, 2], [10, 9]),  # natural 11x11, cropped (odd total padding: the extra row at the start)
+])
+def test_conv_transpose_output_shape(x_hw, strides, output_shape, memory, tmp_path):
+    """TVM's importer ignores `output_shape`; adreno.onnx_rewrites turns it into pads / output_padding."""
+    w = np.random.default_rng(0).standard_normal((4, 8, 3, 3))
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=strides, output_shape=output_shape)
+    model = graph_model([node], [1, 4, x_hw, x_hw], [1, 8, *output_shape], {"w": w})
+    check_against_onnxruntime(model, tmp_path / memory, memory)
+
+
+@pytest.mark.parametrize("memory", MEMORIES)
+def test_legacy_prelu_per_channel_slope(memory, tmp_path):
+    """Before opset 7 a PRelu slope of shape [C] is per channel (PyTorch's PReLU_2d_multiparam export)."""
+    from adreno.compile import CompileOptions, compile_model
+    from adreno.opencl.executor import Executor
+
+    slope = np.random.default_rng(0).standard_normal(8).astype(np.float32)
+    model = graph_model([helper.make_node("PRelu", ["x", "s"], ["y"])], [1, 8, 5, 6], [1, 8, 5, 6], {"s": slope})
+    model.opset_import[0].version = 6
+    x = np.random.default_rng(1).standard_normal((1, 8, 5, 6)).astype(np.float32)
+    out = Executor(compile_model(model, tmp_path / memory, CompileOptions(memory=memory))).run([x])[0]
+    np.testing.assert_allclose(out, np.where(x < 0, x * slope[:, None, None], x), rtol=1e-6)
