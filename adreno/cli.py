@@ -131,13 +131,14 @@ def cmd_run(args) -> int:
     first_ms = (time.perf_counter() - first_started) * 1e3
     check = None
     if args.check:
-        from .reference import compare, onnxruntime_outputs, reference_model
+        from .reference import compare, default_rtol, onnxruntime_outputs, reference_model, within
 
         progress("onnxruntime reference")
         reference = onnxruntime_outputs(reference_model(artifact, args.reference), inputs)
         rows = compare(outputs, reference)
-        ok = all(r["max_abs_error"] <= args.atol + args.rtol * r["max_abs_ref"] for r in rows)
-        check = {"ok": ok, "outputs": rows, "rtol": args.rtol, "atol": args.atol}
+        rtol = default_rtol(artifact) if args.rtol is None else args.rtol
+        ok = all(within(r, rtol, args.atol) for r in rows)
+        check = {"ok": ok, "outputs": rows, "rtol": rtol, "atol": args.atol}
     progress(f"profiling {args.repeat} runs")
     profile = executor.profile(inputs, repeat=args.repeat)
     progress.finish_step()
@@ -175,6 +176,9 @@ def _run_text(result: dict, top: int) -> str:
     if check:
         lines.append("")
         for index, row in enumerate(check["outputs"]):
+            if row["problem"]:
+                lines.append(f"  check output {index} vs onnxruntime: {row['problem']}: MISMATCH")
+                continue
             tolerance = check["atol"] + check["rtol"] * row["max_abs_ref"]
             lines.append(f"  check output {index} vs onnxruntime: max abs error {row['max_abs_error']:.3g} "
                          f"(relative {row['max_rel_error']:.3g} of max |ref| {row['max_abs_ref']:.3g}), "
@@ -278,8 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", help=".npz file with one array per model input (default: seeded random input)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
     p.add_argument("--reference", help="ONNX model for --check (default: the model the artifact was compiled from)")
-    p.add_argument("--rtol", type=float, default=1e-3, help="--check tolerance relative to the output's largest "
-                   "magnitude (default 1e-3)")
+    p.add_argument("--rtol", type=float, default=None, help="--check tolerance relative to the output's largest "
+                   "magnitude (default 1e-3; 5e-2 for a --precision fp16 artifact, whose images hold half floats)")
     p.add_argument("--atol", type=float, default=1e-4, help="--check absolute tolerance (default 1e-4)")
     p.add_argument("--output", help="write the outputs to this .npz file")
     p.add_argument("--top", type=int, default=15, help="kernels shown in the table (default 15)")
