@@ -83,7 +83,7 @@ def cmd_compile(args) -> int:
     output = args.output or f"build/{Path(str(args.model)).stem}"
     options = CompileOptions(target=args.target, host=args.host, cc=args.cc, input_shapes=_parse_shapes(args.input_shape),
                              memory=args.memory, precision=args.precision, schedules=args.schedules,
-                             records=args.records, winograd=args.winograd)
+                             records=args.records, winograd=args.winograd, image_max=args.image_max)
     progress = Progress(not (args.json or args.quiet))
     started = time.perf_counter()
     path = compile_model(args.model, output, options, progress=progress)
@@ -267,6 +267,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "where both channel counts are >= 64 and the output is >= 7x7; the default), f2/f4 (every "
                    "eligible conv), off (direct convs; the default with --schedules tvm). Tuned layout records, and "
                    "tuned direct kernels, override auto and off per conv")
+    p.add_argument("--image-max", type=int, metavar="PIXELS",
+                   help="largest image width/height to use, e.g. a local check device's (PoCL: 8192): wider tensors "
+                   "take another image scope or stay buffers (default: the target's limits, within 8192 where an "
+                   "image scope fits)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
     p = command("run", cmd_run, "run an artifact on a local OpenCL device, time each kernel, check the output",

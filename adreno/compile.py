@@ -13,7 +13,7 @@ import os
 import platform
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -48,6 +48,9 @@ class CompileOptions:
     # buffers or packed in textures; None: "auto" with our schedules, "off" with TVM's. Under "off" and "auto", a
     # conv's tuned layout record (`records`) decides instead (on textures: a tuned direct texture conv stays direct)
     winograd: str | None = None
+    # the largest image width/height to use (a local check device's, e.g. 4096): wider tensors take another image
+    # scope or stay buffers; None: the target's limits (within 8192 where a scope fits, see adreno/layout.py)
+    image_max: int | None = None
 
 
 def compile_model(model, output: str | os.PathLike, options: CompileOptions | None = None,
@@ -61,6 +64,11 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     options = options or CompileOptions()
     say = progress or (lambda msg: None)
     device = targets.get_device(options.target)
+    if options.image_max is not None:
+        if options.image_max < 1:
+            raise AdrenoError(f"--image-max must be a positive number of pixels, not {options.image_max}")
+        device = replace(device, image2d_max_width=min(device.image2d_max_width, options.image_max),
+                         image2d_max_height=min(device.image2d_max_height, options.image_max))
     host = options.host
     if host not in ("android", "native"):
         raise AdrenoError(f"--host must be 'android' or 'native', not {host!r}")

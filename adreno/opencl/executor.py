@@ -101,7 +101,9 @@ class Executor:
         limits = (self.device.image2d_max_width, self.device.image2d_max_height, self.device.image_max_array_size)
         if width > limits[0] or height > limits[1] or layers > limits[2]:
             raise AdrenoError(f"image {sid} is {width}x{height}x{layers}, beyond {self.device.name.strip()}'s limits "
-                              f"{limits[0]}x{limits[1]}x{limits[2]}; recompile for this device or with --memory buffer")
+                              f"{limits[0]}x{limits[1]}x{limits[2]}; recompile with --winograd off (Winograd's tile "
+                              f"images are the widest), with --memory buffer, or with --image-max {min(limits[:2])} "
+                              "(wider tensors then take another image scope or stay buffers)")
         fmt = cl.ImageFormat(cl.channel_order.RGBA, channel)
         return cl.create_image(self.context, cl.mem_flags.READ_WRITE, fmt, shape=(width, height, layers), is_array=True)
 
