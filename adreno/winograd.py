@@ -379,7 +379,7 @@ def portable_tile(wl, tile: int) -> int:
         nh, nw = tiles(wl.oh, wl.ow, m)
         return wl.n * nh * nw
 
-    return next((m for m in (tile, 4) if m and width(m) <= PORTABLE_IMAGE2D_MAX), 0)
+    return next((m for m in (tile, 4) if width(m) <= PORTABLE_IMAGE2D_MAX), 0) if tile else 0
 
 
 def _const_array(expr):

@@ -3,6 +3,8 @@ scope or a Winograd tile allows it, and an error naming every way out when an im
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 from onnx import helper
@@ -30,18 +32,29 @@ def test_texture_winograd_keeps_its_tile_images_within_8192():
     assert winograd.portable_tile(conv(224), 2) == 4  # F(2x2): 112x112 = 12544 tiles; F(4x4): 3136
     assert winograd.choose_tile(conv(448), "auto", None, "texture") == 0  # F(4x4): 12544 tiles: direct
     assert winograd.choose_tile(conv(448), "auto", None, "buffer") == 4  # buffers have no such limit
+    assert winograd.portable_tile(conv(448), 0) == 0  # a direct conv stays direct
 
 
-def test_an_image_beyond_the_device_names_every_way_out(tmp_path):
-    """Forced F(2x2) on a 184x184 map: 8464 tiles, a legal image on adreno-740, not on PoCL."""
+def test_an_image_beyond_the_device_names_every_way_out():
+    from adreno.opencl.executor import image_beyond
+
+    assert image_beyond("i1", (8192, 16, 16), (8192, 8192, 2048), "PoCL") is None
+    error = image_beyond("i1", (8464, 16, 16), (8192, 8192, 2048), "PoCL")
+    assert "8464x16x16" in error and "8192x8192x2048" in error
+    assert all(way in error for way in ("--winograd off", "--memory buffer", "--image-max 8192")), error
+
+
+def test_image_max_keeps_winograd_images_within_it(tmp_path):
+    """Forced F(2x2) on a 184x184 map: V and M are 8464 tiles wide, legal on adreno-740; with --image-max 8192 they
+    stay buffers and the artifact runs (and checks) on a device limited to 8192."""
     w = np.random.default_rng(0).standard_normal((64, 64, 3, 3)) * 0.05
     model = graph_model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], [1, 64, 184, 184],
                         [1, 64, 184, 184], {"w": w})
     onnx.save(model, tmp_path / "conv.onnx")
-    adreno("compile", tmp_path / "conv.onnx", "--winograd", "f2", "-q", "-o", tmp_path / "f2")
-    error = adreno("run", tmp_path / "f2", "--repeat", "1", "-q", check_rc=2).stderr.strip()
-    assert len(error.splitlines()) == 1 and "8464x16x16" in error
-    assert all(way in error for way in ("--winograd off", "--memory buffer", "--image-max 8192")), error
-    adreno("compile", tmp_path / "conv.onnx", "--winograd", "f2", "--image-max", "8192", "-q", "-o", tmp_path / "m")
-    checked = adreno("run", tmp_path / "m", "--check", "--repeat", "1", "--reference", tmp_path / "conv.onnx")
+    widths = {}
+    for name, extra in (("target", []), ("capped", ["--image-max", "8192"])):
+        adreno("compile", tmp_path / "conv.onnx", "--winograd", "f2", "-q", "-o", tmp_path / name, *extra)
+        widths[name] = max(i["width"] for i in json.loads((tmp_path / name / "plan.json").read_text())["images"].values())
+    assert widths == {"target": 8464, "capped": 4096}
+    checked = adreno("run", tmp_path / "capped", "--check", "--repeat", "1", "--reference", tmp_path / "conv.onnx")
     assert ": OK" in checked.stdout
