@@ -12,13 +12,13 @@ from tests.schedules.sched_helpers import check_against_onnxruntime, primitive_f
 MEMORIES = ["texture", "buffer"]
 
 
-def graph_model(nodes, x_shape, y_shape, weights: dict[str, np.ndarray]) -> onnx.ModelProto:
+def graph_model(nodes, x_shape, y_shape, weights: dict[str, np.ndarray], opset: int = 17) -> onnx.ModelProto:
     """A one-input one-output ONNX model of `nodes` (x -> ... -> y) with constant `weights`."""
     graph = helper.make_graph(
         nodes, "pattern", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
         [numpy_helper.from_array(w.astype(np.float32) if w.dtype.kind == "f" else w, n) for n, w in weights.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     onnx.checker.check_model(model)
     return model
@@ -148,3 +148,41 @@ def test_legacy_prelu_per_channel_slope(memory, tmp_path):
     x = np.random.default_rng(1).standard_normal((1, 8, 5, 6)).astype(np.float32)
     out = Executor(compile_model(model, tmp_path / memory, CompileOptions(memory=memory))).run([x])[0]
     np.testing.assert_allclose(out, np.where(x < 0, x * slope[:, None, None], x), rtol=1e-6)
+
+
+def resize(x_shape, y_shape, scales=None, sizes=None, opset: int = 17, **attrs) -> onnx.ModelProto:
+    weights = {"scales": np.array(scales, np.float32)} if scales else {"sizes": np.array(sizes, np.int64)}
+    inputs = ["x", "", *weights] if scales else ["x", "", "", *weights]
+    return graph_model([helper.make_node("Resize", inputs, ["y"], **attrs)], x_shape, y_shape, weights, opset)
+
+
+RESIZES = {  # ONNX's node cases with 8 channels, their runtime parameters as initializers
+    "downsample_scales_linear": resize([1, 8, 2, 4], [1, 8, 1, 2], scales=[1, 1, 0.6, 0.6], mode="linear"),
+    "downsample_scales_linear_align_corners": resize([1, 8, 2, 4], [1, 8, 1, 2], scales=[1, 1, 0.6, 0.6],
+                                                     mode="linear", coordinate_transformation_mode="align_corners"),
+    "upsample_sizes_nearest": resize([1, 8, 2, 2], [1, 8, 7, 8], sizes=[1, 8, 7, 8], mode="nearest"),
+    "downsample_scales_cubic": resize([1, 8, 4, 4], [1, 8, 3, 3], scales=[1, 1, 0.8, 0.8], mode="cubic"),
+    "upsample_sizes_nearest_axes_3_2": resize([1, 8, 2, 2], [1, 8, 7, 8], sizes=[8, 7], mode="nearest",
+                                              axes=[3, 2], opset=18),
+}
+
+
+@pytest.mark.parametrize("memory", MEMORIES)
+@pytest.mark.parametrize("name", RESIZES)
+def test_resize(name, memory, tmp_path):
+    """TVM derives source coordinates from the size ratio, ONNX from the scale: adreno.onnx_rewrites computes the
+    sampling (Gather indices, interpolation matrices) as onnxruntime does."""
+    if not name.endswith("align_corners"):
+        check_against_onnxruntime(RESIZES[name], tmp_path / memory, memory)
+        return
+    # align_corners with a scale whose output length is rounded: the ONNX reference divides by the unrounded length
+    # (the node case expects [1, 3.142857] from [1, 2, 3, 4]), onnxruntime 1.32 by the rounded one ([1, 4])
+    from onnx.reference import ReferenceEvaluator
+
+    from adreno.compile import CompileOptions, compile_model
+    from adreno.opencl.executor import Executor
+
+    model = RESIZES[name]
+    x = np.random.default_rng(1).standard_normal((1, 8, 2, 4)).astype(np.float32)
+    out = Executor(compile_model(model, tmp_path / memory, CompileOptions(memory=memory))).run([x])[0]
+    np.testing.assert_allclose(out, ReferenceEvaluator(model).run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
