@@ -31,20 +31,17 @@ def workload_key(func) -> str | None:
 
 def elementwise_epilogue(func) -> bool:
     """Whether `func` is one reduction block followed only by blocks that write as many elements as it does."""
-    found = _conv.schedulable_blocks(func)
+    found = _conv.one_reduction(func)
     if found is None:
         return False
-    sch, blocks, infos = found
-    reductions = [i for i, info in enumerate(infos) if info.is_reduction()]
-    if len(reductions) != 1:
-        return False
+    sch, blocks, _, ri = found
 
     def size(block):
         shape = _conv._ints(sch.get(block).writes[0].source.shape)
         return None if shape is None else math.prod(shape)
 
-    out = size(blocks[reductions[0]])
-    return out is not None and all(size(b) == out for b in blocks[reductions[0] + 1:])
+    out = size(blocks[ri])
+    return out is not None and all(size(b) == out for b in blocks[ri + 1:])
 
 
 def apply(func, target, config: dict | None = None):

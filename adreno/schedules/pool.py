@@ -234,14 +234,10 @@ def _match_global(sch, blocks, infos, ri) -> PoolMatch | None:
 
 def match_pool(func) -> PoolMatch | None:
     """Recognise a windowed or global pool with its fused pad and epilogue (float32, static shapes); else None."""
-    found = _conv.schedulable_blocks(func)
+    found = _conv.one_reduction(func)
     if found is None:
         return None
-    sch, blocks, infos = found
-    reductions = [i for i, info in enumerate(infos) if info.is_reduction()]
-    if len(reductions) != 1:
-        return None
-    ri = reductions[0]
+    sch, blocks, infos, ri = found
     stmt = sch.get(blocks[ri])
     if len(stmt.writes) != 1 or str(stmt.writes[0].source.dtype) != "float32":
         return None
