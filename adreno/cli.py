@@ -96,7 +96,7 @@ def cmd_compile(args) -> int:
     output = args.output or f"build/{Path(str(args.model)).stem}"
     options = CompileOptions(target=args.target, host=args.host, cc=args.cc, input_shapes=_parse_shapes(args.input_shape),
                              memory=args.memory, precision=args.precision, schedules=args.schedules,
-                             records=args.records, winograd=args.winograd)
+                             records=args.records, winograd=args.winograd, image_max=args.image_max)
     progress = Progress(not (args.json or args.quiet))
     started = time.perf_counter()
     path = compile_model(args.model, output, options, progress=progress)
@@ -168,13 +168,14 @@ def cmd_run(args) -> int:
     first_ms = (time.perf_counter() - first_started) * 1e3
     check = None
     if args.check:
-        from .reference import compare, onnxruntime_outputs, reference_model
+        from .reference import compare, default_rtol, onnxruntime_outputs, reference_model, within
 
         progress("onnxruntime reference")
         reference = onnxruntime_outputs(reference_model(artifact, args.reference), inputs)
         rows = compare(outputs, reference)
-        ok = all(r["max_abs_error"] <= args.atol + args.rtol * r["max_abs_ref"] for r in rows)
-        check = {"ok": ok, "outputs": rows, "rtol": args.rtol, "atol": args.atol}
+        rtol = default_rtol(artifact) if args.rtol is None else args.rtol
+        ok = all(within(r, rtol, args.atol) for r in rows)
+        check = {"ok": ok, "outputs": rows, "rtol": rtol, "atol": args.atol}
     progress(f"profiling {args.repeat} runs")
     profile = executor.profile(inputs, repeat=args.repeat)
     progress.finish_step()
@@ -212,6 +213,9 @@ def _run_text(result: dict, top: int) -> str:
     if check:
         lines.append("")
         for index, row in enumerate(check["outputs"]):
+            if row["problem"]:
+                lines.append(f"  check output {index} vs onnxruntime: {row['problem']}: MISMATCH")
+                continue
             tolerance = check["atol"] + check["rtol"] * row["max_abs_ref"]
             lines.append(f"  check output {index} vs onnxruntime: max abs error {row['max_abs_error']:.3g} "
                          f"(relative {row['max_rel_error']:.3g} of max |ref| {row['max_abs_ref']:.3g}), "
@@ -300,6 +304,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "where both channel counts are >= 64 and the output is >= 7x7; the default), f2/f4 (every "
                    "eligible conv), off (direct convs; the default with --schedules tvm). Tuned layout records, and "
                    "tuned direct kernels, override auto and off per conv")
+    p.add_argument("--image-max", type=int, metavar="PIXELS",
+                   help="largest image width/height to use, e.g. a local check device's (PoCL: 8192): wider tensors "
+                   "take another image scope or stay buffers (default: the target's limits, within 8192 where an "
+                   "image scope fits)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
     p = command("run", cmd_run, "run an artifact on a local OpenCL device, time each kernel, check the output",
@@ -315,8 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", help=".npz file with one array per model input (default: seeded random input)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
     p.add_argument("--reference", help="ONNX model for --check (default: the model the artifact was compiled from)")
-    p.add_argument("--rtol", type=float, default=1e-3, help="--check tolerance relative to the output's largest "
-                   "magnitude (default 1e-3)")
+    p.add_argument("--rtol", type=float, default=None, help="--check tolerance relative to the output's largest "
+                   "magnitude (default 1e-3; 5e-2 for a --precision fp16 artifact, whose images hold half floats)")
     p.add_argument("--atol", type=float, default=1e-4, help="--check absolute tolerance (default 1e-4)")
     p.add_argument("--output", help="write the outputs to this .npz file")
     p.add_argument("--top", type=int, default=15, help="kernels shown in the table (default 15)")

@@ -36,7 +36,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
 
     options = options or CompileOptions()
     say = progress or (lambda msg: None)
-    device = targets.get_device(options.target)
+    device = options.device()
 
     start = time.perf_counter()
     say("loading model")

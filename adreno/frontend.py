@@ -14,6 +14,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from . import onnx_rewrites
 from .errors import TVM_ERRORS, DynamicShapeError, ModelError, UnsupportedOpError
 
 
@@ -136,7 +137,7 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None):
     shapes = input_shapes(model, overrides)
     check_supported_ops(model)
     check_supported_forms(model)
-    model = prepare(model, shapes)
+    model = onnx_rewrites.rewrite(prepare(model, shapes), shapes)
     failure = None
     # the importer prints "Error converting operator ..." on stdout before it raises: our error says it in one line
     with quiet_stderr(), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():

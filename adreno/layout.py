@@ -30,6 +30,9 @@ _GEOMETRY = {
     "global.texture-weight": (lambda d0, d1, d2, d3: (d1 * d2 * d3, d0, 1), "x=(d1*D2+d2)*D3+d3, y=d0, layer=0"),
 }
 TEXTURE_SCOPES = tuple(_GEOMETRY)
+# The image2d width and height limit of common local check devices (PoCL, many desktop drivers; Adreno allows
+# 16384): a tensor gets a scope within it when one fits, so an artifact for a phone also runs where it is checked.
+PORTABLE_IMAGE2D_MAX = 8192
 # The scopes tried, in order, for a constant ("param") and for an activation.
 _PREFERENCE = {"param": ("global.texture-weight", "global.texture", "global.texture-nhwc"),
                "act": ("global.texture", "global.texture-nhwc")}
@@ -69,18 +72,22 @@ class ImageSpec:
 def choose_image(shape, dtype: str, kind: str, device, storage_dtype: str = "float32") -> tuple[ImageSpec | None, str]:
     """The image a tensor gets on `device` (anything with the image limits of `adreno.target.AdrenoDevice`), or
     (None, reason) when it must stay a buffer. kind "param" prefers global.texture-weight; activations ("act")
-    prefer global.texture then global.texture-nhwc."""
+    prefer global.texture then global.texture-nhwc. A scope whose image stays within PORTABLE_IMAGE2D_MAX comes
+    before one that needs the device's larger limits."""
     if len(shape) != 5 or int(shape[-1]) != LANES:
         return None, f"shape {list(shape)} is not a packed 5-D tensor with 4 lanes"
     if dtype != "float32":
         return None, f"dtype {dtype} (texture path stores float32 tensors only)"
     limits = (device.image2d_max_width, device.image2d_max_height, device.image_array_max_layers)
-    reasons = []
-    for scope in _PREFERENCE["param" if kind == "param" else "act"]:
-        dims = image_dims(shape, scope)
-        if all(d <= limit for d, limit in zip(dims, limits)):
-            return ImageSpec(scope, *dims, channel_type=storage_dtype), ""
-        reasons.append(f"{scope} needs {dims[0]}x{dims[1]}x{dims[2]} (width x height x layers)")
+    portable = (min(limits[0], PORTABLE_IMAGE2D_MAX), min(limits[1], PORTABLE_IMAGE2D_MAX), limits[2])
+    scopes = _PREFERENCE["param" if kind == "param" else "act"]
+    for bound in (portable, limits):
+        for scope in scopes:
+            dims = image_dims(shape, scope)
+            if all(d <= limit for d, limit in zip(dims, bound)):
+                return ImageSpec(scope, *dims, channel_type=storage_dtype), ""
+    reasons = [f"{scope} needs {'x'.join(map(str, image_dims(shape, scope)))} (width x height x layers)"
+               for scope in scopes]
     return None, (f"exceeds the image limits {limits[0]}x{limits[1]}x{limits[2]} of {device.name}: "
                   + "; ".join(reasons))
 

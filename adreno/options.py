@@ -83,14 +83,29 @@ class CompileOptions:
     schedules: Schedules = Schedules.ADRENO
     records: str | None = None
     winograd: Winograd | None = None
+    # the largest image width/height to use (a local check device's, e.g. 4096): wider tensors take another image
+    # scope or stay buffers; None: the target's limits (within 8192 where a scope fits, see adreno/layout.py)
+    image_max: int | None = None
 
     def __post_init__(self):
         for name, kind, flag in (("host", Host, "--host"), ("memory", Memory, "--memory"),
                                  ("precision", Precision, "--precision"), ("schedules", Schedules, "--schedules"),
                                  ("winograd", Winograd, "--winograd")):
             object.__setattr__(self, name, _parse(kind, getattr(self, name), flag))
+        if self.image_max is not None and self.image_max < 1:
+            raise AdrenoError(f"--image-max must be a positive number of pixels, not {self.image_max}")
         if self.precision is Precision.FP16 and self.memory is Memory.BUFFER:
             raise AdrenoError("--precision fp16 stores images as half floats: it needs --memory texture")
+
+    def device(self):
+        """The target's `AdrenoDevice`, its image limits capped at `image_max`."""
+        from .target import get_device
+
+        device = get_device(self.target)
+        if self.image_max is None:
+            return device
+        return replace(device, image2d_max_width=min(device.image2d_max_width, self.image_max),
+                       image2d_max_height=min(device.image2d_max_height, self.image_max))
 
     def resolved(self, record_keys=()) -> CompileOptions:
         """These options with `memory` and `winograd` decided (`record_keys`: the tuned workload keys), checked

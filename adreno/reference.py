@@ -46,12 +46,37 @@ def onnxruntime_outputs(model, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return session.run(None, dict(zip(names, inputs)))
 
 
+# `adreno run --check`'s default tolerance relative to the output's largest magnitude, by the artifact's image
+# precision: fp32 kernels differ from onnxruntime by rounding only; half-float images (`--precision fp16`) round every
+# stored activation to 11 bits (MobileNetV2: 1.8% of the largest output), bounded at 5% (see README, fp16 storage).
+RTOL = {"fp32": 1e-3, "fp16": 5e-2}
+
+
+def default_rtol(artifact: Artifact) -> float:
+    return RTOL[artifact.manifest.get("precision", "fp32")]
+
+
+def within(row: dict, rtol: float, atol: float) -> bool:
+    """Whether a `compare` row passes: same shape, and max abs error <= atol + rtol * max |reference|."""
+    return row["problem"] is None and row["max_abs_error"] <= atol + rtol * row["max_abs_ref"]
+
+
 def compare(outputs: list[np.ndarray], reference: list[np.ndarray]) -> list[dict]:
     """Per output: max abs error, max relative error (to the reference's largest magnitude), and the max
-    magnitude, for the tolerance line `adreno run --check` prints."""
+    magnitude, for the tolerance line `adreno run --check` prints. An output whose shape differs from the
+    reference's (or that has no reference, or a reference without an output) has a `problem` and no errors."""
     rows = []
-    for out, ref in zip(outputs, reference):
-        err = float(np.max(np.abs(out.astype(np.float64) - ref))) if out.size else 0.0
-        scale = float(np.max(np.abs(ref))) if ref.size else 0.0
-        rows.append({"max_abs_error": err, "max_rel_error": err / scale if scale else err, "max_abs_ref": scale})
+    for index in range(max(len(outputs), len(reference))):
+        out = outputs[index] if index < len(outputs) else None
+        ref = reference[index] if index < len(reference) else None
+        scale = float(np.max(np.abs(ref))) if ref is not None and ref.size else 0.0
+        row = {"max_abs_error": None, "max_rel_error": None, "max_abs_ref": scale, "problem": None}
+        if out is None or ref is None:
+            row["problem"] = "the artifact has no such output" if out is None else "onnxruntime has no such output"
+        elif out.shape != ref.shape:
+            row["problem"] = f"shape {list(out.shape)}, onnxruntime's {list(ref.shape)}"
+        else:
+            err = float(np.max(np.abs(out.astype(np.float64) - ref))) if out.size else 0.0
+            row.update(max_abs_error=err, max_rel_error=err / scale if scale else err)
+        rows.append(row)
     return rows

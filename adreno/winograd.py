@@ -285,7 +285,20 @@ def choose_tile(wl, mode: str, config: dict | None, memory: str = "buffer") -> i
     tuned = config.get(layout_key(wl, memory))
     if tuned and "tile" in tuned:
         return int(tuned["tile"])
-    return select_tile(wl) if mode == "auto" and direct_key(wl, memory) not in config else 0
+    tile = select_tile(wl) if mode == "auto" and direct_key(wl, memory) not in config else 0
+    return portable_tile(wl, tile) if memory == "texture" else tile
+
+
+def portable_tile(wl, tile: int) -> int:
+    """`tile`, or another tile (4, then direct: 0) when the packed stages' V and M images, one pixel column per tile,
+    would be wider than local check devices allow (`PORTABLE_IMAGE2D_MAX`; e.g. F(2x2) on a 224x224 map: 12544)."""
+    from .layout import PORTABLE_IMAGE2D_MAX
+
+    def width(m: int) -> int:
+        nh, nw = tiles(wl.oh, wl.ow, m)
+        return wl.n * nh * nw
+
+    return next((m for m in (tile, 4) if width(m) <= PORTABLE_IMAGE2D_MAX), 0) if tile else 0
 
 
 def _const_array(expr):

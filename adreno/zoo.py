@@ -95,6 +95,24 @@ class _GraphBuilder:
 
     def add(self, a: str, b: str) -> str: return self.node("Add", [a, b], self.values[a] + self.values[b])
 
+    def mul(self, a: str, b: str) -> str: return self.node("Mul", [a, b], self.values[a] * self.values[b])
+
+    def sigmoid(self, x: str) -> str: return self.node("Sigmoid", [x], 1 / (1 + np.exp(-self.values[x])))
+
+    def silu(self, x: str) -> str:
+        """SiLU (swish) as exporters write it: x * Sigmoid(x)."""
+        return self.mul(x, self.sigmoid(x))
+
+    def squeeze_excite(self, x: str, squeezed: int) -> str:
+        """x * Sigmoid(conv1x1(SiLU(conv1x1(GlobalAveragePool(x))))), the 1x1 convs with biases (no BN)."""
+        c = self.values[x].shape[1]
+        y = self.node("GlobalAveragePool", [x], self.values[x].mean(axis=(2, 3), keepdims=True))
+        for cout, act in ((squeezed, self.silu), (c, self.sigmoid)):
+            w, b = self.he_normal((cout, self.values[y].shape[1], 1, 1)), 0.1 * self.rng.standard_normal(cout)
+            out = _conv2d(self.values[y], w, 1, 0, 1) + b.reshape(1, cout, 1, 1)
+            y = act(self.node("Conv", [y, self.param("conv_w", w), self.param("conv_b", b)], out, kernel_shape=[1, 1]))
+        return self.mul(x, y)
+
     def maxpool(self, x: str, kernel: int, stride: int, pad: int = 0) -> str:
         return self.node("MaxPool", [x], _windows(self.values[x], kernel, stride, pad, -np.inf).max(axis=(4, 5)),
                          kernel_shape=[kernel, kernel], strides=[stride, stride], pads=[pad] * 4)
@@ -171,6 +189,27 @@ def _mobilenetv2(g: _GraphBuilder, x: str, output: str) -> str:
     return g.classifier(g.relu6(g.conv_bn(x, 1280, 1)), 1000, output)
 
 
+# EfficientNet-style MBConv blocks: expansion t, output channels c, kernel k, stride s.
+EFFICIENTNET_SETTINGS = [(1, 16, 3, 1), (4, 24, 3, 2), (4, 24, 3, 1), (4, 40, 5, 2)]
+
+
+def _mbconv(g: _GraphBuilder, x: str, cout: int, kernel: int, stride: int, expand: int) -> str:
+    """1x1 expand conv+BN+SiLU (none when t=1), kxk depthwise conv+BN+SiLU, squeeze-and-excitation (squeezed to a
+    quarter of the block's input channels), 1x1 linear project conv+BN, residual when the shape allows."""
+    cin = g.values[x].shape[1]
+    y = g.silu(g.conv_bn(x, cin * expand, 1)) if expand != 1 else x
+    y = g.silu(g.conv_bn(y, cin * expand, kernel, stride, group=cin * expand))
+    y = g.conv_bn(g.squeeze_excite(y, max(1, cin // 4)), cout, 1)
+    return g.add(x, y) if stride == 1 and cin == cout else y
+
+
+def _efficientnet(g: _GraphBuilder, x: str, output: str) -> str:
+    x = g.silu(g.conv_bn(x, 16, 3, stride=2))
+    for t, c, k, s in EFFICIENTNET_SETTINGS:
+        x = _mbconv(g, x, c, k, s, t)
+    return g.classifier(g.relu6(g.conv_bn(x, 128, 1)), 100, output)
+
+
 def _tiny(g: _GraphBuilder, x: str, output: str) -> str:
     x = g.maxpool(g.relu(g.conv_bn(x, 16, 3)), 2, 2)
     y = g.conv_bn(g.relu6(g.conv_bn(x, 16, 3, group=16)), 16, 1)
@@ -184,6 +223,8 @@ MODELS: dict[str, ModelSpec] = {m.name: m for m in [
               (1, 3, 224, 224), "logits", (1, 1000), _mobilenetv2),
     ModelSpec("resnet18_block", "one ResNet basic block at 64x56x56 (conv-bn-relu-conv-bn-add-relu)", "input",
               (1, 64, 56, 56), "output", (1, 64, 56, 56), lambda g, x, output: _basic_block(g, x, 64, 1, output)),
+    ModelSpec("efficientnet_se", "EfficientNet-style: 4 MBConv blocks with squeeze-and-excitation, SiLU, ReLU6 head, "
+              "100 classes", "input", (1, 3, 96, 96), "logits", (1, 100), _efficientnet),
     ModelSpec("tiny", "small test model: conv, BN, maxpool, depthwise+ReLU6, 1x1 conv, residual, GAP, gemm, softmax",
               "input", (1, 3, 32, 32), "probs", (1, 10), _tiny),
 ]}

@@ -59,6 +59,34 @@ def test_check_mismatch_exits_1(tmp_path):
     assert json.loads(result.stdout)["check"]["ok"] is False
 
 
+def test_check_of_a_wrong_output_shape_is_a_mismatch(tmp_path):
+    """A reference whose output has another shape is a reported mismatch (exit 1), not a broadcast error."""
+    from tests.conftest import single_op_model
+
+    out = tmp_path / "tiny"
+    adreno("compile", "tiny", "-o", out, "-q", "--memory", "buffer")
+    (name, spec), = json.loads((out / "manifest.json").read_text())["inputs"].items()
+    other = tmp_path / "identity.onnx"
+    onnx.save(single_op_model("Identity", {name: spec["shape"]}), other)
+    result = adreno("run", out, "--check", "--reference", other, "--repeat", "1", check_rc=1)
+    assert f"shape [1, 10], onnxruntime's {spec['shape']}: MISMATCH" in result.stdout, result.stdout
+    row = json.loads(adreno("run", out, "--check", "--reference", other, "--repeat", "1", "--json",
+                            check_rc=1).stdout)["check"]["outputs"][0]
+    assert row["problem"] and row["max_abs_error"] is None
+
+
+def test_check_tolerance_follows_the_image_precision(tmp_path):
+    """Half-float images round every stored activation: --check of an fp16 artifact uses the 5% bound."""
+    checks = {}
+    for precision in ("fp32", "fp16"):
+        out = tmp_path / precision
+        adreno("compile", "tiny", "-o", out, "-q", "--memory", "texture", "--precision", precision)
+        checks[precision] = json.loads(adreno("run", out, "--check", "--repeat", "1", "--json").stdout)["check"]
+    assert checks["fp32"]["rtol"] == 1e-3 and checks["fp16"]["rtol"] == 5e-2
+    assert checks["fp32"]["ok"] and checks["fp16"]["ok"]
+    assert checks["fp16"]["outputs"][0]["max_abs_error"] > checks["fp32"]["outputs"][0]["max_abs_error"]
+
+
 @pytest.mark.parametrize("args, message", [
     (["compile", "no_such_model", "-o", "{tmp}/x"], "no such file, and not a bundled model"),
     (["compile", "tiny", "--target", "adreno-1", "-o", "{tmp}/x"], "unknown Adreno target 'adreno-1'; known"),

@@ -160,7 +160,8 @@ def resize_forms(form: str) -> onnx.ModelProto:
 def test_upsample_and_resize_forms_match_onnxruntime(form, rng, pocl_device, tmp_path):
     import onnxruntime as ort
 
-    from adreno.compile import CompileOptions, compile_model
+    from adreno.compile import compile_model
+    from adreno.options import CompileOptions
     from adreno.opencl.executor import Executor
 
     model = resize_forms(form)

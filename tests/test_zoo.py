@@ -81,6 +81,35 @@ def test_tiny_covers_the_op_mix():
     assert np.isclose(probs.sum(), 1.0, atol=1e-5)
 
 
+def test_efficientnet_op_mix():
+    """Squeeze-and-excitation in every block (pool, two 1x1 convs with biases, sigmoid gate), SiLU as x*Sigmoid(x),
+    a ReLU6 head, depthwise 3x3 and 5x5 convs."""
+    model = built("efficientnet_se")
+    ops = Counter(n.op_type for n in model.graph.node)
+    blocks = len(zoo.EFFICIENTNET_SETTINGS)
+    assert ops["GlobalAveragePool"] == blocks + 1 and ops["Clip"] == 1 and ops["Add"] == 2
+    # per block: SE gate, SE SiLU and two SiLUs (one without expansion: the first block); plus the stem
+    assert ops["Sigmoid"] == 4 * blocks
+    kernels = {tuple(a.ints) for n in model.graph.node if n.op_type == "Conv" for a in n.attribute
+               if a.name == "kernel_shape"}
+    assert {(1, 1), (3, 3), (5, 5)} <= kernels and sum(g > 1 for g in conv_groups(model)) == blocks
+
+
+@pytest.mark.parametrize("memory", ["texture", "buffer"])
+def test_efficientnet_passes_run_check(memory, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / memory
+    for args in (["compile", "efficientnet_se", "--memory", memory, "-q", "-o", out],
+                 ["run", out, "--check", "--repeat", "1"]):
+        proc = subprocess.run([sys.executable, "-m", "adreno.cli", *map(str, args)], capture_output=True, text=True,
+                              timeout=600, env=os.environ)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ": OK" in proc.stdout
+
+
 def test_unknown_model_lists_known_ones():
     with pytest.raises(ModelError) as info:
         zoo.get_model("vgg16")

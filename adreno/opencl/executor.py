@@ -104,9 +104,9 @@ class Executor:
         channel = {"float32": cl.channel_type.FLOAT, "float16": cl.channel_type.HALF_FLOAT}[image["channel_type"]]
         width, height, layers = image["width"], image["height"], image["layers"]
         limits = (self.device.image2d_max_width, self.device.image2d_max_height, self.device.image_max_array_size)
-        if width > limits[0] or height > limits[1] or layers > limits[2]:
-            raise AdrenoError(f"image {sid} is {width}x{height}x{layers}, beyond {self.device.name.strip()}'s limits "
-                              f"{limits[0]}x{limits[1]}x{limits[2]}; recompile for this device or with --memory buffer")
+        problem = image_beyond(sid, (width, height, layers), limits, self.device.name.strip())
+        if problem:
+            raise AdrenoError(problem)
         fmt = cl.ImageFormat(cl.channel_order.RGBA, channel)
         return cl.create_image(self.context, cl.mem_flags.READ_WRITE, fmt, shape=(width, height, layers), is_array=True)
 
@@ -244,3 +244,13 @@ def _zip_longest_max(lists):
     lists = list(lists)
     width = max((len(x) for x in lists), default=0)
     return [[x[i] for x in lists if len(x) > i] for i in range(width)]
+
+
+def image_beyond(sid: str, dims: tuple[int, int, int], limits: tuple[int, int, int], device: str) -> str | None:
+    """The error for an image of `dims` (width, height, layers) beyond a device's `limits`, naming every way out;
+    None when it fits."""
+    if all(d <= limit for d, limit in zip(dims, limits)):
+        return None
+    return (f"image {sid} is {'x'.join(map(str, dims))}, beyond {device}'s limits {'x'.join(map(str, limits))}; "
+            f"recompile with --winograd off (Winograd's tile images are the widest), with --memory buffer, or with "
+            f"--image-max {min(limits[:2])} (wider tensors then take another image scope or stay buffers)")

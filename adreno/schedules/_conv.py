@@ -43,14 +43,10 @@ def match_conv(func, sch=None) -> ConvMatch | None:
     """Recognise `pad? -> conv2d_nchw|group_conv2d_nchw -> elementwise*` (static shapes); None otherwise."""
     from tvm.sym.pattern import detect_linear_equation
 
-    found = schedulable_blocks(func, sch)
+    found = one_reduction(func, sch)
     if found is None:
         return None
-    sch, blocks, infos = found
-    reductions = [i for i, info in enumerate(infos) if info.is_reduction()]
-    if len(reductions) != 1:
-        return None
-    ci = reductions[0]
+    sch, blocks, infos, ci = found
     conv = blocks[ci]
     stmt = sch.get(conv)
     name = str(stmt.name_hint)
@@ -138,6 +134,17 @@ def schedulable_blocks(func, sch=None):
     except TVM_ERRORS:  # no single root block
         return None
     return sch, blocks, [analysis.get_sblock_info(sch, b) for b in blocks]
+
+
+def one_reduction(func, sch=None):
+    """`schedulable_blocks` plus the index of the only reduction block among them; None when there is not exactly
+    one."""
+    found = schedulable_blocks(func, sch)
+    if found is None:
+        return None
+    sch, blocks, infos = found
+    reductions = [i for i, info in enumerate(infos) if info.is_reduction()]
+    return (sch, blocks, infos, reductions[0]) if len(reductions) == 1 else None
 
 
 def pad_of(sch, block, info, padded_buffer):

@@ -1,10 +1,13 @@
-"""Direct 2-D convolution (groups=1, any kernel size, stride, padding, dilation), register-tiled.
+"""Direct 2-D convolution (groups=1 or grouped but not depthwise; any kernel size, stride, padding, dilation),
+register-tiled.
 
 Each work-item computes a `tile_f` x `tile_y` x `tile_x` block of outputs (channels x rows x columns) in registers;
 the reduction over (ci, kh, kw) is serial inside the work-item, ci split by `tile_rc` with the inner part unrolled,
 kh/kw unrolled when `unroll_k`; padding is a guarded load (the pad block is inlined) and the fused epilogue (folded
 BatchNorm, bias, ReLU/Clip, residual add) is applied to the registers before the one store per output.
-The workgroup is `threads_f x threads_y x threads_x` work-items. 1x1 convolutions are handled here too.
+The workgroup is `threads_f x threads_y x threads_x` work-items. 1x1 convolutions are handled here too, and so are
+grouped convs (1 < groups < channels), which would otherwise get dlight's cross-thread reduction (it fails to lower
+them); their `tile_f` divides the output channels of a group, so a work-item's input channels are one group's.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ KNOBS: dict[str, list] = {
 
 
 def _handles(wl: _conv.ConvWorkload) -> bool:
-    return wl.groups == 1
+    return not wl.is_depthwise
 
 
 def default_config(wl: _conv.ConvWorkload, target) -> dict:
@@ -40,7 +43,8 @@ def default_config(wl: _conv.ConvWorkload, target) -> dict:
     limit = min(_conv.max_threads(target), 64)
     tile_x = next((t for t in (4, 2, 7) if wl.ow % t == 0), _conv.pick_tile(wl.ow, KNOBS["tile_x"], 4))
     tile_y = 2 if tile_x <= 4 and wl.oh % 2 == 0 else 1
-    tile_f = 8 if tile_x * tile_y in (4, 8) and wl.o % 8 == 0 else _conv.pick_tile(wl.o, KNOBS["tile_f"], 4)
+    per_group = wl.o // wl.groups
+    tile_f = 8 if tile_x * tile_y in (4, 8) and per_group % 8 == 0 else _conv.pick_tile(per_group, KNOBS["tile_f"], 4)
     threads_x = _conv.pick_tile(-(-wl.ow // tile_x), KNOBS["threads_x"], 16)
     threads_y = _conv.pick_tile(-(-wl.oh // tile_y), KNOBS["threads_y"], max(1, limit // threads_x))
     threads_f = _conv.pick_tile(-(-wl.o // tile_f), KNOBS["threads_f"], max(1, limit // (threads_x * threads_y)))

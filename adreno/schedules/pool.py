@@ -45,6 +45,10 @@ SERIAL_LIMIT = 64
 # `unroll` fully unrolls a global pool's per-lane loop: allowed up to this many iterations.
 UNROLL_LIMIT = 64
 _WINDOWED = ("max_pool2d", "avg_pool2d")
+# SINGLE_ROW: both schedules bind the fused row axis (n, c and, windowed, oh) to threads; when that axis has one
+# element, TVM 0.27 drops the guard of the store but keeps it on the reduction, so every idle work-item stores its
+# uninitialised accumulator over the result (a 1-element global pool, a 1x1xWx1 map). Such pools are refused and
+# left to dlight's reduction rules.
 
 
 @dataclass(frozen=True)
@@ -182,6 +186,8 @@ def _match_windowed(sch, blocks, infos, ri) -> PoolMatch | None:
     if not _epilogue_ok(sch, epilogue, infos[ri + 1:], out_shape):
         return None
     n, c, oh, ow = out_shape
+    if n * c * oh == 1:  # see SINGLE_ROW
+        return None
     op = "max_pool2d" if name == "pool_max" else "avg_pool2d"
     wl = PoolWorkload(op, n, c, in_shape[2], in_shape[3], oh, ow, dom[4], dom[5], (sh, sw), (dh, dw), padding,
                       str(stmt.writes[0].source.dtype), tuple(in_shape), (2, 3),
@@ -217,6 +223,8 @@ def _match_global(sch, blocks, infos, ri) -> PoolMatch | None:
     epilogue = blocks[ri + 1:]
     if not _epilogue_ok(sch, epilogue, infos[ri + 1:], out_shape):
         return None
+    if math.prod(dom[:n_s]) == 1:  # see SINGLE_ROW
+        return None
     axes = tuple(range(len(shape) - (len(kinds) - n_s), len(shape)))
     n, c, h, w = rows_and_length(shape, list(axes))
     wl = PoolWorkload(op, n, c, h, w, 1, 1, h, w, dtype=str(stmt.writes[0].source.dtype), shape=tuple(shape),
@@ -226,14 +234,10 @@ def _match_global(sch, blocks, infos, ri) -> PoolMatch | None:
 
 def match_pool(func) -> PoolMatch | None:
     """Recognise a windowed or global pool with its fused pad and epilogue (float32, static shapes); else None."""
-    found = _conv.schedulable_blocks(func)
+    found = _conv.one_reduction(func)
     if found is None:
         return None
-    sch, blocks, infos = found
-    reductions = [i for i, info in enumerate(infos) if info.is_reduction()]
-    if len(reductions) != 1:
-        return None
-    ri = reductions[0]
+    sch, blocks, infos, ri = found
     stmt = sch.get(blocks[ri])
     if len(stmt.writes) != 1 or str(stmt.writes[0].source.dtype) != "float32":
         return None

@@ -44,10 +44,28 @@ def _dtype_of(expr) -> str | None:
         return None
 
 
+# Binary ops that may broadcast a packed per-channel (N, C, 1, 1) operand, such as a squeeze-and-excitation gate:
+# their padded lanes stay finite (a divide by a zero lane would not), so the convs after them, whose weights for
+# those lanes are zero, are unaffected.
+_PER_CHANNEL_OK = ("relax.multiply", "relax.add", "relax.subtract")
+
+
+def _per_channel(shape, out_shape) -> bool:
+    return shape is not None and len(shape) == 4 and shape[:2] == out_shape[:2] and shape[2:] == [1, 1]
+
+
 def _is_const(expr) -> bool:
+    """A constant tensor (weights, a bias). Not a scalar PrimValue such as Clip's bounds: TVM 0.27 derives both from
+    `tvm.ir.expr.Constant`, and only the tensor has a `.value` array to pack."""
     import tvm
 
-    return isinstance(expr, tvm.ir.expr.Constant)
+    return isinstance(expr, tvm.ir.expr.Constant) and _is_tensor(expr)
+
+
+def _is_tensor(expr) -> bool:
+    from tvm import relax
+
+    return isinstance(getattr(expr, "ty", None), relax.TensorType)
 
 
 @dataclass
@@ -154,7 +172,9 @@ class LayoutPlanner:
                 if c is None:
                     return None
                 new_args.append(c)
-            elif _shape(a) == out_shape:
+            elif not _is_tensor(a):  # a scalar attribute-like operand (Clip's bounds) stays as it is
+                new_args.append(a)
+            elif _shape(a) == out_shape or (name in _PER_CHANNEL_OK and _per_channel(_shape(a), out_shape)):
                 p = self.packed_of(a)
                 if p is None:
                     return None

@@ -69,3 +69,32 @@ def compile_and_run(model: onnx.ModelProto, out_dir, inputs: dict[str, np.ndarra
                                                             winograd="off"))
     ex = Executor(artifact)
     return artifact, ex.run([inputs[n] for n in ex.artifact.plan.inputs])
+
+
+def check_against_onnxruntime(model: onnx.ModelProto, out_dir, memory: str, rtol: float = 1e-4, **options):
+    """Compile `model` for `memory` (CompileOptions `options` on top), run it on seeded inputs and assert every output
+    matches onnxruntime's; returns the artifact path."""
+    from adreno.compile import compile_model
+    from adreno.options import CompileOptions
+    from adreno.opencl.executor import Executor
+
+    artifact = compile_model(model, out_dir, CompileOptions(target="adreno-740", memory=memory, **options))
+    inputs = model_inputs(model)
+    ex = Executor(artifact)
+    outputs = ex.run([inputs[n] for n in ex.artifact.plan.inputs])
+    for out, ref in zip(outputs, reference(model, inputs), strict=True):
+        assert_close(out, ref, rtol)
+    return artifact
+
+
+def primitive_function(model: onnx.ModelProto, name: str, memory: str = "buffer"):
+    """The unscheduled fused PrimFunc of `model` whose name starts with `name` (what a family's `apply` sees)."""
+    from adreno import target as targets
+    from adreno.compile import kernel_calls, lower_relax
+    from adreno.frontend import to_relax
+
+    tvm_target = targets.tvm_target(targets.get_device("adreno-740"), host="native")
+    lowered = lower_relax(to_relax(model), tvm_target, schedules="none", memory=memory)
+    found = [func for _, gv, func in kernel_calls(lowered) if gv.name_hint.startswith(name)]
+    assert found, f"no function {name}* in {[gv.name_hint for _, gv, _ in kernel_calls(lowered)]}"
+    return found[0], tvm_target

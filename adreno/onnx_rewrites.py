@@ -1,0 +1,291 @@
+"""ONNX forms that TVM 0.27's importer reads wrongly, rewritten before import into equivalent forms it reads right.
+
+- ConvTranspose with `output_shape`: the importer ignores the attribute and returns the natural output size (the
+  ONNX node case convtranspose_output_shape: 9x7 instead of 10x8). It becomes explicit `pads` (the output is
+  cropped) or a larger `output_padding` (the output grows at its end), as the ONNX spec and onnxruntime resolve it:
+  an odd total padding crops the extra row at the start, or at the end for SAME_UPPER.
+- PRelu of opset < 7 with a slope of shape [C]: before opset 7 that slope is per channel (axis 1); the importer
+  applies a 1-D slope to the last axis, and fails its shape assertion (PyTorch's PReLU_2d_multiparam). The slope
+  becomes [C, 1, ..., 1], which broadcasts over axis 1 in every opset.
+
+- Resize (4-D, nearest, linear or cubic, without an ROI): TVM computes source coordinates from the size
+  ratio in/out, ONNX from the scale: with `scales` 0.6 on a 4-wide axis ONNX samples at (x + 0.5) / 0.6 - 0.5 and
+  TVM at (x + 0.5) * 2 - 0.5; and TVM's rounded ratio (2/7) moves nearest's exact half-way points (2 -> 7,
+  round_prefer_floor). Nearest becomes a Gather per resized axis with the source indices computed here in float32
+  as onnxruntime computes them; linear and cubic become a MatMul per resized axis with the interpolation matrix
+  (linear: clamped coordinates, two taps; cubic: four taps, edge-padded or `exclude_outside`). Those TVM gets right
+  (an integer output = input x scale) stay. `antialias` is refused: TVM ignores it. align_corners divides by the
+  unrounded resized length (input x scale) as the ONNX reference does (onnxruntime 1.32 divides by the rounded one).
+
+`rewrite(model, shapes)` returns a rewritten copy (the caller's model is untouched) or the model itself when nothing
+applies; `shapes` are the static input shapes the compile uses (for the ConvTranspose input sizes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import ModelError, UnsupportedOpError
+
+
+def rewrite(model, shapes: dict[str, list[int]]):
+    convt = [n for n in model.graph.node if n.op_type == "ConvTranspose" and _attr(n, "output_shape") is not None]
+    prelu = [n for n in model.graph.node if n.op_type == "PRelu"] if _opset(model) < 7 else []
+    resize = [n for n in model.graph.node if n.op_type == "Resize"]
+    if not convt and not prelu and not resize:
+        return model
+    import onnx
+
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    known = _static_shapes(out, shapes)
+    nodes = []
+    for i, node in enumerate(out.graph.node):
+        if node.op_type == "ConvTranspose" and _attr(node, "output_shape") is not None:
+            _explicit_pads(node, known, node.name or f"#{i}")
+        elif node.op_type == "PRelu" and prelu:
+            _per_channel_slope(out, node, len(known.get(node.input[0], [0] * 4)))
+        elif node.op_type == "Resize":
+            nodes.extend(_exact_resize(out, node, known, f"resize{i}") or [node])
+            continue
+        nodes.append(node)
+    del out.graph.node[:]
+    out.graph.node.extend(nodes)
+    return out
+
+
+def _opset(model) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+
+
+def _attr(node, name: str):
+    import onnx
+
+    return next((onnx.helper.get_attribute_value(a) for a in node.attribute if a.name == name), None)
+
+
+def _set_ints(node, name: str, values: list[int]) -> None:
+    import onnx
+
+    kept = [a for a in node.attribute if a.name != name]
+    del node.attribute[:]
+    node.attribute.extend([*kept, onnx.helper.make_attribute(name, [int(v) for v in values])])
+
+
+def _initializers(model) -> dict:
+    return {t.name: t for t in model.graph.initializer}
+
+
+def _static_shapes(model, shapes: dict[str, list[int]]) -> dict[str, list[int]]:
+    """Shapes of the graph's values, inferred from the static input `shapes`."""
+    import onnx
+
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    for inp in probe.graph.input:
+        if inp.name in shapes:
+            dims = inp.type.tensor_type.shape.dim
+            for dim, size in zip(dims, shapes[inp.name]):
+                dim.Clear()
+                dim.dim_value = int(size)
+    inferred = onnx.shape_inference.infer_shapes(probe)
+    found = {}
+    for value in [*inferred.graph.input, *inferred.graph.value_info]:
+        dims = value.type.tensor_type.shape.dim
+        if dims and all(d.HasField("dim_value") for d in dims):
+            found[value.name] = [d.dim_value for d in dims]
+    found.update({t.name: list(t.dims) for t in model.graph.initializer})
+    return found
+
+
+def _explicit_pads(node, shapes: dict[str, list[int]], label: str) -> None:
+    x_shape, w_shape = shapes.get(node.input[0]), shapes.get(node.input[1])
+    if x_shape is None or w_shape is None:
+        raise ModelError(f"ConvTranspose node {label}: its output_shape needs static input and weight shapes; give "
+                         "the input's shape with --input-shape")
+    spatial = len(x_shape) - 2
+    kernel = _attr(node, "kernel_shape") or w_shape[2:]
+    strides = _attr(node, "strides") or [1] * spatial
+    dilations = _attr(node, "dilations") or [1] * spatial
+    output_padding = list(_attr(node, "output_padding") or [0] * spatial)
+    wanted = list(_attr(node, "output_shape"))[-spatial:]
+    auto_pad = _attr(node, "auto_pad")
+    same_upper = (auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad) == "SAME_UPPER"
+    begin, end = [], []
+    for i in range(spatial):
+        natural = strides[i] * (x_shape[2 + i] - 1) + output_padding[i] + (kernel[i] - 1) * dilations[i] + 1
+        total = natural - wanted[i]
+        if total < 0:  # the output grows at its end: rows that only the bias reaches
+            output_padding[i] -= total
+            total = 0
+        head = total // 2 if same_upper else total - total // 2
+        begin.append(head)
+        end.append(total - head)
+    kept = [a for a in node.attribute if a.name not in ("output_shape", "auto_pad")]
+    del node.attribute[:]
+    node.attribute.extend(kept)
+    _set_ints(node, "pads", begin + end)
+    _set_ints(node, "output_padding", output_padding)
+
+
+def _per_channel_slope(model, node, x_rank: int) -> None:
+    from onnx import numpy_helper
+
+    weights = _initializers(model)
+    slope = weights.get(node.input[1])
+    if slope is None or len(slope.dims) != 1 or slope.dims[0] == 1:
+        return
+    array = numpy_helper.to_array(slope)
+    name = f"{slope.name}_per_channel"
+    if name not in weights:
+        model.graph.initializer.append(numpy_helper.from_array(
+            np.ascontiguousarray(array.reshape(array.shape[0], *[1] * max(x_rank - 2, 0))), name))
+    node.input[1] = name
+
+
+def _constant(model, name: str):
+    """The value of an initializer or Constant node output `name`, or None."""
+    from onnx import numpy_helper
+
+    found = _initializers(model).get(name)
+    if found is not None:
+        return numpy_helper.to_array(found)
+    node = next((n for n in model.graph.node if n.op_type == "Constant" and n.output[0] == name), None)
+    value = None if node is None else _attr(node, "value")
+    return None if value is None else numpy_helper.to_array(value)
+
+
+def _text(node, name: str, default: str) -> str:
+    value = _attr(node, name)
+    return default if value is None else value.decode() if isinstance(value, bytes) else value
+
+
+def _exact_resize(model, node, shapes: dict[str, list[int]], prefix: str) -> list | None:
+    """The nodes that replace a Resize TVM would compute wrongly (see the module doc), or None to keep it."""
+    from onnx import helper, numpy_helper
+
+    x_shape, mode = shapes.get(node.input[0]), _text(node, "mode", "nearest")
+    coords = _text(node, "coordinate_transformation_mode", "half_pixel")
+    roi = _constant(model, node.input[1]) if len(node.input) > 1 and node.input[1] else None
+    if x_shape is None or len(x_shape) != 4 or coords == "tf_crop_and_resize" or (roi is not None and roi.size):
+        return None
+    if _attr(node, "antialias"):
+        raise UnsupportedOpError(f"Resize node {node.name or '#' + prefix[len('resize'):]}: antialias=1 is not supported (TVM 0.27 ignores "
+                                 "it); export the model without antialiasing")
+    axes = [a % 4 for a in (_attr(node, "axes") or range(4))]
+    scales = _constant(model, node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    sizes = _constant(model, node.input[3]) if len(node.input) > 3 and node.input[3] else None
+    given = scales if scales is not None and scales.size else sizes
+    if given is None or given.size != len(axes):
+        return None
+    full = np.array(x_shape, np.float32 if given is scales else np.int64)
+    full[axes] = given
+    x_dims = np.array(x_shape, np.float32)
+    policy = _text(node, "keep_aspect_ratio_policy", "stretch")
+    if given is scales:
+        scales = full.astype(np.float32)
+        out_shape = [int(d * s) for d, s in zip(x_dims, scales)]
+    elif policy == "stretch":
+        out_shape = [int(v) for v in full]
+        scales = np.array(out_shape, np.float32) / x_dims
+    else:  # one scale for the given axes: the largest that fits (not_larger) or the smallest that covers them
+        ratios = np.array(sizes, np.float32) / x_dims[axes]
+        scale = ratios.min() if policy == "not_larger" else ratios.max()
+        scales = np.ones(4, np.float32)
+        scales[axes] = scale
+        out_shape = [int(d * s + np.float32(0.5)) if i in axes else int(d)
+                     for i, (d, s) in enumerate(zip(x_dims, scales))]
+    if out_shape[:2] != x_shape[:2]:
+        return None
+    if mode != "nearest" and all(float(o) == float(np.float32(i) * s)
+                                for i, o, s in zip(x_shape[2:], out_shape[2:], scales[2:])):
+        return None  # the size ratio is the scale: TVM's coordinates are ONNX's
+    rounding = _text(node, "nearest_mode", "round_prefer_floor")
+    nodes, value = [], node.input[0]
+    for axis in (2, 3):
+        source = _source_coordinates(x_shape[axis], out_shape[axis], scales[axis], coords)
+        if mode == "nearest":
+            index = np.clip(_nearest(source, rounding), 0, x_shape[axis] - 1).astype(np.int64)
+            if np.array_equal(index, np.arange(x_shape[axis])):
+                continue
+            model.graph.initializer.append(numpy_helper.from_array(index, f"{prefix}_index{axis}"))
+            op = helper.make_node("Gather", [value, f"{prefix}_index{axis}"], [f"{prefix}_axis{axis}"], axis=axis)
+        else:
+            matrix = _linear_matrix(source, x_shape[axis]) if mode == "linear" else \
+                _cubic_matrix(source, x_shape[axis], _attr(node, "cubic_coeff_a") or -0.75,
+                              bool(_attr(node, "exclude_outside")))
+            if matrix.shape[0] == matrix.shape[1] and np.array_equal(matrix, np.eye(len(matrix), dtype=np.float32)):
+                continue
+            name = f"{prefix}_weights{axis}"
+            model.graph.initializer.append(numpy_helper.from_array(matrix if axis == 2 else matrix.T.copy(), name))
+            inputs = [name, value] if axis == 2 else [value, name]
+            op = helper.make_node("MatMul", inputs, [f"{prefix}_axis{axis}"])
+        nodes.append(op)
+        value = op.output[0]
+    if not nodes:
+        return [helper.make_node("Identity", [node.input[0]], [node.output[0]])]
+    nodes[-1].output[0] = node.output[0]
+    return nodes
+
+
+def _source_coordinates(length: int, resized: int, scale, mode: str) -> np.ndarray:
+    """Where each output position samples the input, in float32 as onnxruntime computes it."""
+    x, s, f = np.arange(resized, dtype=np.float32), np.float32(scale), np.float32
+    if mode == "align_corners":  # over the unrounded resized length, as the ONNX reference divides
+        exact = f(length) * s
+        return x * f(length - 1) / (exact - f(1)) if exact != 1 else np.zeros(resized, f)
+    if mode == "asymmetric":
+        return x / s
+    if mode == "tf_half_pixel_for_nn":
+        return (x + f(0.5)) / s
+    if mode == "pytorch_half_pixel" and resized == 1:
+        return np.zeros(1, f)
+    if mode == "half_pixel_symmetric":
+        adjustment = f(resized) / (s * f(length))
+        return f(length) / f(2) * (f(1) - adjustment) + (x + f(0.5)) / s - f(0.5)
+    return (x + f(0.5)) / s - f(0.5)  # half_pixel, pytorch_half_pixel
+
+
+def _nearest(source: np.ndarray, rounding: str) -> np.ndarray:
+    floor = np.floor(source)
+    half = source == floor + np.float32(0.5)
+    if rounding == "floor":
+        return floor
+    if rounding == "ceil":
+        return np.ceil(source)
+    nearest = np.floor(source + np.float32(0.5))
+    return np.where(half, floor if rounding == "round_prefer_floor" else floor + 1, nearest)
+
+
+def _linear_matrix(source: np.ndarray, length: int) -> np.ndarray:
+    """(resized, length) weights of linear interpolation at `source` (clamped into the input)."""
+    source = np.clip(source, 0, length - 1)
+    low = np.floor(source).astype(np.int64)
+    high = np.minimum(low + 1, length - 1)
+    frac = source - low
+    matrix = np.zeros((len(source), length), np.float32)
+    rows = np.arange(len(source))
+    np.add.at(matrix, (rows, low), 1 - frac)
+    np.add.at(matrix, (rows, high), frac)
+    return matrix
+
+
+def _cubic_matrix(source: np.ndarray, length: int, a: float, exclude_outside: bool) -> np.ndarray:
+    """(resized, length) weights of cubic convolution (coefficient `a`) at `source`: taps floor(x) - 1 .. + 2, edge
+    indices repeated, or dropped and the rest renormalised with `exclude_outside`."""
+    low = np.floor(source).astype(np.int64)
+    t = (source - low).astype(np.float64)[:, None]
+    d = np.abs(np.array([-1.0, 0.0, 1.0, 2.0])[None, :] - t)  # distance of each tap
+
+    def kernel(x):
+        near = ((a + 2) * x - (a + 3)) * x * x + 1
+        far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+        return np.where(x <= 1, near, np.where(x < 2, far, 0.0))
+
+    weights, taps = kernel(d), low[:, None] + np.arange(-1, 3)[None, :]
+    if exclude_outside:
+        weights = np.where((taps >= 0) & (taps < length), weights, 0.0)
+        weights /= weights.sum(axis=1, keepdims=True)
+    matrix = np.zeros((len(source), length), np.float64)
+    np.add.at(matrix, (np.repeat(np.arange(len(source)), 4), np.clip(taps, 0, length - 1).ravel()), weights.ravel())
+    return matrix.astype(np.float32)
