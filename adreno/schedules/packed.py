@@ -13,6 +13,17 @@ from ..layout import LANES
 THREADS = 64
 
 
+def group_size(pixels: int, target) -> int:
+    """Work-items per group for `pixels` work-items (one per pixel: as parallel as the function can be): THREADS,
+    halved (to 16) while that leaves a compute unit without a group (`occupancy.covers_units`)."""
+    from . import occupancy
+
+    device = occupancy.device(target)
+    candidates = [THREADS, THREADS // 2, THREADS // 4]
+    return next((t for t in candidates if occupancy.covers_units(device, occupancy.grid((pixels, 1, t), registers=0))),
+                candidates[-1])
+
+
 def schedule_packed(func, target=None):
     """Schedule a fused function whose output is a packed 5-D tensor (last axis 4) so that every work-item owns one
     output pixel: the spatial axes are fused over the NDRange, the 4 lanes are the innermost (vectorised) loop, the
@@ -29,6 +40,7 @@ def schedule_packed(func, target=None):
     out_shape = [int(d) for d in params[-1].ty.shape]
     if len(out_shape) != 5 or out_shape[-1] != LANES:
         return None
+    threads = group_size(out_shape[0] * out_shape[1] * out_shape[2] * out_shape[3], target)
     try:
         sch = s_tir.Schedule(func)
         root = analysis.get_root_block(sch)
@@ -50,7 +62,7 @@ def schedule_packed(func, target=None):
             if len(loops) != 5:
                 return None
             fused = sch.fuse(*loops[:4])
-            bx, tx = sch.split(fused, [None, THREADS])
+            bx, tx = sch.split(fused, [None, threads])
             sch.bind(bx, "blockIdx.x")
             sch.bind(tx, "threadIdx.x")
             sch.vectorize(loops[4])
@@ -62,7 +74,7 @@ def schedule_packed(func, target=None):
             return None
         spatial, lane, rloops = loops[:4], loops[4], loops[5:]
         fused = sch.fuse(*spatial)
-        bx, tx = sch.split(fused, [None, THREADS])
+        bx, tx = sch.split(fused, [None, threads])
         name = sch.get(red).name_hint
         order = list(rloops)
         if name.startswith("conv2d_NCHW4c"):
