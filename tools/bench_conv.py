@@ -226,7 +226,8 @@ def max_error(out: np.ndarray, ref: np.ndarray) -> float:
 
 
 def run_compiled(model, layer: Layer, x, ref, schedules: str, device, repeat: int, workdir: Path,
-                 prepared: Path | None = None, winograd: str = "off", tol: float = TOL, memory: str = "buffer"):
+                 prepared: Path | None = None, winograd: str = "off", tol: float = TOL, memory: str = "buffer",
+                 target: str = "adreno-740"):
     """(median device ms, max error) of the layer compiled with `schedules`, `winograd` and `memory`; (None, error)
     when its output does not match. With textures the time is the layer's own kernels': the packing of its NCHW
     input and the unpacking of its output (a model's boundary, not the layer's) are left out."""
@@ -241,7 +242,7 @@ def run_compiled(model, layer: Layer, x, ref, schedules: str, device, repeat: in
         from adreno.compile import CompileOptions, compile_model
 
         out = workdir / f"{layer.name}-{schedules}-{memory}{'' if winograd == 'off' else '-' + winograd}"
-        compile_model(model, out, CompileOptions(target="adreno-740", host="native", schedules=schedules,
+        compile_model(model, out, CompileOptions(target=target, host="native", schedules=schedules,
                                                  memory=memory, winograd=winograd))
     ex = Executor(out, device=device)
     err = max_error(ex.run([x])[0], ref)
@@ -370,7 +371,7 @@ def checksum(array: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()[:16]
 
 
-def prepare(model_name: str, layers: list[Layer], out: Path) -> None:
+def prepare(model_name: str, layers: list[Layer], out: Path, target: str = "adreno-740") -> None:
     """Compile both artifacts of every layer into `out` and store what a TVM-less machine needs to check them."""
     from onnxruntime import InferenceSession
 
@@ -386,7 +387,7 @@ def prepare(model_name: str, layers: list[Layer], out: Path) -> None:
         if ldir.exists():
             shutil.rmtree(ldir)
         for schedules in ("adreno", "tvm"):
-            compile_model(model, ldir / schedules, CompileOptions(target="adreno-740", schedules=schedules,
+            compile_model(model, ldir / schedules, CompileOptions(target=target, schedules=schedules,
                                                                        memory="buffer", winograd="off"))
         for schedules in ("adreno", "tvm"):  # the executor needs no host library (it embeds the weights again)
             adir = ldir / schedules
@@ -420,6 +421,15 @@ def geomean(values: list[float]) -> float | None:
     return float(math.exp(sum(math.log(v) for v in values) / len(values))) if values else None
 
 
+def measured_target(device) -> str:
+    """The table entry of the device being measured (`device_key`), adreno-740 when the table does not know it."""
+    from adreno.opencl.device import device_key
+    from adreno.target import DEVICES, OTHER_DEVICES
+
+    key = device_key(device)
+    return key if key in {**DEVICES, **OTHER_DEVICES} else "adreno-740"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="pocl", help="OpenCL device: pocl | gpu | cpu | index | name substring")
@@ -435,13 +445,17 @@ def main(argv=None) -> int:
                     "are timed, without the packing of its NCHW input and the unpacking of its output)")
     ap.add_argument("--prepare", metavar="DIR", help="only compile the layers' artifacts + references into DIR")
     ap.add_argument("--artifacts", metavar="DIR", help="run from a --prepare'd DIR (no TVM/onnxruntime needed)")
+    ap.add_argument("--target", help="compile for this target (default: the measured device's own entry, e.g. "
+                    "pocl-cpu on PoCL, nvidia-h200 on the H200; adreno-740 for --prepare and for devices the table "
+                    "does not know); its parallelism decides the default tiles")
     args = ap.parse_args(argv)
 
     if args.memory == "texture" and (args.prepare or args.artifacts):
         ap.error("--prepare/--artifacts build and run buffer artifacts only")
     if args.prepare:
         layers = conv_layers(args.model)
-        prepare(args.model, layers[: args.layers] if args.layers else layers, Path(args.prepare))
+        prepare(args.model, layers[: args.layers] if args.layers else layers, Path(args.prepare),
+                args.target or "adreno-740")
         return 0
 
     from adreno.opencl.device import select_device
@@ -453,6 +467,7 @@ def main(argv=None) -> int:
         layers = conv_layers(args.model)
     layers = layers[: args.layers] if args.layers else layers
     device = select_device(args.device)
+    target = args.target or measured_target(device)
     skip = set(filter(None, args.skip.split(",")))
     columns = [c for c in ("adreno", "tvm", "winograd", "naive") if c not in skip]
     if prepared is not None and "winograd" in columns:
@@ -460,7 +475,8 @@ def main(argv=None) -> int:
     if "torch" not in skip and torch_available():
         columns.append("torch")
     print(f"device: {device.name.strip()} ({device.platform.name.strip()}); model {args.model}: "
-          f"{len(layers)} distinct conv layers; {args.memory} memory; columns: {', '.join(columns)}", flush=True)
+          f"{len(layers)} distinct conv layers; {args.memory} memory; target {target}; columns: "
+          f"{', '.join(columns)}", flush=True)
     results: list[Result] = []
     header = f"{'layer':<44}{'x':>3}{'GFLOP':>8}" + "".join(f"{c + ' ms':>12}{c + ' GF/s':>12}" for c in columns)
     print(header)
@@ -486,10 +502,11 @@ def main(argv=None) -> int:
                             res.errors[col] = "n/a"
                             continue
                         ms, err = run_compiled(model, layer, p["x"], ref, "adreno", device, args.repeat, Path(tmp),
-                                               winograd=args.winograd, tol=WINOGRAD_TOL, memory=args.memory)
+                                               winograd=args.winograd, tol=WINOGRAD_TOL, memory=args.memory,
+                                               target=target)
                     elif col in ("adreno", "tvm"):
                         ms, err = run_compiled(model, layer, p["x"], ref, col, device, args.repeat, Path(tmp),
-                                               prepared, memory=args.memory)
+                                               prepared, memory=args.memory, target=target)
                     elif col == "naive":
                         ms, err = run_naive(layer, p, ref, device, args.repeat)
                     else:
@@ -532,7 +549,7 @@ def main(argv=None) -> int:
                       if k.startswith("adreno/") or k in ("naive/tvm", "winograd/adreno")))
     if args.json:
         Path(args.json).write_text(json.dumps({
-            "model": args.model, "memory": args.memory, "device": device.name.strip(),
+            "model": args.model, "memory": args.memory, "target": target, "device": device.name.strip(),
             "platform": device.platform.name.strip(),
             "columns": columns, "repeat": args.repeat, "tolerance": TOL, "time": time.strftime("%Y-%m-%d %H:%M:%S"),
             "layers": [asdict(r) for r in results], "geomean_gflops": summary, "geomean_ratios": ratios,

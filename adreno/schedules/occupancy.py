@@ -1,16 +1,16 @@
 """The occupancy rule every family's `default_config` meets: a launch must fill the device it is compiled for.
 
 A GPU hides memory latency by switching between resident waves, so a kernel needs enough work-items in flight on
-every compute unit: `required_work_items` = compute units x waves in flight x wave width, where the waves in flight
-are the device's `latency_waves`, or fewer when the kernel's registers leave fewer resident waves
-(`AdrenoDevice.resident_waves`); and at least one work-group per compute unit. The register tiles that make a kernel
-fast on a CPU (a few big work-items) starve a GPU: the 512@7x7 3x3 conv of ResNet-18 got 896 work-items where an
-Adreno 740 holds 6,144 fibers. A CPU OpenCL device needs only one SIMD-wide work-group per core, so its defaults keep
-their big tiles (the rule holds for them as they are).
+every compute unit: `required_work_items` = compute units x `latency_waves` x wave width, and at least one
+work-group per compute unit. The register tiles that make a kernel fast on a CPU (a few big work-items) starve a
+GPU: the 512@7x7 3x3 conv of ResNet-18 got 896 work-items where an Adreno 740 wants 6 x 8 waves of 64 (3,072). A CPU
+OpenCL device needs only one SIMD-wide work-group per core, so its defaults keep their big tiles (the rule holds for
+them as they are).
 
 A family lists its candidate configs from its preferred (biggest register tile) down to the most parallel one and
-describes each one's launch; `choose` takes the first that fills the device, or the most parallel when none does
-(a workload too small to fill it).
+describes each one's launch (work-items, work-group, estimated registers: `tools/occupancy_table.py` prints them);
+`choose` takes the first that fills the device, or the most parallel when none does (a workload too small to fill
+it).
 """
 
 from __future__ import annotations
@@ -42,10 +42,11 @@ def grid(*axes: tuple[int, int, int], registers: int, batch: int = 1) -> Launch:
     return Launch(groups * workgroup, workgroup, registers)
 
 
-def required_work_items(device, registers: int) -> int:
-    """Work-items a launch needs to fill `device` when each holds `registers` registers."""
-    waves = min(device.latency_waves, device.resident_waves(registers))
-    return device.compute_units * waves * device.wave_size
+def required_work_items(device) -> int:
+    """Work-items a launch needs to fill `device`: `latency_waves` waves on every compute unit. Registers do not lower
+    it: a kernel whose registers leave fewer resident waves (`AdrenoDevice.resident_waves`) runs them in rounds, and
+    needs the rounds to keep its few slots busy; its register tile is what should shrink."""
+    return device.compute_units * device.latency_waves * device.wave_size
 
 
 def covers_units(device, launch: Launch) -> bool:
@@ -55,7 +56,7 @@ def covers_units(device, launch: Launch) -> bool:
 
 def fills(device, launch: Launch) -> bool:
     """The occupancy rule: enough work-items for every compute unit's waves in flight, a work-group per unit."""
-    return launch.work_items >= required_work_items(device, launch.registers) and covers_units(device, launch)
+    return launch.work_items >= required_work_items(device) and covers_units(device, launch)
 
 
 def choose(device, candidates: list[dict], launch) -> dict:

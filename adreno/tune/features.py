@@ -76,7 +76,7 @@ KNOB_DEFAULTS: dict[str, int] = {"tile_f": 1, "tile_y": 1, "tile_x": 1, "threads
                                  "threads_x": 1, "tile_rc": 1, "unroll_k": 1, "stage": 0}
 # The layout knob and the Winograd stage knobs (`adreno/schedules/conv2d_winograd.py`), with their value when absent.
 LAYOUT_KNOB_DEFAULTS: dict[str, int] = {"tile": 0, "tile_o": 1, "tile_p": 1, "threads_o": 1, "threads_p": 1,
-                                        "tile_k": 1, "threads_t": 1}
+                                        "tile_k": 1, "threads_t": 1, "split_t": 0}
 WORKLOAD_NAMES: list[str] = ["log2_out_channels", "log2_in_channels", "log2_out_pixels", "log2_kernel", "stride"]
 
 FEATURE_NAMES: list[str] = ([f"log_{m}" for m in METRIC_NAMES] + list(KNOB_DEFAULTS) + list(LAYOUT_KNOB_DEFAULTS)

@@ -1,8 +1,8 @@
 """The occupancy rule (`adreno.schedules.occupancy`) and the device facts it reads (`adreno.target`).
 
 - every family's default, on every Adreno target and the H200 entry, fills the device (enough work-items for the
-  waves in flight its registers allow, a work-group per compute unit), or the workload cannot: its tiles are then
-  all at one output per work-item;
+  waves in flight every compute unit needs, a work-group per unit), or the workload cannot: its tiles are then all
+  at one output per work-item;
 - a CPU OpenCL device keeps the big register tiles (its rule holds for them as they are);
 - compiled for adreno-740, every conv and Winograd kernel of ResNet-18 and MobileNetV2 launches at least 2,048
   work-items (plan.json global sizes), with textures and with buffers, except the one kernel whose whole output
@@ -99,7 +99,7 @@ def test_every_default_fills_the_device_or_is_most_parallel(name):
         if occupancy.fills(device, found):
             continue
         most_parallel = all(cfg[k] == 1 for k in tiles)
-        assert most_parallel, (family, wl, cfg, found, occupancy.required_work_items(device, found.registers))
+        assert most_parallel, (family, wl, cfg, found, occupancy.required_work_items(device))
         short.append(family)
     # the small-map layers are what cannot fill the biggest device; on the phones nearly every default fills
     assert len(short) < len(CASES) // (2 if name == "nvidia-h200" else 10), short
@@ -125,9 +125,7 @@ def test_resident_waves_follow_the_register_file():
     assert a740.register_budget == 48 and a650.register_budget == 32 and h200.register_budget == 32
     # NVIDIA: 64K registers, allocated 8 per thread, 64 warps of 32 at most
     assert [h200.resident_waves(r) for r in (32, 40, 128, 255)] == [64, 51, 16, 8]
-    assert occupancy.required_work_items(h200, 32) == 132 * 4 * 32
-    assert occupancy.required_work_items(a740, 96) == 6 * 8 * 64 and occupancy.required_work_items(a740, 132) == \
-        6 * 4 * 64
+    assert occupancy.required_work_items(h200) == 132 * 4 * 32 and occupancy.required_work_items(a740) == 6 * 8 * 64
     for name in GPUS:
         d = targets.get_device(name)
         assert d.compute_units > 0 and d.wave_size in (32, 64) and d.latency_waves <= d.max_waves_per_cu
