@@ -57,7 +57,7 @@ def launches(wl, target_name: str) -> dict:
     out = {"buffer": (direct.__name__.rsplit(".", 1)[1], cfg, _conv.tiled_launch(wl, cfg))}
     packed = replace(wl, c=-(-wl.c // 4) * 4, o=-(-wl.o // 4) * 4,
                      groups=-(-wl.c // 4) * 4 if wl.is_depthwise else 1)
-    if (wl.kh, wl.kw, wl.stride, wl.groups) == (1, 1, (1, 1), 1) and not any(wl.padding):
+    if (wl.kh, wl.kw, wl.groups) == (1, 1, 1) and not any(wl.padding):  # conv2d_1x1 claims these first
         cfg = conv2d_1x1.default_config(packed, target)
         out["texture"] = ("conv2d_1x1", cfg, conv2d_1x1._launch(packed, cfg))
     else:

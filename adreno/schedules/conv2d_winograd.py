@@ -159,19 +159,18 @@ def _gemm_launch(wl, cfg: dict) -> occupancy.Launch:
 
 def _transform_launch(wl, cfg: dict) -> occupancy.Launch:
     """One work-item per (channel, tile) or, split, per row of it; registers: the alpha x alpha values it loads plus
-    the values it writes (alpha^2, or one row), x 4 per pixel when packed."""
+    the values it writes (alpha rows of alpha, or m rows of m; one row when split), x 4 per pixel when packed."""
     stage, dims = wl
     lanes = LANES if stage.endswith(PACKED) else 1
     alpha = dims[-1]
     if base_stage(stage) == "winograd_input_transform":
-        items, rows = dims[2] * dims[3], alpha  # (C, P) work-items; alpha rows of alpha outputs each
+        items, rows = dims[2] * dims[3], alpha  # (C, P)
     else:
-        m = alpha - 2  # (N, O, tiles); m rows of m outputs each
-        items, rows = dims[0] * dims[1] * -(-dims[2] // m) * -(-dims[3] // m), m
-    outputs = (rows if not cfg["split_t"] else 1) * (alpha if base_stage(stage) == "winograd_input_transform"
-                                                     else alpha - 2)
-    work = items * (rows if cfg["split_t"] else 1)
-    return occupancy.grid((work, 1, cfg["threads_t"]), registers=lanes * (alpha * alpha + outputs))
+        rows = alpha - 2  # m; (N, O, tiles)
+        items = dims[0] * dims[1] * -(-dims[2] // rows) * -(-dims[3] // rows)
+    written = rows * (1 if cfg["split_t"] else rows)
+    return occupancy.grid((items * (rows if cfg["split_t"] else 1), 1, cfg["threads_t"]),
+                          registers=lanes * (alpha * alpha + written))
 
 
 def check_config(wl, config: dict, target) -> dict:
