@@ -105,3 +105,17 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None):
     mod = relax.transform.BindParams("main", dict(zip(names, weights)))(mod)
     # BatchNorm after a conv folds into the conv's weights and a bias, so the fused kernel keeps its activation.
     return relax.transform.FoldBatchnormToConv2D()(mod)
+
+
+def conv_nodes(model) -> list[tuple]:
+    """Every Conv node of an ONNX model with static shapes, in graph order, as (node, attributes, input shape,
+    weight shape, output shape) from ONNX shape inference: what benchmarks and occupancy tables list per layer."""
+    import onnx
+
+    model = onnx.shape_inference.infer_shapes(model)
+    graph = model.graph
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+              for v in list(graph.value_info) + list(graph.input) + list(graph.output)}
+    weights = {t.name: list(t.dims) for t in graph.initializer}
+    return [(node, {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}, shapes[node.input[0]],
+             weights[node.input[1]], shapes[node.output[0]]) for node in graph.node if node.op_type == "Conv"]

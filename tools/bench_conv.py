@@ -119,25 +119,16 @@ class Result:
 def conv_layers(model_name: str) -> list[Layer]:
     """The distinct Conv layers of a zoo model, each with the BatchNormalization and activation after it and how
     many times the model has it, named L0, L1, ... in order of first appearance."""
-    import onnx
-
     from adreno import zoo
+    from adreno.frontend import conv_nodes
 
-    model = onnx.shape_inference.infer_shapes(zoo.get_model(model_name))
-    shapes = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim]
-              for vi in list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output)}
-    inits = {i.name: list(i.dims) for i in model.graph.initializer}
+    model = zoo.get_model(model_name)
     consumers: dict[str, list] = {}
     for node in model.graph.node:
         for name in node.input:
             consumers.setdefault(name, []).append(node)
     found: dict[str, Layer] = {}
-    for node in model.graph.node:
-        if node.op_type != "Conv":
-            continue
-        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        n, c, h, w = shapes[node.input[0]]
-        o, _, k, _ = inits[node.input[1]]
+    for node, attrs, (n, c, h, w), (o, _, k, _), _ in conv_nodes(model):
         epilogue, out = "none", node.output[0]
         after = consumers.get(out, [])
         if len(after) == 1 and after[0].op_type == "BatchNormalization":

@@ -20,23 +20,12 @@ from dataclasses import replace
 
 def conv_workloads(model_name: str) -> list:
     """The distinct convs of a zoo model as ConvWorkloads (ONNX shape inference), in model order."""
-    import onnx
-
+    from adreno.frontend import conv_nodes
     from adreno.schedules._conv import ConvWorkload
     from adreno.zoo import get_model
 
-    model = onnx.shape_inference.infer_shapes(get_model(model_name))
-    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
-              for v in list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output)}
-    weights = {t.name: list(t.dims) for t in model.graph.initializer}
     found = []
-    for node in model.graph.node:
-        if node.op_type != "Conv":
-            continue
-        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        n, c, h, w = shapes[node.input[0]]
-        o, _, kh, kw = weights[node.input[1]]
-        _, _, oh, ow = shapes[node.output[0]]
+    for _, attrs, (n, c, h, w), (o, _, kh, kw), (_, _, oh, ow) in conv_nodes(get_model(model_name)):
         pads = attrs.get("pads", [0, 0, 0, 0])
         wl = ConvWorkload(n, c, h, w, o, kh, kw, oh, ow, tuple(attrs.get("strides", [1, 1])),
                           tuple(attrs.get("dilations", [1, 1])), (pads[0], pads[1], pads[2], pads[3]),
