@@ -123,7 +123,7 @@ OTHER_DEVICES: dict[str, AdrenoDevice] = {d.name: d for d in [
                  estimated=("compute_units",)),
 ]}
 
-# Entries `from_opencl` derived from live devices, by name, once a target was built for them.
+# Entries `from_opencl` derived from live devices, by name: in this process they replace the table's.
 _MEASURED: dict[str, AdrenoDevice] = {}
 
 HOSTS = {"android": {"kind": "llvm", "mtriple": "aarch64-linux-android"}, "native": {"kind": "llvm"}}
@@ -131,10 +131,10 @@ HOSTS = {"android": {"kind": "llvm", "mtriple": "aarch64-linux-android"}, "nativ
 
 def get_device(name: str) -> AdrenoDevice:
     """Look up a device by "adreno-740", "740" or "Adreno 740" (case-insensitive), or a measured device's key
-    ("nvidia-h200", "pocl-cpu")."""
+    ("nvidia-h200", "pocl-cpu"); a device `from_opencl` measured in this process comes with its live values."""
     key = "-".join(name.strip().lower().replace("_", " ").replace("-", " ").split())
     key = f"adreno-{key}" if key.isdigit() else key
-    known = {**DEVICES, **OTHER_DEVICES}
+    known = {**DEVICES, **OTHER_DEVICES, **_MEASURED}
     if key not in known:
         raise UnknownTargetError(f"unknown target {name!r}; known targets: {', '.join(known)}")
     return known[key]
@@ -144,7 +144,8 @@ def from_opencl(device) -> AdrenoDevice:
     """The entry for a live pyopencl `device`: its table entry (by `device_key`; an unknown GPU gets adreno-740's
     facts, an unknown CPU pocl-cpu's) with what the device reports put over it: compute units, work-group and
     local-memory limits, image limits, fp16, and the wave width (a probe kernel's
-    CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE)."""
+    CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE). From then on `get_device(key)` and `device_of` give it in this
+    process (what a benchmark compiling for the device it measures wants)."""
     import pyopencl as cl
 
     from .opencl.device import device_key
@@ -156,7 +157,7 @@ def from_opencl(device) -> AdrenoDevice:
     wave = probe.build().probe.get_work_group_info(cl.kernel_work_group_info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE,
                                                    device)
     images = bool(device.image_support)
-    return dataclasses.replace(
+    live = dataclasses.replace(
         base, name=key, compute_units=int(device.max_compute_units), wave_size=int(wave),
         max_workgroup_size=int(device.max_work_group_size), local_memory_bytes=int(device.local_mem_size),
         image2d_max_width=int(device.image2d_max_width) if images else base.image2d_max_width,
@@ -164,13 +165,13 @@ def from_opencl(device) -> AdrenoDevice:
         image_array_max_layers=int(device.image_max_array_size) if images else base.image_array_max_layers,
         fp16="cl_khr_fp16" in device.extensions,
         estimated=tuple(f for f in base.estimated if f not in ("compute_units", "wave_size")))
+    _MEASURED[key] = live
+    return live
 
 
 def tvm_target(device: AdrenoDevice | str, host: str = "android") -> tvm.target.Target:
     """The TVM OpenCL target for `device`, with an LLVM host: "android" (aarch64-linux-android) or "native"."""
     device = get_device(device) if isinstance(device, str) else device
-    if device != {**DEVICES, **OTHER_DEVICES}.get(device.name):
-        _MEASURED[device.name] = device  # a live device's facts (`from_opencl`): what `device_of` returns for it
     if host not in HOSTS:
         raise UnknownTargetError(f"unknown host {host!r}; known hosts: {', '.join(HOSTS)}")
     return tvm.target.Target({

@@ -413,12 +413,12 @@ def geomean(values: list[float]) -> float | None:
 
 
 def measured_target(device) -> str:
-    """The table entry of the device being measured (`device_key`), adreno-740 when the table does not know it."""
-    from adreno.opencl.device import device_key
-    from adreno.target import DEVICES, OTHER_DEVICES
+    """The target of the device being measured: its table entry with its live values over it (`from_opencl`, e.g.
+    pocl-cpu with this machine's cores), adreno-740 when the table does not know the device."""
+    from adreno.target import DEVICES, OTHER_DEVICES, from_opencl
 
-    key = device_key(device)
-    return key if key in {**DEVICES, **OTHER_DEVICES} else "adreno-740"
+    live = from_opencl(device)
+    return live.name if live.name in {**DEVICES, **OTHER_DEVICES} else "adreno-740"
 
 
 def main(argv=None) -> int:

@@ -132,13 +132,15 @@ def test_resident_waves_follow_the_register_file():
         assert set(d.estimated) <= {f for f in targets.describe(d)} and d.facts_source
 
 
-def test_live_device_facts_override_the_table(pocl_device):
+def test_live_device_facts_override_the_table(pocl_device, monkeypatch):
+    monkeypatch.setattr(targets, "_MEASURED", {})  # the live entry stays in this test
+    assert targets.get_device("pocl-cpu") is targets.OTHER_DEVICES["pocl-cpu"]
     live = targets.from_opencl(pocl_device)
     assert live.name == "pocl-cpu" and live.device_class == "cpu"
     assert live.compute_units == pocl_device.max_compute_units and live.wave_size >= 1
     assert live.local_memory_bytes == pocl_device.local_mem_size
     assert "compute_units" not in live.estimated
-    assert targets.device_of(targets.tvm_target(live)) == live
+    assert targets.device_of(targets.tvm_target(live)) == live == targets.get_device("pocl-cpu")
 
 
 def test_packed_groups_shrink_only_for_small_launches():
