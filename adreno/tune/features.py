@@ -16,7 +16,9 @@ transaction_bytes / dtype bytes, B local-memory banks):
     n_wg = N * blocks_f * blocks_y * blocks_x                 workgroups launched
     work_items = n_wg * wg
 
-    parallelism       = min(1, work_items / (CU * T))          fraction of the device's thread slots filled
+    parallelism       = min(1, work_items / F)                 fraction of the device filled: F = the target's
+                        `fill_work_items` (`occupancy.required_work_items`: CU x waves in flight x W) where
+                        known, else CU * T (T: the workgroup limit)
     occupancy         = wave_fill * cu_balance
                         wave_fill  = wg / (ceil(wg / W) * W)   lanes of the workgroup's waves doing work
                         cu_balance = n_wg / (ceil(n_wg / CU) * CU)   last round of workgroups over the CUs
@@ -130,7 +132,7 @@ def conv_metrics(workload, config: dict, target_limits: dict | None) -> dict[str
     n_wg = wl.n * blocks_f * blocks_y * blocks_x
     work_items = n_wg * wg
 
-    parallelism = min(1.0, work_items / (cu * max_threads))
+    parallelism = min(1.0, work_items / (lim.get("fill_work_items") or cu * max_threads))
     wave_fill = wg / (math.ceil(wg / wave) * wave)
     cu_balance = n_wg / (math.ceil(n_wg / cu) * cu)
     occupancy = wave_fill * cu_balance
