@@ -134,6 +134,7 @@ def _named(cfg: dict) -> dict:
 
 
 def _launch(in_blocks: _conv.ConvWorkload, cfg: dict) -> occupancy.Launch:
+    """The launch of `cfg` on `in_blocks` (channels counted in blocks), 4 registers per accumulated pixel."""
     tiled = {**cfg, "tile_f": cfg["tile_cb"], "threads_f": cfg["threads_cb"]}
     return replace(_conv.tiled_launch(in_blocks, tiled), registers=_conv.tile_registers(in_blocks, tiled, LANES))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..errors import TVM_ERRORS
 from ..layout import LANES
+from . import occupancy
 
 THREADS = 64
 
@@ -16,8 +17,6 @@ THREADS = 64
 def group_size(pixels: int, target) -> int:
     """Work-items per group for `pixels` work-items (one per pixel: as parallel as the function can be): THREADS,
     halved (to 16) while that leaves a compute unit without a group (`occupancy.covers_units`)."""
-    from . import occupancy
-
     device = occupancy.device(target)
     candidates = [THREADS, THREADS // 2, THREADS // 4]
     return next((t for t in candidates if occupancy.covers_units(device, occupancy.grid((pixels, 1, t), registers=0))),
