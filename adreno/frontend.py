@@ -171,3 +171,15 @@ def quiet_stderr():
             sys.stderr.flush()
             os.dup2(saved, 2)
             os.close(saved)
+def conv_nodes(model) -> list[tuple]:
+    """Every Conv node of an ONNX model with static shapes, in graph order, as (node, attributes, input shape,
+    weight shape, output shape) from ONNX shape inference: what benchmarks and occupancy tables list per layer."""
+    import onnx
+
+    model = onnx.shape_inference.infer_shapes(model)
+    graph = model.graph
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+              for v in list(graph.value_info) + list(graph.input) + list(graph.output)}
+    weights = {t.name: list(t.dims) for t in graph.initializer}
+    return [(node, {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}, shapes[node.input[0]],
+             weights[node.input[1]], shapes[node.output[0]]) for node in graph.node if node.op_type == "Conv"]

@@ -52,6 +52,13 @@ def test_hosts():
         tvm_target("adreno-660", host="ios")
 
 
+@pytest.mark.parametrize("name", ["nvidia-h200", "pocl-cpu"])
+def test_devices_met_in_measurement_are_targets(name):
+    d = get_device(name)
+    assert d.name == name and not d.socs and tvm_target(name).attrs["model"] == name
+    assert d.device_class == ("cpu" if name == "pocl-cpu" else "gpu") and d.compute_units > 0 and d.facts_source
+
+
 def test_tvm_target_accepts_a_device_or_a_name():
     assert tvm_target(get_device("650")).export() == tvm_target("adreno-650").export()
 
@@ -72,4 +79,5 @@ def test_describe_is_json_serialisable():
     summary = describe("adreno-830")
     assert json.loads(json.dumps(summary)) == summary
     assert summary["name"] == "adreno-830" and summary["generation"] == 8 and summary["socs"] == ["Snapdragon 8 Elite"]
-    assert set(summary) == {f.name for f in dataclasses.fields(AdrenoDevice)}
+    assert set(summary) == {f.name for f in dataclasses.fields(AdrenoDevice)} | {"register_budget"}
+    assert summary["register_budget"] == get_device("adreno-830").register_budget

@@ -119,25 +119,16 @@ class Result:
 def conv_layers(model_name: str) -> list[Layer]:
     """The distinct Conv layers of a zoo model, each with the BatchNormalization and activation after it and how
     many times the model has it, named L0, L1, ... in order of first appearance."""
-    import onnx
-
     from adreno import zoo
+    from adreno.frontend import conv_nodes
 
-    model = onnx.shape_inference.infer_shapes(zoo.get_model(model_name))
-    shapes = {vi.name: [d.dim_value for d in vi.type.tensor_type.shape.dim]
-              for vi in list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output)}
-    inits = {i.name: list(i.dims) for i in model.graph.initializer}
+    model = zoo.get_model(model_name)
     consumers: dict[str, list] = {}
     for node in model.graph.node:
         for name in node.input:
             consumers.setdefault(name, []).append(node)
     found: dict[str, Layer] = {}
-    for node in model.graph.node:
-        if node.op_type != "Conv":
-            continue
-        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-        n, c, h, w = shapes[node.input[0]]
-        o, _, k, _ = inits[node.input[1]]
+    for node, attrs, (n, c, h, w), (o, _, k, _), _ in conv_nodes(model):
         epilogue, out = "none", node.output[0]
         after = consumers.get(out, [])
         if len(after) == 1 and after[0].op_type == "BatchNormalization":
@@ -226,7 +217,8 @@ def max_error(out: np.ndarray, ref: np.ndarray) -> float:
 
 
 def run_compiled(model, layer: Layer, x, ref, schedules: str, device, repeat: int, workdir: Path,
-                 prepared: Path | None = None, winograd: str = "off", tol: float = TOL, memory: str = "buffer"):
+                 prepared: Path | None = None, winograd: str = "off", tol: float = TOL, memory: str = "buffer",
+                 target: str = "adreno-740"):
     """(median device ms, max error) of the layer compiled with `schedules`, `winograd` and `memory`; (None, error)
     when its output does not match. With textures the time is the layer's own kernels': the packing of its NCHW
     input and the unpacking of its output (a model's boundary, not the layer's) are left out."""
@@ -242,7 +234,7 @@ def run_compiled(model, layer: Layer, x, ref, schedules: str, device, repeat: in
         from adreno.options import CompileOptions
 
         out = workdir / f"{layer.name}-{schedules}-{memory}{'' if winograd == 'off' else '-' + winograd}"
-        compile_model(model, out, CompileOptions(target="adreno-740", host="native", schedules=schedules,
+        compile_model(model, out, CompileOptions(target=target, host="native", schedules=schedules,
                                                  memory=memory, winograd=winograd))
     ex = Executor(out, device=device)
     err = max_error(ex.run([x])[0], ref)
@@ -371,7 +363,7 @@ def checksum(array: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()[:16]
 
 
-def prepare(model_name: str, layers: list[Layer], out: Path) -> None:
+def prepare(model_name: str, layers: list[Layer], out: Path, target: str = "adreno-740") -> None:
     """Compile both artifacts of every layer into `out` and store what a TVM-less machine needs to check them."""
     from onnxruntime import InferenceSession
 
@@ -388,7 +380,7 @@ def prepare(model_name: str, layers: list[Layer], out: Path) -> None:
         if ldir.exists():
             shutil.rmtree(ldir)
         for schedules in ("adreno", "tvm"):
-            compile_model(model, ldir / schedules, CompileOptions(target="adreno-740", schedules=schedules,
+            compile_model(model, ldir / schedules, CompileOptions(target=target, schedules=schedules,
                                                                        memory="buffer", winograd="off"))
         for schedules in ("adreno", "tvm"):  # the executor needs no host library (it embeds the weights again)
             adir = ldir / schedules
@@ -422,6 +414,15 @@ def geomean(values: list[float]) -> float | None:
     return float(math.exp(sum(math.log(v) for v in values) / len(values))) if values else None
 
 
+def measured_target(device) -> str:
+    """The target of the device being measured: its table entry with its live values over it (`from_opencl`, e.g.
+    pocl-cpu with this machine's cores), adreno-740 when the table does not know the device."""
+    from adreno.target import DEVICES, OTHER_DEVICES, from_opencl
+
+    live = from_opencl(device)
+    return live.name if live.name in {**DEVICES, **OTHER_DEVICES} else "adreno-740"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="pocl", help="OpenCL device: pocl | gpu | cpu | index | name substring")
@@ -437,13 +438,17 @@ def main(argv=None) -> int:
                     "are timed, without the packing of its NCHW input and the unpacking of its output)")
     ap.add_argument("--prepare", metavar="DIR", help="only compile the layers' artifacts + references into DIR")
     ap.add_argument("--artifacts", metavar="DIR", help="run from a --prepare'd DIR (no TVM/onnxruntime needed)")
+    ap.add_argument("--target", help="compile for this target (default: the measured device's own entry, e.g. "
+                    "pocl-cpu on PoCL, nvidia-h200 on the H200; adreno-740 for --prepare and for devices the table "
+                    "does not know); its parallelism decides the default tiles")
     args = ap.parse_args(argv)
 
     if args.memory == "texture" and (args.prepare or args.artifacts):
         ap.error("--prepare/--artifacts build and run buffer artifacts only")
     if args.prepare:
         layers = conv_layers(args.model)
-        prepare(args.model, layers[: args.layers] if args.layers else layers, Path(args.prepare))
+        prepare(args.model, layers[: args.layers] if args.layers else layers, Path(args.prepare),
+                args.target or "adreno-740")
         return 0
 
     from adreno.opencl.device import select_device
@@ -455,6 +460,7 @@ def main(argv=None) -> int:
         layers = conv_layers(args.model)
     layers = layers[: args.layers] if args.layers else layers
     device = select_device(args.device)
+    target = args.target or measured_target(device)
     skip = set(filter(None, args.skip.split(",")))
     columns = [c for c in ("adreno", "tvm", "winograd", "naive") if c not in skip]
     if prepared is not None and "winograd" in columns:
@@ -462,7 +468,8 @@ def main(argv=None) -> int:
     if "torch" not in skip and torch_available():
         columns.append("torch")
     print(f"device: {device.name.strip()} ({device.platform.name.strip()}); model {args.model}: "
-          f"{len(layers)} distinct conv layers; {args.memory} memory; columns: {', '.join(columns)}", flush=True)
+          f"{len(layers)} distinct conv layers; {args.memory} memory; target {target}; columns: "
+          f"{', '.join(columns)}", flush=True)
     results: list[Result] = []
     header = f"{'layer':<44}{'x':>3}{'GFLOP':>8}" + "".join(f"{c + ' ms':>12}{c + ' GF/s':>12}" for c in columns)
     print(header)
@@ -488,10 +495,11 @@ def main(argv=None) -> int:
                             res.errors[col] = "n/a"
                             continue
                         ms, err = run_compiled(model, layer, p["x"], ref, "adreno", device, args.repeat, Path(tmp),
-                                               winograd=args.winograd, tol=WINOGRAD_TOL, memory=args.memory)
+                                               winograd=args.winograd, tol=WINOGRAD_TOL, memory=args.memory,
+                                               target=target)
                     elif col in ("adreno", "tvm"):
                         ms, err = run_compiled(model, layer, p["x"], ref, col, device, args.repeat, Path(tmp),
-                                               prepared, memory=args.memory)
+                                               prepared, memory=args.memory, target=target)
                     elif col == "naive":
                         ms, err = run_naive(layer, p, ref, device, args.repeat)
                     else:
@@ -534,7 +542,7 @@ def main(argv=None) -> int:
                       if k.startswith("adreno/") or k in ("naive/tvm", "winograd/adreno")))
     if args.json:
         Path(args.json).write_text(json.dumps({
-            "model": args.model, "memory": args.memory, "device": device.name.strip(),
+            "model": args.model, "memory": args.memory, "target": target, "device": device.name.strip(),
             "platform": device.platform.name.strip(),
             "columns": columns, "repeat": args.repeat, "tolerance": TOL, "time": time.strftime("%Y-%m-%d %H:%M:%S"),
             "layers": [asdict(r) for r in results], "geomean_gflops": summary, "geomean_ratios": ratios,

@@ -4,8 +4,9 @@
 # against the onnxruntime reference first. That machine has no TVM and no network, so it runs in two steps:
 #
 #   here (with .venv):    tools/gpu_check.sh prepare [resnet18|mobilenetv2]
-#       compiles every distinct conv layer's artifacts + references into out/gpu_bench/ and downloads the cp312
-#       pyopencl wheels (pyopencl, pytools, platformdirs, siphash24) into .whl/ (both paths are git-ignored)
+#       compiles every distinct conv layer's artifacts (for nvidia-h200, or $TARGET) + references into
+#       out/gpu_bench/ and downloads the cp312 pyopencl wheels (pyopencl, pytools, platformdirs, siphash24) into
+#       .whl/ (both paths are git-ignored)
 #   there (device tool):  run(command="bash tools/gpu_check.sh", carry=["out/gpu_bench", ".whl"], timeout_s=420)
 #       installs the carried wheels, points the OpenCL ICD loader at NVIDIA's libnvidia-opencl, runs
 #       tools/bench_conv.py --artifacts out/gpu_bench --device gpu, and leaves the table + JSON in $OUT.
@@ -19,7 +20,7 @@ if [[ "${1:-run}" == "prepare" ]]; then
     MODEL=${2:-resnet18}
     PY=${PYTHON:-.venv/bin/python}
     rm -rf "$BENCH_DIR"
-    "$PY" tools/bench_conv.py --model "$MODEL" --prepare "$BENCH_DIR"
+    "$PY" tools/bench_conv.py --model "$MODEL" --prepare "$BENCH_DIR" --target "${TARGET:-nvidia-h200}"
     mkdir -p .whl
     "$PY" -m pip download --quiet --dest .whl --only-binary=:all: --python-version 3.12 \
         --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \

@@ -3,8 +3,10 @@
 #  - pocl-opencl-icd: PyPI's PoCL (LLVM 14) cannot compile for CPUs newer than its LLVM ("unknown target CPU
 #    'generic'"); Debian's PoCL is the fallback the device selection picks when the PyPI one fails.
 #  - openssh-server: the real sshd the SSH-host tests start on 127.0.0.1.
+#  - oclgrind: the OpenCL simulator tests/schedules/test_oclgrind.py runs every family's kernels on (out-of-bounds
+#    accesses, local-memory races); its ICD library is named to pyopencl by OCL_ICD_VENDORS, not installed as one.
 set -u
-packages="pocl-opencl-icd openssh-server"
+packages="pocl-opencl-icd openssh-server oclgrind"
 missing=""
 for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 [ -z "$missing" ] && exit 0

@@ -293,3 +293,35 @@ def tiled_family(name: str, op: str, knobs: dict, handles, default_config, rule_
 
     return Family(name, knobs, conv_match(find, schedule_tiled), default_config,
                   lambda wl, config, target: validate(config, knobs, target), rule_name)
+
+
+def tile_registers(wl: ConvWorkload, cfg: dict, lanes: int = 1) -> int:
+    """Registers a work-item of a register-tiled conv holds (an estimate: its accumulators plus the loads staged
+    for one step). `stage` 0: tile_y x tile_x inputs and tile_f weights per tap; 1: the whole input patch and
+    tile_f x kh x kw weights per `tile_rc` input channels. `lanes`: registers per element (4 for packed pixels)."""
+    vf, vy, vx = cfg["tile_f"], cfg["tile_y"], cfg["tile_x"]
+    if cfg.get("stage", 0) == 0:
+        staged = vy * vx + vf
+    else:
+        py = (vy - 1) * wl.stride[0] + (wl.kh - 1) * wl.dilation[0] + 1
+        px = (vx - 1) * wl.stride[1] + (wl.kw - 1) * wl.dilation[1] + 1
+        staged = cfg.get("tile_rc", 1) * (py * px + vf * wl.kh * wl.kw)
+    return lanes * (vf * vy * vx + staged)
+
+
+def tiled_launch(wl: ConvWorkload, cfg: dict):
+    """The launch of `schedule_tiled` with `cfg` (see `occupancy.grid`)."""
+    from .occupancy import grid
+
+    return grid((wl.o, cfg["tile_f"], cfg["threads_f"]), (wl.oh, cfg["tile_y"], cfg["threads_y"]),
+                (wl.ow, cfg["tile_x"], cfg["threads_x"]), registers=tile_registers(wl, cfg), batch=wl.n)
+
+
+def tiled_threads(wl: ConvWorkload, tiles: dict, knobs: dict, target) -> dict:
+    """The workgroup of `schedule_tiled` for register tiles `tiles`: up to 64 work-items (at most the target's limit),
+    x first (about 16, a divisor of the tiled row when one fits), then y, then output channels."""
+    limit = min(max_threads(target), 64)
+    threads_x = pick_tile(-(-wl.ow // tiles["tile_x"]), knobs["threads_x"], 16)
+    threads_y = pick_tile(-(-wl.oh // tiles["tile_y"]), knobs["threads_y"], max(1, limit // threads_x))
+    threads_f = pick_tile(-(-wl.o // tiles["tile_f"]), knobs["threads_f"], max(1, limit // (threads_x * threads_y)))
+    return {"threads_f": threads_f, "threads_y": threads_y, "threads_x": threads_x}

@@ -17,7 +17,7 @@ register tiling is already this GEMM over (rows, columns). Workload keys: `conv2
 
 from __future__ import annotations
 
-from . import _conv
+from . import _conv, occupancy
 from .family import Family
 from .conv2d_texture import LANES, match_packed
 
@@ -63,18 +63,34 @@ def _largest_divisor(n: int, choices: list[int], cap: int) -> int:
 
 
 def default_config(wl: _conv.ConvWorkload, target) -> dict:
-    """Knobs without tuning: 8 (else 7, 4, 2, 1) pixels of a row x 4 channel blocks per work-item, workgroups of up
-    to 64 work-items, up to 16 along the pixels (a divisor of the map's tiles), the rest over channel blocks; no K
-    unrolling beyond the 4 channels of a block. Measured on PoCL over the 22 distinct 1x1 convs of MobileNetV2 and
-    ResNet-18 (best of 3 x 10 runs each): 1.35x `conv2d_texture`'s defaults (geomean), faster on all 22; threads_p up
-    to 32 or tile_cb 2 gave 1.16x and 1.12x (tools/bench_conv.py measures whole layers)."""
-    limit = min(_conv.max_threads(target), 64)
-    blocks, pixels = wl.o // LANES, wl.oh * wl.ow
+    """Knobs without tuning: 8 (else 7, 4, 2, 1) pixels of a row x 4 channel blocks per work-item, shrunk (channel
+    blocks, then pixels) until the launch fills the device (`occupancy`); workgroups of up to 64 work-items, up to
+    16 along the pixels (a divisor of the map's tiles), the rest over channel blocks; no K unrolling beyond the 4
+    channels of a block. Measured on PoCL over the 22 distinct 1x1 convs of MobileNetV2 and ResNet-18 (best of 3 x
+    10 runs each): 1.35x `conv2d_texture`'s defaults (geomean), faster on all 22; threads_p up to 32 or tile_cb 2
+    gave 1.16x and 1.12x (tools/bench_conv.py measures whole layers)."""
+    blocks = wl.o // LANES
     tile_p = next(t for t in (8, 7, 4, 2, 1) if wl.ow % t == 0)
-    tile_cb = _conv.pick_tile(blocks, KNOBS["tile_cb"], 4)
-    threads_p = _largest_divisor(pixels // tile_p, KNOBS["threads_p"], min(16, limit))
-    threads_cb = _conv.pick_tile(-(-blocks // tile_cb), KNOBS["threads_cb"], max(1, limit // threads_p))
+    tiles = occupancy.ladder({"tile_cb": _conv.pick_tile(blocks, KNOBS["tile_cb"], 4), "tile_p": tile_p},
+                             [("tile_cb", 1, blocks), ("tile_p", 1, wl.ow)],
+                             {**KNOBS, "tile_p": [t for t in KNOBS["tile_p"] if wl.ow % t == 0]})
+    candidates = [_config(wl, t["tile_cb"], t["tile_p"], target) for t in tiles]
+    return occupancy.choose(occupancy.device(target), candidates, lambda c: _launch(wl, c))
+
+
+def _config(wl: _conv.ConvWorkload, tile_cb: int, tile_p: int, target) -> dict:
+    limit = min(_conv.max_threads(target), 64)
+    threads_p = _largest_divisor(wl.oh * wl.ow // tile_p, KNOBS["threads_p"], min(16, limit))
+    threads_cb = _conv.pick_tile(-(-(wl.o // LANES) // tile_cb), KNOBS["threads_cb"], max(1, limit // threads_p))
     return {"tile_cb": tile_cb, "tile_p": tile_p, "tile_k": 1, "threads_cb": threads_cb, "threads_p": threads_p}
+
+
+def _launch(wl: _conv.ConvWorkload, cfg: dict) -> occupancy.Launch:
+    """Accumulators (tile_p x tile_cb float4) plus one step's loads (tile_k blocks: 4 weight pixels per channel
+    block, one input pixel), 4 registers per pixel."""
+    registers = LANES * (cfg["tile_p"] * cfg["tile_cb"] + cfg["tile_k"] * (LANES * cfg["tile_cb"] + 1))
+    return occupancy.grid((wl.o // LANES, cfg["tile_cb"], cfg["threads_cb"]),
+                          (wl.oh * wl.ow, cfg["tile_p"], cfg["threads_p"]), registers=registers, batch=wl.n)
 
 
 def schedule(sch, match: _conv.ConvMatch, cfg: dict):

@@ -12,7 +12,7 @@ them); their `tile_f` divides the output channels of a group, so a work-item's i
 
 from __future__ import annotations
 
-from . import _conv
+from . import _conv, occupancy
 
 OP = "conv2d_direct"
 
@@ -35,22 +35,23 @@ def _handles(wl: _conv.ConvWorkload) -> bool:
 
 
 def default_config(wl: _conv.ConvWorkload, target) -> dict:
-    """Good knob values without tuning, from the shape and the target's workgroup limit.
+    """Good knob values without tuning, from the shape and the target's workgroup limit and parallelism.
 
     Tiles that divide the output exactly come first (a ragged tile costs a guard on every accumulator); the
-    register tile stays at 28-64 accumulators (tile_f x tile_y x tile_x); the workgroup is filled up to 64
-    work-items (x first, for coalesced / vectorisable loads, then y, then output channels)."""
-    limit = min(_conv.max_threads(target), 64)
+    register tile starts at 28-64 accumulators (tile_f x tile_y x tile_x) and shrinks (channels, then rows, then
+    columns) until the launch fills the device (`occupancy`); the workgroup is filled up to 64 work-items (x first,
+    for coalesced / vectorisable loads, then y, then output channels)."""
     tile_x = next((t for t in (4, 2, 7) if wl.ow % t == 0), _conv.pick_tile(wl.ow, KNOBS["tile_x"], 4))
     tile_y = 2 if tile_x <= 4 and wl.oh % 2 == 0 else 1
-    per_group = wl.o // wl.groups
+    per_group = wl.o // wl.groups  # a grouped conv's tile_f divides a group's output channels
     tile_f = 8 if tile_x * tile_y in (4, 8) and per_group % 8 == 0 else _conv.pick_tile(per_group, KNOBS["tile_f"], 4)
-    threads_x = _conv.pick_tile(-(-wl.ow // tile_x), KNOBS["threads_x"], 16)
-    threads_y = _conv.pick_tile(-(-wl.oh // tile_y), KNOBS["threads_y"], max(1, limit // threads_x))
-    threads_f = _conv.pick_tile(-(-wl.o // tile_f), KNOBS["threads_f"], max(1, limit // (threads_x * threads_y)))
-    tile_rc = _conv.pick_tile(wl.cin_per_group, KNOBS["tile_rc"], 4 if wl.kh * wl.kw == 1 else 1)
-    return {"tile_f": tile_f, "tile_y": tile_y, "tile_x": tile_x, "threads_f": threads_f, "threads_y": threads_y,
-            "threads_x": threads_x, "tile_rc": tile_rc, "unroll_k": 1 if wl.kh * wl.kw <= 9 else 0, "stage": 0}
+    tiles = occupancy.ladder({"tile_f": tile_f, "tile_y": tile_y, "tile_x": tile_x},
+                             [("tile_f", 2, per_group), ("tile_y", 1, wl.oh), ("tile_f", 1, per_group),
+                              ("tile_x", 1, wl.ow)], KNOBS)
+    rest = {"tile_rc": _conv.pick_tile(wl.cin_per_group, KNOBS["tile_rc"], 4 if wl.kh * wl.kw == 1 else 1),
+            "unroll_k": 1 if wl.kh * wl.kw <= 9 else 0, "stage": 0}
+    candidates = [{**t, **_conv.tiled_threads(wl, t, KNOBS, target), **rest} for t in tiles]
+    return occupancy.choose(occupancy.device(target), candidates, lambda c: _conv.tiled_launch(wl, c))
 
 
 FAMILY = _conv.tiled_family("conv2d_direct", OP, KNOBS, _handles, default_config, "Conv2dDirect")

@@ -19,8 +19,10 @@ collide with the NCHW buffer families' keys, and the buffer path never produces 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..layout import LANES
-from . import _conv
+from . import _conv, occupancy
 from .family import Family
 
 OPS = {"conv2d_NCHW4c": "conv2d_nchw4c", "dwconv2d_NCHW4c": "depthwise_nchw4c"}
@@ -97,20 +99,33 @@ def match_packed(func, sch=None):
 
 def default_config(wl: _conv.ConvWorkload, target) -> dict:
     """Knobs without tuning: 8 output pixels (2 x 4, or a row of 7) x 2 channel blocks per work-item for groups-1
-    convs (1 block for depthwise: nothing is shared across channels), tiles that divide the output first, the
-    workgroup filled up to 64 work-items along x, then y, then channel blocks."""
-    limit = min(_conv.max_threads(target), 64)
+    convs (1 block for depthwise: nothing is shared across channels), tiles that divide the output first, shrunk
+    (channel blocks, rows, columns) until the launch fills the device (`occupancy`); the workgroup filled up to 64
+    work-items along x, then y, then channel blocks."""
     blocks = wl.o // LANES
     tile_x = next((t for t in (4, 2, 7) if wl.ow % t == 0), _conv.pick_tile(wl.ow, KNOBS["tile_x"], 4))
     tile_y = 2 if tile_x <= 4 and wl.oh % 2 == 0 else 1
     tile_cb = 1 if wl.is_depthwise else _conv.pick_tile(blocks, KNOBS["tile_cb"], 2)
-    threads_x = _conv.pick_tile(-(-wl.ow // tile_x), KNOBS["threads_x"], 16)
-    threads_y = _conv.pick_tile(-(-wl.oh // tile_y), KNOBS["threads_y"], max(1, limit // threads_x))
-    threads_cb = _conv.pick_tile(-(-blocks // tile_cb), KNOBS["threads_cb"],
-                                 max(1, limit // (threads_x * threads_y)))
-    return {"tile_cb": tile_cb, "tile_y": tile_y, "tile_x": tile_x, "threads_cb": threads_cb,
-            "threads_y": threads_y, "threads_x": threads_x, "unroll_k": 1 if wl.kh * wl.kw <= 9 else 0,
-            "stage": 0}
+    tiles = occupancy.ladder({"tile_f": tile_cb, "tile_y": tile_y, "tile_x": tile_x},
+                             [("tile_f", 1, blocks), ("tile_y", 1, wl.oh), ("tile_x", 1, wl.ow)],
+                             {**KNOBS, "tile_f": KNOBS["tile_cb"]})
+    rest = {"unroll_k": 1 if wl.kh * wl.kw <= 9 else 0, "stage": 0}
+    in_blocks = replace(wl, o=blocks)  # the output channel axis counted in blocks of 4: the tiled schedule's axis
+    knobs = {**KNOBS, "threads_f": KNOBS["threads_cb"]}
+    candidates = [_named({**t, **_conv.tiled_threads(in_blocks, t, knobs, target), **rest}) for t in tiles]
+    return occupancy.choose(occupancy.device(target), candidates, lambda c: _launch(in_blocks, c))
+
+
+def _named(cfg: dict) -> dict:
+    """A tiled config in this family's knob names (channel blocks: tile_cb, threads_cb)."""
+    names = {"tile_cb": "tile_f", "threads_cb": "threads_f"}
+    return {knob: cfg[names.get(knob, knob)] for knob in KNOBS}
+
+
+def _launch(in_blocks: _conv.ConvWorkload, cfg: dict) -> occupancy.Launch:
+    """The launch of `cfg` on `in_blocks` (channels counted in blocks), 4 registers per accumulated pixel."""
+    tiled = {**cfg, "tile_f": cfg["tile_cb"], "threads_f": cfg["threads_cb"]}
+    return replace(_conv.tiled_launch(in_blocks, tiled), registers=_conv.tile_registers(in_blocks, tiled, LANES))
 
 
 def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:

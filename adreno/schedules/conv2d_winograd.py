@@ -5,7 +5,8 @@ Stages (recognised by block name, so they are found again after FuseOps/FuseTIR 
 - `winograd_input_transform` (V = B^T d B): one work-item per (input channel, tile); it loads the alpha x alpha
   patch (zero padding as a guarded load) into registers and writes the alpha^2 transformed values; the transform
   matrix is inlined and, with every loop unrolled, folds to constants (zero terms vanish).
-  Knob: `threads_t` (workgroup size).
+  Knobs: `threads_t` (workgroup size), `split_t` (1: one work-item per row `a` of the transformed tile, each
+  loading the whole patch: alpha times the work-items for deep layers with tiny maps).
 - `winograd_batch_gemm` (M[a,b] = U[a,b] x V[a,b], alpha^2 GEMMs O x C by C x P): register-tiled like the direct
   conv: each work-item computes `tile_o` x `tile_p` outputs, the reduction over C runs serially inside it (split by
   `tile_k`, inner part unrolled), the workgroup is `threads_o` x `threads_p`, and along P the `tile_p` columns of a
@@ -13,7 +14,7 @@ Stages (recognised by block name, so they are found again after FuseOps/FuseTIR 
 - `winograd_output_transform` (Y = A^T M A, fused with the conv's epilogue: bias, BatchNorm shift, ReLU/Clip,
   residual add): one work-item per (n, output channel, tile); the alpha^2 values of M are loaded once into registers,
   the m x m outputs are computed unrolled (constant coefficients folded) and the epilogue is applied before the
-  store. Knob: `threads_t`.
+  store. Knobs: `threads_t`, `split_t` (1: one work-item per output row of a tile, m times the work-items).
 
 Packed stages (texture memory; main blocks `<stage>_nchw4c`) are the same schedules with a trailing 4-lane axis kept
 innermost and vectorised wherever a tensor is read or written, so that every access is one float4 pixel; their GEMM
@@ -30,7 +31,7 @@ from __future__ import annotations
 from ..layout import LANES
 from ..records import direct_key, key_memory, layout_workload
 from ..winograd import PACKED
-from . import _conv, conv2d_direct, conv2d_texture
+from . import _conv, conv2d_direct, conv2d_texture, occupancy
 from .family import Family, Matched
 
 OP = "conv2d_winograd"
@@ -45,11 +46,12 @@ KNOBS: dict[str, list] = {
     "threads_p": [1, 2, 4, 8, 16, 32, 64],
     "tile_k": [1, 2, 4, 8],
     "threads_t": [16, 32, 64, 128, 256],
+    "split_t": [0, 1],
 }
 STAGE_KNOBS = {
-    "winograd_input_transform": ("threads_t",),
+    "winograd_input_transform": ("threads_t", "split_t"),
     "winograd_batch_gemm": ("tile_o", "tile_p", "threads_o", "threads_p", "tile_k"),
-    "winograd_output_transform": ("threads_t",),
+    "winograd_output_transform": ("threads_t", "split_t"),
 }
 
 
@@ -105,23 +107,54 @@ def _fit(extent: int, choices: list[int], prefer: int, waste: float = 0.15) -> i
 
 
 def default_config(wl, target) -> dict:
-    """Defaults per stage. GEMM: up to 8 output channels x 4 tiles per work-item and a workgroup of up to 64 work-items
-    (16 along the tiles first), each allowed a ragged last tile wasting at most 15%, 4 input channels per unrolled
-    reduction step (packed: 2 blocks of 4 output channels, 1 block of 4 input channels); transforms: 64
-    work-items."""
+    """Defaults per stage, the first of a list (biggest register tiles first) whose launch fills the device
+    (`occupancy`). GEMM: up to 8 output channels x 4 tiles per work-item, shrunk (channels, then tiles) as needed,
+    and a workgroup of up to 64 work-items (16 along the tiles first), each allowed a ragged last tile wasting at
+    most 15%, 4 input channels per unrolled reduction step (packed: 2 blocks of 4 output channels, 1 block of 4
+    input channels); transforms: 64 work-items per group, a whole tile per work-item, else one row of it."""
     stage, dims = wl
     limit = min(_conv.max_threads(target), 64)
+    device = occupancy.device(target)
     if base_stage(stage) != "winograd_batch_gemm":
-        return {"threads_t": limit}
+        candidates = [{"threads_t": limit, "split_t": split} for split in (0, 1)]
+        return occupancy.choose(device, candidates, lambda c: _transform_launch(wl, c))
     o, p, c = dims[2], dims[3], dims[-1]
     # a packed stage's output channel (tile_o) and reduction (tile_k) steps are blocks of 4 channels
     per = LANES if stage.endswith(PACKED) else 1
-    tile_o = _fit(o, KNOBS["tile_o"], 8 // per)
-    tile_p = _fit(p, KNOBS["tile_p"], 4)
-    threads_p = _fit(-(-p // tile_p), KNOBS["threads_p"], 16)
-    threads_o = _fit(-(-o // tile_o), KNOBS["threads_o"], max(1, limit // threads_p))
+    start = {"tile_o": _fit(o, KNOBS["tile_o"], 8 // per), "tile_p": _fit(p, KNOBS["tile_p"], 4)}
+    tiles = occupancy.ladder(start, [("tile_o", 1, o), ("tile_p", 1, p)], KNOBS)
     tile_k = _conv.pick_tile(c // per, KNOBS["tile_k"], 4 // per)
-    return {"tile_o": tile_o, "tile_p": tile_p, "threads_o": threads_o, "threads_p": threads_p, "tile_k": tile_k}
+    candidates = []
+    for t in tiles:
+        threads_p = _fit(-(-p // t["tile_p"]), KNOBS["threads_p"], 16)
+        threads_o = _fit(-(-o // t["tile_o"]), KNOBS["threads_o"], max(1, limit // threads_p))
+        candidates.append({**t, "threads_o": threads_o, "threads_p": threads_p, "tile_k": tile_k})
+    return occupancy.choose(device, candidates, lambda cfg: _gemm_launch(wl, cfg))
+
+
+def _gemm_launch(wl, cfg: dict) -> occupancy.Launch:
+    """Accumulators tile_o x tile_p plus one unrolled step's U and V loads (x 4 registers per pixel, packed)."""
+    stage, (a, b, o, p, *rest) = wl
+    lanes = LANES if stage.endswith(PACKED) else 1
+    registers = lanes * (cfg["tile_o"] * cfg["tile_p"] + cfg["tile_k"] * (cfg["tile_o"] * lanes + cfg["tile_p"]))
+    return occupancy.grid((o, cfg["tile_o"], cfg["threads_o"]), (p, cfg["tile_p"], cfg["threads_p"]),
+                          registers=registers, batch=a * b)
+
+
+def _transform_launch(wl, cfg: dict) -> occupancy.Launch:
+    """One work-item per (channel, tile) or, split, per row of it; registers: the alpha x alpha values it loads plus
+    the values it writes (alpha rows of alpha, or m rows of m; one row when split), x 4 per pixel when packed."""
+    stage, dims = wl
+    lanes = LANES if stage.endswith(PACKED) else 1
+    alpha = dims[-1]
+    if base_stage(stage) == "winograd_input_transform":
+        items, rows = dims[2] * dims[3], alpha  # (C, P)
+    else:
+        rows = alpha - 2  # m; (N, O, tiles)
+        items = dims[0] * dims[1] * -(-dims[2] // rows) * -(-dims[3] // rows)
+    written = rows * (1 if cfg["split_t"] else rows)
+    return occupancy.grid((items * (rows if cfg["split_t"] else 1), 1, cfg["threads_t"]),
+                          registers=lanes * (alpha * alpha + written))
 
 
 def check_config(wl, config: dict, target) -> dict:
@@ -152,14 +185,16 @@ def _schedule_input(sch, blocks, cfg):
     sch.set_scope(tile, 0, "local")
     a, b_, ci, p, *lane, r, s = sch.get_loops(main)
     sch.reorder(ci, p, a, b_, r, s, *lane)
-    tx = _bind_flat(sch, [ci, p], cfg["threads_t"])
+    split = cfg.get("split_t", 0)  # a row `a` per work-item: the row joins the work-item axes
+    tx = _bind_flat(sch, [ci, p, a] if split else [ci, p], cfg["threads_t"])
     sch.compute_at(tile, tx, preserve_unit_loops=True)
     _conv.registers(sch, sch.get_loops(tile)[-2 - len(lane):], bool(lane))
     sch.reverse_compute_at(out, tx, preserve_unit_loops=True)
     _conv.registers(sch, sch.get_loops(out)[-4 - len(lane):], bool(lane))
-    init = sch.decompose_reduction(main, a)
-    _conv.registers(sch, sch.get_loops(init)[-2 - len(lane):], bool(lane))
-    _conv.registers(sch, [a, b_, r, s, *lane])  # (TVM refuses to vectorise this lane loop: the registers stay scalar)
+    init = sch.decompose_reduction(main, b_ if split else a)
+    _conv.registers(sch, sch.get_loops(init)[-(1 if split else 2) - len(lane):], bool(lane))
+    # (TVM refuses to vectorise this lane loop: the registers stay scalar)
+    _conv.registers(sch, ([] if split else [a]) + [b_, r, s, *lane])
     return sch
 
 
@@ -207,16 +242,20 @@ def _schedule_output(sch, blocks, cfg, m):
     n, o, y, x, *lane, ra, rb = sch.get_loops(main)
     ty, yi = sch.split(y, [None, m], preserve_unit_iters=True)
     tx, xi = sch.split(x, [None, m], preserve_unit_iters=True)
-    sch.reorder(n, o, ty, tx, ra, rb, yi, xi, *lane)
-    thread = _bind_flat(sch, [n, o, ty, tx], cfg["threads_t"])
+    split = cfg.get("split_t", 0)  # an output row per work-item: the row joins the work-item axes
+    if split:
+        sch.reorder(n, o, ty, tx, yi, ra, rb, xi, *lane)
+    else:
+        sch.reorder(n, o, ty, tx, ra, rb, yi, xi, *lane)
+    thread = _bind_flat(sch, [n, o, ty, tx, yi] if split else [n, o, ty, tx], cfg["threads_t"])
     m_cache = sch.cache_read(main, 0, "local")
     sch.compute_at(m_cache, thread, preserve_unit_loops=True)
     _conv.registers(sch, sch.get_loops(m_cache)[-4 - len(lane):], bool(lane))
-    _conv.registers(sch, [ra, rb, yi, xi, *lane], bool(lane))
+    _conv.registers(sch, [ra, rb] + ([] if split else [yi]) + [xi, *lane], bool(lane))
     sch.reverse_compute_at(out, thread, preserve_unit_loops=True)
     _conv.registers(sch, sch.get_loops(out)[-2 - len(lane):], bool(lane))
     init = sch.decompose_reduction(main, ra)
-    _conv.registers(sch, sch.get_loops(init)[-2 - len(lane):], bool(lane))
+    _conv.registers(sch, sch.get_loops(init)[-(1 if split else 2) - len(lane):], bool(lane))
     return sch
 
 

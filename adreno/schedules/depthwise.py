@@ -8,7 +8,7 @@ and reuses it for every tap; the fused epilogue (BN, ReLU6, ...) is applied befo
 
 from __future__ import annotations
 
-from . import _conv
+from . import _conv, occupancy
 
 OP = "depthwise_conv2d"
 
@@ -29,16 +29,15 @@ def _handles(wl: _conv.ConvWorkload) -> bool:
 
 
 def default_config(wl: _conv.ConvWorkload, target) -> dict:
-    """Spatial register tile of 4-8 outputs per channel, 64-work-item workgroups (x, then y, then channels)."""
-    limit = min(_conv.max_threads(target), 64)
+    """Spatial register tile of 4-8 outputs per channel, shrunk (rows, then columns) until the launch fills the device
+    (`occupancy`); 64-work-item workgroups (x, then y, then channels)."""
     tile_x = next((t for t in (4, 2, 7) if wl.ow % t == 0), _conv.pick_tile(wl.ow, KNOBS["tile_x"], 4))
     tile_y = 2 if tile_x <= 4 and wl.oh % 2 == 0 else 1
-    tile_f = 1
-    threads_x = _conv.pick_tile(-(-wl.ow // tile_x), KNOBS["threads_x"], 16)
-    threads_y = _conv.pick_tile(-(-wl.oh // tile_y), KNOBS["threads_y"], max(1, limit // threads_x))
-    threads_f = _conv.pick_tile(wl.o, KNOBS["threads_f"], max(1, limit // (threads_x * threads_y)))
-    return {"tile_f": tile_f, "tile_y": tile_y, "tile_x": tile_x, "threads_f": threads_f, "threads_y": threads_y,
-            "threads_x": threads_x, "unroll_k": 1 if wl.kh * wl.kw <= 25 else 0, "stage": 1}
+    tiles = occupancy.ladder({"tile_f": 1, "tile_y": tile_y, "tile_x": tile_x},
+                             [("tile_y", 1, wl.oh), ("tile_x", 1, wl.ow)], KNOBS)
+    rest = {"unroll_k": 1 if wl.kh * wl.kw <= 25 else 0, "stage": 1}
+    candidates = [{**t, **_conv.tiled_threads(wl, t, KNOBS, target), **rest} for t in tiles]
+    return occupancy.choose(occupancy.device(target), candidates, lambda c: _conv.tiled_launch(wl, c))
 
 
 FAMILY = _conv.tiled_family("depthwise", OP, KNOBS, _handles, default_config, "DepthwiseConv2d")

@@ -9,8 +9,18 @@ from __future__ import annotations
 
 from ..errors import TVM_ERRORS
 from ..layout import LANES
+from . import occupancy
 
 THREADS = 64
+
+
+def group_size(pixels: int, target) -> int:
+    """Work-items per group for `pixels` work-items (one per pixel: as parallel as the function can be): THREADS,
+    halved (to 16) while that leaves a compute unit without a group (`occupancy.covers_units`)."""
+    device = occupancy.device(target)
+    candidates = [THREADS, THREADS // 2, THREADS // 4]
+    return next((t for t in candidates if occupancy.covers_units(device, occupancy.grid((pixels, 1, t), registers=0))),
+                candidates[-1])
 
 
 def schedule_packed(func, target=None):
@@ -29,6 +39,7 @@ def schedule_packed(func, target=None):
     out_shape = [int(d) for d in params[-1].ty.shape]
     if len(out_shape) != 5 or out_shape[-1] != LANES:
         return None
+    threads = group_size(out_shape[0] * out_shape[1] * out_shape[2] * out_shape[3], target)
     try:
         sch = s_tir.Schedule(func)
         root = analysis.get_root_block(sch)
@@ -50,7 +61,7 @@ def schedule_packed(func, target=None):
             if len(loops) != 5:
                 return None
             fused = sch.fuse(*loops[:4])
-            bx, tx = sch.split(fused, [None, THREADS])
+            bx, tx = sch.split(fused, [None, threads])
             sch.bind(bx, "blockIdx.x")
             sch.bind(tx, "threadIdx.x")
             sch.vectorize(loops[4])
@@ -62,7 +73,7 @@ def schedule_packed(func, target=None):
             return None
         spatial, lane, rloops = loops[:4], loops[4], loops[5:]
         fused = sch.fuse(*spatial)
-        bx, tx = sch.split(fused, [None, THREADS])
+        bx, tx = sch.split(fused, [None, threads])
         name = sch.get(red).name_hint
         order = list(rloops)
         if name.startswith("conv2d_NCHW4c"):

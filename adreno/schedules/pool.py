@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from . import _conv
+from . import _conv, occupancy
 from .family import Family, Matched
 
 KNOBS: dict[str, list] = {
@@ -247,21 +247,33 @@ def match_pool(func) -> PoolMatch | None:
 
 
 def default_config(wl: PoolWorkload, target) -> dict:
-    """Windowed: 4 outputs per work-item along W when the row is long (2 from 8 columns), the smallest power-of-two
-    row of work-items covering the output width (up to 32), 64-work-item workgroups, window unrolled up to 7x7.
-    Global: serial per output up to SERIAL_LIMIT elements (64 outputs per workgroup, loop unrolled), else 32 lanes
-    per output (64 from 1024 elements)."""
+    """Windowed: 4 outputs per work-item along W when the row is long (2 from 8 columns), fewer until the launch
+    fills the device (`occupancy`), the smallest power-of-two row of work-items covering the output width (up to
+    32), 64-work-item workgroups, window unrolled up to 7x7. Global: serial per output up to SERIAL_LIMIT elements
+    (64 outputs per workgroup, loop unrolled), else (or when too few outputs fill the device) 32 lanes per output
+    (64 from 1024 elements)."""
     limit = min(_conv.max_threads(target), 64)
     if wl.windowed:
-        tile_x = 4 if wl.ow >= 32 else 2 if wl.ow >= 8 else 1
-        threads_x = min(32, 1 << (-(-wl.ow // tile_x) - 1).bit_length())
-        return {"threads_x": threads_x, "threads_y": max(1, limit // threads_x), "tile_x": tile_x,
-                "unroll": int(wl.kh * wl.kw <= 49)}
-    if wl.length <= SERIAL_LIMIT:
-        return {"threads_x": 1, "threads_y": limit, "tile_x": 1, "unroll": 1}
-    lanes = 64 if wl.length >= 1024 else 32
-    return {"threads_x": lanes, "threads_y": max(1, limit // lanes), "tile_x": 1,
-            "unroll": int(-(-wl.length // lanes) <= UNROLL_LIMIT)}
+        start = 4 if wl.ow >= 32 else 2 if wl.ow >= 8 else 1
+        candidates = []
+        for tile_x in [t for t in (4, 2, 1) if t <= start]:
+            threads_x = min(32, 1 << (-(-wl.ow // tile_x) - 1).bit_length())
+            candidates.append({"threads_x": threads_x, "threads_y": max(1, limit // threads_x), "tile_x": tile_x,
+                               "unroll": int(wl.kh * wl.kw <= 49)})
+    else:
+        lanes = min(64 if wl.length >= 1024 else 32, 1 << (wl.length.bit_length() - 1))  # at most one per element
+        cooperative = {"threads_x": lanes, "threads_y": max(1, limit // lanes), "tile_x": 1,
+                       "unroll": int(-(-wl.length // lanes) <= UNROLL_LIMIT)}
+        serial = {"threads_x": 1, "threads_y": limit, "tile_x": 1, "unroll": 1}
+        candidates = [serial, cooperative] if wl.length <= SERIAL_LIMIT else [cooperative]
+    return occupancy.choose(occupancy.device(target), candidates, lambda c: _launch(wl, c))
+
+
+def _launch(wl: PoolWorkload, cfg: dict) -> occupancy.Launch:
+    """Rows (n x c x oh) over threads_y, columns over tile_x x threads_x (global: lanes per output); registers: the
+    outputs a work-item holds plus a load."""
+    return occupancy.grid((wl.n * wl.c * wl.oh, 1, cfg["threads_y"]), (wl.ow, cfg["tile_x"], cfg["threads_x"])
+                          if wl.windowed else (cfg["threads_x"], 1, cfg["threads_x"]), registers=cfg["tile_x"] + 1)
 
 
 def check_config(wl: PoolWorkload, config: dict, target) -> dict:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from . import _conv
+from . import _conv, occupancy
 from .family import Family, Matched
 from .pool import PoolWorkload, combiner
 
@@ -58,12 +58,14 @@ def match_softmax(func):
 
 
 def default_config(wl: PoolWorkload, target) -> dict:
-    """Serial rows up to 32 elements (64 rows per workgroup); longer rows: 32 lanes, 128 from 512 elements."""
+    """Serial rows up to 32 elements (64 rows per workgroup); longer rows, or too few rows to fill the device
+    (`occupancy`): 32 lanes, 128 from 512 elements."""
     limit = min(_conv.max_threads(target), 64)
-    if wl.length <= 32:
-        return {"threads_x": 1, "threads_y": limit}
-    lanes = min(_conv.max_threads(target), 128 if wl.length >= 512 else 32)
-    return {"threads_x": lanes, "threads_y": max(1, limit // lanes)}
+    lanes = min(_conv.max_threads(target), 128 if wl.length >= 512 else 32, 1 << (wl.length.bit_length() - 1))
+    cooperative = {"threads_x": lanes, "threads_y": max(1, limit // lanes)}
+    candidates = [{"threads_x": 1, "threads_y": limit}, cooperative] if wl.length <= 32 else [cooperative]
+    return occupancy.choose(occupancy.device(target), candidates, lambda c: occupancy.grid(
+        (wl.c, 1, c["threads_y"]), (c["threads_x"], 1, c["threads_x"]), registers=2))
 
 
 def check_config(wl: PoolWorkload, config: dict, target) -> dict:

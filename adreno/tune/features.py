@@ -16,7 +16,9 @@ transaction_bytes / dtype bytes, B local-memory banks):
     n_wg = N * blocks_f * blocks_y * blocks_x                 workgroups launched
     work_items = n_wg * wg
 
-    parallelism       = min(1, work_items / (CU * T))          fraction of the device's thread slots filled
+    parallelism       = min(1, work_items / F)                 fraction of the device filled: F = the target's
+                        `fill_work_items` (`occupancy.required_work_items`: CU x waves in flight x W) where
+                        known, else CU * T (T: the workgroup limit)
     occupancy         = wave_fill * cu_balance
                         wave_fill  = wg / (ceil(wg / W) * W)   lanes of the workgroup's waves doing work
                         cu_balance = n_wg / (ceil(n_wg / CU) * CU)   last round of workgroups over the CUs
@@ -76,7 +78,7 @@ KNOB_DEFAULTS: dict[str, int] = {"tile_f": 1, "tile_y": 1, "tile_x": 1, "threads
                                  "threads_x": 1, "tile_rc": 1, "unroll_k": 1, "stage": 0}
 # The layout knob and the Winograd stage knobs (`adreno/schedules/conv2d_winograd.py`), with their value when absent.
 LAYOUT_KNOB_DEFAULTS: dict[str, int] = {"tile": 0, "tile_o": 1, "tile_p": 1, "threads_o": 1, "threads_p": 1,
-                                        "tile_k": 1, "threads_t": 1}
+                                        "tile_k": 1, "threads_t": 1, "split_t": 0}
 WORKLOAD_NAMES: list[str] = ["log2_out_channels", "log2_in_channels", "log2_out_pixels", "log2_kernel", "stride"]
 
 FEATURE_NAMES: list[str] = ([f"log_{m}" for m in METRIC_NAMES] + list(KNOB_DEFAULTS) + list(LAYOUT_KNOB_DEFAULTS)
@@ -130,7 +132,7 @@ def conv_metrics(workload, config: dict, target_limits: dict | None) -> dict[str
     n_wg = wl.n * blocks_f * blocks_y * blocks_x
     work_items = n_wg * wg
 
-    parallelism = min(1.0, work_items / (cu * max_threads))
+    parallelism = min(1.0, work_items / (lim.get("fill_work_items") or cu * max_threads))
     wave_fill = wg / (math.ceil(wg / wave) * wave)
     cu_balance = n_wg / (math.ceil(n_wg / cu) * cu)
     occupancy = wave_fill * cu_balance

@@ -65,15 +65,15 @@ class TuneReport:
 
 
 def target_limits(target_name: str, device=None) -> dict:
-    """Limits the analytical features use: the measuring device's where known, else the target table's."""
-    from ..target import get_device
+    """Limits the analytical features use: the measuring device's facts where known (`from_opencl`), else the target
+    table's; `fill_work_items` is what the occupancy rule asks of a launch."""
+    from ..schedules.occupancy import required_work_items
+    from ..target import from_opencl, get_device
 
-    spec = get_device(target_name)
-    limits = {"compute_units": spec.compute_units or 4, "max_threads": spec.schedule_threads,
-              "local_memory_bytes": spec.local_memory_bytes}
-    if device is not None:
-        limits["compute_units"] = device.max_compute_units
-    return limits
+    spec = get_device(target_name) if device is None else from_opencl(device)
+    return {"compute_units": spec.compute_units, "max_threads": spec.schedule_threads,
+            "local_memory_bytes": spec.local_memory_bytes, "wave_size": spec.wave_size,
+            "fill_work_items": required_work_items(spec)}
 
 
 class Tuner:
