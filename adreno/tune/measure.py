@@ -28,6 +28,7 @@ import numpy as np
 
 from ..artifact import ArtifactWriter, Plan, Step, TensorSpec
 from ..errors import TVM_ERRORS
+from ..measure import seeded_inputs
 from .task import LayoutTask, Task
 
 
@@ -205,13 +206,17 @@ def reference_outputs(task: Task, inputs: list[np.ndarray]) -> list[np.ndarray]:
 def task_inputs(task: Task, seed: int = 0) -> list[np.ndarray]:
     """Seeded inputs of every candidate of a task (a layout task: the conv's input only). Inputs stored in
     half-float images are rounded to half first, so the reference sees what the kernel reads."""
-    rng = np.random.default_rng(seed)
+    return seeded_inputs(input_specs(task), seed)
+
+
+def input_specs(task: Task) -> list[dict]:
+    """The shape, dtype and storage dtype (an image's channel type) of each input of a task's candidates."""
     if isinstance(task, LayoutTask):
         wl = task.workload
-        return [rng.standard_normal((wl.n, wl.c, wl.h, wl.w)).astype(wl.dtype)]
+        return [{"shape": [wl.n, wl.c, wl.h, wl.w], "dtype": wl.dtype, "storage": wl.dtype}]
     specs = _tensor_specs(task.func(), task.images)
-    return [rng.standard_normal(s.shape).astype(np.dtype(s.image["channel_type"]) if s.image else s.dtype)
-            .astype(s.dtype) for s in specs[: len(specs) - task.n_outputs]]
+    return [{"shape": s.shape, "dtype": s.dtype, "storage": s.image["channel_type"] if s.image else s.dtype}
+            for s in specs[: len(specs) - task.n_outputs]]
 
 
 class Builder:
