@@ -35,7 +35,7 @@ import numpy as np
 from .errors import AdrenoError
 
 BATCH_FORMAT = 1
-MANIFEST_NAME, RESULTS_NAME = "batch.json", "records.jsonl"
+MANIFEST_NAME, RESULTS_NAME, PARAM_SEEDS = "batch.json", "records.jsonl", "params.seed.json"
 SAMPLE = 8192  # outputs larger than this many elements keep a seeded sample of them as the reference
 RTOL = ATOL = 1e-3  # the tuner's check (`RunInput`)
 
@@ -97,6 +97,63 @@ def check_reference(outputs: list[np.ndarray], reference, rtol: float = RTOL, at
     kept = [out.reshape(-1) if sample_indices(out.size) is None else out.reshape(-1)[sample_indices(out.size)]
             for out in outputs]
     return check_outputs(kept, [values for _, values in reference], rtol, atol)
+
+
+def _draw(entry: dict, seed: int, index: int) -> np.ndarray:
+    rng = np.random.default_rng([seed, index])
+    return (rng.standard_normal(entry["shape"]) * entry["std"] + entry["mean"]).astype(entry["dtype"])
+
+
+def _write_params(artifact: Path, params: dict[str, np.ndarray]) -> None:
+    """params.npz of an artifact, with its size in the manifest (`Artifact.load` checks it)."""
+    np.savez(artifact / "params.npz", **params)
+    manifest = json.loads((artifact / "manifest.json").read_text())
+    manifest["files"]["params.npz"] = (artifact / "params.npz").stat().st_size
+    (artifact / "manifest.json").write_text(json.dumps(manifest, indent=1))
+
+
+def travel_light(artifact: Path, seed: int = 0) -> dict[str, np.ndarray]:
+    """Prepare an artifact to travel to a measuring machine: drop its TVM host library (the executor does not use
+    it) and replace its params by seeded normal values of the same shapes and dtypes, each drawn with that
+    param's own mean and std (so activations keep their scale through a deep model), and write PARAM_SEEDS, how to
+    draw them again with their checksums: the artifact can travel without its weights (`restore_params`); its
+    reference outputs must then be computed with the seeded values, which this returns. The kernels, and so the
+    timings, do not depend on the values."""
+    from .artifact import Artifact
+
+    artifact = Path(artifact)
+    manifest = json.loads((artifact / "manifest.json").read_text())
+    for lib in ("lib.so", "lib.tar"):
+        if manifest["files"].pop(lib, None) is not None:
+            (artifact / lib).unlink()
+    manifest["host_library"] = None
+    (artifact / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    real = Artifact.load(artifact).params()
+    spec, seeded = {"seed": seed, "params": {}}, {}
+    for index, name in enumerate(sorted(real)):
+        array = real[name]
+        if array.dtype.kind != "f":
+            raise BatchError(f"{artifact}: param {name} is {array.dtype}, not a float: it cannot travel as a seed")
+        entry = {"shape": list(array.shape), "dtype": str(array.dtype),
+                 "mean": float(array.mean()) if array.size else 0.0, "std": float(array.std()) if array.size else 0.0}
+        seeded[name] = _draw(entry, seed, index)
+        spec["params"][name] = {**entry, "sha": digest(seeded[name])}
+    _write_params(artifact, seeded)
+    (artifact / PARAM_SEEDS).write_text(json.dumps(spec, indent=1))
+    return seeded
+
+
+def restore_params(artifact: Path) -> None:
+    """Draw the params of an artifact written by `travel_light` again and check them against their checksums."""
+    artifact = Path(artifact)
+    spec = json.loads((artifact / PARAM_SEEDS).read_text())
+    params = {name: _draw(entry, spec["seed"], index)
+              for index, (name, entry) in enumerate(sorted(spec["params"].items()))}
+    wrong = [name for name, array in params.items() if digest(array) != spec["params"][name]["sha"]]
+    if wrong:
+        raise BatchError(f"{artifact}: params {wrong[:3]} drawn here differ from the prepared ones (numpy "
+                         f"{np.__version__} draws other numbers)")
+    _write_params(artifact, params)
 
 
 def _build_programs(artifact: str, device_spec, cache_root: str) -> tuple[float, str | None]:
