@@ -176,14 +176,25 @@ def _build_programs(artifact: str, device_spec, cache_root: str) -> tuple[float,
     return time.perf_counter() - started, None
 
 
-def prebuild(artifacts: list[str], device_spec, cache_root: Path, jobs: int | None = None) -> dict[str, tuple]:
-    """Build the programs of many artifacts in parallel processes into the cache at `cache_root`;
-    artifact -> (seconds, error or None)."""
+def prebuild(artifacts: list[str], device_spec, cache_root: Path, jobs: int | None = None,
+             deadline: float | None = None, separate: bool = False) -> dict[str, tuple]:
+    """Build the programs of many artifacts in parallel processes into the cache at `cache_root` (`separate`: each
+    into its own cache, `cache_root / <artifact directory name>`, so that each build starts cold); artifact ->
+    (seconds, error or None) for those built by `deadline` (a `time.perf_counter()` value; the rest are left out)."""
     jobs = jobs or os.cpu_count() or 1
-    with futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        results = pool.map(_build_programs, artifacts, [device_spec] * len(artifacts),
-                           [str(cache_root)] * len(artifacts))
-        return dict(zip(artifacts, results))
+    pool = futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+    jobs_ = {pool.submit(_build_programs, a, device_spec,
+                         str(Path(cache_root) / Path(a).name if separate else cache_root)): a for a in artifacts}
+    done = {}
+    try:
+        timeout = None if deadline is None else max(0.0, deadline - time.perf_counter())
+        for job in futures.as_completed(jobs_, timeout=timeout):
+            done[jobs_[job]] = job.result()
+    except futures.TimeoutError:
+        pass
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    return done
 
 
 def measure_artifact(artifact: str, inputs, reference, device, cache=None, repeat: int = 20,
@@ -236,7 +247,7 @@ def task_inputs_checked(batch: Path, task: dict) -> list[np.ndarray]:
     return inputs
 
 
-def _restore_params(batch: Path, candidate: dict) -> str:
+def candidate_artifact(batch: Path, candidate: dict) -> str:
     """The candidate's artifact directory, with its shared params file (stored once per distinct content) linked
     back into it."""
     path = batch / candidate["artifact"]
@@ -260,12 +271,15 @@ def measure_batch(batch: Path, device_spec=None, repeat: int = 20, jobs: int | N
     fingerprint = device_fingerprint(device)
     database = Database(batch / RESULTS_NAME)
     done = {r.extra.get("candidate") for r in database.query(device=fingerprint)}
-    pending = [c for c in manifest["candidates"] if c["id"] not in done]
+    # round robin over the tasks (every task's default first), so that a time budget cuts every task's tail
+    pending = sorted((c for c in manifest["candidates"] if c["id"] not in done),
+                     key=lambda c: (int(c["id"].rsplit("-", 1)[1]), c["task"]))
     say(f"{batch}: {len(manifest['candidates'])} candidates of {len(manifest['tasks'])} tasks, "
         f"{len(pending)} to measure on {device.name.strip()}")
     cache_root = batch / ".programs"
     buildable = [c for c in pending if not c.get("error")]
-    built = prebuild([_restore_params(batch, c) for c in buildable], device_spec, cache_root, jobs)
+    built = prebuild([candidate_artifact(batch, c) for c in buildable], device_spec, cache_root, jobs,
+                     None if budget_s is None else started + budget_s)
     say(f"  built {len(built)} candidates' programs in {time.perf_counter() - started:.1f} s "
         f"({sum(1 for _, e in built.values() if e)} failed)")
     cache = ProgramCache(cache_root)
@@ -278,7 +292,9 @@ def measure_batch(batch: Path, device_spec=None, repeat: int = 20, jobs: int | N
         extra = {"batch": manifest["id"], "candidate": candidate["id"], "source": candidate["source"],
                  **({"precision": "fp16"} if task["precision"] == "fp16" else {})}
         path = str(batch / candidate["artifact"])
-        build_error = candidate.get("error") or built.get(path, (0, None))[1]
+        if not candidate.get("error") and path not in built:
+            continue  # not built within the budget: stays unmeasured
+        build_error = candidate.get("error") or built[path][1]
         if build_error:
             result = {"error": build_error, "stage": "build"}
         else:
@@ -293,7 +309,7 @@ def measure_batch(batch: Path, device_spec=None, repeat: int = 20, jobs: int | N
                         timestamp=time.time(), extra=extra)
         database.append([record])
         measured += 1
-    return {"batch": str(batch), "device": fingerprint, "measured": measured, "pending": len(pending) - measured,
+    return {"batch": str(batch), "device": fingerprint, "measured": measured, "unmeasured": len(pending) - measured,
             "records": str(batch / RESULTS_NAME), "seconds": round(time.perf_counter() - started, 1)}
 
 

@@ -491,7 +491,7 @@ def sampled_error(out: np.ndarray, reference) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="pocl", help="OpenCL device: pocl | gpu | cpu | index | name substring")
-    ap.add_argument("--model", default="resnet18", choices=["resnet18", "mobilenetv2"])
+    ap.add_argument("--model", default="resnet18", choices=["resnet18", "mobilenetv2", "resnet18_block"])
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--layers", type=int, help="only the first N distinct layers")
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per implementation (median is reported)")
