@@ -440,8 +440,10 @@ def load_prepared(prepared: Path) -> tuple[str, list[str], list[Layer], dict]:
     return index["model"], index["columns"], layers, {e["name"]: e for e in index["layers"]}
 
 
-def prebuild_prepared(prepared: Path, layers: list[Layer], index: dict, device_spec: str, cache_root: Path) -> dict:
-    """Restore every shipped artifact's params and build all their programs in parallel (one process per core)."""
+def prebuild_prepared(prepared: Path, layers: list[Layer], index: dict, device_spec: str, cache_root: Path,
+                      deadline: float | None) -> dict:
+    """Restore every shipped artifact's params and build all their programs in parallel (one process per core);
+    artifact -> (seconds, error or None) for those built by `deadline`."""
     from adreno.measure import prebuild, restore_params
 
     paths = []
@@ -451,16 +453,20 @@ def prebuild_prepared(prepared: Path, layers: list[Layer], index: dict, device_s
                 restore_params(prepared / layer.name / col)
                 paths.append(str(prepared / layer.name / col))
     started = time.perf_counter()
-    built = prebuild(paths, device_spec, cache_root)
-    print(f"built {len(paths)} artifacts' programs in parallel in {time.perf_counter() - started:.1f} s", flush=True)
+    built = prebuild(paths, device_spec, cache_root, deadline=deadline)
+    print(f"built {len(built)} of {len(paths)} artifacts' programs in parallel in "
+          f"{time.perf_counter() - started:.1f} s", flush=True)
     return built
 
 
-def run_prepared(prepared: Path, layer: Layer, col: str, x, device, cache, repeat: int):
-    """(ms, max error) of a prepared column on this device, checked against its PoCL reference first."""
+def run_prepared(prepared: Path, layer: Layer, col: str, x, device, cache, built: dict, repeat: int):
+    """(ms, max error) of a prepared column on this device, checked against its PoCL reference first (`built`:
+    `prebuild_prepared`'s result)."""
     from adreno.measure import load_reference, measure_artifact
 
     adir = prepared / layer.name / col
+    if str(adir) not in built or built[str(adir)][1]:
+        return None, built.get(str(adir), (0, "not built within the time budget"))[1]
     tol = TOL if PREPARED[col][2] == "off" else WINOGRAD_TOL
     reference = load_reference(adir / "ref.npz")
     scale = max(1.0, float(np.abs(reference[0][1]).max()))
@@ -505,7 +511,10 @@ def main(argv=None) -> int:
     ap.add_argument("--prepare", metavar="DIR", help="only compile the layers' artifacts + references into DIR "
                     f"(columns {', '.join(PREPARED)}, less --skip)")
     ap.add_argument("--artifacts", metavar="DIR", help="run from a --prepare'd DIR (no TVM/onnxruntime needed)")
+    ap.add_argument("--budget-s", type=float, help="with --artifacts: stop building and measuring after this many "
+                    "seconds (the table so far is printed and written)")
     args = ap.parse_args(argv)
+    started = time.perf_counter()
     skip = set(filter(None, args.skip.split(",")))
 
     if args.memory == "texture" and (args.prepare or args.artifacts):
@@ -539,10 +548,14 @@ def main(argv=None) -> int:
         if prepared is not None:
             from adreno.cache import ProgramCache
 
-            prebuild_prepared(prepared, layers, index, args.device, Path(tmp) / "programs")
+            built = prebuild_prepared(prepared, layers, index, args.device, Path(tmp) / "programs",
+                                      None if args.budget_s is None else started + args.budget_s)
             cache = ProgramCache(Path(tmp) / "programs")
         print(header)
-        for layer in layers:
+        for number, layer in enumerate(layers):
+            if args.budget_s is not None and time.perf_counter() - started > args.budget_s:
+                print(f"time budget of {args.budget_s:g} s spent: {len(layers) - number} layers not measured")
+                break
             p = layer_params(layer)
             if prepared is not None:
                 from adreno.measure import load_reference
@@ -568,7 +581,8 @@ def main(argv=None) -> int:
                             res.errors[col] = "n/a"
                             continue
                         ms, err = ((None, f"prepare: {state['error']}") if "error" in state
-                                   else run_prepared(prepared, layer, col, p["x"], device, cache, args.repeat))
+                                   else run_prepared(prepared, layer, col, p["x"], device, cache, built,
+                                                     args.repeat))
                     elif col == "winograd":
                         if not eligible(layer, "f4"):
                             res.errors[col] = "n/a"

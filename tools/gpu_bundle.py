@@ -141,15 +141,16 @@ def unpack(bundle_dir: Path, work: Path) -> dict:
     return bundle
 
 
-def run_conv(work: Path, model: str, device: str, out: Path, repeat: int, timeout: float) -> dict | None:
+def run_conv(work: Path, model: str, device: str, out: Path, repeat: int, budget_s: float) -> dict | None:
     json_path = out / f"conv_{model}.json"
     with open(out / f"conv_{model}.txt", "w") as log:
         try:
             subprocess.run([sys.executable, str(ROOT / "tools" / "bench_conv.py"), "--artifacts",
                             str(work / "payload" / "conv" / model), "--device", device, "--repeat", str(repeat),
-                            "--json", str(json_path)], stdout=log, stderr=subprocess.STDOUT, timeout=timeout)
+                            "--json", str(json_path), "--budget-s", str(budget_s)], stdout=log,
+                           stderr=subprocess.STDOUT, timeout=budget_s + 60)
         except subprocess.TimeoutExpired:
-            print(f"conv table {model}: stopped after {timeout:.0f} s", file=log)
+            print(f"conv table {model}: killed after {budget_s + 60:.0f} s", file=log)
     print((out / f"conv_{model}.txt").read_text(), flush=True)
     return json.loads(json_path.read_text()) if json_path.is_file() else None
 
@@ -309,7 +310,8 @@ def summarize(conv: dict, whole: dict, torch_models: dict, batches: dict, device
         summary["conv"][model] = {"geomean_gflops": table["geomean_gflops"], "ratios": ratios,
                                   "count_weighted_ms": table.get("count_weighted_ms", {})}
         lines.append(f"  {model}: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items() if v))
-        lines.append("    geomean GFLOP/s: " + ", ".join(f"{k} {v:.0f}" for k, v in table["geomean_gflops"].items() if v))
+        lines.append("    geomean GFLOP/s: "
+                     + ", ".join(f"{k} {v:.0f}" for k, v in table["geomean_gflops"].items() if v))
     lines += ["", "whole models: ms (device / wall), cold build s, warm start s; vs PyTorch (>1: ours is faster)"]
     for model, variants in whole.items():
         ours = {v: r["device_ms"] for v, r in variants.items() if "device_ms" in r}
@@ -327,8 +329,9 @@ def summarize(conv: dict, whole: dict, torch_models: dict, batches: dict, device
                 f"warm {r['warm_start_s']} s" if "device_ms" in r else f"FAIL {r.get('error')}"))
         if model in torch_models:
             t = torch_models[model]
-            lines.append(f"  {model:<12} torch    eager {t['eager_ms']:.3f} ms, CUDA graphs {t['cudagraph_ms']:.3f} ms; "
-                         f"ours/eager {row.get('vs_torch_eager', 0):.2f}x, ours/graphs {row.get('vs_torch_cudagraph', 0):.2f}x")
+            lines.append(f"  {model:<12} torch    eager {t['eager_ms']:.3f} ms, CUDA graphs {t['cudagraph_ms']:.3f} "
+                         f"ms; our best vs eager {row.get('vs_torch_eager', 0):.2f}x, vs graphs "
+                         f"{row.get('vs_torch_cudagraph', 0):.2f}x")
     lines += ["", "tuning batches: tuned/default (geomean over tasks of default ms / best ms)"]
     for name, b in batches.items():
         t = b["tuned_vs_default"]
@@ -352,7 +355,7 @@ def run(bundle_dir: Path, out: Path, device: str, budget_s: float, repeat: int) 
           flush=True)
     conv = {}
     for model in bundle["conv_models"]:
-        conv[model] = run_conv(work, model, device, out, repeat, timeout=max(30.0, 0.3 * budget_s))
+        conv[model] = run_conv(work, model, device, out, repeat, budget_s=max(20.0, 0.25 * budget_s))
     whole = run_whole(work, bundle, device, out, repeat=50)
     torch_models = run_torch_models(bundle["models"], repeat=50)
     batches = run_batches(work, bundle, device, out, budget_s - (time.perf_counter() - started) - 10)

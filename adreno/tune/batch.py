@@ -50,8 +50,10 @@ def _candidates(tuner, state, k: int, seed: int) -> list[tuple[str, dict]]:
 
 def export_batch(model, out: Path, *, target: str = "adreno-740", memory: str = "texture", precision: str = "fp32",
                  layouts: bool = True, trials: int = 8, records: str | None = None, model_kind: str = "analytical",
-                 fingerprint: str | None = None, seed: int = 0, say=lambda text: None) -> dict:
-    """Write a batch of `trials` candidates per tunable task of `model` into `out` (replaced if it exists)."""
+                 fingerprint: str | None = None, seed: int = 0, save_model: str | None = None,
+                 say=lambda text: None) -> dict:
+    """Write a batch of `trials` candidates per tunable task of `model` into `out` (replaced if it exists).
+    `save_model`: also save the cost model trained on the records (for `--model transfer:FILE` elsewhere)."""
     from .measure import Builder, input_specs, reference_outputs, task_inputs
     from .task import extract_tasks
     from .tuner import Tuner, target_limits
@@ -70,6 +72,8 @@ def export_batch(model, out: Path, *, target: str = "adreno-740", memory: str = 
     try:
         tuner = Tuner(tasks, None, database, fingerprint, model=model_kind, builder=builder, seed=seed,
                       limits=target_limits(target))
+        if save_model:
+            tuner.model.save(save_model)
         for index, state in enumerate(tuner.states):
             task = state.task
             picks = _candidates(tuner, state, trials, seed + index)
@@ -171,7 +175,8 @@ def cmd_batch(args) -> int:
     if args.export_batch:
         manifest = export_batch(args.model, Path(args.export_batch), target=args.target, memory=args.memory,
                                 precision=args.precision, layouts=not args.no_layouts, trials=args.trials,
-                                records=args.records, model_kind=args.model_kind, seed=args.seed, say=say)
+                                records=args.records, model_kind=args.model_kind, seed=args.seed,
+                                save_model=args.save_model, say=say)
         built = sum(1 for c in manifest["candidates"] if not c.get("error"))
         print(f"{args.export_batch}: {len(manifest['candidates'])} candidates ({built} built) of "
               f"{len(manifest['tasks'])} tasks; measure it with `python -m adreno.measure {args.export_batch} "

@@ -4,42 +4,26 @@ then `compile --records` applies the imported best and `run --check` passes."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import numpy as np
 import onnx
 import pytest
-from tests.conftest import single_op_model
+from tests.conftest import single_op_model, without_tvm
 
 from adreno.tune.database import Database
-
-BLOCKED = ("tvm", "tvm_ffi", "onnx", "onnxruntime")
-
 
 def cli(*args, timeout=600):
     return subprocess.run([sys.executable, "-m", "adreno.cli", *map(str, args)], capture_output=True, text=True,
                           timeout=timeout)
 
 
-def measure(batch, blocker):
+def measure(batch, no_tvm_path):
     """`python -m adreno.measure` where importing tvm, onnx or onnxruntime fails (in its build workers too), as on
     a machine that has neither."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run([sys.executable, "-m", "adreno.measure", str(batch), "--device", "pocl", "--repeat", "3",
-                           "--jobs", "2"], capture_output=True, text=True, timeout=600, env=env)
-
-
-@pytest.fixture(scope="module")
-def blocker(tmp_path_factory):
-    root = tmp_path_factory.mktemp("no_tvm")
-    for name in BLOCKED:
-        (root / f"{name}.py").write_text(f"raise ImportError('{name} is not installed on this machine')\n")
-    probe = subprocess.run([sys.executable, "-c", "import tvm"], capture_output=True, text=True,
-                           env={**os.environ, "PYTHONPATH": str(root)})
-    assert "not installed on this machine" in probe.stderr
-    return root
+                           "--jobs", "2"], capture_output=True, text=True, timeout=600, env=without_tvm(no_tvm_path))
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +40,7 @@ def models(tmp_path_factory):
     return paths
 
 
-def test_round_trip(models, blocker, tmp_path):
+def test_round_trip(models, no_tvm_path, tmp_path):
     model, other = models
     batch, records = tmp_path / "batch", tmp_path / "r.jsonl"
     done = cli("tune", model, "--memory", "buffer", "--no-layouts", "--export-batch", batch, "--trials", 4, "-q")
@@ -65,7 +49,7 @@ def test_round_trip(models, blocker, tmp_path):
     assert len(manifest["tasks"]) == 1 and len(manifest["candidates"]) == 4
     assert [c["source"] for c in manifest["candidates"]][0] == "default"
 
-    done = measure(batch, blocker)
+    done = measure(batch, no_tvm_path)
     assert done.returncode == 0, done.stderr + done.stdout
     assert json.loads(done.stdout)["measured"] == 4
     results = Database(batch / "records.jsonl").records
@@ -112,6 +96,6 @@ def test_round_trip(models, blocker, tmp_path):
     assert done.returncode == 0, done.stderr + done.stdout
 
 
-def test_measure_refuses_a_non_batch(blocker, tmp_path):
-    done = measure(tmp_path, blocker)
+def test_measure_refuses_a_non_batch(no_tvm_path, tmp_path):
+    done = measure(tmp_path, no_tvm_path)
     assert done.returncode == 2 and "not a tuning batch" in done.stderr
