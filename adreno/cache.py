@@ -135,8 +135,10 @@ def _tvm_version() -> str:
     try:
         return metadata.version("apache-tvm")
     except metadata.PackageNotFoundError:
-        import tvm
-
+        try:
+            import tvm
+        except ImportError:  # a measuring machine without TVM (`python -m adreno.measure`)
+            return "none"
         return tvm.__version__
 
 

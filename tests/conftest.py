@@ -52,3 +52,24 @@ def pocl_device():
     from adreno.opencl.device import select_device
 
     return select_device("pocl")
+
+
+@pytest.fixture(scope="session")
+def no_tvm_path(tmp_path_factory):
+    """A directory to put first on PYTHONPATH of a subprocess so that importing tvm, tvm_ffi, onnx or onnxruntime
+    fails there (and in its children), as on a measuring machine that has none of them."""
+    import subprocess
+    import sys
+
+    root = tmp_path_factory.mktemp("no_tvm")
+    for name in ("tvm", "tvm_ffi", "onnx", "onnxruntime"):
+        (root / f"{name}.py").write_text(f"raise ImportError('{name} is not installed on this machine')\n")
+    probe = subprocess.run([sys.executable, "-c", "import tvm"], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": str(root)})
+    assert "not installed on this machine" in probe.stderr
+    return root
+
+
+def without_tvm(no_tvm_path) -> dict:
+    """The environment of a subprocess in which TVM and onnx cannot be imported (see `no_tvm_path`)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(no_tvm_path), os.environ.get("PYTHONPATH", "")])}

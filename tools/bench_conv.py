@@ -19,9 +19,13 @@ Times are medians of device time (OpenCL profiling events / CUDA events), GFLOP/
 convs `conv2d_1x1`; the tvm column: TVM's schedules on the texture path) and times each layer's own kernels.
 
 For a machine without TVM (e.g. a GPU box that has only pyopencl, numpy and torch), split the run in two:
-`--prepare DIR` (here: compiles both artifacts per layer, stores the onnxruntime reference outputs; weights and
-inputs are regenerated from their seed on the other side and checked by checksum; params are stored once per
-layer when both artifacts share them), then `--artifacts DIR` there (no compiler, no onnxruntime needed).
+`--prepare DIR` (here) compiles the columns of `PREPARED` for every layer: ours on buffers (adreno) and on textures
+(texture), Winograd F(2x2)/F(4x4) on buffers (f2, f4) and textures (f2_tex, f4_tex) for 3x3 stride-1 layers, and
+TVM's defaults (tvm). Each is checked on PoCL against onnxruntime with the layer's weights, then travels light
+(`adreno.measure.travel_light`: seeded params regenerated there and checked by checksum, no host library) with its
+PoCL output on those params as its reference (sampled, `adreno.measure.save_reference`); the layer's input and raw
+weights (naive, torch columns) are regenerated there from their seed, checked against onnxruntime's output.
+`--artifacts DIR` there (no compiler, no onnxruntime) builds every artifact's programs in parallel first.
 See tools/gpu_check.sh.
 """
 
@@ -217,25 +221,16 @@ def max_error(out: np.ndarray, ref: np.ndarray) -> float:
 
 
 def run_compiled(model, layer: Layer, x, ref, schedules: str, device, repeat: int, workdir: Path,
-                 prepared: Path | None = None, winograd: str = "off", tol: float = TOL, memory: str = "buffer",
-                 target: str = "adreno-740"):
-    """(median device ms, max error) of the layer compiled with `schedules`, `winograd` and `memory`; (None, error)
-    when its output does not match. With textures the time is the layer's own kernels': the packing of its NCHW
-    input and the unpacking of its output (a model's boundary, not the layer's) are left out."""
+                 winograd: str = "off", tol: float = TOL, memory: str = "buffer", target: str = "adreno-740"):
+    """(median device ms, max error) of the layer compiled for `target` with `schedules`, `winograd` and `memory`;
+    (None, error) when its output does not match. With textures the time is the layer's own kernels' (`layer_time`)."""
+    from adreno.compile import compile_model
+    from adreno.options import CompileOptions
     from adreno.opencl.executor import Executor
 
-    if prepared is not None:
-        out = prepared / layer.name / schedules
-        shared = prepared / layer.name / "params.npz"
-        if shared.is_file() and not (out / "params.npz").is_file():
-            shutil.copyfile(shared, out / "params.npz")
-    else:
-        from adreno.compile import compile_model
-        from adreno.options import CompileOptions
-
-        out = workdir / f"{layer.name}-{schedules}-{memory}{'' if winograd == 'off' else '-' + winograd}"
-        compile_model(model, out, CompileOptions(target=target, host="native", schedules=schedules,
-                                                 memory=memory, winograd=winograd))
+    out = workdir / f"{layer.name}-{schedules}-{memory}{'' if winograd == 'off' else '-' + winograd}"
+    compile_model(model, out, CompileOptions(target=target, host="native", schedules=schedules,
+                                             memory=memory, winograd=winograd))
     ex = Executor(out, device=device)
     err = max_error(ex.run([x])[0], ref)
     if err > tol:
@@ -243,7 +238,7 @@ def run_compiled(model, layer: Layer, x, ref, schedules: str, device, repeat: in
     prof = ex.profile([x], repeat=repeat, warmup=1)
     if memory == "buffer":
         return prof.device_median_ms, err
-    return sum(k.median_ms * k.calls for k in prof.kernels if "pack_nchw4c" not in k.name), err
+    return layer_time([(k.name, k.calls, k.median_ms) for k in prof.kernels], memory), err
 
 
 NAIVE_SOURCE = r"""
@@ -274,7 +269,7 @@ __kernel void conv_naive(__global const float* restrict x, __global const float*
 """
 
 
-def run_naive(layer: Layer, p, ref, device, repeat: int):
+def run_naive(layer: Layer, p, compare, device, repeat: int):
     import pyopencl as cl
 
     ctx = cl.Context([device])
@@ -288,7 +283,7 @@ def run_naive(layer: Layer, p, ref, device, repeat: int):
     mf = cl.mem_flags
     bufs = [cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(a))
             for a in (p["x"], p["w"], scale, shift)]
-    y = np.empty_like(ref)
+    y = np.empty((layer.n, layer.o, layer.oh, layer.ow), np.float32)
     ybuf = cl.Buffer(ctx, mf.WRITE_ONLY, y.nbytes)
     total = y.size
     local = 64
@@ -301,7 +296,7 @@ def run_naive(layer: Layer, p, ref, device, repeat: int):
     launch().wait()
     cl.enqueue_copy(queue, y, ybuf)
     queue.finish()
-    err = max_error(y, ref)
+    err = compare(y)
     if err > TOL:
         return None, err
     times = []
@@ -320,7 +315,7 @@ def torch_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def run_torch(layer: Layer, p, ref, repeat: int):
+def run_torch(layer: Layer, p, compare, repeat: int):
     import torch
 
     torch.backends.cudnn.allow_tf32 = False
@@ -345,7 +340,7 @@ def run_torch(layer: Layer, p, ref, repeat: int):
         for _ in range(3):
             y = fn()
         torch.cuda.synchronize()
-        err = max_error(y.cpu().numpy(), ref)
+        err = compare(y.cpu().numpy())
         if err > TOL:
             return None, err
         times = []
@@ -363,12 +358,34 @@ def checksum(array: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()[:16]
 
 
-def prepare(model_name: str, layers: list[Layer], out: Path, target: str = "adreno-740") -> None:
-    """Compile both artifacts of every layer into `out` and store what a TVM-less machine needs to check them."""
+# The compiled columns of a prepared run: (schedules, memory, winograd); f2/f4 only for Winograd-eligible layers.
+PREPARED = {"adreno": ("adreno", "buffer", "off"), "texture": ("adreno", "texture", "off"),
+            "f2": ("adreno", "buffer", "f2"), "f4": ("adreno", "buffer", "f4"),
+            "f2_tex": ("adreno", "texture", "f2"), "f4_tex": ("adreno", "texture", "f4"),
+            "tvm": ("tvm", "buffer", "off")}
+
+
+def eligible(layer: Layer, winograd: str) -> bool:
+    return winograd == "off" or (layer.k == 3 and layer.stride == 1 and layer.groups == 1)
+
+
+def layer_time(prof_kernels, memory: str) -> float:
+    """The layer's own kernels' ms: with textures, without the packing of its NCHW input and the unpacking of its
+    output (a model's boundary, not the layer's)."""
+    return sum(ms * calls for name, calls, ms in prof_kernels if memory == "buffer" or "pack_nchw4c" not in name)
+
+
+def prepare(model_name: str, layers: list[Layer], out: Path, columns: list[str], target: str = "adreno-740") -> None:
+    """Compile every prepared column of every layer into `out`, check each on PoCL against onnxruntime with the real
+    weights, then let it travel light (`adreno.measure.travel_light`: seeded params, no host library) with its PoCL
+    output on the seeded params as its reference; the naive and torch columns get the onnxruntime reference. A
+    column that fails here is recorded with why and not shipped."""
     from onnxruntime import InferenceSession
 
     from adreno.compile import compile_model
     from adreno.options import CompileOptions
+    from adreno.measure import save_reference, travel_light
+    from adreno.opencl.executor import Executor
 
     out.mkdir(parents=True, exist_ok=True)
     index = []
@@ -379,34 +396,78 @@ def prepare(model_name: str, layers: list[Layer], out: Path, target: str = "adre
         ldir = out / layer.name
         if ldir.exists():
             shutil.rmtree(ldir)
-        for schedules in ("adreno", "tvm"):
-            compile_model(model, ldir / schedules, CompileOptions(target=target, schedules=schedules,
-                                                                       memory="buffer", winograd="off"))
-        for schedules in ("adreno", "tvm"):  # the executor needs no host library (it embeds the weights again)
-            adir = ldir / schedules
-            manifest = json.loads((adir / "manifest.json").read_text())
-            for lib in ("lib.so", "lib.tar"):
-                if (adir / lib).is_file():
-                    (adir / lib).unlink()
-                    manifest["files"].pop(lib, None)
-            manifest["host_library"] = None
-            (adir / "manifest.json").write_text(json.dumps(manifest, indent=1))
-        a, t = ldir / "adreno" / "params.npz", ldir / "tvm" / "params.npz"
-        if a.read_bytes() == t.read_bytes():
-            a.rename(ldir / "params.npz")
-            t.unlink()
-        np.save(ldir / "ref.npy", ref)
-        index.append({**asdict(layer), "x_sha": checksum(p["x"]), "w_sha": checksum(p["w"])})
-        print(f"prepared {layer.name}: {layer.label()}", flush=True)
-    (out / "layers.json").write_text(json.dumps({"model": model_name, "layers": index}, indent=1))
+        ldir.mkdir()
+        save_reference(ldir / "ref.npz", [ref])
+        prepared = {}
+        for col in columns:
+            schedules, memory, winograd = PREPARED[col]
+            if not eligible(layer, winograd):
+                continue
+            adir = ldir / col
+            tol = TOL if winograd == "off" else WINOGRAD_TOL
+            try:
+                compile_model(model, adir, CompileOptions(target=target, schedules=schedules, memory=memory,
+                                                          winograd=winograd))
+                ex = Executor(adir, "pocl")
+                err = max_error(ex.run([p["x"]])[0], ref)
+                if err > tol:
+                    raise ValueError(f"MISMATCH on PoCL: max rel err {err:.2e}")
+                ex.write_params(travel_light(adir))
+                save_reference(adir / "ref.npz", ex.run([p["x"]]))
+                (adir / "params.npz").unlink()
+                prepared[col] = {"max_error": err}
+            except Exception as exc:  # noqa: BLE001 - a failing column must not stop the table
+                shutil.rmtree(adir, ignore_errors=True)
+                prepared[col] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        index.append({**asdict(layer), "x_sha": checksum(p["x"]), "w_sha": checksum(p["w"]), "prepared": prepared})
+        print(f"prepared {layer.name}: {layer.label()} "
+              + " ".join(f"{c}:{'ok' if 'error' not in v else 'FAIL'}" for c, v in prepared.items()), flush=True)
+    (out / "layers.json").write_text(json.dumps({"model": model_name, "columns": columns, "layers": index}, indent=1))
 
 
-def load_prepared(prepared: Path) -> tuple[str, list[Layer], dict]:
+def load_prepared(prepared: Path) -> tuple[str, list[str], list[Layer], dict]:
     index = json.loads((prepared / "layers.json").read_text())
     names = set(Layer.__dataclass_fields__)
     layers = [Layer(**{k: tuple(v) if k == "pads" else v for k, v in entry.items() if k in names})
               for entry in index["layers"]]
-    return index["model"], layers, {e["name"]: e for e in index["layers"]}
+    return index["model"], index["columns"], layers, {e["name"]: e for e in index["layers"]}
+
+
+def prebuild_prepared(prepared: Path, layers: list[Layer], index: dict, device_spec: str, cache_root: Path,
+                      deadline: float | None) -> dict:
+    """Restore every shipped artifact's params and build all their programs in parallel (one process per core);
+    artifact -> (seconds, error or None) for those built by `deadline`."""
+    from adreno.measure import prebuild, restore_params
+
+    paths = []
+    for layer in layers:
+        for col, state in index[layer.name]["prepared"].items():
+            if "error" not in state:
+                restore_params(prepared / layer.name / col)
+                paths.append(str(prepared / layer.name / col))
+    started = time.perf_counter()
+    built = prebuild(paths, device_spec, cache_root, deadline=deadline)
+    print(f"built {len(built)} of {len(paths)} artifacts' programs in parallel in "
+          f"{time.perf_counter() - started:.1f} s", flush=True)
+    return built
+
+
+def run_prepared(prepared: Path, layer: Layer, col: str, x, device, cache, built: dict, repeat: int):
+    """(ms, max error) of a prepared column on this device, checked against its PoCL reference first (`built`:
+    `prebuild_prepared`'s result)."""
+    from adreno.measure import load_reference, measure_artifact
+
+    adir = prepared / layer.name / col
+    if str(adir) not in built or built[str(adir)][1]:
+        return None, built.get(str(adir), (0, "not built within the time budget"))[1]
+    tol = TOL if PREPARED[col][2] == "off" else WINOGRAD_TOL
+    reference = load_reference(adir / "ref.npz")
+    scale = max(1.0, float(np.abs(reference[0][1]).max()))
+    result = measure_artifact(str(adir), [x], reference, device, cache.for_artifact(adir), repeat,
+                              rtol=0.0, atol=tol * scale)
+    if "error" in result:
+        return None, result["error"]
+    return layer_time(result["kernels"], PREPARED[col][1]), result["max_error"] / scale
 
 
 def geomean(values: list[float]) -> float | None:
@@ -423,62 +484,92 @@ def measured_target(device) -> str:
     return live.name if live.name in {**DEVICES, **OTHER_DEVICES} else "adreno-740"
 
 
+def sampled_error(out: np.ndarray, reference) -> float:
+    """max |out - ref| / max(1, max |ref|) over the elements a sampled reference (`adreno.measure`) keeps."""
+    from adreno.measure import sample_indices
+
+    (shape, values), = reference
+    if tuple(out.shape) != shape or not np.all(np.isfinite(out)):
+        return float("inf")
+    keep = sample_indices(out.size)
+    flat = out.reshape(-1) if keep is None else out.reshape(-1)[keep]
+    return max_error(flat, values)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="pocl", help="OpenCL device: pocl | gpu | cpu | index | name substring")
-    ap.add_argument("--model", default="resnet18", choices=["resnet18", "mobilenetv2"])
+    ap.add_argument("--model", default="resnet18", choices=["resnet18", "mobilenetv2", "resnet18_block"])
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--layers", type=int, help="only the first N distinct layers")
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per implementation (median is reported)")
-    ap.add_argument("--skip", default="", help="comma-separated columns to skip: adreno,tvm,winograd,naive,torch")
+    ap.add_argument("--skip", default="", help="comma-separated columns to skip: adreno,tvm,winograd,naive,torch "
+                    "(prepared runs: also texture,f2,f4,f2_tex,f4_tex)")
     ap.add_argument("--winograd", default="f4", choices=["f2", "f4", "auto"],
                     help="the winograd column's mode (f2/f4: forced on every 3x3 stride-1 layer)")
     ap.add_argument("--memory", default="buffer", choices=["buffer", "texture"],
                     help="where the compiled columns keep tensors (texture: packed images; the layer's own kernels "
                     "are timed, without the packing of its NCHW input and the unpacking of its output)")
-    ap.add_argument("--prepare", metavar="DIR", help="only compile the layers' artifacts + references into DIR")
+    ap.add_argument("--prepare", metavar="DIR", help="only compile the layers' artifacts + references into DIR "
+                    f"(columns {', '.join(PREPARED)}, less --skip)")
     ap.add_argument("--artifacts", metavar="DIR", help="run from a --prepare'd DIR (no TVM/onnxruntime needed)")
     ap.add_argument("--target", help="compile for this target (default: the measured device's own entry, e.g. "
                     "pocl-cpu on PoCL, nvidia-h200 on the H200; adreno-740 for --prepare and for devices the table "
                     "does not know); its parallelism decides the default tiles")
+    ap.add_argument("--budget-s", type=float, help="with --artifacts: stop building and measuring after this many "
+                    "seconds (the table so far is printed and written)")
     args = ap.parse_args(argv)
+    started = time.perf_counter()
+    skip = set(filter(None, args.skip.split(",")))
 
     if args.memory == "texture" and (args.prepare or args.artifacts):
-        ap.error("--prepare/--artifacts build and run buffer artifacts only")
+        ap.error("--prepare/--artifacts have their own texture columns (texture, f2_tex, f4_tex)")
     if args.prepare:
         layers = conv_layers(args.model)
         prepare(args.model, layers[: args.layers] if args.layers else layers, Path(args.prepare),
-                args.target or "adreno-740")
+                [c for c in PREPARED if c not in skip], args.target or "adreno-740")
         return 0
 
     from adreno.opencl.device import select_device
 
     prepared = Path(args.artifacts) if args.artifacts else None
     if prepared is not None:
-        args.model, layers, index = load_prepared(prepared)
+        args.model, compiled, layers, index = load_prepared(prepared)
+        compiled = [c for c in compiled if c not in skip]
     else:
         layers = conv_layers(args.model)
+        compiled = [c for c in ("adreno", "tvm", "winograd") if c not in skip]
     layers = layers[: args.layers] if args.layers else layers
     device = select_device(args.device)
     target = args.target or measured_target(device)
-    skip = set(filter(None, args.skip.split(",")))
-    columns = [c for c in ("adreno", "tvm", "winograd", "naive") if c not in skip]
-    if prepared is not None and "winograd" in columns:
-        columns.remove("winograd")  # --prepare does not build Winograd artifacts (yet)
+    columns = compiled + [c for c in ("naive",) if c not in skip]
     if "torch" not in skip and torch_available():
         columns.append("torch")
+    memory = "buffer/texture" if prepared is not None else args.memory
     print(f"device: {device.name.strip()} ({device.platform.name.strip()}); model {args.model}: "
-          f"{len(layers)} distinct conv layers; {args.memory} memory; target {target}; columns: "
-          f"{', '.join(columns)}", flush=True)
+          f"{len(layers)} distinct conv layers; {memory} memory; target {target}; columns: {', '.join(columns)}",
+          flush=True)
     results: list[Result] = []
     header = f"{'layer':<44}{'x':>3}{'GFLOP':>8}" + "".join(f"{c + ' ms':>12}{c + ' GF/s':>12}" for c in columns)
-    print(header)
     with tempfile.TemporaryDirectory() as tmp:
-        for layer in layers:
+        if prepared is not None:
+            from adreno.cache import ProgramCache
+
+            built = prebuild_prepared(prepared, layers, index, args.device, Path(tmp) / "programs",
+                                      None if args.budget_s is None else started + args.budget_s)
+            cache = ProgramCache(Path(tmp) / "programs")
+        print(header)
+        for number, layer in enumerate(layers):
+            if args.budget_s is not None and time.perf_counter() - started > args.budget_s:
+                print(f"time budget of {args.budget_s:g} s spent: {len(layers) - number} layers not measured")
+                break
             p = layer_params(layer)
             if prepared is not None:
-                model, ref = None, np.load(prepared / layer.name / "ref.npy")
-                entry = index[layer.name]
+                from adreno.measure import load_reference
+
+                model, entry = None, index[layer.name]
+                reference = load_reference(prepared / layer.name / "ref.npz")
+                compare = lambda out, reference=reference: sampled_error(out, reference)  # noqa: E731
                 if (checksum(p["x"]), checksum(p["w"])) != (entry["x_sha"], entry["w_sha"]):
                     raise SystemExit(f"{layer.name}: regenerated inputs differ from the prepared ones (numpy version?)")
             else:
@@ -487,11 +578,20 @@ def main(argv=None) -> int:
                 model = layer_model(layer, p)
                 ref = InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
                     None, {"x": p["x"]})[0]
+                compare = lambda out, ref=ref: max_error(out, ref)  # noqa: E731
             res = Result(layer.label(), layer.flops / 1e9, layer.count)
             for col in columns:
                 try:
-                    if col == "winograd":
-                        if layer.k != 3 or layer.stride != 1 or layer.groups != 1:
+                    if prepared is not None and col in PREPARED:
+                        state = entry["prepared"].get(col)
+                        if state is None:
+                            res.errors[col] = "n/a"
+                            continue
+                        ms, err = ((None, f"prepare: {state['error']}") if "error" in state
+                                   else run_prepared(prepared, layer, col, p["x"], device, cache, built,
+                                                     args.repeat))
+                    elif col == "winograd":
+                        if not eligible(layer, "f4"):
                             res.errors[col] = "n/a"
                             continue
                         ms, err = run_compiled(model, layer, p["x"], ref, "adreno", device, args.repeat, Path(tmp),
@@ -499,11 +599,11 @@ def main(argv=None) -> int:
                                                target=target)
                     elif col in ("adreno", "tvm"):
                         ms, err = run_compiled(model, layer, p["x"], ref, col, device, args.repeat, Path(tmp),
-                                               prepared, memory=args.memory, target=target)
+                                               memory=args.memory, target=target)
                     elif col == "naive":
-                        ms, err = run_naive(layer, p, ref, device, args.repeat)
+                        ms, err = run_naive(layer, p, compare, device, args.repeat)
                     else:
-                        ms, err = run_torch(layer, p, ref, args.repeat)
+                        ms, err = run_torch(layer, p, compare, args.repeat)
                 except Exception as exc:  # noqa: BLE001 - a failing column must not stop the table
                     ms, err = None, f"{type(exc).__name__}: {exc}"[:300]
                 res.errors[col] = err
@@ -512,8 +612,10 @@ def main(argv=None) -> int:
                     res.gflops[col] = layer.flops / (ms * 1e6)
                 elif isinstance(err, float):
                     res.errors[col] = f"MISMATCH max rel err {err:.2e}"
-                if col == "winograd" and ms is not None and "adreno" in res.ms:
-                    res.errors["winograd_speedup_vs_adreno"] = res.ms["adreno"] / ms
+            for wino in ("winograd", "f2", "f4", "f2_tex", "f4_tex"):
+                direct = "texture" if wino.endswith("_tex") else "adreno"
+                if wino in res.ms and direct in res.ms:
+                    res.errors[f"{wino}_speedup_vs_{direct}"] = res.ms[direct] / res.ms[wino]
             results.append(res)
             line = f"{res.layer:<44}{layer.count:>3}{res.gflop:>8.3f}"
             for col in columns:
@@ -536,16 +638,19 @@ def main(argv=None) -> int:
                 pairs = [r.gflops[a] / r.gflops[b] for r in results if a in r.gflops and b in r.gflops]
                 if pairs:
                     ratios[f"{a}/{b}"] = geomean(pairs)
+    weighted = {col: sum(r.ms[col] * r.count for r in results if col in r.ms) for col in columns
+                if all(col in r.ms for r in results)}
     print("geomean GFLOP/s: " + ", ".join(f"{c} {v:.2f}" if v else f"{c} -" for c, v in summary.items()))
     print("geomean ratios (per layer, layers where both ran): "
           + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()
-                      if k.startswith("adreno/") or k in ("naive/tvm", "winograd/adreno")))
+                      if k.startswith("adreno/") or k in ("naive/tvm", "winograd/adreno", "texture/adreno")))
     if args.json:
         Path(args.json).write_text(json.dumps({
-            "model": args.model, "memory": args.memory, "target": target, "device": device.name.strip(),
+            "model": args.model, "memory": memory, "target": target, "device": device.name.strip(),
             "platform": device.platform.name.strip(),
             "columns": columns, "repeat": args.repeat, "tolerance": TOL, "time": time.strftime("%Y-%m-%d %H:%M:%S"),
             "layers": [asdict(r) for r in results], "geomean_gflops": summary, "geomean_ratios": ratios,
+            "count_weighted_ms": weighted,
         }, indent=1))
     failed = [r.layer for r in results if "adreno" in columns and "adreno" not in r.ms]
     return 1 if failed else 0

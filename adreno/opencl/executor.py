@@ -83,19 +83,24 @@ class Executor:
                               else cl.Buffer(self.context, mf.READ_WRITE, max(nbytes, 4)))
                         for sid, nbytes in plan.storage.items()}
         self.buffers = {name: self.storage[spec.storage] for name, spec in plan.tensors.items()}
-        for name, array in self.artifact.params().items():
-            spec = plan.tensors.get(name)
-            if spec is None or spec.kind != "param" or array.dtype.kind not in "biuf":
-                raise ArtifactError(f"params.npz holds {name!r} of dtype {array.dtype}, which is no param of the plan: "
-                                  "recompile the model")
-            if list(array.shape) != spec.shape:
-                raise AdrenoError(f"param {name} has shape {array.shape}, the plan says {spec.shape}: recompile")
-            self._write(spec, array)
+        self.write_params(self.artifact.params())
         workspace_sizes = [max(sizes) for sizes in _zip_longest_max(s.workspaces for s in plan.steps)]
         self.workspaces = [cl.Buffer(self.context, mf.READ_WRITE, max(n, 4)) for n in workspace_sizes]
         self.launches = [self._bind(step_index, step, launch)
                          for step_index, step in enumerate(plan.steps) for launch in step.kernels]
         self.queue.finish()
+
+    def write_params(self, params: dict[str, np.ndarray]) -> None:
+        """Upload constant tensors (the artifact's at construction; others of the same shapes to run the same
+        kernels on other weights, as `adreno.measure.travel_light` does for artifacts that travel without theirs)."""
+        for name, array in params.items():
+            spec = self.artifact.plan.tensors.get(name)
+            if spec is None or spec.kind != "param" or array.dtype.kind not in "biuf":
+                raise ArtifactError(f"params.npz holds {name!r} of dtype {array.dtype}, which is no param of the plan: "
+                                    "recompile the model")
+            if list(array.shape) != spec.shape:
+                raise AdrenoError(f"param {name} has shape {array.shape}, the plan says {spec.shape}: recompile")
+            self._write(spec, array)
 
     def _image(self, sid: str, image: dict):
         """An OpenCL image2d_array for an image storage block of the plan."""

@@ -10,6 +10,10 @@ from ..options import CompileOptions, Memory, Precision, choices
 
 
 def cmd_tune(args) -> int:
+    if args.export_batch or args.import_batch:
+        from .batch import cmd_batch
+
+        return cmd_batch(args)
     from ..cli import require_positive
     from ..records import Database
     from .extract import extract_tasks
@@ -105,7 +109,8 @@ def register(sub, command) -> None:
                    "both the Winograd layouts of 3x3 stride-1 convs")
     p.add_argument("--precision", default="fp32", choices=choices(Precision),
                    help="image storage of texture tasks (fp16: half-float images, as `compile --precision fp16`)")
-    p.add_argument("--trials", type=int, default=64, help="measurements to spend in all (default 64)")
+    p.add_argument("--trials", type=int, default=64, help="measurements to spend in all (default 64; with "
+                   "--export-batch: candidates per task)")
     p.add_argument("--strategy", default="genetic", choices=["genetic", "random", "grid"],
                    help="search strategy (default genetic)")
     p.add_argument("--model", dest="model_kind", default="learned",
@@ -131,4 +136,9 @@ def register(sub, command) -> None:
                    "direct kernels only (compile then keeps them direct); by default their weight layout (direct, "
                    "Winograd F(2x2) or F(4x4)) is searched together with each layout's knobs (not with --precision "
                    "fp16)")
+    p.add_argument("--export-batch", metavar="DIR", help="measure nothing here: write an offline batch of --trials "
+                   "candidates per task (default, cost model's picks, random) to DIR, for `python -m adreno.measure "
+                   "DIR` on a machine with numpy and pyopencl only")
+    p.add_argument("--import-batch", metavar="DIR", help="merge the records a measured batch holds into --records "
+                   "(again: nothing changes; another model's or adreno version's batch is refused)")
     p.add_argument("-q", "--quiet", action="store_true")

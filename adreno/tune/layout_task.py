@@ -90,7 +90,7 @@ class LayoutTask(Task):
         return [default] + [self.layout_default(t, target) for t in TILES if t != default["tile"]]
 
     # the conv's input, its float64 numpy reference, the conv's whole pipeline under the candidate's layout
-    inputs, reference, build = measure.layout_inputs, measure.layout_reference, measure.build_layout
+    input_specs, reference, build = measure.layout_input_specs, measure.layout_reference, measure.build_layout
 
     def proposals(self, n: int) -> int:
         return 3 * n

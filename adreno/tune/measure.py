@@ -29,6 +29,7 @@ import numpy as np
 
 from ..artifact import ArtifactWriter, Plan, Step, TensorSpec
 from ..errors import TVM_ERRORS
+from ..measure import seeded_inputs
 from ..schedules.family import Refused
 
 
@@ -195,19 +196,23 @@ def kernel_reference(task, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return [a.numpy() for a in arrays[len(inputs):]]
 
 
-def layout_inputs(task, seed: int = 0) -> list[np.ndarray]:
-    """Seeded inputs of every candidate of a layout task: the conv's input."""
+def task_inputs(task, seed: int = 0) -> list[np.ndarray]:
+    """Seeded inputs of every candidate of a task (`seeded_inputs` of its `input_specs`: inputs stored in half-float
+    images are rounded to half first, so the reference sees what the kernel reads)."""
+    return seeded_inputs(task.input_specs(), seed)
+
+
+def layout_input_specs(task) -> list[dict]:
+    """A layout task's candidates take the conv's input."""
     wl = task.workload
-    return [np.random.default_rng(seed).standard_normal((wl.n, wl.c, wl.h, wl.w)).astype(wl.dtype)]
+    return [{"shape": [wl.n, wl.c, wl.h, wl.w], "dtype": wl.dtype, "storage": wl.dtype}]
 
 
-def kernel_inputs(task, seed: int = 0) -> list[np.ndarray]:
-    """Seeded inputs of every candidate of a kernel task. Inputs stored in half-float images are rounded to half
-    first, so the reference sees what the kernel reads."""
-    rng = np.random.default_rng(seed)
+def kernel_input_specs(task) -> list[dict]:
+    """The shape, dtype and storage dtype (an image's channel type) of each input of a kernel task's candidates."""
     specs = _tensor_specs(task.func(), task.images)
-    return [rng.standard_normal(s.shape).astype(np.dtype(s.image["channel_type"]) if s.image else s.dtype)
-            .astype(s.dtype) for s in specs[: len(specs) - task.n_outputs]]
+    return [{"shape": s.shape, "dtype": s.dtype, "storage": s.image["channel_type"] if s.image else s.dtype}
+            for s in specs[: len(specs) - task.n_outputs]]
 
 
 def _build(task, config: dict, out_dir: str) -> BuildResult:

@@ -85,9 +85,11 @@ class Task:
         """Configs measured in the task's first round, before the strategy proposes any."""
         return [self.default_config(target)]
 
-    # inputs(seed): seeded inputs every candidate runs on; reference(inputs): the outputs every candidate must match;
-    # build(config, out_dir): a candidate's artifact (run in a build worker). See `measure`.
-    inputs, reference, build = measure.kernel_inputs, measure.kernel_reference, measure.build_kernel
+    # input_specs(): shape, dtype and storage of each input; inputs(seed): seeded inputs every candidate runs on;
+    # reference(inputs): the outputs every candidate must match; build(config, out_dir): a candidate's artifact (run
+    # in a build worker). See `measure`.
+    input_specs, inputs = measure.kernel_input_specs, measure.task_inputs
+    reference, build = measure.kernel_reference, measure.build_kernel
 
     def featurize(self, configs: list[dict], limits: dict) -> np.ndarray:
         """The cost model's features of `configs`."""

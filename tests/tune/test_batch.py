@@ -1,0 +1,101 @@
+"""Offline tuning batches on PoCL: export, measure where TVM cannot be imported, import (twice, torn, foreign),
+then `compile --records` applies the imported best and `run --check` passes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from tests.conftest import single_op_model, without_tvm
+
+from adreno.tune.database import Database
+
+def cli(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "adreno.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def measure(batch, no_tvm_path):
+    """`python -m adreno.measure` where importing tvm, onnx or onnxruntime fails (in its build workers too), as on
+    a machine that has neither."""
+    return subprocess.run([sys.executable, "-m", "adreno.measure", str(batch), "--device", "pocl", "--repeat", "3",
+                           "--jobs", "2"], capture_output=True, text=True, timeout=600, env=without_tvm(no_tvm_path))
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    root = tmp_path_factory.mktemp("models")
+    paths = []
+    for channels in (16, 24):
+        path = root / f"conv{channels}.onnx"
+        onnx.save(single_op_model("Conv", {"x": [1, channels, 14, 14]},
+                                  {"w": rng.standard_normal((channels, channels, 3, 3)) * 0.1}, pads=[1, 1, 1, 1]),
+                  path)
+        paths.append(path)
+    return paths
+
+
+def test_round_trip(models, no_tvm_path, tmp_path):
+    model, other = models
+    batch, records = tmp_path / "batch", tmp_path / "r.jsonl"
+    done = cli("tune", model, "--memory", "buffer", "--no-layouts", "--export-batch", batch, "--trials", 4, "-q")
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads((batch / "batch.json").read_text())
+    assert len(manifest["tasks"]) == 1 and len(manifest["candidates"]) == 4
+    assert [c["source"] for c in manifest["candidates"]][0] == "default"
+
+    done = measure(batch, no_tvm_path)
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert json.loads(done.stdout)["measured"] == 4
+    results = Database(batch / "records.jsonl").records
+    assert len(results) == 4 and all(r.device.startswith("pocl-cpu|") for r in results)
+    assert sum(r.ok for r in results) >= 2, [r.error for r in results]
+
+    # another model's batch and another version's batch are refused with one line and status 2
+    refused = cli("tune", other, "--import-batch", batch, "--records", records)
+    assert refused.returncode == 2 and "exported for model" in refused.stderr and "Traceback" not in refused.stderr
+    (tmp_path / "old").mkdir()
+    old = {**manifest, "adreno_version": "0.0.1"}
+    (tmp_path / "old" / "batch.json").write_text(json.dumps(old))
+    refused = cli("tune", model, "--import-batch", tmp_path / "old", "--records", records)
+    assert refused.returncode == 2 and "adreno 0.0.1" in refused.stderr
+
+    # a torn results file (killed mid-line) loses only its unfinished candidate
+    torn = tmp_path / "torn"
+    subprocess.run(["cp", "-r", str(batch), str(torn)], check=True)
+    raw = (torn / "records.jsonl").read_bytes()
+    (torn / "records.jsonl").write_bytes(raw[: raw.rstrip(b"\n").rfind(b"\n") + 40])
+    done = cli("tune", model, "--import-batch", torn, "--records", tmp_path / "t.jsonl")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["imported"] == 3 and summary["unmeasured"] == 1 and summary["torn_lines"] == 1
+
+    for expected in (4, 0):  # importing twice changes nothing
+        done = cli("tune", model, "--import-batch", batch, "--records", records)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["imported"] == expected
+    merged = Database(records)
+    assert len(merged.records) == 4
+    best = min((r for r in merged.records if r.ok), key=lambda r: r.median)
+
+    artifact = tmp_path / "tuned"
+    done = cli("compile", model, "-o", artifact, "--records", records)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads((artifact / "plan.json").read_text())
+    manifest_art = json.loads((artifact / "manifest.json").read_text())
+    assert manifest_art["tuned_kernels"] == 1
+    conv = [k for s in plan["steps"] for k in s["kernels"] if "conv" in s["func"]]
+    threads = [best.config[k] for k in ("threads_x", "threads_y", "threads_f")]
+    assert any(k["local_size"] == threads for k in conv), (conv, best.config)
+    done = cli("run", artifact, "--check")
+    assert done.returncode == 0, done.stderr + done.stdout
+
+
+def test_measure_refuses_a_non_batch(no_tvm_path, tmp_path):
+    done = measure(tmp_path, no_tvm_path)
+    assert done.returncode == 2 and "not a tuning batch" in done.stderr
