@@ -66,9 +66,7 @@ def default_config(wl: _conv.ConvWorkload, target) -> dict:
     """Knobs without tuning: 8 (else 7, 4, 2, 1) pixels of a row x 4 channel blocks per work-item, shrunk (channel
     blocks, then pixels) until the launch fills the device (`occupancy`); workgroups of up to 64 work-items, up to
     16 along the pixels (a divisor of the map's tiles), the rest over channel blocks; no K unrolling beyond the 4
-    channels of a block. Measured on PoCL over the 22 distinct 1x1 convs of MobileNetV2 and ResNet-18 (best of 3 x
-    10 runs each): 1.35x `conv2d_texture`'s defaults (geomean), faster on all 22; threads_p up to 32 or tile_cb 2
-    gave 1.16x and 1.12x (tools/bench_conv.py measures whole layers)."""
+    channels of a block (how these were chosen: docs/benchmarks.md, "1x1 GEMM defaults")."""
     blocks = wl.o // LANES
     tile_p = next(t for t in (8, 7, 4, 2, 1) if wl.ow % t == 0)
     tiles = occupancy.ladder({"tile_cb": _conv.pick_tile(blocks, KNOBS["tile_cb"], 4), "tile_p": tile_p},
