@@ -29,7 +29,8 @@ def main(argv=None) -> int:
 
     from adreno.compile import compile_model
     from adreno.farm.local import LocalFarm
-    from adreno.farm.runner import RPCRunner, Timeouts
+    from adreno.farm.deadline import Timeouts
+    from adreno.farm.runner import RPCRunner
     from adreno.runner import LocalRunner, RunInput
 
     work = tempfile.mkdtemp(prefix="bench-farm-")

@@ -30,7 +30,6 @@ dies at once) in a measure request. Without the flag those fields are refused.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import io
 import json
 import os
@@ -278,22 +277,6 @@ def run_agent(tracker: str, key: str | None = None, device=None, host: str = "12
           f"{format_addr(tracker_addr)}, ports {port}..{(port_end or port + 100) - 1} on {host}", flush=True)
     return supervise(worker_command(format_addr(tracker_addr), key, device, host, port, port_end or port + 100,
                                     custom_addr, faults))
-
-
-def artifact_tarball(artifact_dir: str) -> tuple[str, bytes]:
-    """(content-addressed name, tar bytes) of an artifact directory, for upload."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for root, dirs, files in sorted(os.walk(artifact_dir)):
-            dirs.sort()
-            for file in sorted(files):
-                path = os.path.join(root, file)
-                info = tar.gettarinfo(path, arcname=os.path.relpath(path, artifact_dir))
-                info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
-                with open(path, "rb") as handle:
-                    tar.addfile(info, handle)
-    data = buffer.getvalue()
-    return "art-" + hashlib.sha256(data).hexdigest()[:20], data
 
 
 def main(argv=None) -> int:

@@ -29,7 +29,7 @@ from adreno.errors import TVM_ERRORS
 from adreno.runner import RunInput, Runner, RunResult, check_outputs, random_inputs
 
 from .common import FarmError, parse_addr
-from .runner import StageTimeout, Timeouts, _short, call_with_deadline
+from .deadline import StageTimeout, Timeouts, call_with_deadline, short_error
 
 NATIVE_JSON = "native.json"
 DEVICE_KINDS = ("cl", "cpu", "cuda", "vulkan")
@@ -116,7 +116,7 @@ class NativeRunner(Runner):
         except StageTimeout:
             raise
         except (*TVM_ERRORS, OSError) as err:
-            raise FarmError(f"cannot connect to the RPC server {self._where}: {_short(err)}") from None
+            raise FarmError(f"cannot connect to the RPC server {self._where}: {short_error(err)}") from None
         self._loaded = {}
         return self._session
 
@@ -188,7 +188,7 @@ class NativeRunner(Runner):
             return RunResult(error=str(err), stage=stage, tag=run_input.tag, device=self._where)
         except (*TVM_ERRORS, OSError) as err:  # the remote side failed: a value, never raised
             self._drop()
-            return RunResult(error=f"{stage} failed on {self._where}: {_short(err)}", stage=stage, tag=run_input.tag,
+            return RunResult(error=f"{stage} failed on {self._where}: {short_error(err)}", stage=stage, tag=run_input.tag,
                              device=self._where, extra={"stage": stage})
         return RunResult(seconds=seconds, max_error=max_error, tag=run_input.tag, device=self._where,
                          extra={"stage_seconds": stages})

@@ -25,73 +25,16 @@ import json
 import os
 import threading
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
 from adreno.errors import TVM_ERRORS
 from adreno.runner import RunFuture, RunInput, Runner, RunResult, check_outputs
 
-from .agent import artifact_tarball
-from .uploads import safe_extract
 from .common import FarmError, NoDeviceError, TrackerUnreachable, format_addr, parse_addr
+from .deadline import RemoteError, StageTimeout, Timeouts, call_with_deadline, short_error
 from .tracker import TrackerClient, count_servers
-
-
-@dataclass
-class Timeouts:
-    """Host-side deadlines in seconds, one per stage."""
-
-    request: float = 30.0  # waiting for a free device at the tracker, connecting and the first handshake
-    upload: float = 60.0
-    build: float = 120.0
-    run: float = 60.0
-    download: float = 30.0
-    watchdog_grace: float = 2.0  # the agent kills its own session this long after the host gave up on a run
-    outage: float = 120.0  # how long infrastructure failures (tracker, no device) are retried with back-off
-
-
-class StageTimeout(Exception):
-    def __init__(self, stage: str, seconds: float):
-        super().__init__(f"{stage} did not finish within {seconds:g} s")
-        self.stage, self.seconds = stage, seconds
-
-
-class RemoteError(Exception):
-    """A call failed; `alive` says whether the device still answered afterwards."""
-
-    def __init__(self, stage: str, message: str, alive: bool):
-        super().__init__(message)
-        self.stage, self.alive = stage, alive
-
-
-def call_with_deadline(fn, timeout: float, stage: str):
-    """Run `fn()` in a daemon thread and wait at most `timeout` s. A call that overruns is abandoned (its thread
-    stays blocked until the remote side closes the connection) and `StageTimeout` is raised here."""
-    box: dict = {}
-    done = threading.Event()
-
-    def _target():
-        try:
-            box["value"] = fn()
-        except BaseException as err:  # noqa: BLE001 - handed to the waiting thread
-            box["error"] = err
-        finally:
-            done.set()
-
-    threading.Thread(target=_target, name=f"rpc-{stage}", daemon=True).start()
-    if not done.wait(timeout):
-        raise StageTimeout(stage, timeout)
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
-def _short(err: BaseException) -> str:
-    text = str(err).strip()
-    # TVM errors carry a C++ traceback; the last non-empty line is the message.
-    lines = [line for line in text.splitlines() if line.strip()]
-    return (lines[-1] if lines else type(err).__name__)[:500]
+from .uploads import artifact_tarball, safe_extract
 
 
 class DeviceSession:
@@ -115,7 +58,7 @@ class DeviceSession:
         except StageTimeout:
             raise
         except (*TVM_ERRORS, OSError) as err:  # the server went away after the tracker leased it
-            raise FarmError(f"cannot connect to {self.name}: {_short(err)}") from None
+            raise FarmError(f"cannot connect to {self.name}: {short_error(err)}") from None
         hello = self.call("request", lambda: self.session.get_function("adreno.agent.hello")(),
                           max(1.0, timeouts.request - (time.monotonic() - started)))
         info = json.loads(hello)
@@ -137,7 +80,7 @@ class DeviceSession:
         except (*TVM_ERRORS, OSError) as err:  # RPC and remote errors
             alive = self.alive()
             self.broken = not alive
-            raise RemoteError(stage, _short(err), alive) from None
+            raise RemoteError(stage, short_error(err), alive) from None
 
     def close(self) -> None:
         session, self.session = getattr(self, "session", None), None

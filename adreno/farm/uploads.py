@@ -1,4 +1,5 @@
-"""Confined extraction of uploaded tarballs: what an agent accepts from any client that reaches it.
+"""What travels to an agent: artifact tarballs (`artifact_tarball`), and their confined extraction, which is what an
+agent accepts from any client that reaches it.
 
 TVM RPC has no authentication, so an upload is hostile until proven otherwise. `safe_extract` streams the members
 one by one and writes only regular files and directories, with its own modes (0644 files, 0755 directories: no
@@ -9,6 +10,8 @@ is stopped at the ceiling, not after it fills the disk)."""
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import tarfile
 import zlib
@@ -96,3 +99,19 @@ def _write_member(tar: tarfile.TarFile, member: tarfile.TarInfo, target: str, bu
         while chunk := source.read(CHUNK):
             budget.count_bytes(len(chunk), member.name)
             out.write(chunk)
+
+
+def artifact_tarball(artifact_dir: str) -> tuple[str, bytes]:
+    """(content-addressed name, tar bytes) of an artifact directory, for upload."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for root, dirs, files in sorted(os.walk(artifact_dir)):
+            dirs.sort()
+            for file in sorted(files):
+                path = os.path.join(root, file)
+                info = tar.gettarinfo(path, arcname=os.path.relpath(path, artifact_dir))
+                info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+                with open(path, "rb") as handle:
+                    tar.addfile(info, handle)
+    data = buffer.getvalue()
+    return "art-" + hashlib.sha256(data).hexdigest()[:20], data

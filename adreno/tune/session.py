@@ -20,7 +20,8 @@ def open_tuner(tasks: list[Task], records: str | os.PathLike | Database, *, targ
     `Tuner` (strategy, model, batch, builder, seed, repeat, progress). Closing the tuner closes what it opened."""
     opened = runner is None
     if tracker:
-        from ..farm.runner import RPCRunner, Timeouts
+        from ..farm.deadline import Timeouts
+        from ..farm.runner import RPCRunner
 
         timeouts = Timeouts() if outage_s is None else Timeouts(outage=outage_s)
         runner = runner or RPCRunner(tracker, key, timeouts=timeouts)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from adreno.farm.native import NativeArg, NativeRunner, allocate, export_native
-from adreno.farm.runner import Timeouts
+from adreno.farm.deadline import Timeouts
 from adreno.runner import RunInput
 
 

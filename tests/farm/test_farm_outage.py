@@ -11,7 +11,8 @@ import threading
 import time
 
 from adreno.farm.common import free_port
-from adreno.farm.runner import RPCRunner, Timeouts
+from adreno.farm.deadline import Timeouts
+from adreno.farm.runner import RPCRunner
 from adreno.runner import RunInput
 from adreno.records import Database
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from adreno.farm.common import TrackerUnreachable, free_port, warn_if_exposed
-from adreno.farm.runner import RPCRunner, Timeouts
+from adreno.farm.deadline import Timeouts
+from adreno.farm.runner import RPCRunner
 from adreno.farm.tracker import farm_status, format_status
 from adreno.runner import RunInput
 from tests.farm.conftest import wait_for

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from adreno.farm.common import HostKeyError
-from adreno.farm.runner import RPCRunner, Timeouts
+from adreno.farm.deadline import Timeouts
+from adreno.farm.runner import RPCRunner
 from adreno.farm.ssh import SSHLink
 from adreno.runner import RunInput
 from tests.farm.conftest import wait_for

@@ -153,7 +153,7 @@ def test_fuzz_counts():
 
 
 def test_an_artifact_upload_round_trips(tiny_artifact, tmp_path):
-    from adreno.farm.agent import artifact_tarball
+    from adreno.farm.uploads import artifact_tarball
 
     _, data = artifact_tarball(str(tiny_artifact))
     dest = _extract(data, tmp_path)
