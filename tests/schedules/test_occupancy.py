@@ -94,7 +94,7 @@ def test_every_default_fills_the_device_or_is_most_parallel(name):
     short = []
     for family, wl, module, launch, tiles in CASES:
         cfg = module.default_config(wl, target)
-        module.check_config(wl, cfg, target)
+        module.FAMILY.check_config(wl, cfg, target)
         found = launch(wl, cfg)
         if occupancy.fills(device, found):
             continue
