@@ -141,16 +141,16 @@ def get_device(name: str) -> AdrenoDevice:
 
 
 def from_opencl(device) -> AdrenoDevice:
-    """The entry for a live pyopencl `device`: its table entry (by `device_key`; an unknown GPU gets adreno-740's
+    """The entry for a live pyopencl `device`: its table entry (by its `DeviceIdentity.rpc_key`; an unknown GPU gets adreno-740's
     facts, an unknown CPU pocl-cpu's) with what the device reports put over it: compute units, work-group and
     local-memory limits, image limits, fp16, and the wave width (a probe kernel's
     CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE). From then on `get_device(key)` and `device_of` give it in this
     process (what a benchmark compiling for the device it measures wants)."""
     import pyopencl as cl
 
-    from .opencl.device import device_key
+    from .opencl.device import DeviceIdentity
 
-    key = device_key(device)
+    key = DeviceIdentity.from_cl_device(device).rpc_key
     cpu = bool(device.type & cl.device_type.CPU)
     base = {**DEVICES, **OTHER_DEVICES}.get(key) or (OTHER_DEVICES["pocl-cpu"] if cpu else DEVICES["adreno-740"])
     probe = cl.Program(cl.Context([device]), "__kernel void probe(__global float *a) { a[get_global_id(0)] = 1; }")
