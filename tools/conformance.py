@@ -373,6 +373,8 @@ def worker_main() -> None:
     os.dup2(2, 1)
     import adreno.compile  # noqa: F401 - import TVM once, before the first task's clock starts
 
+    replies.write("ready\n")
+    replies.flush()
     for line in sys.stdin:
         task = json.loads(line)
         started = time.perf_counter()
@@ -394,6 +396,8 @@ class Worker:
                 self.proc = subprocess.Popen([sys.executable, __file__, "--worker"], stdin=subprocess.PIPE,
                                              stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
                                              env=WORKER_ENV)
+            if self.proc.stdout.readline() != "ready\n":  # the start-up (importing TVM) is not the case's time
+                return {"status": "traceback", "detail": f"the worker did not start (see {self.log})", "seconds": 0}
         started = time.perf_counter()
         self.proc.stdin.write(json.dumps(task) + "\n")
         self.proc.stdin.flush()
@@ -404,7 +408,7 @@ class Worker:
         seconds = round(time.perf_counter() - started, 2)
         if not ready:
             self.stop()
-            return {"status": "timeout", "detail": f"no result after {timeout:.0f} s", "seconds": seconds}
+            return {"status": "timeout", "detail": f"no result after {timeout:g} s", "seconds": seconds}
         code = self.proc.wait()
         self.proc = None
         return {"status": "traceback", "detail": f"the process died (exit status {code})", "seconds": seconds}
