@@ -7,10 +7,15 @@ conv gets with `--schedules tvm` or when a tiled schedule refuses it.
 
 from __future__ import annotations
 
+import math
+
 from ..errors import TVM_ERRORS
 from ..layout import LANES
 
 THREADS = 64
+# A workgroup never has more work-items than the function has output pixels: when the fused pixel axis is shorter
+# than the workgroup, TVM 0.27 keeps the guard on the reduction but drops it on the store, and the idle work-items
+# write their uninitialised pixels past the output (PyTorch's Conv2d_no_bias with --schedules tvm: 32 pixels).
 
 
 def schedule_packed(func, target=None):
@@ -29,6 +34,7 @@ def schedule_packed(func, target=None):
     out_shape = [int(d) for d in params[-1].ty.shape]
     if len(out_shape) != 5 or out_shape[-1] != LANES:
         return None
+    threads = min(THREADS, math.prod(out_shape[:4]))
     try:
         sch = s_tir.Schedule(func)
         root = analysis.get_root_block(sch)
@@ -50,7 +56,7 @@ def schedule_packed(func, target=None):
             if len(loops) != 5:
                 return None
             fused = sch.fuse(*loops[:4])
-            bx, tx = sch.split(fused, [None, THREADS])
+            bx, tx = sch.split(fused, [None, threads])
             sch.bind(bx, "blockIdx.x")
             sch.bind(tx, "threadIdx.x")
             sch.vectorize(loops[4])
@@ -62,7 +68,7 @@ def schedule_packed(func, target=None):
             return None
         spatial, lane, rloops = loops[:4], loops[4], loops[5:]
         fused = sch.fuse(*spatial)
-        bx, tx = sch.split(fused, [None, THREADS])
+        bx, tx = sch.split(fused, [None, threads])
         name = sch.get(red).name_hint
         order = list(rloops)
         if name.startswith("conv2d_NCHW4c"):
