@@ -7,11 +7,16 @@ conv gets with `--schedules tvm` or when a tiled schedule refuses it.
 
 from __future__ import annotations
 
+import math
+
 from ..errors import TVM_ERRORS
 from ..layout import LANES
 from . import occupancy
 
 THREADS = 64
+# A workgroup never has more work-items than the function has output pixels: when the fused pixel axis is shorter
+# than the workgroup, TVM 0.27 keeps the guard on the reduction but drops it on the store, and the idle work-items
+# write their uninitialised pixels past the output (PyTorch's Conv2d_no_bias with --schedules tvm: 32 pixels).
 
 
 def group_size(pixels: int, target) -> int:
@@ -39,7 +44,8 @@ def schedule_packed(func, target=None):
     out_shape = [int(d) for d in params[-1].ty.shape]
     if len(out_shape) != 5 or out_shape[-1] != LANES:
         return None
-    threads = group_size(out_shape[0] * out_shape[1] * out_shape[2] * out_shape[3], target)
+    pixels = math.prod(out_shape[:4])
+    threads = min(group_size(pixels, target), pixels)  # see the note above: never more than the pixels
     try:
         sch = s_tir.Schedule(func)
         root = analysis.get_root_block(sch)

@@ -188,3 +188,13 @@ def test_resize(name, memory, tmp_path):
     x = np.random.default_rng(1).standard_normal((1, 8, 2, 4)).astype(np.float32)
     out = Executor(compile_model(model, tmp_path / memory, CompileOptions(memory=memory))).run([x])[0]
     np.testing.assert_allclose(out, ReferenceEvaluator(model).run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("memory", MEMORIES)
+def test_packed_schedule_with_fewer_pixels_than_a_workgroup(memory, tmp_path):
+    """PyTorch's Conv2d_no_bias with --schedules tvm: on textures the conv gets the one-pixel packed schedule, whose
+    32 output pixels once ran in a 64-item workgroup with an unguarded store."""
+    w = np.random.default_rng(0).standard_normal((4, 3, 3, 2))
+    model = graph_model([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 2])], [2, 3, 6, 5],
+                        [2, 4, 4, 4], {"w": w})
+    check_against_onnxruntime(model, tmp_path / memory, memory, schedules="tvm")
