@@ -80,6 +80,12 @@ CI_CASES = [
     "wide/conv3x3_relu", "wide/conv1x1_c4_to_c16", "wide/depthwise3x3_s2", "wide/grouped_conv",
     "wide/conv_batchnorm", "wide/conv_avgpool", "wide/conv_add_residual", "wide/conv_concat",
     "wide/conv_resize_nearest", "wide/conv_transpose", "wide/conv_softmax_channels", "wide/conv_flatten_gemm",
+    # the wrong results and crashes of issue 13, fixed at their causes: pinned here
+    "node/test_globalaveragepool_precomputed", "node/test_globalmaxpool_precomputed",
+    "node/test_maxpool_2d_ceil_output_size_reduce_by_one", "node/test_convtranspose_output_shape+init",
+    "node/test_resize_downsample_scales_linear+init", "node/test_resize_upsample_sizes_nearest+init",
+    "pytorch/test_Conv2d_groups", "pytorch/test_PReLU_2d_multiparam",
+    "wide/conv_hardsigmoid", "wide/conv_hardswish", "wide/conv_se_block", "wide/conv_maxpool_pad",
 ]
 
 
