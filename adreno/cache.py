@@ -5,6 +5,10 @@ loading a program binary the driver produced earlier is one to two orders of mag
 only valid for the exact device, driver, compiler inputs and toolchain that produced it, and a driver may
 crash on a bad one, so this cache never hands the driver a binary it cannot vouch for.
 
+This module is longer than most (about 1,000 lines) on purpose: it is one on-disk format, specified below, and its
+three users (the entries, the crash guard, the bundles an artifact ships) share that format's keys, headers and
+durable-file helpers; split apart, the format's rules would live in three places.
+
 Key
     One entry per program. Its key is the SHA-256 (hex) of the canonical JSON (sorted keys, compact
     separators, ASCII) of these fields: ``cache_format`` (`CACHE_FORMAT_VERSION`), ``adreno``

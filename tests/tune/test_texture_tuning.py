@@ -131,7 +131,7 @@ def test_texture_configs_featurize_as_the_direct_conv_they_tile():
 
 def test_fp16_images_are_measured_against_a_reference_of_the_half_inputs(tmp_path, pocl_device):
     from adreno.runner import LocalRunner, RunInput
-    
+
     task = extract_tasks("tiny", CompileOptions(memory="texture", precision="fp16"))[0]
     built = task.build(task.default_config(TARGET), str(tmp_path / "c"))
     assert built.error is None
