@@ -205,15 +205,17 @@ def prepare(model_name: str, layers: list[Layer], out: Path, columns: list[str],
         index.append({**asdict(layer), "x_sha": checksum(p["x"]), "w_sha": checksum(p["w"]), "prepared": prepared})
         print(f"prepared {layer.name}: {layer.label()} "
               + " ".join(f"{c}:{'ok' if 'error' not in v else 'FAIL'}" for c, v in prepared.items()), flush=True)
-    (out / "layers.json").write_text(json.dumps({"model": model_name, "columns": columns, "layers": index}, indent=1))
+    (out / "layers.json").write_text(json.dumps({"model": model_name, "target": target, "columns": columns,
+                                                 "layers": index}, indent=1))
 
 
-def load_prepared(prepared: Path) -> tuple[str, list[str], list[Layer], dict]:
+def load_prepared(prepared: Path) -> tuple[str, str, list[str], list[Layer], dict]:
+    """(model, target, columns, layers, layer name -> its index entry) of a `prepare`d directory."""
     index = json.loads((prepared / "layers.json").read_text())
     names = set(Layer.__dataclass_fields__)
     layers = [Layer(**{k: tuple(v) if k == "pads" else v for k, v in entry.items() if k in names})
               for entry in index["layers"]]
-    return index["model"], index["columns"], layers, {e["name"]: e for e in index["layers"]}
+    return index["model"], index["target"], index["columns"], layers, {e["name"]: e for e in index["layers"]}
 
 
 def prebuild_prepared(prepared: Path, layers: list[Layer], index: dict, device_spec: str, cache_root: Path,
@@ -308,6 +310,8 @@ def main(argv=None) -> int:
 
     if args.memory == "texture" and (args.prepare or args.artifacts):
         ap.error("--prepare/--artifacts have their own texture columns (texture, f2_tex, f4_tex)")
+    if args.artifacts and args.target:
+        ap.error("--artifacts measures what --prepare compiled, for the --target given there")
     if args.prepare:
         layers = conv_layers(args.model)
         prepare(args.model, layers[: args.layers] if args.layers else layers, Path(args.prepare),
@@ -318,14 +322,15 @@ def main(argv=None) -> int:
 
     prepared = Path(args.artifacts) if args.artifacts else None
     if prepared is not None:
-        args.model, compiled, layers, index = load_prepared(prepared)
+        args.model, target, compiled, layers, index = load_prepared(prepared)
         compiled = [c for c in compiled if c not in skip]
     else:
         layers = conv_layers(args.model)
         compiled = [c for c in ("adreno", "tvm", "winograd") if c not in skip]
     layers = layers[: args.layers] if args.layers else layers
     device = select_device(args.device)
-    target = args.target or measured_target(device)
+    if prepared is None:  # a prepared run has no compiler (adreno.target needs TVM)
+        target = args.target or measured_target(device)
     columns = compiled + [c for c in ("naive",) if c not in skip]
     if "torch" not in skip and torch_available():
         columns.append("torch")
