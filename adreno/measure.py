@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .artifact_check import sha256_file
 from .errors import AdrenoError
 
 BATCH_FORMAT = 1
@@ -107,10 +108,11 @@ def _draw(entry: dict, seed: int, index: int) -> np.ndarray:
 
 
 def _write_params(artifact: Path, params: dict[str, np.ndarray]) -> None:
-    """params.npz of an artifact, with its size in the manifest (`Artifact.load` checks it)."""
+    """params.npz of an artifact, with its size and SHA-256 in the manifest (`Artifact.load` checks them)."""
     np.savez(artifact / "params.npz", **params)
     manifest = json.loads((artifact / "manifest.json").read_text())
-    manifest["files"]["params.npz"] = (artifact / "params.npz").stat().st_size
+    manifest["files"]["params.npz"] = {"bytes": (artifact / "params.npz").stat().st_size,
+                                       "sha256": sha256_file(artifact / "params.npz")}
     (artifact / "manifest.json").write_text(json.dumps(manifest, indent=1))
 
 

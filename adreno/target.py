@@ -15,7 +15,7 @@ cores = OpenCL compute units, `threadsize_base` 64 fibers per wave (128 in doubl
 `wave_granularity` 2, `reg_size_vec4` 96 for a640 and a7xx, 64 for a650/a660) and from ir3's occupancy formula
 (waves = reg_size_vec4 // vec4 registers per fiber x wave_granularity, at most max_waves). Values Qualcomm and Mesa
 do not publish are documented estimates (`estimated` names them). Devices met in measurement that are not Adreno
-(`nvidia-h200`, `pocl-cpu`, as `adreno.opencl.device.DeviceIdentity.rpc_key` names them) have entries of the same shape, so a
+(`nvidia-h200`, `pocl-cpu`, as `DeviceIdentity.rpc_key` names them) have entries of the same shape, so a
 compile for them gets defaults for their parallelism; `from_opencl` overrides a table entry with what a live
 pyopencl device reports.
 """
@@ -102,7 +102,7 @@ DEVICES: dict[str, AdrenoDevice] = {d.name: d for d in [
     _adreno("adreno-830", "Adreno 830", 8, ("Snapdragon 8 Elite",), 6, 96, _A8XX_ESTIMATE),
 ]}
 
-# OpenCL devices met in measurement that are not Adreno GPUs, keyed as `adreno.opencl.device.DeviceIdentity.rpc_key` names them.
+# OpenCL devices met in measurement that are not Adreno GPUs, keyed by `DeviceIdentity.rpc_key`.
 OTHER_DEVICES: dict[str, AdrenoDevice] = {d.name: d for d in [
     # NVIDIA's H100/H200 whitepaper and the CUDA guide (compute capability 9.0): 132 SMs, warps of 32, 64K 32-bit
     # registers per SM allocated 256 per warp, at most 2048 threads (64 warps) and 32 blocks per SM, 228 KB shared
@@ -141,9 +141,9 @@ def get_device(name: str) -> AdrenoDevice:
 
 
 def from_opencl(device) -> AdrenoDevice:
-    """The entry for a live pyopencl `device`: its table entry (by its `DeviceIdentity.rpc_key`; an unknown GPU gets adreno-740's
-    facts, an unknown CPU pocl-cpu's) with what the device reports put over it: compute units, work-group and
-    local-memory limits, image limits, fp16, and the wave width (a probe kernel's
+    """The entry for a live pyopencl `device`: its table entry (by `DeviceIdentity.rpc_key`; an unknown GPU gets
+    adreno-740's facts, an unknown CPU pocl-cpu's) with what the device reports put over it: compute units,
+    work-group and local-memory limits, image limits, fp16, and the wave width (a probe kernel's
     CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE). From then on `get_device(key)` and `device_of` give it in this
     process (what a benchmark compiling for the device it measures wants)."""
     import pyopencl as cl

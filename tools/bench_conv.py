@@ -5,14 +5,15 @@
   tvm     TVM 0.27's default dlight schedules (`schedules="tvm"`)
   winograd  our schedules with the conv rewritten to Winograd (`winograd="f4"`, or `--winograd f2|auto`), only for
           3x3 stride-1 layers (others: "n/a"); checked to WINOGRAD_TOL (fp32 Winograd rounds more than direct)
-  naive   a hand-written one-output-per-work-item OpenCL kernel (BN folded to scale/shift, activation fused)
+  naive   a hand-written one-output-per-work-item OpenCL kernel (BN folded to scale/shift, activation fused;
+          `adreno.baseline`)
   torch   PyTorch/cuDNN fp32 with TF32 off, only when torch with CUDA is importable
 
 Every timing counts only after that implementation's output matched the onnxruntime reference of the same layer
 (max |diff| <= 1e-4 * max(1, max |ref|)); a mismatch is reported and the timing dropped.
 Times are medians of device time (OpenCL profiling events / CUDA events), GFLOP/s = 2*N*Co*Ho*Wo*(Ci/g)*Kh*Kw / t.
 
-    tools/bench_conv.py [--device pocl|gpu|N] [--model resnet18|mobilenetv2] [--json out.json] [--layers N]
+    tools/bench_conv.py [--device pocl|gpu|N] [--model resnet18|mobilenetv2|tiny] [--json out.json] [--layers N]
                         [--memory buffer|texture]
 
 `--memory texture` compiles the adreno, winograd and tvm columns for images (direct convs: `conv2d_texture`, 1x1
@@ -44,70 +45,12 @@ from pathlib import Path
 
 import numpy as np
 
-TOL = 1e-4
-WINOGRAD_TOL = 1e-3
+# The checkout this tool lives in is the library it measures (on a GPU machine: the bundle's copy, not installed).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-
-@dataclass
-class Layer:
-    """One conv layer and what follows it (the schedule tests build their cases from this class too).
-
-    epilogue: "none" | "bias" | "bn" | "bn_relu" | "bn_clip" (ReLU6) | "bias_residual_relu" (conv + bias + a second
-    input `skip`, then ReLU); pads: (top, left, bottom, right). `name` and `count` (how often the model has the layer)
-    label benchmark rows; the benchmark's own columns (naive kernel, torch) take the BN epilogues with symmetric
-    padding that `conv_layers` produces."""
-
-    n: int
-    c: int
-    h: int
-    w: int
-    o: int
-    k: int
-    stride: int = 1
-    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
-    dilation: int = 1
-    groups: int = 1
-    epilogue: str = "bn_relu"
-    name: str = ""
-    count: int = 1
-
-    @property
-    def out_hw(self) -> tuple[int, int]:
-        span = self.dilation * (self.k - 1) + 1
-        return ((self.h + self.pads[0] + self.pads[2] - span) // self.stride + 1,
-                (self.w + self.pads[1] + self.pads[3] - span) // self.stride + 1)
-
-    @property
-    def oh(self) -> int:
-        return self.out_hw[0]
-
-    @property
-    def ow(self) -> int:
-        return self.out_hw[1]
-
-    @property
-    def pad(self) -> int:
-        return self.pads[0]
-
-    @property
-    def act(self) -> str:
-        """The activation after the conv: "relu", "clip6" or "none"."""
-        return "relu" if self.epilogue.endswith("relu") else "clip6" if self.epilogue.endswith("clip") else "none"
-
-    @property
-    def flops(self) -> int:
-        return 2 * self.n * self.o * self.oh * self.ow * (self.c // self.groups) * self.k * self.k
-
-    def id(self) -> str:
-        p = "".join(map(str, self.pads)) if len(set(self.pads)) > 1 else str(self.pads[0])
-        return (f"n{self.n}c{self.c}x{self.h}x{self.w}-o{self.o}k{self.k}s{self.stride}p{p}"
-                f"{f'd{self.dilation}' if self.dilation > 1 else ''}{f'g{self.groups}' if self.groups > 1 else ''}"
-                f"-{self.epilogue}")
-
-    def label(self) -> str:
-        kind = "dw" if self.groups > 1 and self.groups == self.c else ("g" if self.groups > 1 else "")
-        return (f"{kind}conv{self.k}x{self.k}/s{self.stride} {self.c}->{self.o} @{self.h}x{self.w}"
-                f"{'' if self.act == 'none' else '+' + self.act}")
+from adreno.baseline import run_naive  # noqa: E402
+from adreno.conv_layers import (TOL, WINOGRAD_TOL, Layer, conv_layers, folded_bn, layer_model,  # noqa: E402
+                                layer_params, max_error)
 
 
 @dataclass
@@ -118,112 +61,14 @@ class Result:
     ms: dict = field(default_factory=dict)
     gflops: dict = field(default_factory=dict)
     errors: dict = field(default_factory=dict)
-
-
-def conv_layers(model_name: str) -> list[Layer]:
-    """The distinct Conv layers of a zoo model, each with the BatchNormalization and activation after it and how
-    many times the model has it, named L0, L1, ... in order of first appearance."""
-    from adreno import zoo
-    from adreno.frontend import conv_nodes
-
-    model = zoo.get_model(model_name)
-    consumers: dict[str, list] = {}
-    for node in model.graph.node:
-        for name in node.input:
-            consumers.setdefault(name, []).append(node)
-    found: dict[str, Layer] = {}
-    for node, attrs, (n, c, h, w), (o, _, k, _), _ in conv_nodes(model):
-        epilogue, out = "none", node.output[0]
-        after = consumers.get(out, [])
-        if len(after) == 1 and after[0].op_type == "BatchNormalization":
-            epilogue, out = "bn", after[0].output[0]
-            after = consumers.get(out, [])
-        if epilogue == "bn" and len(after) == 1 and after[0].op_type in ("Relu", "Clip"):
-            epilogue += "_relu" if after[0].op_type == "Relu" else "_clip"
-        layer = Layer(n, c, h, w, o, k, attrs.get("strides", [1])[0], tuple(attrs.get("pads", [0] * 4)),
-                      attrs.get("dilations", [1])[0], attrs.get("group", 1), epilogue)
-        if layer.id() in found:
-            found[layer.id()].count += 1
-        else:
-            layer.name = f"L{len(found)}"
-            found[layer.id()] = layer
-    return list(found.values())
-
-
-def layer_params(layer: Layer, seed: int = 0) -> dict[str, np.ndarray]:
-    """The layer's tensors by ONNX name, seeded, numpy only (a TVM-less machine regenerates them): weight `w`
-    (He-normal), `bias` or BN statistics per the epilogue, input `x` and, for a residual epilogue, `skip`."""
-    rng = np.random.default_rng(seed)
-    cig = layer.c // layer.groups
-    weight = rng.standard_normal((layer.o, cig, layer.k, layer.k), dtype=np.float32)
-    p = {"w": weight * np.float32(math.sqrt(2.0 / (cig * layer.k * layer.k)))}
-    if layer.epilogue.startswith("bias"):
-        p["bias"] = rng.standard_normal(layer.o, dtype=np.float32)
-    if layer.epilogue.startswith("bn"):
-        p["gamma"] = (1.0 + 0.1 * rng.standard_normal(layer.o)).astype(np.float32)
-        p["beta"] = (0.05 * rng.standard_normal(layer.o)).astype(np.float32)
-        p["mean"] = (0.1 * rng.standard_normal(layer.o)).astype(np.float32)
-        p["var"] = (0.5 + rng.random(layer.o)).astype(np.float32)
-    p["x"] = rng.standard_normal((layer.n, layer.c, layer.h, layer.w), dtype=np.float32)
-    if layer.epilogue.endswith("residual_relu"):
-        p["skip"] = rng.standard_normal((layer.n, layer.o, layer.oh, layer.ow), dtype=np.float32)
-    return p
-
-
-def layer_model(layer: Layer, p: dict[str, np.ndarray]):
-    """The layer as a one-layer ONNX model (inputs `x` and, for a residual epilogue, `skip`; output `y`) with the
-    weights of `p` (`layer_params`)."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    def value(name, shape):
-        return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
-
-    weights = [k for k in ("w", "bias", "gamma", "beta", "mean", "var") if k in p]
-    inits = [numpy_helper.from_array(p[k], k) for k in weights]
-    inputs = [value("x", p["x"].shape)]
-    nodes = [helper.make_node("Conv", ["x", "w"] + (["bias"] if "bias" in p else []), ["conv"],
-                              kernel_shape=[layer.k] * 2, strides=[layer.stride] * 2, pads=list(layer.pads),
-                              dilations=[layer.dilation] * 2, group=layer.groups)]
-    last = "conv"
-    if "gamma" in p:
-        nodes.append(helper.make_node("BatchNormalization", [last, "gamma", "beta", "mean", "var"], ["bn"],
-                                      epsilon=1e-5))
-        last = "bn"
-    if "skip" in p:
-        inputs.append(value("skip", p["skip"].shape))
-        nodes.append(helper.make_node("Add", [last, "skip"], ["sum"]))
-        last = "sum"
-    if layer.act == "relu":
-        nodes.append(helper.make_node("Relu", [last], ["act"]))
-        last = "act"
-    elif layer.act == "clip6":
-        inits += [numpy_helper.from_array(np.array(0, np.float32), "lo"),
-                  numpy_helper.from_array(np.array(6, np.float32), "hi")]
-        nodes.append(helper.make_node("Clip", [last, "lo", "hi"], ["act"]))
-        last = "act"
-    nodes.append(helper.make_node("Identity", [last], ["y"]))
-    graph = helper.make_graph(nodes, layer.name or "conv_layer", inputs,
-                              [value("y", (layer.n, layer.o, layer.oh, layer.ow))], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
-
-
-def folded_bn(p: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    scale = (p["gamma"] / np.sqrt(p["var"] + 1e-5)).astype(np.float32)
-    return scale, (p["beta"] - p["mean"] * scale).astype(np.float32)
-
-
-def max_error(out: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.abs(out - ref).max() / max(1.0, float(np.abs(ref).max())))
+    kernels: dict = field(default_factory=dict)  # compiled column -> {"timed": [names], "untimed": [names]}
 
 
 def run_compiled(model, layer: Layer, x, ref, schedules: str, device, repeat: int, workdir: Path,
                  winograd: str = "off", tol: float = TOL, memory: str = "buffer", target: str = "adreno-740"):
-    """(median device ms, max error) of the layer compiled for `target` with `schedules`, `winograd` and `memory`;
-    (None, error) when its output does not match. With textures the time is the layer's own kernels' (`layer_time`)."""
+    """(median device ms, max error, kernels) of the layer compiled for `target` with `schedules`, `winograd` and
+    `memory`; (None, error, {}) when its output does not match. With textures the time is the layer's own kernels'
+    (`layer_time`)."""
     from adreno.compile import compile_model
     from adreno.options import CompileOptions
     from adreno.opencl.executor import Executor
@@ -234,77 +79,10 @@ def run_compiled(model, layer: Layer, x, ref, schedules: str, device, repeat: in
     ex = Executor(out, device=device)
     err = max_error(ex.run([x])[0], ref)
     if err > tol:
-        return None, err
+        return None, err, {}
     prof = ex.profile([x], repeat=repeat, warmup=1)
-    if memory == "buffer":
-        return prof.device_median_ms, err
-    return layer_time([(k.name, k.calls, k.median_ms) for k in prof.kernels], memory), err
-
-
-NAIVE_SOURCE = r"""
-__kernel void conv_naive(__global const float* restrict x, __global const float* restrict w,
-                         __global const float* restrict scale, __global const float* restrict shift,
-                         __global float* restrict y) {
-  const int gid = get_global_id(0);
-  if (gid >= N * CO * OH * OW) return;
-  const int ox = gid % OW, oy = (gid / OW) % OH, co = (gid / (OW * OH)) % CO, n = gid / (OW * OH * CO);
-  const int cig = CI / G, cog = CO / G, g = co / cog;
-  float acc = 0.0f;
-  for (int ci = 0; ci < cig; ++ci) {
-    const int c = g * cig + ci;
-    for (int ky = 0; ky < K; ++ky) {
-      const int iy = oy * S - P + ky;
-      if (iy < 0 || iy >= H) continue;
-      for (int kx = 0; kx < K; ++kx) {
-        const int ix = ox * S - P + kx;
-        if (ix < 0 || ix >= W) continue;
-        acc += x[((n * CI + c) * H + iy) * W + ix] * w[((co * cig + ci) * K + ky) * K + kx];
-      }
-    }
-  }
-  float v = acc * scale[co] + shift[co];
-  ACT
-  y[gid] = v;
-}
-"""
-
-
-def run_naive(layer: Layer, p, compare, device, repeat: int):
-    import pyopencl as cl
-
-    ctx = cl.Context([device])
-    queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
-    act = {"relu": "v = fmax(v, 0.0f);", "clip6": "v = fmin(fmax(v, 0.0f), 6.0f);", "none": ""}[layer.act]
-    defines = dict(N=layer.n, CI=layer.c, H=layer.h, W=layer.w, CO=layer.o, K=layer.k, S=layer.stride,
-                   P=layer.pad, G=layer.groups, OH=layer.oh, OW=layer.ow)
-    source = "".join(f"#define {k} {v}\n" for k, v in defines.items()) + NAIVE_SOURCE.replace("ACT", act)
-    kernel = cl.Program(ctx, source).build().conv_naive
-    scale, shift = folded_bn(p)
-    mf = cl.mem_flags
-    bufs = [cl.Buffer(ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=np.ascontiguousarray(a))
-            for a in (p["x"], p["w"], scale, shift)]
-    y = np.empty((layer.n, layer.o, layer.oh, layer.ow), np.float32)
-    ybuf = cl.Buffer(ctx, mf.WRITE_ONLY, y.nbytes)
-    total = y.size
-    local = 64
-    gsize = (total + local - 1) // local * local
-    kernel.set_args(*bufs, ybuf)
-
-    def launch():
-        return cl.enqueue_nd_range_kernel(queue, kernel, (gsize,), (local,))
-
-    launch().wait()
-    cl.enqueue_copy(queue, y, ybuf)
-    queue.finish()
-    err = compare(y)
-    if err > TOL:
-        return None, err
-    times = []
-    for _ in range(repeat):
-        ev = launch()
-        ev.wait()
-        times.append((ev.profile.end - ev.profile.start) * 1e-6)
-    return float(np.median(times)), err
+    ms, kernels = layer_time([(k.name, k.calls, k.median_ms) for k in prof.kernels], memory)
+    return (prof.device_median_ms if memory == "buffer" else ms), err, kernels
 
 
 def torch_available() -> bool:
@@ -369,10 +147,14 @@ def eligible(layer: Layer, winograd: str) -> bool:
     return winograd == "off" or (layer.k == 3 and layer.stride == 1 and layer.groups == 1)
 
 
-def layer_time(prof_kernels, memory: str) -> float:
-    """The layer's own kernels' ms: with textures, without the packing of its NCHW input and the unpacking of its
-    output (a model's boundary, not the layer's)."""
-    return sum(ms * calls for name, calls, ms in prof_kernels if memory == "buffer" or "pack_nchw4c" not in name)
+def layer_time(prof_kernels, memory: str) -> tuple[float, dict]:
+    """The layer's own kernels' ms and {"timed": names, "untimed": names}: with textures, without the packing of its
+    NCHW input and the unpacking of its output (a model's boundary, not the layer's)."""
+    own = [memory == "buffer" or "pack_nchw4c" not in name for name, _, _ in prof_kernels]
+    names = {"timed": [], "untimed": []}
+    for (name, _, _), timed in zip(prof_kernels, own, strict=True):
+        names["timed" if timed else "untimed"].append(name)
+    return sum(ms * calls for (_, calls, ms), timed in zip(prof_kernels, own, strict=True) if timed), names
 
 
 def prepare(model_name: str, layers: list[Layer], out: Path, columns: list[str], target: str = "adreno-740") -> None:
@@ -392,7 +174,8 @@ def prepare(model_name: str, layers: list[Layer], out: Path, columns: list[str],
     for layer in layers:
         p = layer_params(layer)
         model = layer_model(layer, p)
-        ref = InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": p["x"]})[0]
+        ref = InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+            None, {"x": p["x"]})[0]
         ldir = out / layer.name
         if ldir.exists():
             shutil.rmtree(ldir)
@@ -422,15 +205,17 @@ def prepare(model_name: str, layers: list[Layer], out: Path, columns: list[str],
         index.append({**asdict(layer), "x_sha": checksum(p["x"]), "w_sha": checksum(p["w"]), "prepared": prepared})
         print(f"prepared {layer.name}: {layer.label()} "
               + " ".join(f"{c}:{'ok' if 'error' not in v else 'FAIL'}" for c, v in prepared.items()), flush=True)
-    (out / "layers.json").write_text(json.dumps({"model": model_name, "columns": columns, "layers": index}, indent=1))
+    (out / "layers.json").write_text(json.dumps({"model": model_name, "target": target, "columns": columns,
+                                                 "layers": index}, indent=1))
 
 
-def load_prepared(prepared: Path) -> tuple[str, list[str], list[Layer], dict]:
+def load_prepared(prepared: Path) -> tuple[str, str, list[str], list[Layer], dict]:
+    """(model, target, columns, layers, layer name -> its index entry) of a `prepare`d directory."""
     index = json.loads((prepared / "layers.json").read_text())
     names = set(Layer.__dataclass_fields__)
     layers = [Layer(**{k: tuple(v) if k == "pads" else v for k, v in entry.items() if k in names})
               for entry in index["layers"]]
-    return index["model"], index["columns"], layers, {e["name"]: e for e in index["layers"]}
+    return index["model"], index["target"], index["columns"], layers, {e["name"]: e for e in index["layers"]}
 
 
 def prebuild_prepared(prepared: Path, layers: list[Layer], index: dict, device_spec: str, cache_root: Path,
@@ -453,21 +238,22 @@ def prebuild_prepared(prepared: Path, layers: list[Layer], index: dict, device_s
 
 
 def run_prepared(prepared: Path, layer: Layer, col: str, x, device, cache, built: dict, repeat: int):
-    """(ms, max error) of a prepared column on this device, checked against its PoCL reference first (`built`:
-    `prebuild_prepared`'s result)."""
+    """(ms, max error, kernels) of a prepared column on this device, checked against its PoCL reference first
+    (`built`: `prebuild_prepared`'s result)."""
     from adreno.measure import load_reference, measure_artifact
 
     adir = prepared / layer.name / col
     if str(adir) not in built or built[str(adir)][1]:
-        return None, built.get(str(adir), (0, "not built within the time budget"))[1]
+        return None, built.get(str(adir), (0, "not built within the time budget"))[1], {}
     tol = TOL if PREPARED[col][2] == "off" else WINOGRAD_TOL
     reference = load_reference(adir / "ref.npz")
     scale = max(1.0, float(np.abs(reference[0][1]).max()))
     result = measure_artifact(str(adir), [x], reference, device, cache.for_artifact(adir), repeat,
                               rtol=0.0, atol=tol * scale)
     if "error" in result:
-        return None, result["error"]
-    return layer_time(result["kernels"], PREPARED[col][1]), result["max_error"] / scale
+        return None, result["error"], {}
+    ms, kernels = layer_time(result["kernels"], PREPARED[col][1])
+    return ms, result["max_error"] / scale, kernels
 
 
 def geomean(values: list[float]) -> float | None:
@@ -499,7 +285,7 @@ def sampled_error(out: np.ndarray, reference) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="pocl", help="OpenCL device: pocl | gpu | cpu | index | name substring")
-    ap.add_argument("--model", default="resnet18", choices=["resnet18", "mobilenetv2", "resnet18_block"])
+    ap.add_argument("--model", default="resnet18", choices=["resnet18", "mobilenetv2", "resnet18_block", "tiny"])
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--layers", type=int, help="only the first N distinct layers")
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per implementation (median is reported)")
@@ -524,6 +310,8 @@ def main(argv=None) -> int:
 
     if args.memory == "texture" and (args.prepare or args.artifacts):
         ap.error("--prepare/--artifacts have their own texture columns (texture, f2_tex, f4_tex)")
+    if args.artifacts and args.target:
+        ap.error("--artifacts measures what --prepare compiled, for the --target given there")
     if args.prepare:
         layers = conv_layers(args.model)
         prepare(args.model, layers[: args.layers] if args.layers else layers, Path(args.prepare),
@@ -534,14 +322,15 @@ def main(argv=None) -> int:
 
     prepared = Path(args.artifacts) if args.artifacts else None
     if prepared is not None:
-        args.model, compiled, layers, index = load_prepared(prepared)
+        args.model, target, compiled, layers, index = load_prepared(prepared)
         compiled = [c for c in compiled if c not in skip]
     else:
         layers = conv_layers(args.model)
         compiled = [c for c in ("adreno", "tvm", "winograd") if c not in skip]
     layers = layers[: args.layers] if args.layers else layers
     device = select_device(args.device)
-    target = args.target or measured_target(device)
+    if prepared is None:  # a prepared run has no compiler (adreno.target needs TVM)
+        target = args.target or measured_target(device)
     columns = compiled + [c for c in ("naive",) if c not in skip]
     if "torch" not in skip and torch_available():
         columns.append("torch")
@@ -581,25 +370,26 @@ def main(argv=None) -> int:
                 compare = lambda out, ref=ref: max_error(out, ref)  # noqa: E731
             res = Result(layer.label(), layer.flops / 1e9, layer.count)
             for col in columns:
+                kernels = {}
                 try:
                     if prepared is not None and col in PREPARED:
                         state = entry["prepared"].get(col)
                         if state is None:
                             res.errors[col] = "n/a"
                             continue
-                        ms, err = ((None, f"prepare: {state['error']}") if "error" in state
-                                   else run_prepared(prepared, layer, col, p["x"], device, cache, built,
-                                                     args.repeat))
+                        ms, err, kernels = ((None, f"prepare: {state['error']}", {}) if "error" in state
+                                            else run_prepared(prepared, layer, col, p["x"], device, cache, built,
+                                                              args.repeat))
                     elif col == "winograd":
                         if not eligible(layer, "f4"):
                             res.errors[col] = "n/a"
                             continue
-                        ms, err = run_compiled(model, layer, p["x"], ref, "adreno", device, args.repeat, Path(tmp),
-                                               winograd=args.winograd, tol=WINOGRAD_TOL, memory=args.memory,
-                                               target=target)
+                        ms, err, kernels = run_compiled(model, layer, p["x"], ref, "adreno", device, args.repeat,
+                                                        Path(tmp), winograd=args.winograd, tol=WINOGRAD_TOL,
+                                                        memory=args.memory, target=target)
                     elif col in ("adreno", "tvm"):
-                        ms, err = run_compiled(model, layer, p["x"], ref, col, device, args.repeat, Path(tmp),
-                                               memory=args.memory, target=target)
+                        ms, err, kernels = run_compiled(model, layer, p["x"], ref, col, device, args.repeat,
+                                                        Path(tmp), memory=args.memory, target=target)
                     elif col == "naive":
                         ms, err = run_naive(layer, p, compare, device, args.repeat)
                     else:
@@ -607,6 +397,8 @@ def main(argv=None) -> int:
                 except Exception as exc:  # noqa: BLE001 - a failing column must not stop the table
                     ms, err = None, f"{type(exc).__name__}: {exc}"[:300]
                 res.errors[col] = err
+                if kernels:
+                    res.kernels[col] = kernels
                 if ms is not None:
                     res.ms[col] = ms
                     res.gflops[col] = layer.flops / (ms * 1e6)
@@ -657,5 +449,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     sys.exit(main())

@@ -9,7 +9,7 @@ checked against onnxruntime, then timed on the chosen OpenCL device.
                                  [--repeat 5] [--json out.json]
 
 Models are timed end to end (median device time: the sum of every kernel's profiling-event time per run); a layer
-(`--layers MODEL`: every distinct conv + BN + activation of that zoo model, as `tools/bench_conv.py` builds them) is
+(`--layers MODEL`: every distinct conv + BN + activation of that zoo model, as `adreno.conv_layers` builds them) is
 timed by its conv kernels only, so the pack/unpack of its input and output does not count.
 A timing is reported only after that variant's output matched onnxruntime (fp32: |err| <= 1e-4 + 1e-3 max|ref|;
 fp16 storage: max relative error <= 5%). On PoCL (CPU) images are emulated in software, so the texture/buffer
@@ -26,11 +26,10 @@ import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-from bench_conv import conv_layers, layer_model, layer_params
-
 from adreno import schedules
 from adreno.artifact import Artifact
 from adreno.compile import compile_model
+from adreno.conv_layers import conv_layers, layer_model, layer_params
 from adreno.opencl.device import select_device
 from adreno.opencl.executor import Executor
 from adreno.options import CompileOptions

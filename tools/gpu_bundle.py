@@ -122,8 +122,8 @@ def prepare(out: Path, quick: bool, trials: int, target: str) -> None:
     subprocess.run(["rm", "-rf", str(payload)], check=True)
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    bundle = {"commit": commit, "target": target, "quick": quick, "conv_models": conv_models, "models": list(models), "whole": whole,
-              "batches": batches, "payload_sha256": sha256(out / "payload.tar.xz"),
+    bundle = {"commit": commit, "target": target, "quick": quick, "conv_models": conv_models, "models": list(models),
+              "whole": whole, "batches": batches, "payload_sha256": sha256(out / "payload.tar.xz"),
               "payload_bytes": (out / "payload.tar.xz").stat().st_size,
               "prepare_seconds": round(time.perf_counter() - started, 1), "numpy": np.__version__}
     (out / "bundle.json").write_text(json.dumps(bundle, indent=1))
@@ -157,7 +157,7 @@ def run_conv(work: Path, model: str, device: str, out: Path, repeat: int, budget
     return json.loads(json_path.read_text()) if json_path.is_file() else None
 
 
-def run_whole(work: Path, bundle: dict, device_spec: str, out: Path, repeat: int) -> dict:
+def run_whole(work: Path, bundle: dict, device_spec: str, repeat: int) -> dict:
     """Our executor on every whole-model artifact: cold build (in parallel processes, each timing its own model),
     warm start through the program cache, first-run check, then device and wall time."""
     from adreno.cache import ProgramCache
@@ -256,7 +256,7 @@ def run_torch_models(models, repeat: int) -> dict:
 def run_batches(work: Path, bundle: dict, device_spec: str, out: Path, budget_s: float) -> dict:
     """Measure the tuning batches within `budget_s` in all; merge their records into OUT/records.jsonl."""
     from adreno.measure import measure_batch
-    from adreno.tune.database import Database
+    from adreno.records import Database
 
     started, results = time.perf_counter(), {}
     merged = Database(out / "records.jsonl")
@@ -349,16 +349,15 @@ def run(bundle_dir: Path, out: Path, device: str, budget_s: float, repeat: int) 
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="adreno-bundle-"))  # not under OUT: only results come back
     bundle = unpack(bundle_dir, work)
-    from adreno.opencl.device import select_device
-    from adreno.tune.cli import device_fingerprint
+    from adreno.opencl.device import DeviceIdentity, select_device
 
-    fingerprint = device_fingerprint(select_device(device))
+    fingerprint = DeviceIdentity.from_cl_device(select_device(device)).fingerprint
     print(f"bundle of commit {bundle['commit']} ({'quick' if bundle['quick'] else 'full'}) on {fingerprint}",
           flush=True)
     conv = {}
     for model in bundle["conv_models"]:
         conv[model] = run_conv(work, model, device, out, repeat, budget_s=max(20.0, 0.25 * budget_s))
-    whole = run_whole(work, bundle, device, out, repeat=50)
+    whole = run_whole(work, bundle, device, repeat=50)
     torch_models = run_torch_models(bundle["models"], repeat=50)
     batches = run_batches(work, bundle, device, out, budget_s - (time.perf_counter() - started) - 10)
     summary, text = summarize(conv, whole, torch_models, batches, fingerprint)

@@ -19,19 +19,13 @@ from dataclasses import replace
 
 
 def conv_workloads(model_name: str) -> list:
-    """The distinct convs of a zoo model as ConvWorkloads (ONNX shape inference), in model order."""
-    from adreno.frontend import conv_nodes
-    from adreno.schedules._conv import ConvWorkload
-    from adreno.zoo import get_model
+    """The distinct convs of a zoo model as ConvWorkloads (its conv layers without their epilogues), in model order."""
+    from adreno.conv_layers import conv_layers
 
     found = []
-    for _, attrs, (n, c, h, w), (o, _, kh, kw), (_, _, oh, ow) in conv_nodes(get_model(model_name)):
-        pads = attrs.get("pads", [0, 0, 0, 0])
-        wl = ConvWorkload(n, c, h, w, o, kh, kw, oh, ow, tuple(attrs.get("strides", [1, 1])),
-                          tuple(attrs.get("dilations", [1, 1])), (pads[0], pads[1], pads[2], pads[3]),
-                          attrs.get("group", 1), "float32")
-        if wl not in found:
-            found.append(wl)
+    for layer in conv_layers(model_name):
+        if layer.workload() not in found:
+            found.append(layer.workload())
     return found
 
 

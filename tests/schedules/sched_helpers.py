@@ -8,16 +8,15 @@ from contextlib import contextmanager
 import numpy as np
 import onnx
 
+from adreno.conv_layers import Layer as ConvCase  # one conv layer description for the tests and the benchmarks
+from adreno.conv_layers import layer_model, layer_params
 from adreno.schedules import family as schedule_family
 from adreno.schedules.family import Refused
-from tests.schedules.tools_bench import bench_conv
-
-ConvCase = bench_conv.Layer  # one conv layer description for the tests and tools/bench_conv.py
 
 
 def conv_model(case: ConvCase, seed: int = 0) -> onnx.ModelProto:
-    """`case` as a one-layer ONNX model with seeded weights (tools/bench_conv.py builds the same)."""
-    return bench_conv.layer_model(case, bench_conv.layer_params(case, seed))
+    """`case` as a one-layer ONNX model with seeded weights (the conv benchmarks build the same)."""
+    return layer_model(case, layer_params(case, seed))
 
 
 def model_inputs(model: onnx.ModelProto, seed: int = 1) -> dict[str, np.ndarray]:

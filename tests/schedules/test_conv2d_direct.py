@@ -44,19 +44,6 @@ def test_conv_matches_onnxruntime_and_is_ours(case, tmp_path, monkeypatch):
     assert sources and not any("red_buf" in s for s in sources)  # no cross-thread reduction (TVM's default)
 
 
-def _workloads():
-    """Every conv workload of ResNet-18 and MobileNetV2 (groups=1) plus the test table's, as ConvWorkloads."""
-    from tests.schedules.tools_bench import conv_layers
-
-    out = []
-    for model in ("resnet18", "mobilenetv2"):
-        for layer in conv_layers(model):
-            if layer.groups == 1:
-                out.append(_conv.ConvWorkload(layer.n, layer.c, layer.h, layer.w, layer.o, layer.k, layer.k, layer.oh,
-                                              layer.ow, (layer.stride,) * 2, (1, 1), (layer.pad,) * 4, 1, "float32"))
-    return out
-
-
 def test_knob_table_and_default_config_are_valid():
     from adreno import target as targets
 
@@ -116,7 +103,7 @@ def test_knob_combinations_stay_correct(tmp_path, monkeypatch):
          "unroll_k": 1, "stage": 0},
     ]
     for i, cfg in enumerate(corners):
-        monkeypatch.setattr(conv2d_direct, "default_config", lambda wl, target, cfg=cfg: dict(cfg))
+        monkeypatch.setattr(conv2d_direct, "default_config", lambda _wl, _target, cfg=cfg: dict(cfg))
         with record_claims(monkeypatch, "conv2d_direct") as claims:
             _, outputs = compile_and_run(model, tmp_path / f"a{i}", inputs)
         assert claims["conv2d_direct"], cfg
