@@ -70,8 +70,10 @@ def require_positive(args, *names: str, allow_zero: tuple[str, ...] = ()) -> Non
     `allow_zero`, not a non-negative one): `--repeat 0` must not "succeed" measuring nothing."""
     for name in names:
         value = getattr(args, name)
+        if value is None:  # not given: the command's default applies
+            continue
         low_ok = value >= 0 if name in allow_zero else value > 0
-        if value is not None and not (np.isfinite(value) and low_ok):
+        if not (np.isfinite(value) and low_ok):
             flag = "--" + name.replace("_", "-")
             raise AdrenoError(f"{flag} must be {'>= 0' if name in allow_zero else 'positive'}, not {value}")
 

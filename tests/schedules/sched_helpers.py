@@ -89,7 +89,8 @@ def check_against_onnxruntime(model: onnx.ModelProto, out_dir, memory: str, rtol
 def primitive_function(model: onnx.ModelProto, name: str, memory: str = "buffer"):
     """The unscheduled fused PrimFunc of `model` whose name starts with `name` (what a family's `apply` sees)."""
     from adreno import target as targets
-    from adreno.compile import kernel_calls, lower_relax
+    from adreno.compile import lower_relax
+    from adreno.plan import kernel_calls
     from adreno.frontend import to_relax
 
     tvm_target = targets.tvm_target(targets.get_device("adreno-740"), host="native")

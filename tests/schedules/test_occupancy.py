@@ -161,7 +161,8 @@ def test_pool_and_softmax_defaults_add_lanes_when_rows_are_few():
 
 
 def _plan_launches(model: str, memory: str):
-    from adreno.compile import extract_plan, lower_relax
+    from adreno.compile import lower_relax
+    from adreno.plan import extract_plan
     from adreno.frontend import to_relax
     from adreno.zoo import get_model
 
