@@ -293,6 +293,8 @@ def apply(func, target, config: dict | None = None):
     wl = workload(func)
     key = workload_key(func)
     tuned = {k: v for k, v in ((config or {}).get(key) or {}).items() if k in STAGE_KNOBS[base_stage(stage)]}
+    if "threads_t" in tuned:  # a record from before `split_t` measured whole tiles per work-item
+        tuned.setdefault("split_t", 0)
 
     def schedule(cfg):
         if base_stage(stage) == "winograd_input_transform":
