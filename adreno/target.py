@@ -136,7 +136,7 @@ def get_device(name: str) -> AdrenoDevice:
     key = f"adreno-{key}" if key.isdigit() else key
     known = {**DEVICES, **OTHER_DEVICES, **_MEASURED}
     if key not in known:
-        raise UnknownTargetError(f"unknown target {name!r}; known targets: {', '.join(known)}")
+        raise UnknownTargetError(f"unknown Adreno target {name!r}; known targets: {', '.join(known)}")
     return known[key]
 
 
