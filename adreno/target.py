@@ -106,13 +106,14 @@ DEVICES: dict[str, AdrenoDevice] = {d.name: d for d in [
 OTHER_DEVICES: dict[str, AdrenoDevice] = {d.name: d for d in [
     # NVIDIA's H100/H200 whitepaper and the CUDA guide (compute capability 9.0): 132 SMs, warps of 32, 64K 32-bit
     # registers per SM allocated 256 per warp, at most 2048 threads (64 warps) and 32 blocks per SM, 228 KB shared
-    # memory per SM; OpenCL reports 48 KiB local memory per work-group and 32768-pixel images (../shared/gpu runs).
+    # memory per SM; 32768-pixel images as its OpenCL reported (../shared/DESIGN.md); 48 KiB local memory per
+    # work-group, what NVIDIA's OpenCL reports as CL_DEVICE_LOCAL_MEM_SIZE (not recorded there: from_opencl corrects it).
     # latency_waves 4: one warp per SM sub-partition scheduler, what register-tiled kernels need (estimate).
     AdrenoDevice("nvidia-h200", "NVIDIA H200", 0, (), 132, local_memory_bytes=49152, image2d_max_width=32768,
                  image2d_max_height=32768, fp16=False, wave_size=32, max_waves_per_cu=64, latency_waves=4,
                  wave_granularity=1, registers_per_cu=65536, register_granule=8, max_workgroups_per_cu=32,
                  facts_source="NVIDIA Hopper whitepaper; CUDA programming guide, compute capability 9.0",
-                 estimated=("latency_waves",)),
+                 estimated=("latency_waves", "local_memory_bytes")),
     # PoCL on a CPU: a compute unit is a core running one work-group at a time, its work-items vectorised over the
     # SIMD lanes (PoCL's preferred work-group size multiple: 8 here); registers spill to L1 cheaply, so they never
     # limit; 4 cores is the estimate a live device replaces.
@@ -136,7 +137,7 @@ def get_device(name: str) -> AdrenoDevice:
     key = f"adreno-{key}" if key.isdigit() else key
     known = {**DEVICES, **OTHER_DEVICES, **_MEASURED}
     if key not in known:
-        raise UnknownTargetError(f"unknown target {name!r}; known targets: {', '.join(known)}")
+        raise UnknownTargetError(f"unknown Adreno target {name!r}; known targets: {', '.join(known)}")
     return known[key]
 
 

@@ -266,9 +266,9 @@ def schedule_tiled(sch, match: ConvMatch, cfg: dict):
     return sch
 
 
-def conv_match(find, schedule):
+def conv_match(find, schedule, older_records: dict | None = None):
     """A family's `match` from a conv matcher `find(func, sch) -> (op, ConvMatch) | None` and its
-    `schedule(sch, match, cfg)`: the workload is keyed by the op `find` names."""
+    `schedule(sch, match, cfg)`: the workload is keyed by the op `find` names (`older_records`: see `Matched`)."""
     def match(func) -> Matched | None:
         from tvm import s_tir
 
@@ -280,7 +280,8 @@ def conv_match(find, schedule):
         if found is None:
             return None
         op, conv = found
-        return Matched(conv.workload, conv.workload.key(op), lambda cfg: schedule(sch, conv, cfg))
+        return Matched(conv.workload, conv.workload.key(op), lambda cfg: schedule(sch, conv, cfg),
+                       older_records=older_records or {})
 
     return match
 

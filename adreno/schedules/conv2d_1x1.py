@@ -9,6 +9,10 @@ per step; the workgroup is `threads_cb` x `threads_p` work-items along the flatt
 span several rows and a 7x7 or 14x14 map is covered without the ragged tiles a 2-D (rows x columns) tiling needs.
 A work-item's pixels are contiguous within one output row (`tile_p` divides OW), so its reads and its stores stay
 whole, unguarded pixels. The epilogue (bias, folded BatchNorm, ReLU/Clip, residual add) is applied to the registers.
+Split-K (`threads_k` > 1, for deep layers on maps too small to fill a GPU: MobileNetV2's ->160 convs on 7x7 have
+40 x 49 pixel blocks in all): `threads_k` work-items of a workgroup (threadIdx.z) each sum a contiguous slice of the
+input channel blocks into their registers (an rfactor block), then a cross-thread reduction in local memory adds
+the slices, and the epilogue and store follow.
 
 Claims the packed 1x1 convs before `conv2d_texture` (whose 2-D tiling handles any kernel); a config this family
 refuses leaves the function to `conv2d_texture`. Buffer (NCHW) 1x1 convs stay with `conv2d_direct`, whose
@@ -29,6 +33,7 @@ KNOBS: dict[str, list] = {
     "tile_k": [1, 2, 4],
     "threads_cb": [1, 2, 4, 8, 16],
     "threads_p": [1, 2, 4, 7, 8, 14, 16, 28, 32, 49, 64],
+    "threads_k": [1, 2, 4, 8],
 }
 
 # float4 accumulators a work-item may hold (tile_p x tile_cb), as in conv2d_texture.
@@ -53,6 +58,9 @@ def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
         raise ValueError(f"tile_p={config['tile_p']} does not divide the output row of {wl.ow} pixels")
     if (wl.c // LANES) % config["tile_k"]:
         raise ValueError(f"tile_k={config['tile_k']} does not divide the {wl.c // LANES} input channel blocks")
+    if (wl.c // LANES) % (config["tile_k"] * config.get("threads_k", 1)):
+        raise ValueError(f"threads_k={config.get('threads_k', 1)} x tile_k={config['tile_k']} does not divide the "
+                         f"{wl.c // LANES} input channel blocks")
     if config["tile_cb"] * config["tile_p"] > MAX_TILE:
         raise ValueError(f"register tile of {config['tile_p']}x{config['tile_cb']} float4 exceeds {MAX_TILE}")
     return config
@@ -72,15 +80,19 @@ def default_config(wl: _conv.ConvWorkload, target) -> dict:
     tiles = occupancy.ladder({"tile_cb": _conv.pick_tile(blocks, KNOBS["tile_cb"], 4), "tile_p": tile_p},
                              [("tile_cb", 1, blocks), ("tile_p", 1, wl.ow)],
                              {**KNOBS, "tile_p": [t for t in KNOBS["tile_p"] if wl.ow % t == 0]})
-    candidates = [_config(wl, t["tile_cb"], t["tile_p"], target) for t in tiles]
+    candidates = [_config(wl, t["tile_cb"], t["tile_p"], 1, target) for t in tiles]
+    # a map too small for even one pixel block per work-item: split the reduction over 2, 4, 8 work-items
+    candidates += [_config(wl, 1, 1, k, target) for k in KNOBS["threads_k"][1:] if (wl.c // LANES) % k == 0]
     return occupancy.choose(occupancy.device(target), candidates, lambda c: _launch(wl, c))
 
 
-def _config(wl: _conv.ConvWorkload, tile_cb: int, tile_p: int, target) -> dict:
+def _config(wl: _conv.ConvWorkload, tile_cb: int, tile_p: int, threads_k: int, target) -> dict:
     limit = min(_conv.max_threads(target), 64)
-    threads_p = _largest_divisor(wl.oh * wl.ow // tile_p, KNOBS["threads_p"], min(16, limit))
-    threads_cb = _conv.pick_tile(-(-(wl.o // LANES) // tile_cb), KNOBS["threads_cb"], max(1, limit // threads_p))
-    return {"tile_cb": tile_cb, "tile_p": tile_p, "tile_k": 1, "threads_cb": threads_cb, "threads_p": threads_p}
+    threads_p = _largest_divisor(wl.oh * wl.ow // tile_p, KNOBS["threads_p"], min(16, limit // threads_k))
+    threads_cb = _conv.pick_tile(-(-(wl.o // LANES) // tile_cb), KNOBS["threads_cb"],
+                                 max(1, limit // (threads_p * threads_k)))
+    return {"tile_cb": tile_cb, "tile_p": tile_p, "tile_k": 1, "threads_cb": threads_cb, "threads_p": threads_p,
+            "threads_k": threads_k}
 
 
 def _launch(wl: _conv.ConvWorkload, cfg: dict) -> occupancy.Launch:
@@ -88,35 +100,49 @@ def _launch(wl: _conv.ConvWorkload, cfg: dict) -> occupancy.Launch:
     block, one input pixel), 4 registers per pixel."""
     registers = LANES * (cfg["tile_p"] * cfg["tile_cb"] + cfg["tile_k"] * (LANES * cfg["tile_cb"] + 1))
     return occupancy.grid((wl.o // LANES, cfg["tile_cb"], cfg["threads_cb"]),
-                          (wl.oh * wl.ow, cfg["tile_p"], cfg["threads_p"]), registers=registers, batch=wl.n)
+                          (wl.oh * wl.ow, cfg["tile_p"], cfg["threads_p"]),
+                          (cfg.get("threads_k", 1), 1, cfg.get("threads_k", 1)), registers=registers, batch=wl.n)
 
 
 def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     """The GEMM schedule (see the module doc). Mutates and returns `sch`."""
     conv = match.conv
     out = _conv.output_from_registers(sch, match)
-    data = sch.cache_read(conv, 0, "local")
-    weight = sch.cache_read(conv, 1, "local")
-    n, f, y, x, lane, rc, ry, rx = sch.get_loops(conv)
+    main = conv
+    if cfg.get("threads_k", 1) > 1:  # split-K: partial sums per work-item (the rfactor block), then a cross-thread sum
+        kt, _ = sch.split(sch.get_loops(conv)[5], [cfg["threads_k"], None], preserve_unit_iters=True)
+        main = sch.rfactor(kt, 0)
+        sch.set_scope(main, 0, "local")
+    data = sch.cache_read(main, 0, "local")
+    weight = sch.cache_read(main, 1, "local")
+    n, f, y, x, lane, *kt, rc, ry, rx = sch.get_loops(main)
     fo, ft, fi = sch.split(f, [None, cfg["threads_cb"], cfg["tile_cb"]], preserve_unit_iters=True)
     po, pt, pi = sch.split(sch.fuse(y, x), [None, cfg["threads_p"], cfg["tile_p"]], preserve_unit_iters=True)
     rko, rki, rl = sch.split(rc, [None, cfg["tile_k"], LANES], preserve_unit_iters=True)
-    sch.reorder(n, fo, po, ft, pt, rko, rki, ry, rx, pi, rl, fi, lane)
+    sch.reorder(n, fo, po, ft, pt, *kt, rko, rki, ry, rx, pi, rl, fi, lane)
     sch.bind(sch.fuse(n, fo, po, preserve_unit_iters=True), "blockIdx.x")
     sch.bind(ft, "threadIdx.y")
     sch.bind(pt, "threadIdx.x")
+    for loop in kt:
+        sch.bind(loop, "threadIdx.z")
     sch.compute_at(weight, rx, preserve_unit_loops=True)  # tile_cb x 4 weight pixels per input channel block
     sch.compute_at(data, pi, preserve_unit_loops=True)  # one input pixel (4 channels) per output pixel and block
     for loop in (rki, pi, rl, fi):
         sch.unroll(loop)
     sch.vectorize(lane)
+    if main is not conv:  # the sum of the partials: its reduction loop (over threads_k) innermost, on threadIdx.z
+        sch.reverse_compute_at(conv, pt, preserve_unit_loops=True)
+        grid, _, _, over_k, *spatial = sch.get_loops(conv)
+        sch.reorder(*spatial, over_k)
+        sch.bind(over_k, "threadIdx.z")
     sch.reverse_compute_at(out, pt, preserve_unit_loops=True)
-    init = sch.decompose_reduction(conv, rko)
+    init = sch.decompose_reduction(main, rko)
     # the blocks' own loops (the accumulators': pixel x channel block x lane), unrolled, the lanes vectorised
     for block, own in ((data, 5), (weight, 5), (init, 3), (out, 4)):
         _conv.registers(sch, sch.get_loops(block)[-own:], vectorize_last=True)
     return sch
 
 
-FAMILY = Family("conv2d_1x1", KNOBS, _conv.conv_match(_match, schedule), default_config, check_config,
-                "Conv2d1x1Gemm")
+# a record from before split-K measured the whole reduction in one work-item
+FAMILY = Family("conv2d_1x1", KNOBS, _conv.conv_match(_match, schedule, {"threads_k": 1}), default_config,
+                check_config, "Conv2d1x1Gemm")

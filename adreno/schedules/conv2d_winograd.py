@@ -281,8 +281,10 @@ def match(func) -> Matched | None:
     stage, sch, blocks = found
     main = next(b for b in blocks if str(sch.get(b).name_hint) == stage)
     wl = stage, [int(iv.dom.extent) for iv in sch.get(main).iter_vars]
-    return Matched(wl, stage_key(wl), lambda cfg: _schedule_stage(sch, blocks, base_stage(stage), cfg),
-                   STAGE_KNOBS[base_stage(stage)])
+    knobs = STAGE_KNOBS[base_stage(stage)]
+    # a transform record from before `split_t` measured whole tiles per work-item
+    older = {"split_t": 0} if "split_t" in knobs else {}
+    return Matched(wl, stage_key(wl), lambda cfg: _schedule_stage(sch, blocks, base_stage(stage), cfg), knobs, older)
 
 
 def _schedule_stage(sch, blocks, stage: str, cfg: dict):

@@ -12,7 +12,7 @@ gets the reason as data. Adding a family means writing its match, default and ch
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from ..errors import TVM_ERRORS
@@ -40,6 +40,9 @@ class Matched:
     key: str
     schedule: Callable[[dict], object]
     knobs: tuple[str, ...] | None = None
+    # knobs added since older records were measured, with the value those records imply (split-K off: the kernel
+    # they measured); applied to a tuned config that lacks them
+    older_records: dict = field(default_factory=dict)
 
 
 class Family:
@@ -81,6 +84,8 @@ class Family:
         cfg = self.default_config(matched.workload, target)
         tuned = {k: v for k, v in ((config or {}).get(matched.key) or {}).items()
                  if matched.knobs is None or k in matched.knobs}
+        if tuned:
+            tuned = {**matched.older_records, **tuned}
         try:
             self.check_config(matched.workload, {**cfg, **tuned}, target)
         except ValueError as err:

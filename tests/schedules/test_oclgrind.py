@@ -1,7 +1,7 @@
 """Every family's kernels under Oclgrind (Debian `oclgrind`, an OpenCL device simulator that reports out-of-bounds
 accesses and data races): small models compiled with the GPU defaults (adreno-740: small tiles, Winograd transforms
 split by rows), the CPU's big tiles (pocl-cpu), and tuned configs (ragged register tiles, staged patches, cooperative
-reductions in local memory), run on Oclgrind's device through pyopencl in a subprocess (its ICD is named by
+reductions in local memory, split-K), run on Oclgrind's device through pyopencl in a subprocess (its ICD is named by
 OCL_ICD_VENDORS), outputs checked against onnxruntime, Oclgrind's report required to be free of errors. A kernel that
 writes past its buffer and one that races in local memory show that the report is read at all.
 
@@ -87,6 +87,8 @@ CASES = [
     ("1x1", "texture", "adreno-740", "off", {}),
     ("1x1", "texture", "adreno-740", "off", {"conv2d_1x1": {"tile_cb": 2, "tile_p": 7, "tile_k": 2, "threads_cb": 1,
                                                             "threads_p": 7}}),
+    ("1x1", "texture", "adreno-740", "off", {"conv2d_1x1": {"tile_cb": 1, "tile_p": 1, "tile_k": 1, "threads_cb": 2,
+                                                            "threads_p": 7, "threads_k": 4}}),  # split-K
     ("winograd", "buffer", "adreno-740", "f4", {}),
     ("winograd", "buffer", "pocl-cpu", "f2", {}),
     ("winograd", "texture", "adreno-740", "f2", {}),
