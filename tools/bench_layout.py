@@ -22,13 +22,13 @@ def bench(model: str, target: str, trials: int, batch: int, device, records: Pat
     from adreno.runner import IsolatedLocalRunner
     from adreno.target import tvm_target
     from adreno.tune.extract import extract_tasks
-    from adreno.tune.layout_task import LayoutTask, layout_name
+    from adreno.tune.layout_task import LAYOUT, layout_name
     from adreno.tune.measure import Builder
     from adreno.tune.session import open_tuner
     from adreno.winograd import select_tile
 
     tasks = [t for t in extract_tasks(model, CompileOptions(target=target, memory="buffer"), layouts=True)
-             if isinstance(t, LayoutTask)]
+             if t.family == LAYOUT]
     runner = IsolatedLocalRunner(device)
     builder = Builder(workdir=Path(tempfile.mkdtemp(prefix="bench-layout-")))
     database = Database(records)
