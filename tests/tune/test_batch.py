@@ -12,7 +12,7 @@ import onnx
 import pytest
 from tests.conftest import single_op_model, without_tvm
 
-from adreno.tune.database import Database
+from adreno.records import Database
 
 def cli(*args, timeout=600):
     return subprocess.run([sys.executable, "-m", "adreno.cli", *map(str, args)], capture_output=True, text=True,
