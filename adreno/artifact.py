@@ -149,11 +149,13 @@ class Artifact:
         if not isinstance(manifest, dict) or manifest.get("plan_format") != PLAN_FORMAT:
             manifest = manifest if isinstance(manifest, dict) else {}
             raise ArtifactError(f"{path} was written by adreno {manifest.get('adreno_version', '?')} with plan format "
-                                f"{manifest.get('plan_format')!r}; this adreno reads format {PLAN_FORMAT}: recompile it")
+                                f"{manifest.get('plan_format')!r}; this adreno reads format {PLAN_FORMAT}: "
+                                "recompile it")
         check_files(path, manifest, hashes=checked)
         unlisted = {PLAN_NAME, PARAMS_NAME} - set(manifest["files"])
         if unlisted:
-            raise ArtifactError(f"{path}: the manifest does not list {', '.join(sorted(unlisted))}; recompile the model")
+            raise ArtifactError(f"{path}: the manifest does not list {', '.join(sorted(unlisted))}; "
+                                "recompile the model")
         try:
             plan = Plan.from_json(_read_json(path / PLAN_NAME))
             check_plan(plan, path, set(manifest["files"]))
@@ -215,7 +217,8 @@ def _read_json(path: Path) -> dict:
             raise FileNotFoundError(path)
         return json.loads(path.read_text())
     except FileNotFoundError:
-        raise ArtifactError(f"{path.parent} is not a complete artifact: {path.name} is missing; recompile the model") from None
+        raise ArtifactError(f"{path.parent} is not a complete artifact: {path.name} is missing; "
+                            "recompile the model") from None
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
         raise ArtifactError(f"{path} is corrupt ({type(err).__name__}: {str(err)[:80]}); recompile the model") from None
 

@@ -159,8 +159,9 @@ def _check_step(plan, index: int, step) -> None:
         what = f"{where} kernel {launch.name}"
         if not isinstance(launch.name, str) or not launch.name.isidentifier():
             _fail(f"{where}: kernel name {launch.name!r}")
-        glob, local = _ints(launch.global_size, f"{what} global size", 1), _ints(launch.local_size, f"{what} local size", 1)
-        if not 1 <= len(glob) <= 3 or len(glob) != len(local) or any(g % l for g, l in zip(glob, local)):
+        glob = _ints(launch.global_size, f"{what} global size", 1)
+        local = _ints(launch.local_size, f"{what} local size", 1)
+        if not 1 <= len(glob) <= 3 or len(glob) != len(local) or any(g % w for g, w in zip(glob, local)):
             _fail(f"{what}: global size {glob} is not a multiple of local size {local}")
         _ints([launch.local_mem_bytes], f"{what} local memory")
         for arg in launch.args:
@@ -189,7 +190,7 @@ def check_launches(plan, device) -> None:
         for launch in step.kernels:
             local = launch.local_size
             if len(local) > device.max_work_item_dimensions or math.prod(local) > device.max_work_group_size \
-                    or any(l > s for l, s in zip(local, sizes)):
+                    or any(w > s for w, s in zip(local, sizes)):
                 raise ArtifactError(f"kernel {launch.name}: work-group {local} exceeds {name}'s limits "
                                     f"({device.max_work_group_size} work-items, {list(sizes)})")
             if launch.local_mem_bytes > device.local_mem_size:

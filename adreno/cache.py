@@ -1038,14 +1038,14 @@ def verify_bundles(artifact) -> dict:
         missing = sorted(set(artifact.plan.programs) - set(index["programs"]))
         if missing:
             problems.append(f"missing programs: {', '.join(missing)}")
-        problems += _blob_problems(path, index, artifact, binaries)
+        problems += _blob_problems(path, artifact, binaries)
         report[path.name] = {"ok": not problems, "device": index.get("device"), "programs": len(index["programs"]),
                              "problems": problems}
     n_ok = sum(b["ok"] for b in report.values())
     return {"ok": n_ok, "bad": len(report) - n_ok, "bundles": report}
 
 
-def _blob_problems(path: pathlib.Path, index: dict, artifact, binaries: dict[str, bytes]) -> list[str]:
+def _blob_problems(path: pathlib.Path, artifact, binaries: dict[str, bytes]) -> list[str]:
     try:
         blob = read_tvm_precompiled_blob(_read_regular(path / TVM_BLOB_NAME))
     except OSError as exc:

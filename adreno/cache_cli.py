@@ -14,7 +14,7 @@ from pathlib import Path
 from .errors import AdrenoError
 
 
-def register(sub, command) -> None:
+def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command) interface of adreno.cli
     """Add `cache` with its subcommands to the `adreno` parser (``sub``: its subparsers; ``command``: the
     helper of `adreno.cli` that adds a command with --json and its function)."""
     cache = command("cache", None, "inspect, clear, verify the OpenCL program-binary cache; bundle binaries",

@@ -59,7 +59,8 @@ def cmd_models(args) -> int:
     from . import zoo
 
     models = zoo.list_models()
-    rows = [{"name": m.name, "input": [m.input_name, list(m.input_shape)], "description": m.description} for m in models]
+    rows = [{"name": m.name, "input": [m.input_name, list(m.input_shape)], "description": m.description}
+            for m in models]
     text = "\n".join(f"{m.name:<16} {'x'.join(map(str, m.input_shape)):<14} {m.description}" for m in models)
     _emit(args, rows, text)
     return 0
@@ -96,7 +97,8 @@ def cmd_compile(args) -> int:
     from .options import CompileOptions
 
     output = args.output or f"build/{Path(str(args.model)).stem}"
-    options = CompileOptions(target=args.target, host=args.host, cc=args.cc, input_shapes=_parse_shapes(args.input_shape),
+    options = CompileOptions(target=args.target, host=args.host, cc=args.cc,
+                             input_shapes=_parse_shapes(args.input_shape),
                              memory=args.memory, precision=args.precision, schedules=args.schedules,
                              records=args.records, winograd=args.winograd, image_max=args.image_max)
     progress = Progress(not (args.json or args.quiet))

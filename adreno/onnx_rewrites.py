@@ -170,7 +170,8 @@ def _exact_resize(model, node, shapes: dict[str, list[int]], prefix: str) -> lis
     if x_shape is None or len(x_shape) != 4 or coords == "tf_crop_and_resize" or (roi is not None and roi.size):
         return None
     if _attr(node, "antialias"):
-        raise UnsupportedOpError(f"Resize node {node.name or '#' + prefix[len('resize'):]}: antialias=1 is not supported (TVM 0.27 ignores "
+        raise UnsupportedOpError(f"Resize node {node.name or '#' + prefix[len('resize'):]}: "
+                                 "antialias=1 is not supported (TVM 0.27 ignores "
                                  "it); export the model without antialiasing")
     axes = [a % 4 for a in (_attr(node, "axes") or range(4))]
     scales = _constant(model, node.input[2]) if len(node.input) > 2 and node.input[2] else None

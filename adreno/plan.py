@@ -142,7 +142,7 @@ def extract_plan(lowered, tvm_target, memory: str = "buffer", device=None,
     for name in outputs:
         if tensors[name].kind == "intermediate":
             tensors[name].kind = "output"
-    storage, images = plan_storage(tensors, steps, outputs, with_images=True)
+    storage, images = plan_storage(tensors, steps, with_images=True)
     return Plan(inputs, outputs, tensors, storage, programs, steps, images=images), sources, params
 
 
@@ -188,7 +188,7 @@ def _op_family(func_name: str) -> str:
     return func_name.removeprefix("fused_").split("_")[0]
 
 
-def plan_storage(tensors: dict[str, TensorSpec], steps: list[Step], outputs: list[str], with_images: bool = False):
+def plan_storage(tensors: dict[str, TensorSpec], steps: list[Step], with_images: bool = False):
     """Assign storage to tensors: inputs, outputs and params own theirs; intermediates reuse a freed storage
     block of at least their size once its previous tensor is dead (greedy, best fit). Image tensors get image
     storage ("i<n>"), reused only by a later image tensor of exactly the same image spec.
@@ -359,4 +359,4 @@ def _kernel_launch(call, device_funcs, param_of, workspace_of, root) -> KernelLa
             dyn_local = extent
     dims = max(1, max(("xyz".index(t[-1]) + 1 for t in launch_params if t[:-1] in ("blockIdx.", "threadIdx.")),
                       default=1))
-    return KernelLaunch(kernel, args, [g * l for g, l in zip(groups, local)][:dims], local[:dims], dyn_local)
+    return KernelLaunch(kernel, args, [g * w for g, w in zip(groups, local)][:dims], local[:dims], dyn_local)

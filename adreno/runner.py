@@ -152,7 +152,8 @@ class LocalRunner(Runner):
             profile = executor.profile(inputs, repeat=run_input.repeat, warmup=run_input.warmup)
         except (AdrenoError, cl.Error, OSError, ValueError) as err:
             return RunResult(error=f"{type(err).__name__}: {err}", stage=stage, tag=run_input.tag)
-        return RunResult(seconds=[ms * 1e-3 for ms in profile.run_device_ms], max_error=max_error, tag=run_input.tag, device=device,
+        return RunResult(seconds=[ms * 1e-3 for ms in profile.run_device_ms], max_error=max_error, tag=run_input.tag,
+                         device=device,
                          extra={"build_seconds": profile.build_seconds, "wall_ms": profile.latencies_ms})
 
 

@@ -107,7 +107,8 @@ OTHER_DEVICES: dict[str, AdrenoDevice] = {d.name: d for d in [
     # NVIDIA's H100/H200 whitepaper and the CUDA guide (compute capability 9.0): 132 SMs, warps of 32, 64K 32-bit
     # registers per SM allocated 256 per warp, at most 2048 threads (64 warps) and 32 blocks per SM, 228 KB shared
     # memory per SM; 32768-pixel images as its OpenCL reported (../shared/DESIGN.md); 48 KiB local memory per
-    # work-group, what NVIDIA's OpenCL reports as CL_DEVICE_LOCAL_MEM_SIZE (not recorded there: from_opencl corrects it).
+    # work-group, what NVIDIA's OpenCL reports as CL_DEVICE_LOCAL_MEM_SIZE (not recorded there: from_opencl corrects
+    # it).
     # latency_waves 4: one warp per SM sub-partition scheduler, what register-tiled kernels need (estimate).
     AdrenoDevice("nvidia-h200", "NVIDIA H200", 0, (), 132, local_memory_bytes=49152, image2d_max_width=32768,
                  image2d_max_height=32768, fp16=False, wave_size=32, max_waves_per_cu=64, latency_waves=4,

@@ -16,11 +16,11 @@ treats it as "out-elementwise fusable": the bias add, ReLU/Clip and residual add
 primitive function, as they did into the direct conv. The three stages are scheduled by
 `adreno.schedules.conv2d_winograd` (recognised by the block names above).
 
-Texture memory: `adreno.texture.planning.plan_layouts` emits the same stages on packed tensors (`emit_stages` with NCHW4c
-data): V[a, b, C/4, p, 4], M[a, b, O/4, p, 4] and the weight transform packed as U[a, b, O/4, C, 4] (`pack_weight`),
-main blocks named with the suffix `_nchw4c`, each a 5-D tensor whose last axis is a pixel's 4 channels (an image).
-Layout records of texture convs are keyed `adreno.records.layout_key(wl, "texture")`, and their direct layout is
-`conv2d_texture`.
+Texture memory: `adreno.texture.planning.plan_layouts` emits the same stages on packed tensors (`emit_stages` with
+NCHW4c data): V[a, b, C/4, p, 4], M[a, b, O/4, p, 4] and the weight transform packed as U[a, b, O/4, C, 4]
+(`pack_weight`), main blocks named with the suffix `_nchw4c`, each a 5-D tensor whose last axis is a pixel's 4 channels
+(an image). Layout records of texture convs are keyed `adreno.records.layout_key(wl, "texture")`, and their direct
+layout is `conv2d_texture`.
 
 Modes: "off" (direct convs), "auto" (the selection rule `select_tile`), "f2"/"f4" (every eligible conv with that
 tile). A tuned layout record (`adreno tune`: `{"tile": 0|2|4, <knobs of that layout>}` under the conv's key

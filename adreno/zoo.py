@@ -185,7 +185,8 @@ def _inverted_residual(g: _GraphBuilder, x: str, cout: int, stride: int, expand:
 def _mobilenetv2(g: _GraphBuilder, x: str, output: str) -> str:
     x = g.relu6(g.conv_bn(x, 32, 3, stride=2))
     for t, c, n, s in MOBILENETV2_SETTINGS:
-        for i in range(n): x = _inverted_residual(g, x, c, s if i == 0 else 1, t)
+        for i in range(n):
+            x = _inverted_residual(g, x, c, s if i == 0 else 1, t)
     return g.classifier(g.relu6(g.conv_bn(x, 1280, 1)), 1000, output)
 
 

@@ -112,7 +112,8 @@ HASHED = {  # the manifest is left alone: its sizes and hashes catch these
     "plan is a FIFO": _replace("plan.json", lambda p: os.mkfifo(p)),
     "plan links outside": _replace("plan.json", lambda p: p.symlink_to("/etc/hostname")),
     "plan missing": lambda r: (r / "plan.json").unlink(),
-    **{f"kernel {i} byte flip": (lambda i: lambda r: _flip(f"kernels/{sorted(os.listdir(r / 'kernels'))[i]}", 200)(r))(i)
+    **{f"kernel {i} byte flip":
+       (lambda i: lambda r: _flip(f"kernels/{sorted(os.listdir(r / 'kernels'))[i]}", 200)(r))(i)
        for i in range(9)},
     "kernel links outside": lambda r: _replace(f"kernels/{_first_kernel_file(r)}",
                                                lambda p: p.symlink_to("/etc/hostname"))(r),

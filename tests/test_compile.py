@@ -33,7 +33,8 @@ def run_and_compare(model, tmp_path, rng, name="m", atol=1e-4):
 OPS = {
     "conv": lambda r: single_op_model("Conv", {"x": [1, 8, 12, 12]}, {"w": r.standard_normal((16, 8, 3, 3)),
                                                                       "b": r.standard_normal(16)}, pads=[1, 1, 1, 1]),
-    "conv_stride2_pad2": lambda r: single_op_model("Conv", {"x": [2, 3, 11, 11]}, {"w": r.standard_normal((10, 3, 5, 5))},
+    "conv_stride2_pad2": lambda r: single_op_model("Conv", {"x": [2, 3, 11, 11]},
+                                                   {"w": r.standard_normal((10, 3, 5, 5))},
                                                    pads=[2, 2, 2, 2], strides=[2, 2]),
     "maxpool": lambda r: single_op_model("MaxPool", {"x": [1, 4, 9, 9]}, kernel_shape=[3, 3], strides=[2, 2],
                                          pads=[1, 1, 1, 1]),
@@ -53,7 +54,7 @@ def test_single_op_plans_run_and_match_onnxruntime(op, tmp_path, rng):
     assert plan.kernel_count() >= 1
     for step in plan.steps:
         assert all(len(k.global_size) == len(k.local_size) for k in step.kernels)
-        assert all(g % l == 0 for k in step.kernels for g, l in zip(k.global_size, k.local_size))
+        assert all(g % w == 0 for k in step.kernels for g, w in zip(k.global_size, k.local_size))
         for kernel in step.kernels:
             assert f"__kernel void {kernel.name}(" in artifact.kernel_source(step.program)
             assert sorted(a.arg for a in kernel.args if a.arg is not None) == \
@@ -97,7 +98,7 @@ def test_storage_plan_reuses_freed_blocks():
     tensors = {n: TensorSpec(n, [256], "float32", kind, "") for n, kind in
                [("x", "input"), ("a", "intermediate"), ("b", "intermediate"), ("c", "intermediate"), ("y", "output")]}
     steps = [Step("f", "f", "op", args, []) for args in (["x", "a"], ["a", "b"], ["b", "c"], ["c", "y"])]
-    storage = plan_storage(tensors, steps, ["y"])
+    storage = plan_storage(tensors, steps)
     assert tensors["a"].storage == tensors["c"].storage != tensors["b"].storage
     assert len(storage) == 4
 

@@ -84,7 +84,8 @@ def runtime_parameter_model(op: str) -> onnx.ModelProto:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])
     param = helper.make_tensor_value_info("p", TensorProto.INT64, [8 if op == "Pad" else 2])
     graph = helper.make_graph([helper.make_node(op, ["x", "p"], ["y"], name=f"my_{op.lower()}")], "runtime",
-                              [x, param], [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["d0", "d1"] + ["d2", "d3"] * (op == "Pad"))])
+                              [x, param], [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                                         ["d0", "d1"] + ["d2", "d3"] * (op == "Pad"))])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     return model

@@ -54,7 +54,8 @@ def test_image_max_keeps_winograd_images_within_it(tmp_path):
     widths = {}
     for name, extra in (("target", []), ("capped", ["--image-max", "8192"])):
         adreno("compile", tmp_path / "conv.onnx", "--winograd", "f2", "-q", "-o", tmp_path / name, *extra)
-        widths[name] = max(i["width"] for i in json.loads((tmp_path / name / "plan.json").read_text())["images"].values())
+        images = json.loads((tmp_path / name / "plan.json").read_text())["images"]
+        widths[name] = max(i["width"] for i in images.values())
     assert widths == {"target": 8464, "capped": 4096}
     checked = adreno("run", tmp_path / "capped", "--check", "--repeat", "1", "--reference", tmp_path / "conv.onnx")
     assert ": OK" in checked.stdout

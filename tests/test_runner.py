@@ -37,7 +37,8 @@ def test_check_outputs_shapes_and_nan():
     ref = [np.ones((2, 2), np.float32)]
     assert check_outputs([np.ones((2, 2))], ref, 1e-3, 1e-3) == (0.0, None)
     assert "shape" in check_outputs([np.ones((2, 3))], ref, 1e-3, 1e-3)[1]
-    bad = np.ones((2, 2)); bad[0, 0] = np.nan
+    bad = np.ones((2, 2))
+    bad[0, 0] = np.nan
     assert check_outputs([bad], ref, 1e-3, 1e-3)[1] is not None
 
 

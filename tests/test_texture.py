@@ -1,5 +1,6 @@
 """Texture path: layouts, image fitting, plan format, the generated OpenCL source, and the register-tiled texture
-conv schedule (`adreno/schedules/conv2d_texture.py`) run on PoCL against numpy for a table of shapes and knob configs."""
+conv schedule (`adreno/schedules/conv2d_texture.py`) run on PoCL against numpy for a table of shapes and knob
+configs."""
 
 from __future__ import annotations
 

@@ -60,7 +60,8 @@ def child(mode: str, artifact_path: str, cache_dir: str, output: str, device_spe
     print(json.dumps({"mode": mode, "program_load_s": executor.build_seconds,
                       "time_to_first_inference_s": first - imported, "import_s": imported - started,
                       "artifact_and_device_s": selected - imported, "executor_s": loaded - selected,
-                      "first_run_s": first - loaded, "second_run_s": second - first, "programs": len(artifact.plan.programs), "stats": cache.stats,
+                      "first_run_s": first - loaded, "second_run_s": second - first,
+                      "programs": len(artifact.plan.programs), "stats": cache.stats,
                       "device": executor.device.name.strip(), "platform": executor.device.platform.name.strip()}))
 
 
@@ -127,7 +128,8 @@ def bench_model(model: str, args, workdir: Path, env: dict) -> dict:
             result["all_expected"] = result["stats"][expected] == result["programs"]
             runs[mode].append(result)
             print(f"  {model} {mode} #{index}: program load {result['program_load_s']:.3f} s, first inference "
-                  f"{result['time_to_first_inference_s']:.3f} s (artifact + device {result['artifact_and_device_s']:.3f}"
+                  f"{result['time_to_first_inference_s']:.3f} s "
+                  f"(artifact + device {result['artifact_and_device_s']:.3f}"
                   f", executor {result['executor_s']:.3f}, first run {result['first_run_s']:.3f}; second run "
                   f"{result['second_run_s']:.3f}), {expected} {result['stats'][expected]}/"
                   f"{result['programs']}, output {'OK' if result['matched'] else 'MISMATCH'}", file=sys.stderr)
@@ -158,7 +160,8 @@ def table(rows: list[dict]) -> str:
             load_x, first_x = m.get("program_load_speedup"), m.get("time_to_first_inference_speedup")
             lines.append(f"{row['model'] if mode == 'cold' else '':<12} {row['programs'] if mode == 'cold' else '':>5} "
                          f"{mode:<8} {load if load is not None else float('nan'):>14.3f} "
-                         f"{f'{load_x:.1f}x' if load_x else '':>9} {first if first is not None else float('nan'):>18.3f} "
+                         f"{f'{load_x:.1f}x' if load_x else '':>9} "
+                         f"{first if first is not None else float('nan'):>18.3f} "
                          f"{f'{first_x:.1f}x' if first_x else '':>9} {_num(m['first_run_s']):>10} "
                          f"{_num(m['second_run_s']):>10} {m['valid_runs']:>6}")
     return "\n".join(lines)

@@ -35,7 +35,8 @@ def main(argv=None) -> int:
 
     work = tempfile.mkdtemp(prefix="bench-farm-")
     artifact = str(compile_model(args.model, os.path.join(work, args.model)))
-    inputs = [RunInput(artifact, repeat=args.repeat, warmup=1, seed=i % 4, tag=f"m{i}") for i in range(args.measurements)]
+    inputs = [RunInput(artifact, repeat=args.repeat, warmup=1, seed=i % 4, tag=f"m{i}")
+              for i in range(args.measurements)]
     rows = []
 
     local = LocalRunner()

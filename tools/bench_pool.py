@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Benchmark the pooling and reduction layers of zoo models: our schedules (`adreno/schedules/pool.py`, `adreno/schedules/reduce.py`)
-against TVM 0.27's default ones (`schedules="tvm"`), side by side in one run.
+"""Benchmark the pooling and reduction layers of zoo models: our schedules (`adreno/schedules/pool.py`,
+`adreno/schedules/reduce.py`) against TVM 0.27's default ones (`schedules="tvm"`), side by side in one run.
 
 The layers are found in the models themselves: every function of the model (after TVM's legalization and fusion)
 that the pool or reduce family recognises, with how often the model calls it. Each is rebuilt as a one-node ONNX
@@ -97,8 +97,8 @@ def label(wl) -> str:
     return f"{'mean' if 'T_divide' in wl.epilogue else wl.op} over H,W @{shape}"
 
 
-def run_layer(model, x, ref, schedules: str, device, repeat: int, workdir: Path, key: str):
-    """(median device ms, max rel error), ms None on a mismatch. The compiled function must have workload `key`."""
+def run_layer(model, x, ref, schedules: str, device, repeat: int, workdir: Path):
+    """(median device ms, max rel error), ms None on a mismatch (`check_key` checked the model's workload first)."""
     from adreno.compile import compile_model
     from adreno.opencl.executor import Executor
     from adreno.options import CompileOptions
@@ -167,7 +167,7 @@ def main(argv=None) -> int:
             x = rng.standard_normal(wl.shape).astype(np.float32)
             ref = InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
             for col in COLUMNS:
-                ms, err = run_layer(model, x, ref, col, device, args.repeat, Path(tmp) / str(i), key)
+                ms, err = run_layer(model, x, ref, col, device, args.repeat, Path(tmp) / str(i))
                 if ms is None:
                     res.errors[col] = f"MISMATCH max rel err {err:.2e}"
                 else:

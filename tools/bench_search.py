@@ -157,7 +157,7 @@ def metaschedule_arm(ctx, task, task_index: int, seed: int) -> dict:
     workdir = ctx["records_dir"] / "build" / f"metaschedule-t{task_index}-s{seed}"
     workdir.mkdir(parents=True, exist_ok=True)
 
-    def progress(spent, batch):
+    def progress(spent, batch):  # noqa: ARG001 - metaschedule.tune's progress(spent, batch) callback
         print(f"    [metaschedule t{task_index} s{seed}] {spent}/{ctx['args'].trials} "
               f"({time.perf_counter() - started:.0f} s)", file=sys.stderr, flush=True)
 
@@ -469,9 +469,9 @@ def main(argv=None) -> int:
     for task in results["tasks"]:
         for seed in seeds:
             cells = [f"t{task['index']} s{seed}", f"{task['best_any_ms']:.3f}" if task["best_any_ms"] else "-"]
-            cells += [f"{pick(l, task['index'], seed)['best_ms']:.3f}" if pick(l, task["index"], seed)["best_ms"]
-                      else "-" for l in labels]
-            cells += [fmt_tt(pick(l, task["index"], seed)["trials_to_target"], budget) for l in labels]
+            cells += [f"{pick(lab, task['index'], seed)['best_ms']:.3f}" if pick(lab, task["index"], seed)["best_ms"]
+                      else "-" for lab in labels]
+            cells += [fmt_tt(pick(lab, task["index"], seed)["trials_to_target"], budget) for lab in labels]
             rows.append(cells)
     print_table(f"best latency (ms) and trials to reach 95% of the best of any arm (t95), budget {budget}/task",
                 header, rows)
@@ -488,9 +488,9 @@ def main(argv=None) -> int:
     print_table("search wall time (s) per arm, all tasks and seeds; failed = build/run/check/timeout",
                 ["arm", "trials", "ok", "failed", "timeout", "build", "run", "model", "other", "total",
                  "reached", "sum t95"],
-                [[l, s["trials"], s["ok"], s["failed"], s["timeout"], s["seconds"]["build"], s["seconds"]["run"],
+                [[arm, s["trials"], s["ok"], s["failed"], s["timeout"], s["seconds"]["build"], s["seconds"]["run"],
                   s["seconds"]["model"], s["seconds"]["other"], s["seconds"]["total"],
-                  f"{s['reached']}/{s['runs']}", s["t95_sum_censored"]] for l, s in summary.items()])
+                  f"{s['reached']}/{s['runs']}", s["t95_sum_censored"]] for arm, s in summary.items()])
     print(f"(sum t95 counts an arm that never reached the target as {budget + 1}: a lower bound)")
     print(f"\n== TVM MetaSchedule: {METASCHEDULE_NOTE if not args.no_metaschedule else 'skipped'}")
 

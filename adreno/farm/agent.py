@@ -221,7 +221,7 @@ def supervise(command: list[str], log=print, max_restarts_per_minute: int = 30, 
     stop = stop or threading.Event()
     child = {"proc": None}
 
-    def _terminate(signum, frame):
+    def _terminate(signum, frame):  # noqa: ARG001 - the signal-handler signature
         stop.set()
         if child["proc"] is not None:
             kill_group(child["proc"], signal.SIGTERM, wait=2.0)

@@ -85,7 +85,8 @@ class Adb:
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout or self.timeout)
         except FileNotFoundError:
-            raise AdbError(f"adb not found ({self.prefix[0]}); install Android platform-tools or pass --adb PATH") from None
+            raise AdbError(f"adb not found ({self.prefix[0]}); "
+                           "install Android platform-tools or pass --adb PATH") from None
         except subprocess.TimeoutExpired:
             raise AdbError(f"`{' '.join(cmd)}` did not finish within {timeout or self.timeout:g} s") from None
         if check and done.returncode != 0:

@@ -63,7 +63,8 @@ def _cmd_android(args) -> int:
         runtime = {name: os.path.join(args.runtime, name) for name in RUNTIME_FILES}
         missing = [p for p in runtime.values() if not os.path.isfile(p)]
         if missing:
-            raise FarmError(f"missing runtime binaries {missing}; build them with the NDK (see the README, section 'Phones (adb)')")
+            raise FarmError(f"missing runtime binaries {missing}; "
+                            "build them with the NDK (see the README, section 'Phones (adb)')")
     try:
         serve_phones(adb, args.tracker_port, runtime, args.serial or None, args.base_port, args.key)
     except KeyboardInterrupt:

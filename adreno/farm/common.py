@@ -133,7 +133,8 @@ def spawn(cmd: list[str], log_path: str | None = None, env: dict | None = None,
     try:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env=env,
-                                preexec_fn=(lambda: set_parent_death_signal(signal.SIGTERM)) if die_with_parent else None)
+                                preexec_fn=((lambda: set_parent_death_signal(signal.SIGTERM)) if die_with_parent
+                                            else None))
     finally:
         if log_path:
             out.close()

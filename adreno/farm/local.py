@@ -65,7 +65,8 @@ class LocalFarm:
             if (self.free() if free else self.registered()) >= count:
                 return
             time.sleep(0.1)
-        raise FarmError(f"{count} agents did not register at {self.tracker} within the deadline; logs in {self.log_dir}")
+        raise FarmError(f"{count} agents did not register at {self.tracker} within the deadline; "
+                        f"logs in {self.log_dir}")
 
     def worker_pids(self, index: int) -> list[int]:
         """The worker process (TVM's server) of agent `index`, which its supervisor restarts."""

@@ -110,7 +110,8 @@ class NativeRunner(Runner):
         else:
             with TrackerClient(self.tracker, timeout=min(5.0, self.timeouts.request)) as client:
                 lease = client.request(self.key, self.timeouts.request)
-            host, port, key, self._where = lease.host, lease.port, lease.matchkey, f"{self.key}@{lease.host}:{lease.port}"
+            host, port, key = lease.host, lease.port, lease.matchkey
+            self._where = f"{self.key}@{lease.host}:{lease.port}"
         try:
             self._session = call_with_deadline(lambda: rpc.connect(host, port, key), self.timeouts.request, "request")
         except StageTimeout:
@@ -143,7 +144,8 @@ class NativeRunner(Runner):
                 self._loaded[lib_path] = module
             stage, started = "upload", time.perf_counter()
             inputs_spec = [a for a in spec["args"] if a.role == "input"]
-            arrays = list(run_input.inputs) if run_input.inputs is not None else random_inputs(inputs_spec, run_input.seed)
+            arrays = (list(run_input.inputs) if run_input.inputs is not None
+                      else random_inputs(inputs_spec, run_input.seed))
             if len(arrays) != len(inputs_spec):
                 return RunResult(error=f"{len(arrays)} inputs given, the function takes {len(inputs_spec)}",
                                  stage="upload", tag=run_input.tag)
@@ -161,7 +163,8 @@ class NativeRunner(Runner):
             tensors = self._call("upload", _allocate, self.timeouts.upload)
             stages["upload"] = stages.get("upload", 0.0) + time.perf_counter() - started
             stage, started = "run", time.perf_counter()
-            evaluator = module.time_evaluator(spec["entry"], device, number=1, repeat=run_input.warmup + run_input.repeat)
+            evaluator = module.time_evaluator(spec["entry"], device, number=1,
+                                              repeat=run_input.warmup + run_input.repeat)
             timing = self._call("run", lambda: evaluator(*tensors), self.timeouts.run)
             seconds = [float(x) for x in timing.results][run_input.warmup:]
             stages["run"] = time.perf_counter() - started
@@ -188,8 +191,8 @@ class NativeRunner(Runner):
             return RunResult(error=str(err), stage=stage, tag=run_input.tag, device=self._where)
         except (*TVM_ERRORS, OSError) as err:  # the remote side failed: a value, never raised
             self._drop()
-            return RunResult(error=f"{stage} failed on {self._where}: {short_error(err)}", stage=stage, tag=run_input.tag,
-                             device=self._where, extra={"stage": stage})
+            return RunResult(error=f"{stage} failed on {self._where}: {short_error(err)}", stage=stage,
+                             tag=run_input.tag, device=self._where, extra={"stage": stage})
         return RunResult(seconds=seconds, max_error=max_error, tag=run_input.tag, device=self._where,
                          extra={"stage_seconds": stages})
 

@@ -382,7 +382,8 @@ class RPCRunner(Runner):
             return RunResult(error=f"{err.stage} failed on {session.name}: {err}", stage=err.stage,
                              device=session.name, extra={"stage": err.stage, "reason": "remote error"})
         return RunResult(seconds=reply["seconds"], max_error=max_error, device=session.name,
-                         extra={"device_name": reply.get("device", session.device_name), "wall_ms": reply.get("wall_ms"),
+                         extra={"device_name": reply.get("device", session.device_name),
+                                "wall_ms": reply.get("wall_ms"),
                                 "stage_seconds": stages, "address": session.address,
                                 "tracker": format_addr(self.tracker_addr)})
 

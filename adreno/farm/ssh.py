@@ -156,7 +156,7 @@ class SSHLink:
         """Remote 127.0.0.1:remote_port -> local_host:local_port (e.g. the tracker); returns the remote port."""
         transport = self.client.get_transport()
 
-        def _handler(channel, origin, server):
+        def _handler(channel, origin, server):  # noqa: ARG001 - paramiko's port-forward handler signature
             try:
                 sock = socket.create_connection((local_host, local_port), timeout=self.timeout)
                 sock.settimeout(None)
@@ -250,7 +250,8 @@ def _free_port_both(link: SSHLink, start: int, python: str = "python3") -> int:
     for port in range(start, start + 200):
         if not port_is_free(LOCAL_ALIAS, port):
             continue
-        code, _ = link.run(f"{shlex.quote(python)} -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\", {port}))' "
+        code, _ = link.run(f"{shlex.quote(python)} -c "
+                           f"'import socket; s=socket.socket(); s.bind((\"127.0.0.1\", {port}))' "
                            f"2>/dev/null || exit 1", timeout=10)
         if code == 0:
             return port

@@ -68,7 +68,8 @@ class TrackerClient:
         except OSError as err:
             raise TrackerUnreachable(
                 f"cannot reach the RPC tracker at {where}: {err.strerror or err}; start one with "
-                f"`adreno farm tracker --host {self.addr[0]} --port {self.addr[1]}` or pass the right --tracker HOST:PORT"
+                f"`adreno farm tracker --host {self.addr[0]} --port {self.addr[1]}` "
+                "or pass the right --tracker HOST:PORT"
             ) from None
         try:
             sock.settimeout(self.timeout)
@@ -220,7 +221,8 @@ def format_status(status: FarmStatus) -> str:
     if status.devices:
         lines.append("")
         lines.append(f"{'device':<{width}}  {'address':<21}  state  detail")
-        lines += [f"{d.key:<{width}}  {d.host + ':' + str(d.port):<21}  {d.state:<5}  {d.detail}" for d in status.devices]
+        lines += [f"{d.key:<{width}}  {d.host + ':' + str(d.port):<21}  {d.state:<5}  {d.detail}"
+                  for d in status.devices]
     return "\n".join(lines)
 
 

@@ -128,7 +128,7 @@ def _launch(in_blocks: _conv.ConvWorkload, cfg: dict) -> occupancy.Launch:
     return replace(_conv.tiled_launch(in_blocks, tiled), registers=_conv.tile_registers(in_blocks, tiled, LANES))
 
 
-def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
+def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:  # noqa: ARG001 - the families' check_config signature
     """Raise ValueError when `config` is not a valid point of this family's space for `wl` on `target`."""
     _conv.validate(config, KNOBS, target)
     if config["tile_cb"] * config["tile_y"] * config["tile_x"] > MAX_TILE:

@@ -7,7 +7,8 @@ space (`check_config`, ValueError), and schedules (`apply`). `apply` returns a s
 when the function is not this family's (the next family, and finally TVM's dlight rules, take it), or a `Refused`
 value when the family recognised the function but a schedule primitive refused its config: the function then falls
 through like an unrecognised one, and whoever asked (`rule(..., refusals=[])`: the compiler, the tuner's builder)
-gets the reason as data. Adding a family means writing its match, default and check functions and listing its `Family` in `FAMILIES`.
+gets the reason as data. Adding a family means writing its match, default and check functions and listing its
+`Family` in `FAMILIES`.
 """
 
 from __future__ import annotations

@@ -206,8 +206,8 @@ class LayoutPlanner:
         if p is None:
             return None, "input cannot be packed"
         info = winograd_rule.eligible(value, w)
-        tile = 0 if info is None else winograd_rule.choose_tile(winograd_rule.workload_of(info), self.winograd, self.config,
-                                                                "texture")
+        tile = 0 if info is None else winograd_rule.choose_tile(winograd_rule.workload_of(info), self.winograd,
+                                                                self.config, "texture")
         if tile:
             n, _, _, _, _, padding, oh, ow = info
             return (self.bb.emit(winograd_rule.emit_stages(self.bb, p[0], w, tile, n, padding, (oh, ow))), o), ""

@@ -89,7 +89,7 @@ def _bar(done: int, total: int, width: int = 20) -> str:
     return "#" * filled + "." * (width - filled) + f" {min(done, total)}/{total}"
 
 
-def register(sub, command) -> None:
+def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command) interface of adreno.cli
     p = command("tune", cmd_tune, "search the best schedule for every kernel of a model on a device",
                 "Tune MODEL's kernels on a device: a cost-model-guided search over each schedule's knobs. Every "
                 "measurement (output checked against a CPU reference first) is appended to --records; running "

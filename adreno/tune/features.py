@@ -1,11 +1,11 @@
 """Woodpecker-style analytical metrics of a direct-convolution candidate, and the feature rows cost models read.
 
 `conv_metrics(workload, config, target_limits)` describes one candidate of the register-tiled direct convolution
-(`adreno/schedules/_conv.py`): every work-item computes `tile_f x tile_y x tile_x` outputs (channels x rows x columns), the
-workgroup is `threads_f x threads_y x threads_x` work-items, the reduction over input channels is split by `tile_rc`,
-`unroll_k` unrolls kh/kw and `stage=1` caches the input patch of `tile_rc` channels before computing (modelled here
-as the workgroup's patch in local memory). Every metric is a positive float; all but `registers` are "higher is
-better" and lie in (0, 1] except the two reuse ratios (>= some small positive value, unbounded above).
+(`adreno/schedules/_conv.py`): every work-item computes `tile_f x tile_y x tile_x` outputs (channels x rows x columns),
+the workgroup is `threads_f x threads_y x threads_x` work-items, the reduction over input channels is split by
+`tile_rc`, `unroll_k` unrolls kh/kw and `stage=1` caches the input patch of `tile_rc` channels before computing
+(modelled here as the workgroup's patch in local memory). Every metric is a positive float; all but `registers` are
+"higher is better" and lie in (0, 1] except the two reuse ratios (>= some small positive value, unbounded above).
 
 Notation (per workload: output N x O x OH x OW, kernel KH x KW, stride SH, SW, dilation DH, DW, Cg input channels
 per group; per config: vf, vy, vx = tile_f, tile_y, tile_x; tf, ty, tx = threads_f, threads_y, threads_x;

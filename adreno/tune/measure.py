@@ -108,7 +108,7 @@ def build_scheduled(task, scheduled, out_dir: str, config: dict, started: float 
     steps = [Step(task.func_name, task.func_name, task.family, [s.name for s in specs], launches, workspaces)]
     inputs = [s.name for s in specs if s.kind == "input"]
     outputs = [s.name for s in specs if s.kind == "output"]
-    storage, images = plan_storage(tensors, steps, outputs, with_images=True)
+    storage, images = plan_storage(tensors, steps, with_images=True)
     plan = Plan(inputs, outputs, tensors, storage, {task.func_name: f"kernels/{task.func_name}.cl"}, steps,
                 images=images)
     _write_artifact(out_dir, plan, {task.func_name: source}, {}, task, config)

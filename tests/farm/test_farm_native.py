@@ -67,7 +67,7 @@ def test_native_runner_through_the_tracker(axpy, farm2):
 def test_texture_arguments_are_allocated_in_their_memory_scope():
     calls = []
 
-    def recorder(shape, dtype, device, mem_scope=None):
+    def recorder(shape, dtype, device, mem_scope=None):  # noqa: ARG001 - the allocator's signature
         calls.append((shape, dtype, mem_scope))
 
     allocate(NativeArg("x", [1, 4, 8, 8, 4], scope="global.texture"), "dev", recorder)

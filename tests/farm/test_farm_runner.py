@@ -184,7 +184,7 @@ def test_adreno_devices_tracker_json_and_dead_tracker(farm2):
     assert proc.returncode == 2 and dead in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_cache_warm_builds_on_a_farm_device_and_bundles_the_binaries(farm2, tiny_artifact, tiny_reference, tmp_path):
+def test_cache_warm_builds_on_a_farm_device_and_bundles_the_binaries(farm2, tiny_artifact, tmp_path):
     import json
     import shutil
     import subprocess
@@ -200,7 +200,8 @@ def test_cache_warm_builds_on_a_farm_device_and_bundles_the_binaries(farm2, tiny
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout)
     bundle = tmp_path / "tiny" / "binaries"
-    assert summary["path"].startswith(str(bundle)) and (bundle / summary["path"].rsplit("/", 1)[1] / "index.json").is_file()
+    assert summary["path"].startswith(str(bundle))
+    assert (bundle / summary["path"].rsplit("/", 1)[1] / "index.json").is_file()
     cache = ProgramCache(tmp_path / "empty-cache")  # the agents run PoCL here too: the bundle fits this device
     executor = Executor(artifact, "pocl", cache=cache)
     outputs = executor.run(random_inputs(executor.artifact.input_specs(), seed=0))

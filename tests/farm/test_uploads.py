@@ -87,7 +87,8 @@ HOSTILE = {  # name -> tarball bytes; each must be refused
     "unknown member type": tarball(member("weird", b"Z")),
 }
 HOSTILE_SMALL = {  # refused under SMALL's ceilings (1 MiB, 50 members)
-    "total bytes over the ceiling": tarball(member("a", data=b"\x01" * (600 << 10)), member("b", data=b"\x02" * (600 << 10))),
+    "total bytes over the ceiling": tarball(member("a", data=b"\x01" * (600 << 10)),
+                                            member("b", data=b"\x02" * (600 << 10))),
     "one file over the ceiling": tarball(member("a", data=os.urandom(2 << 20))),
     "51 members": tarball(*[member(f"f{i}") for i in range(51)]),
     "gzip bomb 8 MB": zeros_bomb(8 << 20),

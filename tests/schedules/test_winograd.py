@@ -96,7 +96,8 @@ def test_winograd_matches_onnxruntime(case, mode, memory, tmp_path, monkeypatch)
     stages = sorted(k.split("|")[0] for k in claims["conv2d_winograd"])
     assert stages == _stage_names(memory), claims
     assert not claims["conv2d_direct"] and not claims["conv2d_texture"]
-    programs = sorted(p.stem.split("__tex")[0] for p in (artifact / "kernels").glob("*.cl") if "pack_nchw4c" not in p.stem)
+    programs = sorted(p.stem.split("__tex")[0] for p in (artifact / "kernels").glob("*.cl")
+                      if "pack_nchw4c" not in p.stem)
     assert len(programs) == 3, programs  # input transform, GEMM, output transform with the epilogue fused in
     if memory == "texture":  # V, M, U and the output are images; the model's NCHW input and output buffers
         plan = ex.artifact.plan

@@ -11,7 +11,7 @@ import pytest
 
 from adreno.schedules._conv import ConvWorkload
 from adreno.schedules.conv2d_direct import KNOBS
-from adreno.tune import features as F
+from adreno.tune import features as feats
 from adreno.tune.cost_model import (
     AnalyticalModel,
     CostModel,
@@ -56,7 +56,7 @@ def random_config(rng) -> dict:
 
 def hidden_seconds(wl, cfg, device, rng, noise=0.15) -> float:
     """Log-linear in the metrics, plus a register-spill cliff, a knob interaction and log-normal noise."""
-    m = F.conv_metrics(wl, cfg, LIMITS)
+    m = feats.conv_metrics(wl, cfg, LIMITS)
     log_t = math.log(wl.flops) - 20 - sum(w * math.log(m[k]) for k, w in device["w"].items())
     log_t += 1.5 * max(0.0, math.log(m["registers"] / device["registers"]))
     log_t -= device["stage_gain"] * cfg["stage"] * (wl.kh > 1)
@@ -68,7 +68,7 @@ def make_records(device, per_task, seed):
     xs, seconds, groups = [], [], []
     for task, wl in enumerate(RESNET18):
         cfgs = [random_config(rng) for _ in range(per_task)]
-        xs.append(F.featurize(wl, cfgs, LIMITS))
+        xs.append(feats.featurize(wl, cfgs, LIMITS))
         seconds += [hidden_seconds(wl, c, device, rng) for c in cfgs]
         groups += [wl.key("conv2d_direct")] * per_task
     return np.vstack(xs), np.array(seconds), np.array(groups, dtype=object)
@@ -148,14 +148,14 @@ def test_regression_labels_are_standardised_speed_within_tasks():
     assert (y[4:] == 0).all()  # a task whose times are all equal teaches nothing
 
 
-def test_analytical_fit_beats_its_prior_when_the_prior_is_wrong(device_a):
+def test_analytical_fit_beats_its_prior_when_the_prior_is_wrong():
     """A device where register pressure is what matters (the prior gives it little weight): fitting fixes it."""
     rng = np.random.default_rng(3)
     xs, s, g = [], [], []
     for task, wl in enumerate(RESNET18[:6]):
         cfgs = [random_config(rng) for _ in range(50)]
-        xs.append(F.featurize(wl, cfgs, LIMITS))
-        s += [math.exp(2.0 * math.log(F.conv_metrics(wl, c, LIMITS)["registers"]) + 0.1 * rng.normal())
+        xs.append(feats.featurize(wl, cfgs, LIMITS))
+        s += [math.exp(2.0 * math.log(feats.conv_metrics(wl, c, LIMITS)["registers"]) + 0.1 * rng.normal())
               for c in cfgs]
         g += [task] * 50
     x, s, g = np.vstack(xs), np.array(s), np.array(g)
@@ -166,7 +166,7 @@ def test_analytical_fit_beats_its_prior_when_the_prior_is_wrong(device_a):
     assert quality(fitted, x[test], s[test], g[test])["spearman"] > 0.9
     assert quality(fitted, x[test], s[test], g[test])["spearman"] > quality(prior, x[test], s[test], g[test])[
         "spearman"] + 0.3
-    assert fitted.weights[F.METRIC_NAMES.index("registers")] > 1.5
+    assert fitted.weights[feats.METRIC_NAMES.index("registers")] > 1.5
 
 
 def test_learned_model_uses_the_analytical_ranking_until_it_has_records(device_a):
@@ -210,7 +210,7 @@ def test_failed_records_are_ranked_worst(spec):
     rng = np.random.default_rng(4)
     wl = RESNET18[4]
     cfgs = [random_config(rng) for _ in range(120)]
-    x = F.featurize(wl, cfgs, LIMITS)
+    x = feats.featurize(wl, cfgs, LIMITS)
     s = np.array([np.inf if c["tile_f"] >= 8 else hidden_seconds(wl, c, DEVICE_A, rng) for c in cfgs])
     model = make_model(spec)
     model.update(x[:80], s[:80], np.zeros(80))

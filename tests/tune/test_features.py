@@ -10,7 +10,7 @@ import pytest
 
 from adreno.schedules._conv import ConvWorkload
 from adreno.schedules.conv2d_direct import KNOBS
-from adreno.tune import features as F
+from adreno.tune import features as feats
 
 LIMITS = {"compute_units": 4, "max_threads": 256, "local_memory_bytes": 32768}
 
@@ -40,8 +40,8 @@ def test_metrics_finite_positive_and_bounded_over_random_configs():
     rng = np.random.default_rng(0)
     for wl in WORKLOADS:
         for cfg in random_configs(rng, 200):
-            m = F.conv_metrics(wl, cfg, LIMITS)
-            assert list(m) == F.METRIC_NAMES
+            m = feats.conv_metrics(wl, cfg, LIMITS)
+            assert list(m) == feats.METRIC_NAMES
             for name, value in m.items():
                 assert math.isfinite(value) and value > 0, (name, value, cfg)
             for name in ("parallelism", "occupancy", "memory_efficiency", "bank_conflict", "branch_efficiency",
@@ -52,66 +52,66 @@ def test_metrics_finite_positive_and_bounded_over_random_configs():
 def test_more_work_items_give_higher_parallelism():
     wl = conv(512, 7, 512, 3)  # small output (7x7): parallelism depends on how many work-items cover it
     narrow = {**BASE, "threads_f": 1, "threads_y": 1, "threads_x": 8}
-    big_tiles = F.conv_metrics(wl, {**narrow, "tile_f": 16, "tile_x": 8, "tile_y": 4}, LIMITS)["parallelism"]
-    small_tiles = F.conv_metrics(wl, {**narrow, "tile_f": 2, "tile_x": 1, "tile_y": 1}, LIMITS)["parallelism"]
+    big_tiles = feats.conv_metrics(wl, {**narrow, "tile_f": 16, "tile_x": 8, "tile_y": 4}, LIMITS)["parallelism"]
+    small_tiles = feats.conv_metrics(wl, {**narrow, "tile_f": 2, "tile_x": 1, "tile_y": 1}, LIMITS)["parallelism"]
     assert big_tiles < 1.0
     assert small_tiles > big_tiles
     # more threads per workgroup (same tiles) never lowers it (the grid is rounded up to whole workgroups)
     big = {**narrow, "tile_f": 16, "tile_x": 8, "tile_y": 4}
     for knob in ("threads_f", "threads_y", "threads_x"):
-        assert F.conv_metrics(wl, {**big, knob: 16}, LIMITS)["parallelism"] >= big_tiles
+        assert feats.conv_metrics(wl, {**big, knob: 16}, LIMITS)["parallelism"] >= big_tiles
     # and the same candidate on a device with fewer thread slots fills more of it
-    assert F.conv_metrics(wl, big, {**LIMITS, "compute_units": 1})["parallelism"] > big_tiles
+    assert feats.conv_metrics(wl, big, {**LIMITS, "compute_units": 1})["parallelism"] > big_tiles
 
 
 def test_ragged_tiles_lower_branch_efficiency():
     wl = conv(64, 56, 64, 3)  # 56 x 56 output, 64 channels
-    exact = F.conv_metrics(wl, {**BASE, "tile_x": 4, "threads_x": 14, "tile_y": 2, "threads_y": 4}, LIMITS)
-    ragged_x = F.conv_metrics(wl, {**BASE, "tile_x": 8, "threads_x": 8, "tile_y": 2, "threads_y": 4}, LIMITS)
-    ragged_rc = F.conv_metrics(wl, {**BASE, "tile_x": 4, "threads_x": 14, "tile_y": 2, "threads_y": 4}
+    exact = feats.conv_metrics(wl, {**BASE, "tile_x": 4, "threads_x": 14, "tile_y": 2, "threads_y": 4}, LIMITS)
+    ragged_x = feats.conv_metrics(wl, {**BASE, "tile_x": 8, "threads_x": 8, "tile_y": 2, "threads_y": 4}, LIMITS)
+    ragged_rc = feats.conv_metrics(wl, {**BASE, "tile_x": 4, "threads_x": 14, "tile_y": 2, "threads_y": 4}
                                | {"tile_rc": 8}, LIMITS)
     assert exact["branch_efficiency"] == pytest.approx(1.0)
     assert ragged_x["branch_efficiency"] == pytest.approx(56 / 64)
     assert ragged_rc["branch_efficiency"] == pytest.approx(1.0)  # 64 input channels split by 8: exact
     odd = conv(7, 13, 5, 1)
-    assert F.conv_metrics(odd, {**BASE, "tile_rc": 4}, LIMITS)["branch_efficiency"] < \
-        F.conv_metrics(odd, {**BASE, "tile_rc": 1}, LIMITS)["branch_efficiency"]
+    assert feats.conv_metrics(odd, {**BASE, "tile_rc": 4}, LIMITS)["branch_efficiency"] < \
+        feats.conv_metrics(odd, {**BASE, "tile_rc": 1}, LIMITS)["branch_efficiency"]
 
 
 def test_register_tiles_trade_reuse_for_pressure_and_coalescing_follows_threads_x():
     wl = conv(64, 56, 64, 3)
-    small = F.conv_metrics(wl, {**BASE, "tile_f": 1, "tile_y": 1, "tile_x": 1}, LIMITS)
-    large = F.conv_metrics(wl, {**BASE, "tile_f": 8, "tile_y": 2, "tile_x": 4}, LIMITS)
+    small = feats.conv_metrics(wl, {**BASE, "tile_f": 1, "tile_y": 1, "tile_x": 1}, LIMITS)
+    large = feats.conv_metrics(wl, {**BASE, "tile_f": 8, "tile_y": 2, "tile_x": 4}, LIMITS)
     assert large["register_reuse"] > small["register_reuse"]
     assert large["registers"] > small["registers"]
-    one_lane = F.conv_metrics(wl, {**BASE, "threads_x": 1, "threads_y": 16, "tile_x": 1}, LIMITS)
-    wide = F.conv_metrics(wl, {**BASE, "threads_x": 16, "threads_y": 1, "tile_x": 1}, LIMITS)
+    one_lane = feats.conv_metrics(wl, {**BASE, "threads_x": 1, "threads_y": 16, "tile_x": 1}, LIMITS)
+    wide = feats.conv_metrics(wl, {**BASE, "threads_x": 16, "threads_y": 1, "tile_x": 1}, LIMITS)
     assert wide["memory_efficiency"] > one_lane["memory_efficiency"]
 
 
 def test_staging_metrics_only_move_when_staging():
     wl = conv(64, 56, 64, 3)
-    unstaged = F.conv_metrics(wl, {**BASE, "stage": 0}, LIMITS)
-    staged = F.conv_metrics(wl, {**BASE, "stage": 1}, LIMITS)
+    unstaged = feats.conv_metrics(wl, {**BASE, "stage": 0}, LIMITS)
+    staged = feats.conv_metrics(wl, {**BASE, "stage": 1}, LIMITS)
     assert unstaged["local_reuse"] == unstaged["bank_conflict"] == unstaged["local_fit"] == 1.0
     assert staged["local_reuse"] > 1.0  # threads_f groups share the patch, neighbours share halos
-    tiny_local = F.conv_metrics(wl, {**BASE, "stage": 1, "tile_rc": 8}, {**LIMITS, "local_memory_bytes": 1024})
+    tiny_local = feats.conv_metrics(wl, {**BASE, "stage": 1, "tile_rc": 8}, {**LIMITS, "local_memory_bytes": 1024})
     assert tiny_local["local_fit"] < 1.0
 
 
 def test_featurize_rows_and_names():
     wl = conv(64, 56, 64, 3)
     cfgs = random_configs(np.random.default_rng(1), 20)
-    x = F.featurize(wl, cfgs, LIMITS)
-    assert x.shape == (20, len(F.FEATURE_NAMES))
+    x = feats.featurize(wl, cfgs, LIMITS)
+    assert x.shape == (20, len(feats.FEATURE_NAMES))
     assert np.isfinite(x).all()
-    m = F.conv_metrics(wl, cfgs[3], LIMITS)
-    assert x[3, F.FEATURE_NAMES.index("log_branch_efficiency")] == pytest.approx(math.log(m["branch_efficiency"]))
-    assert x[3, F.FEATURE_NAMES.index("tile_f")] == cfgs[3]["tile_f"]
-    assert F.featurize(wl, [], LIMITS).shape == (0, len(F.FEATURE_NAMES))
+    m = feats.conv_metrics(wl, cfgs[3], LIMITS)
+    assert x[3, feats.FEATURE_NAMES.index("log_branch_efficiency")] == pytest.approx(math.log(m["branch_efficiency"]))
+    assert x[3, feats.FEATURE_NAMES.index("tile_f")] == cfgs[3]["tile_f"]
+    assert feats.featurize(wl, [], LIMITS).shape == (0, len(feats.FEATURE_NAMES))
     # compute_units None (not public for some targets) falls back to the default
-    assert F.conv_metrics(wl, BASE, {**LIMITS, "compute_units": None}) == F.conv_metrics(
-        wl, BASE, {**LIMITS, "compute_units": F.DEFAULT_LIMITS["compute_units"]})
+    assert feats.conv_metrics(wl, BASE, {**LIMITS, "compute_units": None}) == feats.conv_metrics(
+        wl, BASE, {**LIMITS, "compute_units": feats.DEFAULT_LIMITS["compute_units"]})
 
 
 def test_1x1_gemm_configs_are_the_direct_conv_on_one_row_of_pixels():
@@ -119,11 +119,11 @@ def test_1x1_gemm_configs_are_the_direct_conv_on_one_row_of_pixels():
     tile_x (not the Winograd GEMM's tile_p column), its K step 4 * tile_k input channels."""
     wl = conv(96, 14, 24, 1)
     gemm = {"tile_cb": 2, "tile_p": 7, "tile_k": 2, "threads_cb": 1, "threads_p": 14}
-    row = F.featurize(wl, [gemm], LIMITS)[0]
+    row = feats.featurize(wl, [gemm], LIMITS)[0]
     assert np.isfinite(row).all()
-    named = dict(zip(F.FEATURE_NAMES, row))
+    named = dict(zip(feats.FEATURE_NAMES, row))
     assert (named["tile_f"], named["tile_x"], named["threads_x"], named["tile_rc"]) == (8, 7, 14, 8)
-    assert named["tile_p"] == named["threads_p"] == F.LAYOUT_KNOB_DEFAULTS["tile_p"]  # Winograd columns untouched
+    assert named["tile_p"] == named["threads_p"] == feats.LAYOUT_KNOB_DEFAULTS["tile_p"]  # Winograd columns untouched
     # one row of 196 pixels in 14 tiles of 7 over 14 work-items: nothing ragged; 16 work-items would waste two
-    assert F.layout_metrics(wl, gemm, LIMITS)["branch_efficiency"] == 1.0
-    assert F.layout_metrics(wl, {**gemm, "threads_p": 16}, LIMITS)["branch_efficiency"] < 1.0
+    assert feats.layout_metrics(wl, gemm, LIMITS)["branch_efficiency"] == 1.0
+    assert feats.layout_metrics(wl, {**gemm, "threads_p": 16}, LIMITS)["branch_efficiency"] < 1.0

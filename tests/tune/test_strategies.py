@@ -119,7 +119,7 @@ def test_random_is_deterministic_per_seed(space):
 
 @pytest.mark.parametrize("make_model", [analytical, lambda: LearnedModel(num_boost_round=30, fallback=analytical())],
                          ids=["analytical", "learned"])
-def test_genetic_with_a_model_finds_the_optimum_well_within_budget(space, valid, make_model):
+def test_genetic_with_a_model_finds_the_optimum_well_within_budget(space, make_model):
     budget = 160  # < 10% of the 1792 valid candidates
     order = tune(get_strategy("genetic")(space, seed=0), make_model(), budget)
     assert len(order) == budget
