@@ -71,6 +71,8 @@ def save_reference(path: Path, outputs: list[np.ndarray]) -> None:
     """Store reference outputs: whole when small, else the elements at `sample_indices` (a kernel that is wrong
     on a row, a tile edge or a channel block is wrong on some of 8192 seeded positions; see the README)."""
     arrays = {}
+    if not all(np.all(np.isfinite(out)) for out in outputs):
+        raise BatchError(f"{path}: the reference outputs are not all finite (inf or nan); nothing could be checked")
     for i, out in enumerate(outputs):
         keep = sample_indices(out.size)
         arrays[f"values_{i}"] = out.reshape(-1) if keep is None else out.reshape(-1)[keep]
@@ -102,9 +104,25 @@ def check_reference(outputs: list[np.ndarray], reference, rtol: float = RTOL, at
     return check_outputs(kept, [values for _, values in reference], rtol, atol)
 
 
+SMALL_AXIS = 8  # seeded params keep their mean and std per position along axes this short (see `_stats`)
+
+
+def _stats(array: np.ndarray) -> tuple:
+    """(mean, std) of a param over its long axes, per position along its short ones (kernel taps, Winograd
+    positions, the 4 lanes of a packed layout), as nested lists. A Winograd-transformed weight's positions differ in
+    scale by an order of magnitude and the inverse transform amplifies the large ones: drawn with one std for all,
+    ResNet-18's output grows to 1e15 and overflows half-float images; per position it keeps its scale."""
+    if not array.size:
+        return 0.0, 0.0
+    long = tuple(axis for axis, n in enumerate(array.shape) if n > SMALL_AXIS)
+    values = array.astype(np.float64)
+    return values.mean(axis=long, keepdims=True).tolist(), values.std(axis=long, keepdims=True).tolist()
+
+
 def _draw(entry: dict, seed: int, index: int) -> np.ndarray:
     rng = np.random.default_rng([seed, index])
-    return (rng.standard_normal(entry["shape"]) * entry["std"] + entry["mean"]).astype(entry["dtype"])
+    return (rng.standard_normal(entry["shape"]) * np.asarray(entry["std"]) + np.asarray(entry["mean"])).astype(
+        entry["dtype"])
 
 
 def _write_params(artifact: Path, params: dict[str, np.ndarray]) -> None:
@@ -138,8 +156,8 @@ def travel_light(artifact: Path, seed: int = 0) -> dict[str, np.ndarray]:
         array = real[name]
         if array.dtype.kind != "f":
             raise BatchError(f"{artifact}: param {name} is {array.dtype}, not a float: it cannot travel as a seed")
-        entry = {"shape": list(array.shape), "dtype": str(array.dtype),
-                 "mean": float(array.mean()) if array.size else 0.0, "std": float(array.std()) if array.size else 0.0}
+        mean, std = _stats(array)
+        entry = {"shape": list(array.shape), "dtype": str(array.dtype), "mean": mean, "std": std}
         seeded[name] = _draw(entry, seed, index)
         spec["params"][name] = {**entry, "sha": digest(seeded[name])}
     _write_params(artifact, seeded)
