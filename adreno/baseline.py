@@ -1,5 +1,6 @@
-"""The baseline every conv benchmark compares against: a hand-written one-output-per-work-item OpenCL kernel of a
-`Layer` (BN folded to scale/shift, activation fused), checked before it is timed. numpy + pyopencl only."""
+"""The baselines every conv benchmark compares against: a hand-written one-output-per-work-item OpenCL kernel of a
+`Layer` (BN folded to scale/shift, activation fused), checked before it is timed (numpy + pyopencl only), and the
+timing of a PyTorch/CUDA function (cuDNN), for the machines that have torch."""
 
 from __future__ import annotations
 
@@ -76,3 +77,18 @@ def run_naive(layer: Layer, p: dict[str, np.ndarray], compare, device, repeat: i
         ev.wait()
         times.append((ev.profile.end - ev.profile.start) * 1e-6)
     return float(np.median(times)), err
+
+
+def cuda_median_ms(fn, repeat: int) -> float:
+    """The median of `repeat` timings of `fn()` on the current CUDA stream (CUDA events), in ms. Needs torch."""
+    import torch
+
+    times = []
+    for _ in range(repeat):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return float(np.median(times))

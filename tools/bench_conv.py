@@ -48,7 +48,7 @@ import numpy as np
 # The checkout this tool lives in is the library it measures (on a GPU machine: the bundle's copy, not installed).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from adreno.baseline import run_naive  # noqa: E402
+from adreno.baseline import cuda_median_ms, run_naive  # noqa: E402
 from adreno.conv_layers import (TOL, WINOGRAD_TOL, Layer, conv_layers, folded_bn, layer_model,  # noqa: E402
                                 layer_params, max_error)
 
@@ -121,15 +121,7 @@ def run_torch(layer: Layer, p, compare, repeat: int):
         err = compare(y.cpu().numpy())
         if err > TOL:
             return None, err
-        times = []
-        for _ in range(max(repeat, 10)):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
-    return float(np.median(times)), err
+        return cuda_median_ms(fn, max(repeat, 10)), err
 
 
 def checksum(array: np.ndarray) -> str:

@@ -24,7 +24,6 @@ is); and OUT/summary.txt + summary.json with every ratio the goals use. Everythi
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import os
@@ -42,14 +41,6 @@ MODELS, QUICK_MODELS = ("resnet18", "mobilenetv2"), ("tiny",)
 VARIANTS = {"buffer": ("buffer", "fp32"), "texture": ("texture", "fp32"), "fp16": ("texture", "fp16")}
 WHOLE_TOL = {"fp32": 1e-3, "fp16": 2e-2}  # max |diff| / max(1, max |ref|)
 TORCHVISION = {"resnet18": "resnet18", "mobilenetv2": "mobilenet_v2"}
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def rel_error(out: np.ndarray, ref: np.ndarray) -> float:
@@ -95,6 +86,7 @@ def prepare_whole(model: str, out: Path, target: str) -> dict:
 
 
 def prepare(out: Path, quick: bool, trials: int, target: str) -> None:
+    from adreno.artifact_check import sha256_file
     from adreno.tune.batch import export_batch
 
     started = time.perf_counter()
@@ -123,7 +115,7 @@ def prepare(out: Path, quick: bool, trials: int, target: str) -> None:
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     bundle = {"commit": commit, "target": target, "quick": quick, "conv_models": conv_models, "models": list(models),
-              "whole": whole, "batches": batches, "payload_sha256": sha256(out / "payload.tar.xz"),
+              "whole": whole, "batches": batches, "payload_sha256": sha256_file(out / "payload.tar.xz"),
               "payload_bytes": (out / "payload.tar.xz").stat().st_size,
               "prepare_seconds": round(time.perf_counter() - started, 1), "numpy": np.__version__}
     (out / "bundle.json").write_text(json.dumps(bundle, indent=1))
@@ -135,8 +127,9 @@ def prepare(out: Path, quick: bool, trials: int, target: str) -> None:
 
 def unpack(bundle_dir: Path, work: Path) -> dict:
     """Check the payload against bundle.json and unpack it into `work`."""
+    from adreno.artifact_check import sha256_file
     bundle = json.loads((bundle_dir / "bundle.json").read_text())
-    if sha256(bundle_dir / "payload.tar.xz") != bundle["payload_sha256"]:
+    if sha256_file(bundle_dir / "payload.tar.xz") != bundle["payload_sha256"]:
         raise SystemExit(f"{bundle_dir}/payload.tar.xz does not match its checksum in bundle.json: prepare it again")
     with tarfile.open(bundle_dir / "payload.tar.xz") as tar:
         tar.extractall(work, filter="data")
@@ -202,6 +195,8 @@ def run_whole(work: Path, bundle: dict, device_spec: str, repeat: int) -> dict:
 
 def run_torch_models(models, repeat: int) -> dict:
     """torchvision's same architectures (random weights) on cuDNN fp32 (TF32 off): eager and CUDA graphs."""
+    from adreno.baseline import cuda_median_ms
+
     try:
         import torch
         import torchvision
@@ -215,15 +210,7 @@ def run_torch_models(models, repeat: int) -> dict:
     results = {}
 
     def timed(fn) -> float:
-        times = []
-        for _ in range(repeat):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
-        return float(np.median(times))
+        return cuda_median_ms(fn, repeat)
 
     for model in models:
         if model not in TORCHVISION:
