@@ -158,7 +158,7 @@ def import_batch(model, batch: Path, records: str, say=lambda text: None) -> dic
     target.append(fresh)
     devices = sorted({r.device.split("|")[0] for r in measured.records})
     summary = {"imported": len(fresh), "ok": sum(1 for r in fresh if r.ok), "skipped_foreign": foreign_records,
-               "torn_lines": measured.skipped_lines, "unmeasured": len(candidates) - len(
+               "torn_lines": measured.skipped, "unmeasured": len(candidates) - len(
                    {r.extra.get("candidate") for r in measured.records}), "devices": devices, "records": records}
     say(f"{batch}: {summary['imported']} new records ({summary['ok']} ok) from {', '.join(devices) or 'no device'} "
         f"into {records}; {summary['unmeasured']} candidates unmeasured")
