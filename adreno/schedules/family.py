@@ -101,9 +101,9 @@ class Family:
         cfg.update(tuned)
         try:
             return matched.schedule(cfg)
-        except TVM_ERRORS as err:
-            return Refused(self.name, matched.key, cfg, str(err).strip().splitlines()[-1][:300] if str(err) else
-                           type(err).__name__)
+        except TVM_ERRORS as err:  # TVM's message ends a C++ traceback: its last line says why
+            lines = str(err).strip().splitlines()
+            return Refused(self.name, matched.key, cfg, lines[-1][:300] if lines else type(err).__name__)
 
     def rule(self, target, config: dict | None = None, refusals: list | None = None):
         """This family as a dlight ScheduleRule (None off OpenCL). A refusal falls through to the next rule and is
