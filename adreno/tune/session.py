@@ -34,7 +34,12 @@ def open_tuner(tasks: list[Task], records: str | os.PathLike | Database, *, targ
         runner = runner or IsolatedLocalRunner(device, timeout_s=timeout_s, cache=cache)
         fingerprint, limits = DeviceIdentity.from_cl_device(found).fingerprint, target_limits(target, found)
     database = records if isinstance(records, Database) else Database(records)
-    tuner = Tuner(tasks, runner, database, fingerprint, limits=limits, **options)
+    try:
+        tuner = Tuner(tasks, runner, database, fingerprint, limits=limits, **options)
+    except BaseException:
+        if opened:  # nothing will close it otherwise
+            runner.close()
+        raise
     if opened:
         tuner.closing.append(runner.close)
     return tuner
