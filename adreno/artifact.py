@@ -195,9 +195,24 @@ class Artifact:
         """The model's own (ONNX) names of the outputs, in the plan's output order."""
         return self._model_names("outputs", self.plan.outputs)
 
+    def bound_inputs(self) -> dict[str, np.ndarray]:
+        """The graph inputs baked into the compile (`adreno.bind`; `--bind`), by name: no longer inputs."""
+        try:
+            return {name: np.asarray(entry["value"], dtype=entry["dtype"]).reshape(entry["shape"])
+                    for name, entry in self.manifest.get("bound", {}).items()}
+        except (KeyError, TypeError, AttributeError, ValueError) as err:
+            raise ArtifactError(f"{self.path / MANIFEST_NAME}: its bound inputs are malformed ({type(err).__name__}: "
+                                f"{str(err)[:80]}); recompile the model") from None
+
     def ordered_inputs(self, arrays: dict) -> list:
         """The arrays of a {name: array} mapping in input order. Keys are the model's own input names; the plan's
-        tensor names (which differ only for inputs the importer renamed) work too."""
+        tensor names (which differ only for inputs the importer renamed) work too. A bound input may be given too
+        (a case's own input file): only with its bound value."""
+        for name, value in self.bound_inputs().items():
+            given = np.asarray(arrays.get(name, value))
+            if given.shape != value.shape or not np.array_equal(given, value, equal_nan=value.dtype.kind in "fc"):
+                raise AdrenoError(f"input {name!r} was bound at compile time to {_describe(value)}; the given value "
+                                  f"{_describe(given)} differs: recompile with --bind")
         names = self.input_names()
         keys = [name if name in arrays else tensor for name, tensor in zip(names, self.plan.inputs)]
         missing = [name for name, key in zip(names, keys) if key not in arrays]
@@ -208,6 +223,14 @@ class Artifact:
     def _model_names(self, key: str, tensors: list[str]) -> list[str]:
         by_tensor = {entry.get("tensor", name): name for name, entry in self.manifest.get(key, {}).items()}
         return [by_tensor.get(t, t) for t in tensors]
+
+
+def _describe(array: np.ndarray) -> str:
+    """An array's values on one line, elided past a dozen elements (for error messages)."""
+    if array.size <= 12:
+        return str(array.tolist())
+    flat = array.ravel().tolist()
+    return f"[{', '.join(map(str, flat[:3]))}, ..., {', '.join(map(str, flat[-3:]))}] of shape {list(array.shape)}"
 
 
 def _read_json(path: Path) -> dict:

@@ -93,6 +93,7 @@ def _parse_shapes(items: list[str] | None) -> dict[str, list[int]]:
 
 
 def cmd_compile(args) -> int:
+    from .bind import read_bind
     from .compile import compile_model
     from .options import CompileOptions
 
@@ -101,18 +102,21 @@ def cmd_compile(args) -> int:
                              input_shapes=_parse_shapes(args.input_shape),
                              memory=args.memory, precision=args.precision, schedules=args.schedules,
                              records=args.records, winograd=args.winograd, image_max=args.image_max)
+    bind = read_bind(args.bind)
     progress = Progress(not (args.json or args.quiet))
     started = time.perf_counter()
-    path = compile_model(args.model, output, options, progress=progress)
+    path = compile_model(args.model, output, options, progress=progress, bind=bind)
     progress.finish_step()
     manifest = json.loads((path / "manifest.json").read_text())
     summary = {"artifact": str(path), "target": manifest["target"], "kernels": manifest["kernels"],
                "memory": manifest["memory"], "tuned_kernels": manifest["tuned_kernels"],
                "host_library": manifest["host_library"], "records_skipped": manifest["records_skipped"],
-               "seconds": round(time.perf_counter() - started, 2)}
+               "bound": list(manifest["bound"]), "seconds": round(time.perf_counter() - started, 2)}
     tuned = f", {manifest['tuned_kernels']} tuned workloads" if args.records else ""
     if manifest["records_skipped"]:
         tuned += f" ({manifest['records_skipped']} records skipped: malformed or outside this version's knobs)"
+    if manifest["bound"]:
+        tuned += f", bound inputs {', '.join(manifest['bound'])}"
     _emit(args, summary, f"compiled {manifest['model']} for {manifest['target']} ({manifest['memory']} memory): "
                          f"{manifest['kernels']} kernels{tuned}, host library {manifest['host_library']} -> {path} "
                          f"({summary['seconds']} s)")
@@ -175,7 +179,7 @@ def cmd_run(args) -> int:
         from .reference import compare, default_rtol, onnxruntime_outputs, reference_model, within
 
         progress("onnxruntime reference")
-        reference = onnxruntime_outputs(reference_model(artifact, args.reference), inputs)
+        reference = onnxruntime_outputs(reference_model(artifact, args.reference), inputs, artifact.bound_inputs())
         rows = compare(outputs, reference)
         rtol = default_rtol(artifact) if args.rtol is None else args.rtol
         ok = all(within(r, rtol, args.atol) for r in rows)
@@ -264,6 +268,7 @@ def cmd_devices(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
+    from .bind import add_bind_argument
 
     parser = argparse.ArgumentParser(
         prog="adreno", description="Compile neural networks for Qualcomm Adreno GPUs (OpenCL, on Apache TVM), run and "
@@ -294,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "--host android; default $TVM_NDK_CC; without one, lib.tar holds the objects)")
     p.add_argument("--input-shape", action="append", metavar="NAME:DIMS",
                    help="static shape for a model input with dynamic dimensions, e.g. input:1,3,224,224 (repeatable)")
+    add_bind_argument(p)
     p.add_argument("--memory", choices=choices(Memory), default=None,
                    help="where tensors live on the GPU: texture (NCHW4c activations and OIHW4o weights in OpenCL "
                    "images; the default) or buffer (OpenCL buffers, the fallback); without --memory, --records of "

@@ -13,10 +13,13 @@ import platform
 import shutil
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
+
+import numpy as np
 
 from . import __version__
 from .artifact import PLAN_NAME, ArtifactWriter, Plan
+from .bind import bind_inputs, bound_entries
 from .errors import AdrenoError, UnsupportedOpError
 from .frontend import graph_inputs, load_model, to_relax
 from .options import CompileOptions
@@ -27,8 +30,12 @@ Progress = Callable[[str], None]
 
 
 def compile_model(model, output: str | os.PathLike, options: CompileOptions | None = None,
-                  progress: Progress | None = None) -> Path:
+                  progress: Progress | None = None, bind: Mapping[str, np.ndarray] | None = None) -> Path:
     """Compile `model` (a zoo name, an .onnx path or an onnx.ModelProto) into an artifact directory.
+
+    `bind` maps graph inputs to values baked into the compile (`adreno.bind`; `--bind`): they are part of the
+    model, like its initializers, not of the options, which say what to compile for and stay model-independent
+    and hashable (one `CompileOptions` serves a tuning run over any model).
 
     Nothing is left at `output` unless the whole compile succeeds (the artifact is written to a temporary
     sibling directory and renamed into place at the end)."""
@@ -41,7 +48,8 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     start = time.perf_counter()
     say("loading model")
     onnx_model, model_name = load_model(model)
-    model_bytes = onnx_model.SerializeToString()
+    model_bytes = onnx_model.SerializeToString()  # the model as given: `run --check` feeds it the bound values
+    onnx_model, bound = bind_inputs(onnx_model, bind)
     say("importing to Relax")
     mod = to_relax(onnx_model, options.input_shapes)
     tuned = tuned_configs(options.records, options.precision)
@@ -90,6 +98,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "tvm_version": tvm.__version__,
             "compiled_on": platform.node(),
             "compile_seconds": round(time.perf_counter() - start, 3),
+            "bound": bound_entries(bound),
             "inputs": _io_entries(plan, plan.inputs, [i.name for i in graph_inputs(onnx_model)]),
             "outputs": _io_entries(plan, plan.outputs, [o.name for o in onnx_model.graph.output]),
             "kernels": plan.kernel_count(),

@@ -196,12 +196,12 @@ def check_compile_time_inputs(graph, constants: dict[str, np.ndarray]) -> None:
             except (onnx.defs.SchemaError, IndexError):
                 label = f"#{position}"
             if value in graph_inputs:
-                what = f"is the graph input {value!r}; make it an initializer of the model (its value baked in)"
+                what = (f"is the graph input {value!r}; bind its value at compile time with --bind "
+                        f"{value}=FILE.npy (or make it an initializer)")
             else:
                 what = (f"({value!r}) depends on run-time data; make it an initializer of the model (its value "
-                        "baked in)")
-            raise ModelError(f"node {node.name or f'#{index}'} ({node.op_type}): its {label} input {what}: the "
-                             "compiler needs it at compile time")
+                        "baked in): the compiler needs it at compile time")
+            raise ModelError(f"node {node.name or f'#{index}'} ({node.op_type}): its {label} input {what}")
 
 
 def check_not_empty(graph, shapes: dict[str, tuple], constants: dict[str, np.ndarray]) -> None:

@@ -32,8 +32,10 @@ def reference_model(artifact: Artifact, override: str | None = None):
     raise ArtifactError(f"{artifact.path} does not record its source model; pass it with --reference MODEL.onnx")
 
 
-def onnxruntime_outputs(model, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """Run `model` in onnxruntime (CPU) on `inputs`, given in the order of the model's graph inputs."""
+def onnxruntime_outputs(model, inputs: list[np.ndarray], bound: dict[str, np.ndarray] | None = None) \
+        -> list[np.ndarray]:
+    """Run `model` in onnxruntime (CPU) on `inputs`, given in the order of the model's graph inputs but those in
+    `bound` (an artifact's `bound_inputs`: the values compiled in), which get their bound values."""
     import onnxruntime as ort
     from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
 
@@ -42,8 +44,10 @@ def onnxruntime_outputs(model, inputs: list[np.ndarray]) -> list[np.ndarray]:
     except (ort_errors.Fail, ort_errors.InvalidGraph, ort_errors.InvalidArgument, ort_errors.InvalidProtobuf,
             ort_errors.NotImplemented) as err:
         raise ModelError(f"onnxruntime cannot load the reference model: {err}") from None
+    bound = bound or {}
     names = [i.name for i in session.get_inputs()]
-    return session.run(None, dict(zip(names, inputs)))
+    feed = {name: bound[name] for name in names if name in bound}
+    return session.run(None, {**feed, **dict(zip([n for n in names if n not in bound], inputs))})
 
 
 # `adreno run --check`'s default tolerance relative to the output's largest magnitude, by the artifact's image

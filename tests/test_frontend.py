@@ -99,7 +99,7 @@ def test_runtime_parameter_is_one_line_error(tmp_path, op, label):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
     assert f"my_{op.lower()} ({op})" in lines[0] and f"its {label} input is the graph input 'p'" in lines[0]
-    assert "initializer" in lines[0]
+    assert "bind its value at compile time with --bind p=FILE.npy (or make it an initializer)" in lines[0]
     assert not (tmp_path / "art").exists()
 
 

@@ -52,15 +52,17 @@ def _candidates(tuner, state, k: int, seed: int) -> list[tuple[str, dict]]:
 def export_batch(model, out: Path, *, target: str = "adreno-740", memory: str = "texture", precision: str = "fp32",
                  layouts: bool = True, trials: int = 8, records: str | None = None, model_kind: str = "analytical",
                  fingerprint: str | None = None, seed: int = 0, save_model: str | None = None,
-                 say=lambda text: None) -> dict:
+                 say=lambda text: None, bind: dict | None = None) -> dict:
     """Write a batch of `trials` candidates per tunable task of `model` into `out` (replaced if it exists).
-    `save_model`: also save the cost model trained on the records (for `--model transfer:FILE` elsewhere)."""
+    `save_model`: also save the cost model trained on the records (for `--model transfer:FILE` elsewhere); `bind`:
+    graph inputs baked in (`extract_tasks`)."""
     from .extract import extract_tasks
     from .measure import Builder
     from .tuner import Tuner, target_limits
 
     out = Path(out)
-    tasks = extract_tasks(model, CompileOptions(target=target, memory=memory, precision=precision), layouts=layouts)
+    tasks = extract_tasks(model, CompileOptions(target=target, memory=memory, precision=precision), layouts=layouts,
+                          bind=bind)
     database = Database(records) if records else Database(out / ".no-records.jsonl")
     fingerprint = fingerprint or (database.records[-1].device if database.records else "batch")
     if out.exists():
@@ -119,9 +121,10 @@ def _move_artifact(built: Path, final: Path, params_dir: Path) -> str | None:
     return sha
 
 
-def import_batch(model, batch: Path, records: str, say=lambda text: None) -> dict:
+def import_batch(model, batch: Path, records: str, say=lambda text: None, bind: dict | None = None) -> dict:
     """Merge the measured records of `batch` into `records`: refused for another adreno version or another model's
-    tasks; idempotent; only records that are one of the batch's candidates (workload and config) count."""
+    tasks (`model` with `bind`, as exported); idempotent; only records that are one of the batch's candidates
+    (workload and config) count."""
     from .extract import extract_tasks
 
     batch = Path(batch)
@@ -130,7 +133,8 @@ def import_batch(model, batch: Path, records: str, say=lambda text: None) -> dic
         raise BatchError(f"{batch} was exported by adreno {manifest['adreno_version']}, this is adreno "
                          f"{adreno.__version__}: its workload keys may mean other kernels; export a new batch")
     tasks = extract_tasks(model, CompileOptions(target=manifest["target"], memory=manifest["memory"],
-                                                precision=manifest["precision"]), layouts=manifest["layouts"])
+                                                precision=manifest["precision"]), layouts=manifest["layouts"],
+                          bind=bind)
     foreign = {t["key"] for t in manifest["tasks"]} - {t.key for t in tasks}
     if foreign:
         raise BatchError(f"{batch} was exported for model {manifest['model']}; {len(foreign)} of its "
@@ -169,6 +173,8 @@ def cmd_batch(args) -> int:
     """`adreno tune MODEL --export-batch DIR` / `--import-batch DIR` (called by `adreno tune`)."""
     import sys
 
+    from ..bind import read_bind
+
     def say(text: str) -> None:
         if not args.quiet:
             print(text, file=sys.stderr, flush=True)
@@ -177,12 +183,13 @@ def cmd_batch(args) -> int:
         manifest = export_batch(args.model, Path(args.export_batch), target=args.target, memory=args.memory,
                                 precision=args.precision, layouts=not args.no_layouts, trials=args.trials,
                                 records=args.records, model_kind=args.model_kind, seed=args.seed,
-                                save_model=args.save_model, say=say)
+                                save_model=args.save_model, say=say, bind=read_bind(args.bind))
         built = sum(1 for c in manifest["candidates"] if not c.get("error"))
         print(f"{args.export_batch}: {len(manifest['candidates'])} candidates ({built} built) of "
               f"{len(manifest['tasks'])} tasks; measure it with `python -m adreno.measure {args.export_batch} "
-              f"--device ...`, then `adreno tune {args.model} --import-batch {args.export_batch} --records FILE`")
+              f"--device ...`, then `adreno tune {args.model}{''.join(f' --bind {b}' for b in args.bind or [])} "
+              f"--import-batch {args.export_batch} --records FILE`")
     else:
-        summary = import_batch(args.model, Path(args.import_batch), args.records, say=say)
+        summary = import_batch(args.model, Path(args.import_batch), args.records, say=say, bind=read_bind(args.bind))
         print(json.dumps(summary))
     return 0

@@ -6,6 +6,7 @@ import math
 import sys
 from pathlib import Path
 
+from ..bind import add_bind_argument
 from ..options import CompileOptions, Memory, Precision, choices
 
 
@@ -14,6 +15,7 @@ def cmd_tune(args) -> int:
         from .batch import cmd_batch
 
         return cmd_batch(args)
+    from ..bind import read_bind
     from ..cli import require_positive
     from ..records import Database
     from .extract import extract_tasks
@@ -34,7 +36,7 @@ def cmd_tune(args) -> int:
 
     say(f"extracting tasks of {args.model} for {args.target} ({args.memory} memory)")
     tasks = extract_tasks(args.model, CompileOptions(target=args.target, memory=args.memory, precision=args.precision),
-                          layouts=not args.no_layouts)
+                          layouts=not args.no_layouts, bind=read_bind(args.bind))
     builder = Builder(workdir=args.keep_candidates)
     tuner = open_tuner(tasks, database, target=args.target, device=args.device, tracker=args.tracker, key=args.key,
                        outage_s=args.outage, timeout_s=args.timeout, cache=not args.no_cache, builder=builder,
@@ -97,6 +99,7 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
                 "best record per kernel (records of texture convs keep the compile in texture memory), and per 3x3 "
                 "stride-1 conv its layout (direct or Winograd).")
     p.add_argument("model", help="bundled model name or .onnx file")
+    add_bind_argument(p)
     p.add_argument("--target", default="adreno-740", help="Adreno target the kernels are compiled for")
     p.add_argument("--device", help="local OpenCL device to measure on: pocl (default), gpu, or an index")
     p.add_argument("--tracker", metavar="HOST:PORT", help="measure on the device farm instead (`adreno farm ...`): "

@@ -3,7 +3,10 @@ workload key, weighted by call count. With `layouts`, every Winograd-eligible co
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict
+
+import numpy as np
 
 from ..errors import AdrenoError
 from ..layout import tensor_image
@@ -29,15 +32,17 @@ def _images(func, args, n_outputs: int, device, precision: str) -> list:
 BUFFER_TASKS = CompileOptions(memory="buffer")  # the API's default: tune the buffer kernels
 
 
-def extract_tasks(model, options: CompileOptions = BUFFER_TASKS, layouts: bool = False) -> list[Task]:
+def extract_tasks(model, options: CompileOptions = BUFFER_TASKS, layouts: bool = False,
+                  bind: Mapping[str, np.ndarray] | None = None) -> list[Task]:
     """The tunable kernels of `model`: one task per distinct workload key, heaviest (most calls x flops) first.
     With `layouts`, a Winograd-eligible conv is a `LayoutTask` (keyed by its conv workload and memory) instead of a
     kernel task of `conv2d_direct` / `conv2d_texture` (not with fp16 images). `options` (target, input shapes,
     memory, precision) are what `adreno compile` gets: with memory "texture" the model is lowered as compile lowers
     it (packed convs are `conv2d_texture` tasks) and each task records its parameters' images (`Task.images`;
-    precision "fp16": half-float images)."""
+    precision "fp16": half-float images). `bind`: graph inputs baked in, as `compile_model(..., bind=)` takes."""
     from .. import schedules, winograd
     from ..compile import lower_relax
+    from ..bind import bind_inputs
     from ..frontend import load_model, to_relax
     from ..plan import kernel_calls
     from ..target import get_device, tvm_target
@@ -45,7 +50,7 @@ def extract_tasks(model, options: CompileOptions = BUFFER_TASKS, layouts: bool =
     options = options.resolved()
     memory, precision, target_name = options.memory, options.precision, options.target
     onnx_model, _ = load_model(model)
-    relax_mod = to_relax(onnx_model, options.input_shapes)
+    relax_mod = to_relax(bind_inputs(onnx_model, bind)[0], options.input_shapes)
     # Winograd-eligible convs, by the workload their direct family sees (texture: channels padded to 4); with half
     # images a layout candidate's reference check (an NCHW fp32 input through a half image) is not exact: none
     eligible = {} if not layouts or precision == "fp16" else {
