@@ -6,7 +6,9 @@ Suites (each case compiled with `--memory texture` and `--memory buffer`, run on
            (`onnx.backend.test.case.node.collect_testcases`; the wheel ships no `data/node`). Single-node cases of
            the op list below with a float32 data input of rank <= 4 (no 1-D/3-D variants). A case whose parameters
            (pads, shape, axes, scales, weights, clip bounds, ...) are graph inputs also runs as `<case>+init`, those
-           inputs turned into initializers, as real exports have them.
+           inputs turned into initializers, as real exports have them. The case itself binds the parameters the
+           kernels are specialised on (`--bind`, of the case's own values) and runs with all its inputs, the bound
+           ones included (`adreno run` checks they equal the bound values); weights stay run-time inputs.
 - pytorch: the wheel's `pytorch-converted` cases of a CNN: every op in the list, rank-4 feature maps, plus the
            two classifier heads (Linear): 32 cases, expected outputs from their `test_data_set_0`.
 - wide:    the ops behind a conv with 8 channels (the node cases have 1-3 channels, which never fill an NCHW4c
@@ -72,7 +74,8 @@ CI_CASES = [
     "node/test_reshape_negative_dim", "node/test_reshape_negative_dim+init", "node/test_constant_pad",
     "node/test_constant_pad+init", "node/test_reduce_mean_keepdims_random",
     "node/test_reduce_mean_keepdims_random+init", "node/test_resize_upsample_scales_nearest+init",
-    "node/test_slice", "node/test_slice+init", "node/test_depthtospace_example", "node/test_split_equal_parts_2d",
+    "node/test_slice", "node/test_slice+init", "node/test_resize_upsample_scales_nearest",
+    "node/test_depthtospace_example", "node/test_split_equal_parts_2d",
     "node/test_upsample_nearest+init", "node/test_resize_upsample_scales_nearest_axes_2_3+init",
     "node/test_maxpool_with_argmax_2d_precomputed_pads",
     "pytorch/test_Conv2d_depthwise_strided", "pytorch/test_ConvTranspose2d", "pytorch/test_ReflectionPad2d",
@@ -97,6 +100,7 @@ class Case:
     expected: list | None = None  # outputs in graph-output order; None: onnxruntime's
     timeout_scale: float = 1.0
     repeat: int = 0  # timed runs after a pass (the device time is reported)
+    bind: list = field(default_factory=list)  # inputs compiled with --bind (their values from `inputs`)
     results: dict = field(default_factory=dict)  # memory -> result dict
 
     @property
@@ -124,7 +128,8 @@ def node_cases() -> list[Case]:
             continue
         inputs, outputs = test.data_sets[0]
         feeds = {i.name: np.asarray(v) for i, v in zip(test.model.graph.input, inputs)}
-        cases.append(Case(f"node/{test.name}", test.model, feeds, [np.asarray(o) for o in outputs]))
+        cases.append(Case(f"node/{test.name}", test.model, feeds, [np.asarray(o) for o in outputs],
+                          bind=sorted(parameter_inputs(test.model, weights=False))))
         params = parameter_inputs(test.model)
         if params:
             cases.append(Case(f"node/{test.name}+init", with_initializers(test.model, feeds, params),
@@ -132,13 +137,16 @@ def node_cases() -> list[Case]:
     return cases
 
 
-def parameter_inputs(model) -> set[str]:
+def parameter_inputs(model, weights: bool = True) -> set[str]:
+    """The graph inputs that are parameters: those the kernels are specialised on (`COMPILE_TIME_INPUTS`: what a
+    case binds) and, with `weights`, the weights real exports give as initializers too (what `+init` turns)."""
     from adreno.constfold import COMPILE_TIME_INPUTS
 
     graph_inputs = {i.name for i in model.graph.input}
     names = set()
     for node in model.graph.node:
-        for position in (*COMPILE_TIME_INPUTS.get(node.op_type, ()), *WEIGHT_INPUTS.get(node.op_type, ())):
+        for position in (*COMPILE_TIME_INPUTS.get(node.op_type, ()), *(WEIGHT_INPUTS.get(node.op_type, ())
+                                                                       if weights else ())):
             if position < len(node.input) and node.input[position] in graph_inputs:
                 names.add(node.input[position])
     return names
@@ -321,10 +329,12 @@ def work(task: dict) -> dict:
         saved = os.dup(2)
         os.dup2(stderr_sink.fileno(), 2)
         try:
-            options = CompileOptions(memory=task["memory"], input_shapes=task["shapes"], schedules=task["schedules"])
-            path = compile_model(task["model"], Path(tmp) / "artifact", options)
+            options = CompileOptions(memory=task["memory"], schedules=task["schedules"],
+                                     input_shapes={n: s for n, s in task["shapes"].items() if n not in task["bind"]})
+            path = compile_model(task["model"], Path(tmp) / "artifact", options,
+                                 bind={name: feeds[name] for name in task["bind"]})
             executor = Executor(path, "pocl")
-            arrays = executor.artifact.ordered_inputs(feeds)
+            arrays = executor.artifact.ordered_inputs(feeds)  # all the case's inputs: the bound ones are checked
             result = compare(executor.run(arrays), expected)
             if result["status"] == "pass" and task["repeat"]:
                 result["device_ms"] = round(executor.profile(arrays, repeat=task["repeat"]).device_median_ms, 2)
@@ -346,6 +356,8 @@ def work(task: dict) -> dict:
         result["stderr"] = stray[:5]
     if result["status"] == "error" and (stray or "\n" in result["detail"].strip()):
         result["status"] = "unclear"
+    if task["bind"]:
+        result["bound"] = task["bind"]
     return result
 
 
@@ -456,8 +468,8 @@ def run_all(cases: list[Case], memories: list[str], jobs: int, timeout: float, w
             case.results = {m: {"status": "traceback", "detail": f"reference failed: {type(err).__name__}: {err}"}
                             for m in memories}
             continue
-        tasks += [(case, memory, {**base, "memory": memory, "schedules": schedules, "repeat": case.repeat})
-                  for memory in memories]
+        tasks += [(case, memory, {**base, "memory": memory, "schedules": schedules, "repeat": case.repeat,
+                                  "bind": case.bind}) for memory in memories]
     done, lock = [0], threading.Lock()
 
     def execute(item):
@@ -494,6 +506,12 @@ def table(cases: list[Case], memories: list[str], summary: dict) -> str:
         for memory, counts in by_memory.items():
             lines.append(f"{suite:<9} {memory:<8} {sum(counts.values()):>5} "
                          + " ".join(f"{counts[s]:>9}" for s in STATUSES))
+    for memory in memories:
+        bound = [case for case in cases if case.results[memory].get("bound")]
+        if bound:
+            passed = sum(case.results[memory]["status"] == "pass" for case in bound)
+            lines.append(f"{memory}: {passed} passes used --bind ({len(bound)} cases bound their parameter "
+                         "inputs)")
     timed = [(case, memory, case.results[memory]) for case in cases for memory in memories
              if "device_ms" in case.results[memory]]
     if timed:
