@@ -103,3 +103,29 @@ def test_tune_extracts_the_bound_models_tasks(files, tmp_path):
     assert "1 candidates (1 built) of 1 tasks" in out.stdout and f"--bind p={files / 'p.npy'}" in out.stdout
     assert [t["family"] for t in json.loads((batch / "batch.json").read_text())["tasks"]] == ["conv2d_direct"]
     adreno("tune", files / "model.onnx", "--export-batch", batch, "--trials", "1", "-q", check_rc=2)
+
+
+def test_python_api_binds_float_scales(tmp_path, pocl_device):
+    """`compile_model(..., bind=)` with a Resize's float scales; the executor takes a dict holding the bound input
+    only with the bound value."""
+    from adreno.compile import compile_model
+    from adreno.errors import AdrenoError
+    from adreno.opencl.executor import Executor
+    from adreno.options import CompileOptions
+    from adreno.reference import onnxruntime_outputs
+
+    graph = helper.make_graph(
+        [helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest")], "resize",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 3]),
+         helper.make_tensor_value_info("scales", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 6, 6])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    scales = np.array([1, 1, 2, 2], np.float32)
+    path = compile_model(model, tmp_path / "art", CompileOptions(memory="buffer"), bind={"scales": scales})
+    executor = Executor(path, pocl_device)
+    x = np.arange(18, dtype=np.float32).reshape(1, 2, 3, 3)
+    expected = onnxruntime_outputs(model, [x], executor.artifact.bound_inputs())[0]
+    np.testing.assert_array_equal(executor.run({"x": x, "scales": scales})[0], expected)
+    with pytest.raises(AdrenoError, match=r"bound at compile time to \[1.0, 1.0, 2.0, 2.0\]; the given value "
+                                          r"\[1.0, 1.0, 3.0, 3.0\] differs"):
+        executor.run({"x": x, "scales": np.array([1, 1, 3, 3], np.float32)})
