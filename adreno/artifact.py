@@ -210,7 +210,8 @@ class Artifact:
         (a case's own input file): only with its bound value."""
         for name, value in self.bound_inputs().items():
             given = np.asarray(arrays.get(name, value))
-            if given.shape != value.shape or not np.array_equal(given, value, equal_nan=value.dtype.kind in "fc"):
+            if given.shape != value.shape or given.dtype.kind not in "biufc" or not np.array_equal(
+                    given, value, equal_nan=value.dtype.kind in "fc"):
                 raise AdrenoError(f"input {name!r} was bound at compile time to {_describe(value)}; the given value "
                                   f"{_describe(given)} differs: recompile with --bind")
         names = self.input_names()

@@ -33,9 +33,10 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
                   progress: Progress | None = None, bind: Mapping[str, np.ndarray] | None = None) -> Path:
     """Compile `model` (a zoo name, an .onnx path or an onnx.ModelProto) into an artifact directory.
 
-    `bind` maps graph inputs to values baked into the compile (`adreno.bind`; `--bind`): they are part of the
-    model, like its initializers, not of the options, which say what to compile for and stay model-independent
-    and hashable (one `CompileOptions` serves a tuning run over any model).
+    `bind` maps graph inputs to values baked into the compile (`adreno.bind`; `--bind`). It is an argument next to
+    the model, not a `CompileOptions` field: the values are the model's data (they change what it computes, like
+    its initializers), while the options say what to compile for (target, memory, precision, ...), a frozen value
+    of small fields that tuning and the records share across models.
 
     Nothing is left at `output` unless the whole compile succeeds (the artifact is written to a temporary
     sibling directory and renamed into place at the end)."""
