@@ -100,13 +100,11 @@ UNSUPPORTED_FORMS = (
      "model.eval())", lambda attrs, outputs: attrs.get("training_mode", 0) or outputs > 1),
     ("MaxPool", "also outputs the argmax indices, which are not computed; export it without them",
      lambda attrs, outputs: outputs > 1),
-    ("Resize", "uses antialias=1, which is not implemented; use antialias=0",
-     lambda attrs, outputs: attrs.get("antialias", 0)),
-    ("Resize", "uses a coordinate_transformation_mode TVM 0.27 lacks; use half_pixel, pytorch_half_pixel, "
-     "align_corners, asymmetric, tf_half_pixel_for_nn or tf_crop_and_resize",
+    ("Resize", "uses an unknown coordinate_transformation_mode; use half_pixel, half_pixel_symmetric, "
+     "pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn or tf_crop_and_resize",
      lambda attrs, outputs: attrs.get("coordinate_transformation_mode", b"half_pixel") not in (
-         b"half_pixel", b"pytorch_half_pixel", b"align_corners", b"asymmetric", b"tf_half_pixel_for_nn",
-         b"tf_crop_and_resize")),
+         b"half_pixel", b"half_pixel_symmetric", b"pytorch_half_pixel", b"align_corners", b"asymmetric",
+         b"tf_half_pixel_for_nn", b"tf_crop_and_resize")),
 )
 
 
