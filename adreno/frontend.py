@@ -14,7 +14,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from . import onnx_rewrites
+from . import onnx_decompose, onnx_rewrites
 from .errors import TVM_ERRORS, DynamicShapeError, ModelError, UnsupportedOpError
 
 
@@ -96,10 +96,8 @@ def check_supported_ops(model) -> None:
 
 # (op, what TVM 0.27's importer would silently get wrong or crash on, the test on the node's attributes and outputs)
 UNSUPPORTED_FORMS = (
-    ("BatchNormalization", "is in training mode (batch statistics); export the model for inference (PyTorch: "
-     "model.eval())", lambda attrs, outputs: attrs.get("training_mode", 0) or outputs > 1),
-    ("MaxPool", "also outputs the argmax indices, which are not computed; export it without them",
-     lambda attrs, outputs: outputs > 1),
+    ("BatchNormalization", "outputs running statistics outside training mode (opset < 14); export the model for "
+     "inference (PyTorch: model.eval())", lambda attrs, outputs: not attrs.get("training_mode", 0) and outputs > 1),
     ("Resize", "uses an unknown coordinate_transformation_mode; use half_pixel, half_pixel_symmetric, "
      "pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn or tf_crop_and_resize",
      lambda attrs, outputs: attrs.get("coordinate_transformation_mode", b"half_pixel") not in (
@@ -135,7 +133,7 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None):
     shapes = input_shapes(model, overrides)
     check_supported_ops(model)
     check_supported_forms(model)
-    model = onnx_rewrites.rewrite(prepare(model, shapes), shapes)
+    model = onnx_decompose.decompose(onnx_rewrites.rewrite(prepare(model, shapes), shapes), shapes)
     failure = None
     # the importer prints "Error converting operator ..." on stdout before it raises: our error says it in one line
     with quiet_stderr(), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():

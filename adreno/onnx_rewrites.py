@@ -41,7 +41,7 @@ def rewrite(model, shapes: dict[str, list[int]]):
 
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    known = _static_shapes(out, shapes)
+    known = static_shapes(out, shapes)
     nodes = []
     for i, node in enumerate(out.graph.node):
         if node.op_type == "ConvTranspose" and _attr(node, "output_shape") is not None:
@@ -79,7 +79,7 @@ def _initializers(model) -> dict:
     return {t.name: t for t in model.graph.initializer}
 
 
-def _static_shapes(model, shapes: dict[str, list[int]]) -> dict[str, list[int]]:
+def static_shapes(model, shapes: dict[str, list[int]]) -> dict[str, list[int]]:
     """Shapes of the graph's values, inferred from the static input `shapes`."""
     import onnx
 
@@ -93,7 +93,7 @@ def _static_shapes(model, shapes: dict[str, list[int]]) -> dict[str, list[int]]:
                 dim.dim_value = int(size)
     inferred = onnx.shape_inference.infer_shapes(probe)
     found = {}
-    for value in [*inferred.graph.input, *inferred.graph.value_info]:
+    for value in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
         dims = value.type.tensor_type.shape.dim
         if dims and all(d.HasField("dim_value") for d in dims):
             found[value.name] = [d.dim_value for d in dims]
