@@ -114,7 +114,7 @@ def cmd_compile(args) -> int:
     if manifest["records_skipped"]:
         tuned += f" ({manifest['records_skipped']} records skipped: malformed or outside this version's knobs)"
     _emit(args, summary, f"compiled {manifest['model']} for {manifest['target']} ({manifest['memory']} memory): "
-                         f"{manifest['kernels']} kernels{tuned}, host library {manifest['host_library']} -> {path} "
+                         f"{manifest['kernels']} kernels{tuned}, host library {manifest['host_library'] or 'none (nothing to compute)'} -> {path} "
                          f"({summary['seconds']} s)")
     return 0
 

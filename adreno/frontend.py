@@ -72,7 +72,7 @@ def input_shapes(model, overrides: dict[str, list[int]] | None = None) -> dict[s
         dims = inp.type.tensor_type.shape.dim
         shape = []
         for axis, dim in enumerate(dims):
-            if dim.HasField("dim_value") and dim.dim_value > 0:
+            if dim.HasField("dim_value") and dim.dim_value >= 0:  # 0: an empty input (adreno.empty)
                 shape.append(dim.dim_value)
             else:
                 label = dim.dim_param or "?"
@@ -119,12 +119,13 @@ def check_supported_forms(model) -> None:
                 raise UnsupportedOpError(f"node {node.name or f'#{index}'} ({op}) {problem}")
 
 
-def to_relax(model, overrides: dict[str, list[int]] | None = None):
+def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None):
     """Import an ONNX model into a Relax IRModule whose weights are bound as constants (so weight
     preprocessing such as transposes folds at compile time instead of running on the phone).
 
     The importer sees the model as `constfold.prepare` leaves it: static input shapes, shape subgraphs folded
-    to constants, initializers no longer listed as inputs."""
+    to constants, initializers no longer listed as inputs. Empty outputs are refused, or, with an
+    `empty.EmptyTensors` given, recorded there and left out (None when no output is left to compute)."""
     from tvm import relax
     from tvm.relax.frontend.onnx import from_onnx
 
@@ -133,7 +134,11 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None):
     shapes = input_shapes(model, overrides)
     check_supported_ops(model)
     check_supported_forms(model)
-    model = onnx_decompose.decompose(onnx_rewrites.rewrite(prepare(model, shapes), shapes), shapes)
+    model = prepare(model, shapes, empty)
+    if not model.graph.output:
+        return None
+    shapes = {name: shape for name, shape in shapes.items() if name not in (empty.inputs if empty else ())}
+    model = onnx_decompose.decompose(onnx_rewrites.rewrite(model, shapes), shapes)
     failure = None
     # the importer prints "Error converting operator ..." on stdout before it raises: our error says it in one line
     with quiet_stderr(), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
