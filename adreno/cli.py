@@ -113,8 +113,9 @@ def cmd_compile(args) -> int:
     tuned = f", {manifest['tuned_kernels']} tuned workloads" if args.records else ""
     if manifest["records_skipped"]:
         tuned += f" ({manifest['records_skipped']} records skipped: malformed or outside this version's knobs)"
+    library = manifest["host_library"] or "none (nothing to compute)"
     _emit(args, summary, f"compiled {manifest['model']} for {manifest['target']} ({manifest['memory']} memory): "
-                         f"{manifest['kernels']} kernels{tuned}, host library {manifest['host_library'] or 'none (nothing to compute)'} -> {path} "
+                         f"{manifest['kernels']} kernels{tuned}, host library {library} -> {path} "
                          f"({summary['seconds']} s)")
     return 0
 

@@ -76,9 +76,10 @@ def input_shapes(model, overrides: dict[str, list[int]] | None = None) -> dict[s
                 shape.append(dim.dim_value)
             else:
                 label = dim.dim_param or "?"
+                example = ",".join(str(d.dim_value) if d.HasField("dim_value") else "1" for d in dims)
                 raise DynamicShapeError(
                     f"input {inp.name!r} has a dynamic dimension {axis} ({label!r}); give a static shape, e.g. "
-                    f"--input-shape {inp.name}:{','.join(str(d.dim_value) if d.dim_value > 0 else '1' for d in dims)}")
+                    f"--input-shape {inp.name}:{example}")
         shapes[inp.name] = shape
     return shapes
 
