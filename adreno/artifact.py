@@ -30,7 +30,8 @@ from .artifact_check import check_files, check_plan, confined, sha256_file
 from .errors import AdrenoError, ArtifactError
 from .layout import ImageSpec  # noqa: F401  (part of the contract: TensorSpec.image, Plan.images)
 
-PLAN_FORMAT = 2  # 2: image storage (TensorSpec.image, Plan.images) for --memory texture
+PLAN_FORMAT = 3  # 2: image storage (TensorSpec.image, Plan.images) for --memory texture; 3: tensors without storage
+# (storage ""): empty outputs and inputs no kernel reads (adreno.empty)
 MANIFEST_NAME, PLAN_NAME, PARAMS_NAME, KERNEL_DIR = "manifest.json", "plan.json", "params.npz", "kernels"
 
 
@@ -39,7 +40,8 @@ class TensorSpec:
     """A logical tensor of the graph. kind: input | output | param | intermediate.
 
     scope "global" is a buffer; a texture scope comes with `image` (an ImageSpec as a dict). `fallback` says why a
-    packed tensor of a texture compile stayed a buffer."""
+    packed tensor of a texture compile stayed a buffer. storage "": no kernel touches the tensor (an output with no
+    elements, whose value is zeros of its shape, or an input only such outputs read, which is not copied)."""
 
     name: str
     shape: list[int]

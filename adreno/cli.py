@@ -117,8 +117,9 @@ def cmd_compile(args) -> int:
         tuned += f" ({manifest['records_skipped']} records skipped: malformed or outside this version's knobs)"
     if manifest["bound"]:
         tuned += f", bound inputs {', '.join(manifest['bound'])}"
+    library = manifest["host_library"] or "none (nothing to compute)"
     _emit(args, summary, f"compiled {manifest['model']} for {manifest['target']} ({manifest['memory']} memory): "
-                         f"{manifest['kernels']} kernels{tuned}, host library {manifest['host_library']} -> {path} "
+                         f"{manifest['kernels']} kernels{tuned}, host library {library} -> {path} "
                          f"({summary['seconds']} s)")
     return 0
 

@@ -20,6 +20,7 @@ import numpy as np
 from . import __version__
 from .artifact import PLAN_NAME, ArtifactWriter, Plan
 from .bind import bind_inputs, bound_entries
+from .empty import EmptyTensors
 from .errors import AdrenoError, UnsupportedOpError
 from .frontend import graph_inputs, load_model, to_relax
 from .options import CompileOptions
@@ -52,29 +53,36 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     model_bytes = onnx_model.SerializeToString()  # the model as given: `run --check` feeds it the bound values
     onnx_model, bound = bind_inputs(onnx_model, bind)
     say("importing to Relax")
-    mod = to_relax(onnx_model, options.input_shapes)
+    empty = EmptyTensors()
+    mod = to_relax(onnx_model, options.input_shapes, empty)
     tuned = tuned_configs(options.records, options.precision)
     options = options.resolved(tuned)  # memory and Winograd decided; checked again (fp16 needs textures)
     memory, winograd, host = options.memory, options.winograd, options.host
     tvm_target = targets.tvm_target(device, host=host)
-    say(f"lowering for {device.name} ({memory} memory"
-        f"{f', {len(tuned)} tuned workloads' if options.records else ''})")
-    refusals = []
-    lowered = lower_relax(mod, tvm_target, options.schedules, memory=memory, schedule_config=tuned,
-                          winograd=winograd, refusals=refusals)
-    for refusal in refusals:
-        say(f"fallback: {refusal}; TVM's schedule runs it")
-    say("extracting the launch plan")
-    plan, sources, params = extract_plan(lowered, tvm_target, memory=memory, device=device,
-                                         precision=options.precision)
+    refusals, lowered, plan, sources, params = [], None, None, {}, {}
+    if mod is None:
+        say("every output is empty: no kernels, no host library")
+    else:
+        say(f"lowering for {device.name} ({memory} memory"
+            f"{f', {len(tuned)} tuned workloads' if options.records else ''})")
+        lowered = lower_relax(mod, tvm_target, options.schedules, memory=memory, schedule_config=tuned,
+                              winograd=winograd, refusals=refusals)
+        for refusal in refusals:
+            say(f"fallback: {refusal}; TVM's schedule runs it")
+        say("extracting the launch plan")
+        plan, sources, params = extract_plan(lowered, tvm_target, memory=memory, device=device,
+                                             precision=options.precision)
+    plan = empty.complete(plan, [i.name for i in graph_inputs(onnx_model)], [o.name for o in onnx_model.graph.output])
 
     with ArtifactWriter(output) as writer:
         for name, source in sources.items():
             writer.write_text(plan.programs[name], source)
         writer.write_json(PLAN_NAME, plan.to_json())
         writer.write_params(params)
-        say("building the host library")
-        library = export_host_library(lowered, tvm_target, writer.tmp, host, options.cc)
+        library = None
+        if lowered is not None:
+            say("building the host library")
+            library = export_host_library(lowered, tvm_target, writer.tmp, host, options.cc)
         import tvm
 
         manifest = {
@@ -103,6 +111,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "inputs": _io_entries(plan, plan.inputs, [i.name for i in graph_inputs(onnx_model)]),
             "outputs": _io_entries(plan, plan.outputs, [o.name for o in onnx_model.graph.output]),
             "kernels": plan.kernel_count(),
+            "empty_outputs": list(empty.outputs),  # no kernel writes them: zeros of their shape (see adreno.empty)
         }
         return writer.commit(manifest)
 

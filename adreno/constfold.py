@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .canonical import canonicalise
+from .empty import unclaimed
 from .errors import ModelError
 
 # A node is folded only while its constant inputs and outputs stay this small (shape vectors, scales, axes):
@@ -35,11 +36,12 @@ COMPILE_TIME_INPUTS = {
 MAX_ROUNDS = 16  # fold, re-infer shapes, fold again: each round reaches one Reshape further into the graph
 
 
-def prepare(model, shapes: dict[str, list[int]]):
+def prepare(model, shapes: dict[str, list[int]], empty=None):
     """A copy of `model` ready for TVM's importer: initializers listed as graph inputs (IR version 3) are no longer
     inputs, the inputs have the static `shapes`, shape subgraphs are folded to constants, Upsample and Resize are
     in the form the importer reads (`canonical`), every compile-time parameter is a constant and no tensor is
-    empty (else `ModelError`)."""
+    empty (else `ModelError`): with an `empty.EmptyTensors` given, empty outputs (and the inputs only they read) are
+    moved there instead of refused."""
     model = _with_static_inputs(model, shapes)
     constants = _initial_constants(model.graph)
     for _ in range(MAX_ROUNDS):
@@ -48,6 +50,8 @@ def prepare(model, shapes: dict[str, list[int]]):
             break
     canonicalise(model.graph, constants, static)
     check_compile_time_inputs(model.graph, constants)
+    if empty is not None:
+        empty.drop(model, _static_shapes(unclaimed(model)))
     check_not_empty(model.graph, static, constants)
     return model
 
@@ -205,11 +209,18 @@ def check_compile_time_inputs(graph, constants: dict[str, np.ndarray]) -> None:
 
 
 def check_not_empty(graph, shapes: dict[str, tuple], constants: dict[str, np.ndarray]) -> None:
-    """Refuse a graph in which a computed tensor has no elements (a Slice past the end, a split of size 0): a kernel
-    over nothing has no launch size, and TVM's lowering divides by the zero extent. Empty constants (a Resize's
-    roi) are parameters, not tensors a kernel computes."""
+    """Refuse a graph in which a computed tensor or an input that is read has no elements (a Slice past the end, a
+    split of size 0): a kernel over nothing has no launch size, and TVM's lowering divides by the zero extent
+    (`adreno.empty` takes empty outputs out of the graph before). Empty constants (a Resize's roi) are parameters,
+    not tensors a kernel computes."""
+    inputs = {i.name for i in graph.input}
     for index, node in enumerate(graph.node):
+        label = f"node {node.name or f'#{index}'} ({node.op_type})"
+        for name in node.input:
+            if name in inputs and 0 in shapes.get(name, ()):
+                raise ModelError(f"{label}: its input {name!r} is empty (shape {list(shapes[name])}); an empty "
+                                 "tensor can only be a graph output or an input that only empty outputs read")
         for name in node.output:
             if name not in constants and 0 in shapes.get(name, ()):
-                raise ModelError(f"node {node.name or f'#{index}'} ({node.op_type}): its output {name!r} is empty "
-                                 f"(shape {list(shapes[name])}); remove the empty tensor from the model")
+                raise ModelError(f"{label}: its output {name!r} is empty (shape {list(shapes[name])}) and is not "
+                                 "only a graph output; remove the empty tensor from the model")

@@ -14,7 +14,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from . import onnx_rewrites
+from . import onnx_decompose, onnx_rewrites
 from .errors import TVM_ERRORS, DynamicShapeError, ModelError, UnsupportedOpError
 
 
@@ -72,13 +72,14 @@ def input_shapes(model, overrides: dict[str, list[int]] | None = None) -> dict[s
         dims = inp.type.tensor_type.shape.dim
         shape = []
         for axis, dim in enumerate(dims):
-            if dim.HasField("dim_value") and dim.dim_value > 0:
+            if dim.HasField("dim_value") and dim.dim_value >= 0:  # 0: an empty input (adreno.empty)
                 shape.append(dim.dim_value)
             else:
                 label = dim.dim_param or "?"
+                example = ",".join(str(d.dim_value) if d.HasField("dim_value") else "1" for d in dims)
                 raise DynamicShapeError(
                     f"input {inp.name!r} has a dynamic dimension {axis} ({label!r}); give a static shape, e.g. "
-                    f"--input-shape {inp.name}:{','.join(str(d.dim_value) if d.dim_value > 0 else '1' for d in dims)}")
+                    f"--input-shape {inp.name}:{example}")
         shapes[inp.name] = shape
     return shapes
 
@@ -96,17 +97,13 @@ def check_supported_ops(model) -> None:
 
 # (op, what TVM 0.27's importer would silently get wrong or crash on, the test on the node's attributes and outputs)
 UNSUPPORTED_FORMS = (
-    ("BatchNormalization", "is in training mode (batch statistics); export the model for inference (PyTorch: "
-     "model.eval())", lambda attrs, outputs: attrs.get("training_mode", 0) or outputs > 1),
-    ("MaxPool", "also outputs the argmax indices, which are not computed; export it without them",
-     lambda attrs, outputs: outputs > 1),
-    ("Resize", "uses antialias=1, which is not implemented; use antialias=0",
-     lambda attrs, outputs: attrs.get("antialias", 0)),
-    ("Resize", "uses a coordinate_transformation_mode TVM 0.27 lacks; use half_pixel, pytorch_half_pixel, "
-     "align_corners, asymmetric, tf_half_pixel_for_nn or tf_crop_and_resize",
+    ("BatchNormalization", "outputs running statistics outside training mode (opset < 14); export the model for "
+     "inference (PyTorch: model.eval())", lambda attrs, outputs: not attrs.get("training_mode", 0) and outputs > 1),
+    ("Resize", "uses an unknown coordinate_transformation_mode; use half_pixel, half_pixel_symmetric, "
+     "pytorch_half_pixel, align_corners, asymmetric, tf_half_pixel_for_nn or tf_crop_and_resize",
      lambda attrs, outputs: attrs.get("coordinate_transformation_mode", b"half_pixel") not in (
-         b"half_pixel", b"pytorch_half_pixel", b"align_corners", b"asymmetric", b"tf_half_pixel_for_nn",
-         b"tf_crop_and_resize")),
+         b"half_pixel", b"half_pixel_symmetric", b"pytorch_half_pixel", b"align_corners", b"asymmetric",
+         b"tf_half_pixel_for_nn", b"tf_crop_and_resize")),
 )
 
 
@@ -123,12 +120,13 @@ def check_supported_forms(model) -> None:
                 raise UnsupportedOpError(f"node {node.name or f'#{index}'} ({op}) {problem}")
 
 
-def to_relax(model, overrides: dict[str, list[int]] | None = None):
+def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None):
     """Import an ONNX model into a Relax IRModule whose weights are bound as constants (so weight
     preprocessing such as transposes folds at compile time instead of running on the phone).
 
     The importer sees the model as `constfold.prepare` leaves it: static input shapes, shape subgraphs folded
-    to constants, initializers no longer listed as inputs."""
+    to constants, initializers no longer listed as inputs. Empty outputs are refused, or, with an
+    `empty.EmptyTensors` given, recorded there and left out (None when no output is left to compute)."""
     from tvm import relax
     from tvm.relax.frontend.onnx import from_onnx
 
@@ -137,7 +135,11 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None):
     shapes = input_shapes(model, overrides)
     check_supported_ops(model)
     check_supported_forms(model)
-    model = onnx_rewrites.rewrite(prepare(model, shapes), shapes)
+    model = prepare(model, shapes, empty)
+    if not model.graph.output:
+        return None
+    shapes = {name: shape for name, shape in shapes.items() if name not in (empty.inputs if empty else ())}
+    model = onnx_decompose.decompose(onnx_rewrites.rewrite(model, shapes), shapes)
     failure = None
     # the importer prints "Error converting operator ..." on stdout before it raises: our error says it in one line
     with quiet_stderr(), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():

@@ -13,9 +13,12 @@
   TVM at (x + 0.5) * 2 - 0.5; and TVM's rounded ratio (2/7) moves nearest's exact half-way points (2 -> 7,
   round_prefer_floor). Nearest becomes a Gather per resized axis with the source indices computed here in float32
   as onnxruntime computes them; linear and cubic become a MatMul per resized axis with the interpolation matrix
-  (linear: clamped coordinates, two taps; cubic: four taps, edge-padded or `exclude_outside`). Those TVM gets right
-  (an integer output = input x scale) stay. `antialias` is refused: TVM ignores it. align_corners divides by the
-  unrounded resized length (input x scale) as the ONNX reference does (onnxruntime 1.32 divides by the rounded one).
+  (`interpolation_matrix`: linear: clamped coordinates, two taps; cubic: four taps, edge-padded or
+  `exclude_outside`; with `antialias=1` a downsampling filter stretched by 1 / scale, as the ONNX reference
+  defines it). Those TVM gets right (an integer output = input x scale) stay, but for antialias and the
+  half_pixel_symmetric mode, which TVM 0.27 lacks: those are always rewritten, or refused in one line where the
+  rewrite does not apply. align_corners divides by the unrounded resized length (input x scale) as the ONNX
+  reference does (onnxruntime 1.32 divides by the rounded one).
 
 `rewrite(model, shapes)` returns a rewritten copy (the caller's model is untouched) or the model itself when nothing
 applies; `shapes` are the static input shapes the compile uses (for the ConvTranspose input sizes).
@@ -38,7 +41,7 @@ def rewrite(model, shapes: dict[str, list[int]]):
 
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    known = _static_shapes(out, shapes)
+    known = static_shapes(out, shapes)
     nodes = []
     for i, node in enumerate(out.graph.node):
         if node.op_type == "ConvTranspose" and _attr(node, "output_shape") is not None:
@@ -76,7 +79,7 @@ def _initializers(model) -> dict:
     return {t.name: t for t in model.graph.initializer}
 
 
-def _static_shapes(model, shapes: dict[str, list[int]]) -> dict[str, list[int]]:
+def static_shapes(model, shapes: dict[str, list[int]]) -> dict[str, list[int]]:
     """Shapes of the graph's values, inferred from the static input `shapes`."""
     import onnx
 
@@ -90,7 +93,7 @@ def _static_shapes(model, shapes: dict[str, list[int]]) -> dict[str, list[int]]:
                 dim.dim_value = int(size)
     inferred = onnx.shape_inference.infer_shapes(probe)
     found = {}
-    for value in [*inferred.graph.input, *inferred.graph.value_info]:
+    for value in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
         dims = value.type.tensor_type.shape.dim
         if dims and all(d.HasField("dim_value") for d in dims):
             found[value.name] = [d.dim_value for d in dims]
@@ -166,19 +169,20 @@ def _exact_resize(model, node, shapes: dict[str, list[int]], prefix: str) -> lis
 
     x_shape, mode = shapes.get(node.input[0]), _text(node, "mode", "nearest")
     coords = _text(node, "coordinate_transformation_mode", "half_pixel")
+    antialias = bool(_attr(node, "antialias")) and mode != "nearest"
     roi = _constant(model, node.input[1]) if len(node.input) > 1 and node.input[1] else None
+    label = f"node {node.name or '#' + prefix[len('resize'):]} (Resize)"
+    if _attr(node, "antialias") and mode == "nearest":
+        raise UnsupportedOpError(f"{label}: antialias=1 with mode nearest is undefined in ONNX; use antialias=0")
+    ours = antialias or coords == "half_pixel_symmetric"  # forms TVM 0.27 lacks: only this rewrite computes them
     if x_shape is None or len(x_shape) != 4 or coords == "tf_crop_and_resize" or (roi is not None and roi.size):
-        return None
-    if _attr(node, "antialias"):
-        raise UnsupportedOpError(f"Resize node {node.name or '#' + prefix[len('resize'):]}: "
-                                 "antialias=1 is not supported (TVM 0.27 ignores "
-                                 "it); export the model without antialiasing")
+        return _refused(label, ours, "a 4-D input of static shape and no roi")
     axes = [a % 4 for a in (_attr(node, "axes") or range(4))]
     scales = _constant(model, node.input[2]) if len(node.input) > 2 and node.input[2] else None
     sizes = _constant(model, node.input[3]) if len(node.input) > 3 and node.input[3] else None
     given = scales if scales is not None and scales.size else sizes
     if given is None or given.size != len(axes):
-        return None
+        return _refused(label, ours, "constant scales or sizes")
     full = np.array(x_shape, np.float32 if given is scales else np.int64)
     full[axes] = given
     x_dims = np.array(x_shape, np.float32)
@@ -197,9 +201,9 @@ def _exact_resize(model, node, shapes: dict[str, list[int]], prefix: str) -> lis
         out_shape = [int(d * s + np.float32(0.5)) if i in axes else int(d)
                      for i, (d, s) in enumerate(zip(x_dims, scales))]
     if out_shape[:2] != x_shape[:2]:
-        return None
-    if mode != "nearest" and all(float(o) == float(np.float32(i) * s)
-                                for i, o, s in zip(x_shape[2:], out_shape[2:], scales[2:])):
+        return _refused(label, ours, "batch and channel axes left unresized")
+    if mode != "nearest" and not ours and all(float(o) == float(np.float32(i) * s)
+                                              for i, o, s in zip(x_shape[2:], out_shape[2:], scales[2:])):
         return None  # the size ratio is the scale: TVM's coordinates are ONNX's
     rounding = _text(node, "nearest_mode", "round_prefer_floor")
     nodes, value = [], node.input[0]
@@ -212,9 +216,8 @@ def _exact_resize(model, node, shapes: dict[str, list[int]], prefix: str) -> lis
             model.graph.initializer.append(numpy_helper.from_array(index, f"{prefix}_index{axis}"))
             op = helper.make_node("Gather", [value, f"{prefix}_index{axis}"], [f"{prefix}_axis{axis}"], axis=axis)
         else:
-            matrix = _linear_matrix(source, x_shape[axis]) if mode == "linear" else \
-                _cubic_matrix(source, x_shape[axis], _attr(node, "cubic_coeff_a") or -0.75,
-                              bool(_attr(node, "exclude_outside")))
+            matrix = interpolation_matrix(source, x_shape[axis], mode, float(scales[axis]) if antialias else 1.0,
+                                          _attr(node, "cubic_coeff_a") or -0.75, bool(_attr(node, "exclude_outside")))
             if matrix.shape[0] == matrix.shape[1] and np.array_equal(matrix, np.eye(len(matrix), dtype=np.float32)):
                 continue
             name = f"{prefix}_weights{axis}"
@@ -227,6 +230,13 @@ def _exact_resize(model, node, shapes: dict[str, list[int]], prefix: str) -> lis
         return [helper.make_node("Identity", [node.input[0]], [node.output[0]])]
     nodes[-1].output[0] = node.output[0]
     return nodes
+
+
+def _refused(label: str, ours: bool, needs: str) -> None:
+    """Keep the Resize for TVM's importer (None), unless its form is one only this rewrite computes."""
+    if ours:
+        raise UnsupportedOpError(f"{label}: antialias and half_pixel_symmetric are computed for {needs} only; "
+                                 "export the model with those")
 
 
 def _source_coordinates(length: int, resized: int, scale, mode: str) -> np.ndarray:
@@ -258,35 +268,34 @@ def _nearest(source: np.ndarray, rounding: str) -> np.ndarray:
     return np.where(half, floor if rounding == "round_prefer_floor" else floor + 1, nearest)
 
 
-def _linear_matrix(source: np.ndarray, length: int) -> np.ndarray:
-    """(resized, length) weights of linear interpolation at `source` (clamped into the input)."""
-    source = np.clip(source, 0, length - 1)
-    low = np.floor(source).astype(np.int64)
-    high = np.minimum(low + 1, length - 1)
-    frac = source - low
-    matrix = np.zeros((len(source), length), np.float32)
-    rows = np.arange(len(source))
-    np.add.at(matrix, (rows, low), 1 - frac)
-    np.add.at(matrix, (rows, high), frac)
-    return matrix
-
-
-def _cubic_matrix(source: np.ndarray, length: int, a: float, exclude_outside: bool) -> np.ndarray:
-    """(resized, length) weights of cubic convolution (coefficient `a`) at `source`: taps floor(x) - 1 .. + 2, edge
-    indices repeated, or dropped and the rest renormalised with `exclude_outside`."""
-    low = np.floor(source).astype(np.int64)
-    t = (source - low).astype(np.float64)[:, None]
-    d = np.abs(np.array([-1.0, 0.0, 1.0, 2.0])[None, :] - t)  # distance of each tap
-
-    def kernel(x):
-        near = ((a + 2) * x - (a + 3)) * x * x + 1
-        far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
-        return np.where(x <= 1, near, np.where(x < 2, far, 0.0))
-
-    weights, taps = kernel(d), low[:, None] + np.arange(-1, 3)[None, :]
+def interpolation_matrix(source: np.ndarray, length: int, mode: str, scale: float = 1.0, a: float = -0.75,
+                         exclude_outside: bool = False) -> np.ndarray:
+    """(resized, length) weights that resample an axis of `length` at the `source` coordinates, as the ONNX
+    reference defines them: linear (the triangle filter) or cubic (Keys' kernel with coefficient `a`) over the
+    taps around each coordinate, edge indices repeated, or dropped and the rest renormalised with
+    `exclude_outside`. A `scale` below 1 (antialias while downsampling) stretches the filter by 1 / scale, so each
+    output averages every input it covers; the weights are then normalised to sum 1."""
+    support = 1 if mode == "linear" else 2  # the kernel's half-width in taps at scale 1
+    scale = min(scale, 1.0)
+    first = int(np.floor(-support / scale)) + 1  # the first tap's offset from the coordinate's left neighbour
+    offsets = np.arange(first, 1 - first + 1)  # an even number of taps: first .. -first + 1
+    source = source.astype(np.float64)
+    left = np.ceil(source).astype(np.int64) - 1  # an integer coordinate is the right tap of its pair (ratio 1)
+    distance = np.abs((offsets[None, :] - (source - left)[:, None]) * scale)
+    if mode == "linear":
+        weights = np.clip(1 - distance, 0, 1)
+    else:
+        near = ((a + 2) * distance - (a + 3)) * distance * distance + 1
+        far = ((a * distance - 5 * a) * distance + 8 * a) * distance - 4 * a
+        weights = np.where(distance <= 1, near, np.where(distance < 2, far, 0.0))
+    if scale < 1:
+        weights /= weights.sum(axis=1, keepdims=True)
+    taps = left[:, None] + offsets[None, :]
     if exclude_outside:
         weights = np.where((taps >= 0) & (taps < length), weights, 0.0)
-        weights /= weights.sum(axis=1, keepdims=True)
+        total = weights.sum(axis=1, keepdims=True)
+        weights /= np.where(total == 0, 1.0, total)
     matrix = np.zeros((len(source), length), np.float64)
-    np.add.at(matrix, (np.repeat(np.arange(len(source)), 4), np.clip(taps, 0, length - 1).ravel()), weights.ravel())
+    rows = np.repeat(np.arange(len(source)), len(offsets))
+    np.add.at(matrix, (rows, np.clip(taps, 0, length - 1).ravel()), weights.ravel())
     return matrix.astype(np.float32)

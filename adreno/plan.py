@@ -9,6 +9,7 @@ extents>)`. So the kernels we run are the ones TVM would ship, and the sizes are
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict
 
 import numpy as np
@@ -123,7 +124,7 @@ def extract_plan(lowered, tvm_target, memory: str = "buffer", device=None,
                 if program in programs:
                     program = f"{program}_{len(programs)}"
                 lowered_funcs[key] = (launches, workspaces, source, program)
-                programs[program] = f"{KERNEL_DIR}/{program}.cl"
+                programs[program] = f"{KERNEL_DIR}/{_file_stem(program)}.cl"
                 sources[program] = source
                 break
             launches, workspaces, _, program = lowered_funcs[key]
@@ -360,3 +361,11 @@ def _kernel_launch(call, device_funcs, param_of, workspace_of, root) -> KernelLa
     dims = max(1, max(("xyz".index(t[-1]) + 1 for t in launch_params if t[:-1] in ("blockIdx.", "threadIdx.")),
                       default=1))
     return KernelLaunch(kernel, args, [g * w for g, w in zip(groups, local)][:dims], local[:dims], dyn_local)
+
+
+def _file_stem(program: str) -> str:
+    """The program's name, or for a name past what file systems take (255 bytes; a fusion of many ops, e.g. the 25
+    strided slices of a MaxPool's argmax taps) its start and a digest of the whole."""
+    if len(program) <= 120:
+        return program
+    return f"{program[:100]}_{hashlib.sha256(program.encode()).hexdigest()[:16]}"

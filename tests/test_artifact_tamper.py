@@ -182,7 +182,7 @@ RESIGNED = {  # the manifest's hashes are rewritten too: the path and plan check
     "inputs as text": _plan(lambda p: p.update(inputs="input")),
     "steps as an object": _plan(lambda p: p.update(steps={"0": p["steps"][0]})),
     "plan a list": _plan(lambda p: [p]),
-    "plan format 3": _plan(lambda p: p.update(format=3)),
+    "plan format 99": _plan(lambda p: p.update(format=99)),
     "step field unknown": _plan(lambda p: p["steps"][0].update(colour="red")),
     "params bit flip": _flip("params.npz", 1200),
     "params header flip": _flip("params.npz", 60),

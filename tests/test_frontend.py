@@ -123,16 +123,22 @@ def one_node(op: str, inputs: dict, outputs: dict, weights: dict | None = None, 
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
 
+def with_opset(model: onnx.ModelProto, version: int) -> onnx.ModelProto:
+    model.opset_import[0].version = version
+    return model
+
+
 @pytest.mark.parametrize("model, message", [
-    (one_node("BatchNormalization", {"x": [1, 2, 3, 3]}, {"y": [1, 2, 3, 3], "mean": [2], "var": [2]},
-              {n: np.ones(2, np.float32) for n in ("s", "b", "m", "v")}, training_mode=1), "training mode"),
-    (one_node("MaxPool", {"x": [1, 2, 4, 4]}, {"y": [1, 2, 2, 2], "i": [1, 2, 2, 2]}, kernel_shape=[2, 2],
-              strides=[2, 2]), "argmax indices"),
+    (with_opset(one_node("BatchNormalization", {"x": [1, 2, 3, 3]}, {"y": [1, 2, 3, 3], "mean": [2], "var": [2]},
+                         {n: np.ones(2, np.float32) for n in ("s", "b", "m", "v")}), 9), "running statistics"),
+    (one_node("MaxPool", {"x": [1, 2, 4]}, {"y": [1, 2, 2], "i": [1, 2, 2]}, kernel_shape=[2], strides=[2]),
+     "argmax indices are computed for a 2-D pool"),
     (one_node("Resize", {"x": [1, 2, 4, 4]}, {"y": [1, 2, 2, 2]}, {"roi": np.zeros(0, np.float32),
-              "scales": np.array([1, 1, 0.5, 0.5], np.float32)}, mode="linear", antialias=1), "antialias=1"),
+              "scales": np.array([1, 1, 0.5, 0.5], np.float32)}, mode="nearest", antialias=1),
+     "antialias=1 with mode nearest"),
     (one_node("Slice", {"x": [4, 4]}, {"y": [0, 4]}, {"starts": np.array([9]), "ends": np.array([10]),
               "axes": np.array([0])}), "is empty (shape [0, 4])"),
-], ids=["batchnorm-training", "maxpool-indices", "resize-antialias", "empty-slice"])
+], ids=["batchnorm-statistics-opset9", "maxpool-1d-indices", "resize-nearest-antialias", "empty-slice"])
 def test_forms_the_importer_gets_wrong_are_refused(model, message):
     """Each would have been a wrong result or a traceback inside TVM; the error names the node."""
     from adreno.errors import ModelError

@@ -82,7 +82,7 @@ class Executor:
         self.storage = {sid: (self._image(sid, images[sid]) if sid in images
                               else cl.Buffer(self.context, mf.READ_WRITE, max(nbytes, 4)))
                         for sid, nbytes in plan.storage.items()}
-        self.buffers = {name: self.storage[spec.storage] for name, spec in plan.tensors.items()}
+        self.buffers = {name: self.storage[spec.storage] for name, spec in plan.tensors.items() if spec.storage}
         self.write_params(self.artifact.params())
         workspace_sizes = [max(sizes) for sizes in _zip_longest_max(s.workspaces for s in plan.steps)]
         self.workspaces = [cl.Buffer(self.context, mf.READ_WRITE, max(n, 4)) for n in workspace_sizes]
@@ -130,6 +130,8 @@ class Executor:
     def _read(self, spec) -> np.ndarray:
         import pyopencl as cl
 
+        if not spec.storage:  # an empty output (adreno.empty)
+            return np.zeros(spec.shape, dtype=spec.dtype)
         if spec.image is None:
             host = np.empty(spec.shape, dtype=spec.dtype)
             cl.enqueue_copy(self.queue, host, self.buffers[spec.name])
@@ -193,7 +195,8 @@ class Executor:
             array = np.asarray(array)
             if list(array.shape) != spec.shape:
                 raise AdrenoError(f"input {label} must have shape {spec.shape}, got {list(array.shape)}")
-            self._write(spec, array)
+            if spec.storage:  # else no kernel reads it (adreno.empty)
+                self._write(spec, array)
 
     def _get_outputs(self) -> list[np.ndarray]:
         outputs = [self._read(self.artifact.plan.tensors[name]) for name in self.artifact.plan.outputs]
