@@ -20,7 +20,8 @@ Suites (each case compiled with `--memory texture` and `--memory buffer`, run on
 Each (case, memory) ends as pass, wrong (a value or shape differs beyond |err| <= 1e-4 + 1e-3 max|ref|, the
 tolerance of `adreno run --check`), error (an AdrenoError: one line, nothing else on stderr), unclear (an error of
 more than one line, or with other text on stderr), traceback (any other exception, or a crashed process) or
-timeout. Cases run in worker processes (one at a time each, replaced after a timeout or crash).
+timeout. Cases run in worker processes (one at a time each, replaced after a timeout or crash; a case whose worker
+died runs once more in a fresh one, and the table lists it).
 
     python tools/conformance.py [--subset ci|full] [--only REGEX] [--memory texture,buffer] [-j 1] [--timeout 300]
                                 [--schedules adreno|tvm] [--json conformance.json] [--list]
@@ -448,7 +449,8 @@ class Worker:
             return {"status": "timeout", "detail": f"no result after {timeout:g} s", "seconds": seconds}
         code = self.proc.wait()
         self.proc = None
-        return {"status": "traceback", "detail": f"the process died (exit status {code})", "seconds": seconds}
+        return {"status": "traceback", "detail": f"the process died (exit status {code})", "seconds": seconds,
+                "died": True}
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -496,6 +498,10 @@ def run_all(cases: list[Case], memories: list[str], jobs: int, timeout: float, w
         worker = workers.get()
         try:
             result = worker.run(task, timeout * case.timeout_scale)
+            if result.pop("died", False):  # the long-lived worker crashed (PoCL and TVM's LLVM share it): once more,
+                first = result["detail"]   # alone in a fresh process; the row says so
+                result = {**worker.run(task, timeout * case.timeout_scale), "retried": first}
+                result.pop("died", None)
         finally:
             workers.put(worker)
         case.results[memory] = result
@@ -531,6 +537,12 @@ def table(cases: list[Case], memories: list[str], summary: dict) -> str:
             passed = sum(case.results[memory]["status"] == "pass" for case in bound)
             lines.append(f"{memory}: {passed} passes used --bind ({len(bound)} cases bound their parameter "
                          "inputs)")
+    retried = [(case, memory, case.results[memory]) for case in cases for memory in memories
+               if "retried" in case.results[memory]]
+    if retried:
+        lines += ["", "run again in a fresh worker after the worker died (the second result counts):"]
+        lines += [f"  {case.name} [{memory}] {result['retried']}, then {result['status']}"
+                  for case, memory, result in retried]
     timed = [(case, memory, case.results[memory]) for case in cases for memory in memories
              if "device_ms" in case.results[memory]]
     if timed:
