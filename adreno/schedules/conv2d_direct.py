@@ -27,6 +27,7 @@ KNOBS: dict[str, list] = {
     "tile_rc": [1, 2, 4, 8],
     "unroll_k": [0, 1],
     "stage": [0, 1],
+    "cooperative": [0, 1],
 }
 
 
@@ -49,7 +50,8 @@ def default_config(wl: _conv.ConvWorkload, target) -> dict:
                              [("tile_f", 2, per_group), ("tile_y", 1, wl.oh), ("tile_f", 1, per_group),
                               ("tile_x", 1, wl.ow)], KNOBS)
     rest = {"tile_rc": _conv.pick_tile(wl.cin_per_group, KNOBS["tile_rc"], 4 if wl.kh * wl.kw == 1 else 1),
-            "unroll_k": 1 if wl.kh * wl.kw <= 9 else 0, "stage": 0}
+            "unroll_k": 1 if wl.kh * wl.kw <= 9 else 0, "stage": 0,
+            "cooperative": 0}
     candidates = [{**t, **_conv.tiled_threads(wl, t, KNOBS, target), **rest} for t in tiles]
     return occupancy.choose(occupancy.device(target), candidates, lambda c: _conv.tiled_launch(wl, c))
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 from ..layout import LANES
 from ..records import direct_key, key_memory, layout_workload
 from ..winograd import PACKED
-from . import _conv, conv2d_direct, conv2d_texture, occupancy
+from . import _conv, conv2d_direct, conv2d_texture, occupancy, staging
 from .family import Family, Matched
 
 OP = "conv2d_winograd"
@@ -47,10 +47,11 @@ KNOBS: dict[str, list] = {
     "tile_k": [1, 2, 4, 8],
     "threads_t": [16, 32, 64, 128, 256],
     "split_t": [0, 1],
+    "cooperative": [0, 1],
 }
 STAGE_KNOBS = {
     "winograd_input_transform": ("threads_t", "split_t"),
-    "winograd_batch_gemm": ("tile_o", "tile_p", "threads_o", "threads_p", "tile_k"),
+    "winograd_batch_gemm": ("tile_o", "tile_p", "threads_o", "threads_p", "tile_k", "cooperative"),
     "winograd_output_transform": ("threads_t", "split_t"),
 }
 
@@ -128,7 +129,7 @@ def default_config(wl, target) -> dict:
     for t in tiles:
         threads_p = _fit(-(-p // t["tile_p"]), KNOBS["threads_p"], 16)
         threads_o = _fit(-(-o // t["tile_o"]), KNOBS["threads_o"], max(1, limit // threads_p))
-        candidates.append({**t, "threads_o": threads_o, "threads_p": threads_p, "tile_k": tile_k})
+        candidates.append({**t, "threads_o": threads_o, "threads_p": threads_p, "tile_k": tile_k, "cooperative": 0})
     return occupancy.choose(device, candidates, lambda cfg: _gemm_launch(wl, cfg))
 
 
@@ -163,7 +164,18 @@ def check_config(wl, config: dict, target) -> dict:
     gemm = base_stage(stage) == "winograd_batch_gemm"
     if gemm and stage.endswith(PACKED) and (dims[-1] // LANES) % config.get("tile_k", 1):
         raise ValueError(f"tile_k={config['tile_k']} does not divide the {dims[-1] // LANES} input channel blocks")
-    return _conv.validate(config, KNOBS, target, ("threads_o", "threads_p") if gemm else ("threads_t",))
+    if gemm and stage.endswith(PACKED) and config.get("cooperative", 0):
+        raise ValueError("cooperative=1 stages buffers; the packed (texture) GEMM reads its operands as images")
+    _conv.validate(config, KNOBS, target, ("threads_o", "threads_p") if gemm else ("threads_t",))
+    if gemm:
+        staging.check_cooperative(config, config["threads_o"] * config["threads_p"], staged_tiles(config), target)
+    return config
+
+
+def staged_tiles(cfg: dict) -> list[tuple[int, ...]]:
+    """The local tiles of the buffer GEMM with `cooperative` 1: the work-group's U rows (its output channels) and V
+    columns (its tiles), `tile_k` input channels of each."""
+    return [(cfg["tile_o"] * cfg["threads_o"], cfg["tile_k"]), (cfg["tile_k"], cfg["tile_p"] * cfg["threads_p"])]
 
 
 def _bind_flat(sch, loops, threads):
@@ -217,6 +229,9 @@ def _schedule_gemm(sch, blocks, cfg):
     for cache in (u_cache, v_cache):
         sch.compute_at(cache, ki, preserve_unit_loops=True)
         _conv.registers(sch, sch.get_loops(cache)[-4 - len(lane):], bool(lane))
+    if cfg.get("cooperative", 0):  # the work-group's U rows and V columns per tile_k input channels
+        for cache in (u_cache, v_cache):
+            staging.stage_in_local(sch, cache, 0, ko, [("threadIdx.y", to), ("threadIdx.x", tp)])
     _conv.registers(sch, [ki, *kl, oi, pi, *lane], bool(lane))
     sch.reverse_compute_at(out, pt, preserve_unit_loops=True)
     _conv.registers(sch, sch.get_loops(out)[-4 - len(lane):], bool(lane))

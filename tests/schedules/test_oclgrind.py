@@ -20,14 +20,15 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
+from adreno.opencl import oclgrind
 from tests.schedules.sched_helpers import ConvCase, conv_model, model_inputs, reference
 
-OCLGRIND_ICD = Path("/usr/lib/oclgrind/liboclgrind-rt-icd.so")
 # what Oclgrind reports about a kernel (its API checks, OCLGRIND_CHECK_API, are off: pyopencl asks for
 # OpenCL 3.0 device info Oclgrind 21.10 does not know)
 ERRORS = ("Invalid read", "Invalid write", "data race", "Uninitialized", "Work-group divergence", "barrier")
 
-pytestmark = pytest.mark.skipif(not OCLGRIND_ICD.is_file() or shutil.which("oclgrind") is None,
+pytestmark = pytest.mark.skipif(not oclgrind.available() or shutil.which("oclgrind") is None,
                                 reason="needs Debian's oclgrind (tools/install_system_deps.sh installs it)")
 
 RUNNER = r"""
@@ -40,6 +41,7 @@ device = select_device("oclgrind")
 for case in json.loads(sys.argv[1]):
     data = np.load(case["data"])
     ex = Executor(case["artifact"], device=device)
+    print(f"=== {case['artifact']}", flush=True)  # splits Oclgrind's per-kernel counts (on stdout)
     out = ex.run([data[n] for n in ex.artifact.plan.inputs])[0]
     ref = data["reference"]
     err = float(np.abs(out - ref).max() / max(1.0, float(np.abs(ref).max())))
@@ -96,18 +98,9 @@ CASES = [
 ]
 
 
-def _oclgrind_env(tmp_path: Path) -> dict:
-    import os
-
-    vendors = tmp_path / "icd"
-    vendors.mkdir(exist_ok=True)
-    (vendors / "oclgrind.icd").write_text(f"{OCLGRIND_ICD}\n")
-    return {**os.environ, "OCL_ICD_VENDORS": str(vendors), "OCLGRIND_DATA_RACES": "1"}
-
-
-def _oclgrind(code: str, args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code, *args], env=_oclgrind_env(tmp_path), capture_output=True,
-                          text=True, timeout=600)
+def _oclgrind(code: str, args: list[str], tmp_path: Path, inst_counts: bool = False) -> subprocess.CompletedProcess:
+    env = oclgrind.environment(tmp_path, data_races=True, inst_counts=inst_counts)
+    return subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=600)
 
 
 def _compile(case, tmp_path: Path, monkeypatch) -> dict:
@@ -131,6 +124,7 @@ def _compile(case, tmp_path: Path, monkeypatch) -> dict:
     model = MODELS[name]()
     inputs = model_inputs(model)
     out = tmp_path / f"{name}-{memory}-{target}-{winograd}-{len(tuned)}"
+    out.parent.mkdir(parents=True, exist_ok=True)
     compile_model(model, out, CompileOptions(target=target, memory=memory, winograd=winograd, host="native"))
     monkeypatch.undo()
     assert all(claimed.values()), claimed
@@ -165,3 +159,75 @@ cl.Program(ctx, source).build().k(queue, (16,), (4,), buf, cl.LocalMemory(16)); 
 def test_oclgrind_reports_what_the_checks_look_for(tmp_path):
     run = _oclgrind(BROKEN, [], tmp_path)
     assert "Invalid write" in run.stderr and "data race" in run.stderr, run.stderr[-2000:]
+
+
+# Cooperative staging (`cooperative` 1): convs without an epilogue (every global load is an operand load), each
+# compiled staged and unstaged: (name, model, winograd, kernel name part, knobs replacing the defaults)
+STAGED = [
+    ("3x3", ConvCase(1, 8, 9, 9, 16, 3, 1, (1, 1, 1, 1), epilogue="none"), "off", "conv2d", {}),
+    ("3x3-tuned", ConvCase(1, 8, 9, 9, 16, 3, 1, (1, 1, 1, 1), epilogue="none"), "off", "conv2d",
+     {"tile_f": 2, "tile_y": 2, "tile_x": 2, "threads_f": 2, "threads_y": 2, "threads_x": 4, "tile_rc": 4,
+      "stage": 1}),
+    ("3x3-s2", ConvCase(1, 6, 11, 11, 8, 3, 2, (1, 1, 1, 1), epilogue="none"), "off", "conv2d",
+     {"tile_f": 1, "tile_y": 1, "tile_x": 2, "threads_f": 4, "threads_y": 2, "threads_x": 2, "tile_rc": 4}),
+    ("1x1", ConvCase(1, 16, 7, 7, 24, 1, epilogue="none"), "off", "conv2d",
+     {"tile_f": 4, "tile_y": 1, "tile_x": 7, "threads_f": 2, "threads_y": 7, "threads_x": 1, "tile_rc": 8}),
+    ("winograd", ConvCase(1, 8, 9, 9, 8, 3, 1, (1, 1, 1, 1), epilogue="none"), "f2", "batch_gemm", {}),
+    ("winograd-tuned", ConvCase(1, 8, 9, 9, 8, 3, 1, (1, 1, 1, 1), epilogue="none"), "f2", "batch_gemm",
+     {"tile_o": 2, "tile_p": 2, "threads_o": 4, "threads_p": 8, "tile_k": 4}),
+]
+
+
+def _conv_workload(case: ConvCase):
+    from adreno.workload import ConvWorkload
+
+    oh, ow = case.out_hw
+    return ConvWorkload(case.n, case.c, case.h, case.w, case.o, case.k, case.k, oh, ow, (case.stride,) * 2,
+                        (case.dilation,) * 2, case.pads, case.groups, "float32")
+
+
+def _load_bound(case: ConvCase, winograd: str, knobs: dict) -> int:
+    """Global loads (elements) a staged kernel may make: per work-group and reduction step its input tile (with
+    the halo the kernel and stride need) and its weight tile, each element once."""
+    from adreno import target as targets
+    from adreno.schedules import conv2d_direct, conv2d_winograd
+
+    wl, target = _conv_workload(case), targets.tvm_target("adreno-740")
+    if winograd == "off":
+        cfg = {**conv2d_direct.default_config(wl, target), **knobs}
+        f, y, x = (cfg[f"tile_{a}"] * cfg[f"threads_{a}"] for a in "fyx")
+        groups = wl.n * -(-wl.o // f) * -(-wl.oh // y) * -(-wl.ow // x)
+        rc = cfg["tile_rc"]
+        halo_y, halo_x = ((y - 1) * wl.stride[0] + wl.kh, (x - 1) * wl.stride[1] + wl.kw)
+        return groups * -(-wl.c // rc) * (rc * halo_y * halo_x + f * rc * wl.kh * wl.kw)
+    m = int(winograd[1])
+    gemm = conv2d_winograd.stage_workloads(wl, m)[1]
+    alpha, _, o, p, c = gemm[1]
+    cfg = {**conv2d_winograd.default_config(gemm, target), **knobs}
+    f, q = cfg["tile_o"] * cfg["threads_o"], cfg["tile_p"] * cfg["threads_p"]
+    return alpha * alpha * -(-o // f) * -(-p // q) * -(-c // cfg["tile_k"]) * cfg["tile_k"] * (f + q)
+
+
+def test_cooperative_staging_is_correct_race_free_and_loads_each_tile_once(tmp_path, monkeypatch):
+    """cooperative=1 on buffers (direct 3x3 / stride 2 / 1x1, Winograd's GEMM; defaults and tuned-looking tiles):
+    outputs match onnxruntime, no out-of-bounds access or local-memory race, and the staged kernel's global loads
+    (Oclgrind's instruction counts) stay within the tile bound and below the unstaged kernel's."""
+    cases, meta = [], []
+    for name, case, winograd, kernel, knobs in STAGED:
+        family = "conv2d_direct" if winograd == "off" else "conv2d_winograd"
+        MODELS[name] = lambda case=case: conv_model(case)
+        for cooperative in (0, 1):
+            cases.append(_compile((name, "buffer", "adreno-740", winograd, {family: {**knobs, "cooperative": cooperative}}),
+                                  tmp_path / str(cooperative), monkeypatch))
+        meta.append((name, kernel, _load_bound(case, winograd, knobs)))
+    run = _oclgrind(RUNNER, [json.dumps(cases)], tmp_path, inst_counts=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    assert len(results) == len(cases) and all(r["error"] <= 1e-3 for r in results), results
+    found = [line for line in run.stderr.splitlines() if any(e in line for e in ERRORS)]
+    assert not found, run.stderr[-4000:]
+    reports = dict(part.split("\n", 1) for part in run.stdout.split("=== ")[1:])
+    for i, (name, kernel, bound) in enumerate(meta):
+        plain, staged = (sum(b for k, b in oclgrind.global_load_bytes(reports[cases[2 * i + j]["artifact"]]).items()
+                             if kernel in k) // oclgrind.FLOAT_BYTES for j in (0, 1))
+        assert 0 < staged <= bound and staged < plain, (name, staged, bound, plain)

@@ -1,0 +1,57 @@
+"""Running artifacts on Oclgrind (Debian `oclgrind`, an OpenCL device simulator) and reading its reports.
+
+Oclgrind checks every memory access of a kernel (out-of-bounds accesses, with `data_races` local-memory races) and,
+with `inst_counts`, prints per kernel a histogram of the instructions it executed: `N - load global (B bytes)`
+gives the loads from global memory and their bytes. Vector loads compiled to `vloadn` builtins are calls in that
+histogram (`call _Z6vload4mPU3AS1Kf`: a vload4 from address space 1, global), so `global_load_bytes` adds them:
+the bytes a kernel read from global memory, whatever the width of its loads. Oclgrind runs as an OpenCL ICD named
+by OCL_ICD_VENDORS, so pyopencl in a child process with `environment(...)` sees it as a platform ("oclgrind" for
+`select_device`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+ICD = Path("/usr/lib/oclgrind/liboclgrind-rt-icd.so")
+FLOAT_BYTES = 4
+
+_KERNEL = re.compile(r"Instructions executed for kernel '([^']+)':")
+_LOAD = re.compile(r"^\s*([\d,]+) - load global \(([\d,]+) bytes\)")
+_VLOAD = re.compile(r"^\s*([\d,]+) - call _Z6vload(\d+)mPU3AS1K?f")
+
+
+def available() -> bool:
+    return ICD.is_file()
+
+
+def environment(workdir: Path, **flags: bool) -> dict:
+    """The environment of a child process whose OpenCL platforms include Oclgrind's (an ICD file written under
+    `workdir`), with Oclgrind's switches `flags` (data_races=True: OCLGRIND_DATA_RACES=1, inst_counts, ...)."""
+    vendors = Path(workdir) / "oclgrind-icd"
+    vendors.mkdir(parents=True, exist_ok=True)
+    (vendors / "oclgrind.icd").write_text(f"{ICD}\n")
+    return {**os.environ, "OCL_ICD_VENDORS": str(vendors),
+            **{f"OCLGRIND_{name.upper()}": "1" for name, on in flags.items() if on}}
+
+
+def global_load_bytes(report: str) -> dict[str, int]:
+    """Bytes each kernel loaded from global memory (summed over its launches), from an `inst_counts` report."""
+    loads: dict[str, int] = {}
+    kernel = None
+    for line in report.splitlines():
+        found = _KERNEL.search(line)
+        if found:
+            kernel = found.group(1)
+            loads.setdefault(kernel, 0)
+            continue
+        if kernel is None:
+            continue
+        load, vload = _LOAD.match(line), _VLOAD.match(line)
+        if load:
+            loads[kernel] += int(load.group(2).replace(",", ""))
+        elif vload:
+            loads[kernel] += int(vload.group(1).replace(",", "")) * int(vload.group(2)) * FLOAT_BYTES
+    return loads

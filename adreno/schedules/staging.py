@@ -1,0 +1,85 @@
+"""Cooperative staging of a work-group's operand tiles in local memory (TVM scope "shared" = OpenCL `__local`).
+
+Without it every work-item reads its own operands from global memory, so an input element is fetched once by every
+work-item whose outputs need it (a 3x3 conv: up to 9 times per output channel tile, once more per work-item along the
+output channels). Staged, a work-group fetches its whole input tile (with its halo) and its weight tile once per
+reduction step: all of its work-items share the loads (one flat loop over the tile, the innermost run of contiguous
+elements vectorised), a barrier follows (TVM inserts it), and every work-item then reads its operands from local
+memory. Local rows get a pitch that is an odd multiple of the vector width (`storage_align`), so work-items stepping
+across rows hit different banks.
+
+`stage_in_local(sch, block, read_index, at_loop, threads)` stages one operand of a block; `local_bytes` and
+`check_cooperative` are the rule every family's `check_config` applies to a staged config.
+"""
+
+from __future__ import annotations
+
+import math
+
+FLOAT_BYTES = 4
+
+
+def vector_width(extent: int, widest: int = 4) -> int:
+    """The widest vector (4, 2, 1) dividing a staged tile's innermost extent: one vector never spans two rows."""
+    return next(v for v in (widest, 2, 1) if v <= widest and extent % v == 0)
+
+
+def stage_in_local(sch, block, read_index: int, at_loop, threads: list[tuple[str, int]], producer=None):
+    """Stage the buffer `block` reads at `read_index` in local memory, computed under `at_loop` (the reduction step's
+    loop, inside the work-group's thread loops) by all the work-group's `threads` ((thread tag, extent), outermost
+    first): one flat loop over the tile, split across the threads, its innermost run of contiguous elements
+    vectorised. `producer`: a block that already writes that buffer (a zero-padding block: the guarded loads then
+    fill the local tile) instead of a new cache-read block. Returns the staging block."""
+    if producer is None:
+        stage = sch.cache_read(block, read_index, "shared")
+    else:
+        stage = producer
+        sch.set_scope(stage, 0, "shared")
+    sch.compute_at(stage, at_loop, preserve_unit_loops=True)
+    loops = sch.get_loops(stage)
+    at = sch.get(at_loop)
+    loops = loops[1 + next(i for i, loop in enumerate(loops) if sch.get(loop).same_as(at)):]
+    inner = _extent(sch, loops[-1])
+    vector = vector_width(inner)
+    ndim = len(sch.get(stage).writes[0].source.shape)
+    if ndim >= 2:  # the pitch of a local row: an odd number of vectors (distinct banks across rows)
+        sch.storage_align(stage, 0, ndim - 2, 2 * vector, vector)
+    outer, lanes = sch.split(loops[-1], [None, vector], preserve_unit_iters=True)
+    flat = sch.fuse(*loops[:-1], outer, preserve_unit_iters=True)
+    parts = sch.split(flat, [None] + [n for _, n in threads], preserve_unit_iters=True)
+    for loop, (tag, _) in zip(parts[1:], threads):
+        sch.bind(loop, tag)
+    if vector > 1:
+        sch.vectorize(lanes)
+    return stage
+
+
+def _extent(sch, loop) -> int:
+    return int(sch.get(loop).extent)
+
+
+def local_bytes(*tiles: tuple[int, ...]) -> int:
+    """Local memory of staged tiles (their shapes, innermost last), each row padded as `stage_in_local` pads it."""
+    total = 0
+    for shape in tiles:
+        vector = vector_width(shape[-1])
+        pitch = shape[-1]
+        if len(shape) >= 2:
+            while pitch % (2 * vector) != vector:
+                pitch += 1
+        total += math.prod(shape[:-1]) * pitch
+    return total * FLOAT_BYTES
+
+
+def check_cooperative(config: dict, threads: int, tiles: list[tuple[int, ...]], target) -> None:
+    """Raise ValueError when a staged config (`cooperative` 1) cannot run: a work-group of one work-item (nothing to
+    share) or tiles larger than the target's local memory."""
+    if not config.get("cooperative", 0):
+        return
+    from ..target import device_of
+
+    if threads < 2:
+        raise ValueError("cooperative=1 needs a work-group of at least 2 work-items to share the loads")
+    need, have = local_bytes(*tiles), device_of(target).local_memory_bytes
+    if need > have:
+        raise ValueError(f"cooperative=1 stages {need} bytes of local memory per work-group; the target has {have}")
