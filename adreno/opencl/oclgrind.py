@@ -6,13 +6,17 @@ gives the loads from global memory and their bytes. Vector loads compiled to `vl
 histogram (`call _Z6vload4mPU3AS1Kf`: a vload4 from address space 1, global), so `global_load_bytes` adds them:
 the bytes a kernel read from global memory, whatever the width of its loads. Oclgrind runs as an OpenCL ICD named
 by OCL_ICD_VENDORS, so pyopencl in a child process with `environment(...)` sees it as a platform ("oclgrind" for
-`select_device`).
+`select_device`). `run_artifacts` runs compiled artifacts there (`python -m adreno.opencl.oclgrind CASES`), each
+checked against a reference output and followed by its own section of Oclgrind's counts (`sections`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 ICD = Path("/usr/lib/oclgrind/liboclgrind-rt-icd.so")
@@ -55,3 +59,47 @@ def global_load_bytes(report: str) -> dict[str, int]:
         elif vload:
             loads[kernel] += int(vload.group(1).replace(",", "")) * int(vload.group(2)) * FLOAT_BYTES
     return loads
+
+
+def run(args: list[str], workdir: Path, timeout: float = 600, **flags: bool) -> subprocess.CompletedProcess:
+    """`python ARGS` on Oclgrind's platform (`environment`), its output captured."""
+    return subprocess.run([sys.executable, *args], env=environment(workdir, **flags), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def run_artifacts(cases: list[dict], workdir: Path, **flags: bool) -> subprocess.CompletedProcess:
+    """Run each case ({"artifact": dir, "data": .npz with the inputs by name and "reference"}) once on Oclgrind in
+    one process: stdout gets, per case, a `=== artifact` line, Oclgrind's counts for its kernels, and a JSON line
+    with its relative max error."""
+    return run(["-m", __name__, json.dumps(cases)], workdir, **flags)
+
+
+def sections(stdout: str) -> dict[str, str]:
+    """The output of `run_artifacts` per artifact."""
+    return dict(part.split("\n", 1) for part in stdout.split("=== ")[1:])
+
+
+def errors(stdout: str) -> list[dict]:
+    """The JSON lines of `run_artifacts`: artifact and relative max error."""
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+
+
+def _main(cases_json: str) -> None:
+    import numpy as np
+
+    from .device import select_device
+    from .executor import Executor
+
+    device = select_device("oclgrind")
+    for case in json.loads(cases_json):
+        data = np.load(case["data"])
+        print(f"=== {case['artifact']}", flush=True)
+        ex = Executor(case["artifact"], device=device)
+        out = ex.run([data[n] for n in ex.artifact.plan.inputs])[0]
+        ref = data["reference"]
+        err = float(np.abs(out - ref).max() / max(1.0, float(np.abs(ref).max())))
+        print(json.dumps({"artifact": case["artifact"], "error": err}), flush=True)
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1])

@@ -3,17 +3,16 @@ accesses and data races): small models compiled with the GPU defaults (adreno-74
 split by rows), the CPU's big tiles (pocl-cpu), and tuned configs (ragged register tiles, staged patches, cooperative
 reductions in local memory, split-K), run on Oclgrind's device through pyopencl in a subprocess (its ICD is named by
 OCL_ICD_VENDORS), outputs checked against onnxruntime, Oclgrind's report required to be free of errors. A kernel that
-writes past its buffer and one that races in local memory show that the report is read at all.
+writes past its buffer and one that races in local memory show that the report is read at all. Cooperative staging
+(`cooperative` 1) is checked the same way, and its global loads (Oclgrind's instruction counts) against the tile
+bound and the unstaged kernel's.
 
 Bounded time: shapes of 8-16 channels at 9x9, one simulator process for all artifacts (about a minute on 2 cores).
 """
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,22 +30,6 @@ ERRORS = ("Invalid read", "Invalid write", "data race", "Uninitialized", "Work-g
 pytestmark = pytest.mark.skipif(not oclgrind.available() or shutil.which("oclgrind") is None,
                                 reason="needs Debian's oclgrind (tools/install_system_deps.sh installs it)")
 
-RUNNER = r"""
-import json, sys
-import numpy as np
-from adreno.opencl.device import select_device
-from adreno.opencl.executor import Executor
-
-device = select_device("oclgrind")
-for case in json.loads(sys.argv[1]):
-    data = np.load(case["data"])
-    ex = Executor(case["artifact"], device=device)
-    print(f"=== {case['artifact']}", flush=True)  # splits Oclgrind's per-kernel counts (on stdout)
-    out = ex.run([data[n] for n in ex.artifact.plan.inputs])[0]
-    ref = data["reference"]
-    err = float(np.abs(out - ref).max() / max(1.0, float(np.abs(ref).max())))
-    print(json.dumps({"artifact": case["artifact"], "error": err}), flush=True)
-"""
 
 
 def _head_model() -> onnx.ModelProto:
@@ -98,9 +81,6 @@ CASES = [
 ]
 
 
-def _oclgrind(code: str, args: list[str], tmp_path: Path, inst_counts: bool = False) -> subprocess.CompletedProcess:
-    env = oclgrind.environment(tmp_path, data_races=True, inst_counts=inst_counts)
-    return subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=600)
 
 
 def _compile(case, tmp_path: Path, monkeypatch) -> dict:
@@ -134,9 +114,9 @@ def _compile(case, tmp_path: Path, monkeypatch) -> dict:
 
 def test_every_family_is_free_of_out_of_bounds_accesses_and_races(tmp_path, monkeypatch):
     cases = [_compile(case, tmp_path, monkeypatch) for case in CASES]
-    run = _oclgrind(RUNNER, [json.dumps(cases)], tmp_path)
+    run = oclgrind.run_artifacts(cases, tmp_path, data_races=True)
     assert run.returncode == 0, run.stderr[-3000:]
-    results = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    results = oclgrind.errors(run.stdout)
     assert len(results) == len(cases), run.stdout[-2000:]
     assert all(r["error"] <= 1e-3 for r in results), results  # Winograd rounds more than a direct conv
     found = [line for line in run.stderr.splitlines() if any(e in line for e in ERRORS)]
@@ -157,7 +137,7 @@ cl.Program(ctx, source).build().k(queue, (16,), (4,), buf, cl.LocalMemory(16)); 
 
 
 def test_oclgrind_reports_what_the_checks_look_for(tmp_path):
-    run = _oclgrind(BROKEN, [], tmp_path)
+    run = oclgrind.run(["-c", BROKEN], tmp_path, data_races=True)
     assert "Invalid write" in run.stderr and "data race" in run.stderr, run.stderr[-2000:]
 
 
@@ -176,6 +156,8 @@ STAGED = [
     ("winograd-tuned", ConvCase(1, 8, 9, 9, 8, 3, 1, (1, 1, 1, 1), epilogue="none"), "f2", "batch_gemm",
      {"tile_o": 2, "tile_p": 2, "threads_o": 4, "threads_p": 8, "tile_k": 4}),
 ]
+
+MODELS.update({name: (lambda case=case: conv_model(case)) for name, case, *_ in STAGED})
 
 
 def _conv_workload(case: ConvCase):
@@ -215,18 +197,18 @@ def test_cooperative_staging_is_correct_race_free_and_loads_each_tile_once(tmp_p
     cases, meta = [], []
     for name, case, winograd, kernel, knobs in STAGED:
         family = "conv2d_direct" if winograd == "off" else "conv2d_winograd"
-        MODELS[name] = lambda case=case: conv_model(case)
         for cooperative in (0, 1):
-            cases.append(_compile((name, "buffer", "adreno-740", winograd, {family: {**knobs, "cooperative": cooperative}}),
-                                  tmp_path / str(cooperative), monkeypatch))
+            tuned = {family: {**knobs, "cooperative": cooperative}}
+            cases.append(_compile((name, "buffer", "adreno-740", winograd, tuned), tmp_path / str(cooperative),
+                                  monkeypatch))
         meta.append((name, kernel, _load_bound(case, winograd, knobs)))
-    run = _oclgrind(RUNNER, [json.dumps(cases)], tmp_path, inst_counts=True)
+    run = oclgrind.run_artifacts(cases, tmp_path, data_races=True, inst_counts=True)
     assert run.returncode == 0, run.stderr[-3000:]
-    results = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    results = oclgrind.errors(run.stdout)
     assert len(results) == len(cases) and all(r["error"] <= 1e-3 for r in results), results
     found = [line for line in run.stderr.splitlines() if any(e in line for e in ERRORS)]
     assert not found, run.stderr[-4000:]
-    reports = dict(part.split("\n", 1) for part in run.stdout.split("=== ")[1:])
+    reports = oclgrind.sections(run.stdout)
     for i, (name, kernel, bound) in enumerate(meta):
         plain, staged = (sum(b for k, b in oclgrind.global_load_bytes(reports[cases[2 * i + j]["artifact"]]).items()
                              if kernel in k) // oclgrind.FLOAT_BYTES for j in (0, 1))
