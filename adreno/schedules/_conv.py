@@ -293,8 +293,10 @@ def conv_match(find, schedule, older_records: dict | None = None):
     return match
 
 
-def tiled_family(name: str, op: str, knobs: dict, handles, default_config, rule_name: str) -> Family:
-    """A family of NCHW convs that `handles` accepts, scheduled by the register-tiled `schedule_tiled`."""
+def tiled_family(name: str, op: str, knobs: dict, handles, default_config, rule_name: str,
+                 older_records: dict | None = None) -> Family:
+    """A family of NCHW convs that `handles` accepts, scheduled by the register-tiled `schedule_tiled`
+    (`older_records`: see `Matched`)."""
     def find(func, sch):
         found = match_conv(func, sch)
         return (op, found) if found is not None and handles(found.workload) else None
@@ -305,7 +307,8 @@ def tiled_family(name: str, op: str, knobs: dict, handles, default_config, rule_
         staging.check_cooperative(config, threads, staged_tiles(wl, config), target)
         return config
 
-    return Family(name, knobs, conv_match(find, schedule_tiled), default_config, check_config, rule_name)
+    return Family(name, knobs, conv_match(find, schedule_tiled, older_records), default_config, check_config,
+                  rule_name)
 
 
 def staged_tiles(wl: ConvWorkload, cfg: dict) -> list[tuple[int, ...]]:

@@ -9,7 +9,8 @@ memory. Local rows get a pitch that is an odd multiple of the vector width (`sto
 across rows hit different banks.
 
 `stage_in_local(sch, block, read_index, at_loop, threads)` stages one operand of a block; `local_bytes` and
-`check_cooperative` are the rule every family's `check_config` applies to a staged config.
+`check_cooperative` are the rule every family's `check_config` applies to a staged config; `prefer_cooperative` is
+the families' default (staged on GPU targets where staging pays, when the config allows it).
 """
 
 from __future__ import annotations
@@ -83,3 +84,17 @@ def check_cooperative(config: dict, threads: int, tiles: list[tuple[int, ...]], 
     need, have = local_bytes(*tiles), device_of(target).local_memory_bytes
     if need > have:
         raise ValueError(f"cooperative=1 stages {need} bytes of local memory per work-group; the target has {have}")
+
+
+def prefer_cooperative(config: dict, target, pays: bool, check) -> dict:
+    """`config` with `cooperative` 1 on a GPU target when staging `pays` (the family's evidence) and `check` (its
+    check_config) accepts it; else with 0 (CPU targets always: their caches already share the loads)."""
+    from ..target import device_of
+
+    if pays and device_of(target).device_class == "gpu":
+        staged = {**config, "cooperative": 1}
+        try:
+            return check(staged)
+        except ValueError:  # a work-group of one, or tiles too big for local memory: unstaged
+            pass
+    return {**config, "cooperative": 0}
