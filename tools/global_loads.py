@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Global-memory loads of the buffer conv kernels with and without cooperative staging (`cooperative` 0 / 1),
 counted by Oclgrind (its instruction counts: `adreno.opencl.oclgrind.global_load_bytes`), on ResNet-18-like layers
-cut down so that the simulator finishes in minutes: a 3x3 conv, a 1x1 stride-2 shortcut (both `conv2d_direct`) and
+cut down so that the simulator finishes in minutes: 3x3 convs (stride 1 and 2), 1x1 convs (stride 1, and the
+stride-2 shortcut; all `conv2d_direct`) and
 the batched GEMM of the 3x3 conv rewritten to Winograd F(4x4) (`conv2d_winograd`), each with the target's default
 knobs, only `cooperative` changed. Every output is checked against onnxruntime first.
 
@@ -27,6 +28,10 @@ def layers(c: int, size: int) -> list[tuple[str, Layer, str, str, str]]:
     """(row name, layer, winograd mode, family, kernel name part)."""
     return [
         (f"3x3 {c}->{c} @{size}", Layer(1, c, size, size, c, 3, 1, (1, 1, 1, 1), epilogue="none"), "off",
+         "conv2d_direct", "conv2d"),
+        (f"3x3 s2 {c}->{2 * c} @{size}", Layer(1, c, size, size, 2 * c, 3, 2, (1, 1, 1, 1), epilogue="none"), "off",
+         "conv2d_direct", "conv2d"),
+        (f"1x1 {c}->{2 * c} @{size}", Layer(1, c, size, size, 2 * c, 1, 1, epilogue="none"), "off",
          "conv2d_direct", "conv2d"),
         (f"1x1 s2 {c}->{2 * c} @{size}", Layer(1, c, size, size, 2 * c, 1, 2, epilogue="none"), "off",
          "conv2d_direct", "conv2d"),
