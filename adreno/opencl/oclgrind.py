@@ -3,8 +3,9 @@
 Oclgrind checks every memory access of a kernel (out-of-bounds accesses, with `data_races` local-memory races) and,
 with `inst_counts`, prints per kernel a histogram of the instructions it executed: `N - load global (B bytes)`
 gives the loads from global memory and their bytes. Vector loads compiled to `vloadn` builtins are calls in that
-histogram (`call _Z6vload4mPU3AS1Kf`: a vload4 from address space 1, global), so `global_load_bytes` adds them:
-the bytes a kernel read from global memory, whatever the width of its loads. Oclgrind runs as an OpenCL ICD named
+histogram (`call _Z6vload4mPU3AS1Kf`: a vload4 from address space 1, global), and so are image reads
+(`call _Z11read_imagef...`: one pixel), so `global_load_bytes` adds them: the bytes a kernel read from global
+memory (buffers and images), whatever the width of its loads. Oclgrind runs as an OpenCL ICD named
 by OCL_ICD_VENDORS, so pyopencl in a child process with `environment(...)` sees it as a platform ("oclgrind" for
 `select_device`). `run_artifacts` runs compiled artifacts there (`python -m adreno.opencl.oclgrind CASES`), each
 checked against a reference output and followed by its own section of Oclgrind's counts (`sections`).
@@ -25,6 +26,8 @@ FLOAT_BYTES = 4
 _KERNEL = re.compile(r"Instructions executed for kernel '([^']+)':")
 _LOAD = re.compile(r"^\s*([\d,]+) - load global \(([\d,]+) bytes\)")
 _VLOAD = re.compile(r"^\s*([\d,]+) - call _Z6vload(\d+)mPU3AS1K?f")
+_IMAGE = re.compile(r"^\s*([\d,]+) - call _Z11read_image([fh])")
+IMAGE_PIXEL_BYTES = {"f": 16, "h": 8}  # read_imagef: a float4 pixel; read_imageh: a half4 one
 
 
 def available() -> bool:
@@ -42,7 +45,8 @@ def environment(workdir: Path, **flags: bool) -> dict:
 
 
 def global_load_bytes(report: str) -> dict[str, int]:
-    """Bytes each kernel loaded from global memory (summed over its launches), from an `inst_counts` report."""
+    """Bytes each kernel loaded from global memory, buffers and images (summed over its launches), from an
+    `inst_counts` report."""
     loads: dict[str, int] = {}
     kernel = None
     for line in report.splitlines():
@@ -53,11 +57,13 @@ def global_load_bytes(report: str) -> dict[str, int]:
             continue
         if kernel is None:
             continue
-        load, vload = _LOAD.match(line), _VLOAD.match(line)
+        load, vload, image = _LOAD.match(line), _VLOAD.match(line), _IMAGE.match(line)
         if load:
             loads[kernel] += int(load.group(2).replace(",", ""))
         elif vload:
             loads[kernel] += int(vload.group(1).replace(",", "")) * int(vload.group(2)) * FLOAT_BYTES
+        elif image:
+            loads[kernel] += int(image.group(1).replace(",", "")) * IMAGE_PIXEL_BYTES[image.group(2)]
     return loads
 
 

@@ -141,23 +141,27 @@ def test_oclgrind_reports_what_the_checks_look_for(tmp_path):
     assert "Invalid write" in run.stderr and "data race" in run.stderr, run.stderr[-2000:]
 
 
-# Cooperative staging (`cooperative` 1): convs without an epilogue (every global load is an operand load), each
-# compiled staged and unstaged: (name, model, winograd, kernel name part, knobs replacing the defaults)
+# Cooperative staging (`cooperative` 1): convs without an epilogue (every load of the conv kernel is an operand
+# load), each compiled staged and unstaged: (name, model, memory, winograd, family, knobs replacing the defaults)
 STAGED = [
-    ("3x3", ConvCase(1, 8, 9, 9, 16, 3, 1, (1, 1, 1, 1), epilogue="none"), "off", "conv2d", {}),
-    ("3x3-tuned", ConvCase(1, 8, 9, 9, 16, 3, 1, (1, 1, 1, 1), epilogue="none"), "off", "conv2d",
+    ("3x3", ConvCase(1, 8, 9, 9, 16, 3, 1, (1, 1, 1, 1), epilogue="none"), "buffer", "off", "conv2d_direct", {}),
+    ("3x3-tuned", ConvCase(1, 8, 9, 9, 16, 3, 1, (1, 1, 1, 1), epilogue="none"), "buffer", "off", "conv2d_direct",
      {"tile_f": 2, "tile_y": 2, "tile_x": 2, "threads_f": 2, "threads_y": 2, "threads_x": 4, "tile_rc": 4,
       "stage": 1}),
-    ("3x3-s2", ConvCase(1, 6, 11, 11, 8, 3, 2, (1, 1, 1, 1), epilogue="none"), "off", "conv2d",
+    ("3x3-s2", ConvCase(1, 6, 11, 11, 8, 3, 2, (1, 1, 1, 1), epilogue="none"), "buffer", "off", "conv2d_direct",
      {"tile_f": 1, "tile_y": 1, "tile_x": 2, "threads_f": 4, "threads_y": 2, "threads_x": 2, "tile_rc": 4}),
-    ("1x1", ConvCase(1, 16, 7, 7, 24, 1, epilogue="none"), "off", "conv2d",
+    ("1x1-plain", ConvCase(1, 16, 7, 7, 24, 1, epilogue="none"), "buffer", "off", "conv2d_direct",
      {"tile_f": 4, "tile_y": 1, "tile_x": 7, "threads_f": 2, "threads_y": 7, "threads_x": 1, "tile_rc": 8}),
-    ("winograd", ConvCase(1, 8, 9, 9, 8, 3, 1, (1, 1, 1, 1), epilogue="none"), "f2", "batch_gemm", {}),
-    ("winograd-tuned", ConvCase(1, 8, 9, 9, 8, 3, 1, (1, 1, 1, 1), epilogue="none"), "f2", "batch_gemm",
-     {"tile_o": 2, "tile_p": 2, "threads_o": 4, "threads_p": 8, "tile_k": 4}),
+    ("1x1-plain", ConvCase(1, 16, 7, 7, 24, 1, epilogue="none"), "texture", "off", "conv2d_1x1",
+     {"tile_cb": 1, "tile_p": 1, "tile_k": 2, "threads_cb": 2, "threads_p": 7, "threads_k": 1}),
+    ("1x1-plain", ConvCase(1, 16, 7, 7, 24, 1, epilogue="none"), "texture", "off", "conv2d_1x1",  # whole-map span
+     {"tile_cb": 2, "tile_p": 7, "tile_k": 4, "threads_cb": 1, "threads_p": 7, "threads_k": 1}),
+    ("winograd", ConvCase(1, 8, 9, 9, 8, 3, 1, (1, 1, 1, 1), epilogue="none"), "buffer", "f2", "conv2d_winograd", {}),
+    ("winograd-tuned", ConvCase(1, 8, 9, 9, 8, 3, 1, (1, 1, 1, 1), epilogue="none"), "buffer", "f2",
+     "conv2d_winograd", {"tile_o": 2, "tile_p": 2, "threads_o": 4, "threads_p": 8, "tile_k": 4}),
 ]
-
-MODELS.update({name: (lambda case=case: conv_model(case)) for name, case, *_ in STAGED})
+KERNEL = {"conv2d_direct": "conv2d", "conv2d_1x1": "conv2d", "conv2d_winograd": "batch_gemm"}
+MODELS.update({name: (lambda case=case: conv_model(case)) for name, case, *_ in STAGED})  # names of their own
 
 
 def _conv_workload(case: ConvCase):
@@ -168,21 +172,31 @@ def _conv_workload(case: ConvCase):
                         (case.dilation,) * 2, case.pads, case.groups, "float32")
 
 
-def _load_bound(case: ConvCase, winograd: str, knobs: dict) -> int:
+def _load_bound(case: ConvCase, family: str, knobs: dict) -> int:
     """Global loads (elements) a staged kernel may make: per work-group and reduction step its input tile (with
     the halo the kernel and stride need) and its weight tile, each element once."""
     from adreno import target as targets
-    from adreno.schedules import conv2d_direct, conv2d_winograd
+    from adreno.schedules import conv2d_1x1, conv2d_direct, conv2d_winograd
 
     wl, target = _conv_workload(case), targets.tvm_target("adreno-740")
-    if winograd == "off":
+    if family == "conv2d_direct":
         cfg = {**conv2d_direct.default_config(wl, target), **knobs}
         f, y, x = (cfg[f"tile_{a}"] * cfg[f"threads_{a}"] for a in "fyx")
         groups = wl.n * -(-wl.o // f) * -(-wl.oh // y) * -(-wl.ow // x)
         rc = cfg["tile_rc"]
         halo_y, halo_x = ((y - 1) * wl.stride[0] + wl.kh, (x - 1) * wl.stride[1] + wl.kw)
         return groups * -(-wl.c // rc) * (rc * halo_y * halo_x + f * rc * wl.kh * wl.kw)
-    m = int(winograd[1])
+    if family == "conv2d_1x1":  # float4 pixels: a span of output pixels (whole rows unless it divides a row)
+        cfg = {**conv2d_1x1.default_config(wl, target), **knobs}
+        f, span, k = cfg["tile_cb"] * cfg["threads_cb"], cfg["tile_p"] * cfg["threads_p"], cfg["tile_k"]
+        pixels = span if wl.ow % span == 0 else min(wl.oh, -(-span // wl.ow) + 1) * wl.ow
+        groups = -(-wl.o // (4 * f)) * -(-wl.oh * wl.ow // span)
+        # an image read is not guarded (only its store to local memory is; the sampler clamps): the last round
+        # of the work-group's reads is whole
+        threads = cfg["threads_cb"] * cfg["threads_p"]
+        rounds = -(-k * pixels // threads) + -(-f * k * 4 // threads)
+        return groups * (wl.c // (4 * k)) * rounds * threads * 4
+    m = 2
     gemm = conv2d_winograd.stage_workloads(wl, m)[1]
     alpha, _, o, p, c = gemm[1]
     cfg = {**conv2d_winograd.default_config(gemm, target), **knobs}
@@ -191,17 +205,17 @@ def _load_bound(case: ConvCase, winograd: str, knobs: dict) -> int:
 
 
 def test_cooperative_staging_is_correct_race_free_and_loads_each_tile_once(tmp_path, monkeypatch):
-    """cooperative=1 on buffers (direct 3x3 / stride 2 / 1x1, Winograd's GEMM; defaults and tuned-looking tiles):
+    """cooperative=1 (direct 3x3 / stride 2 / 1x1 and Winograd's GEMM on buffers, the 1x1 GEMM on images; defaults
+    and tuned-looking tiles):
     outputs match onnxruntime, no out-of-bounds access or local-memory race, and the staged kernel's global loads
     (Oclgrind's instruction counts) stay within the tile bound and below the unstaged kernel's."""
     cases, meta = [], []
-    for name, case, winograd, kernel, knobs in STAGED:
-        family = "conv2d_direct" if winograd == "off" else "conv2d_winograd"
+    for i, (name, case, memory, winograd, family, knobs) in enumerate(STAGED):
         for cooperative in (0, 1):
             tuned = {family: {**knobs, "cooperative": cooperative}}
-            cases.append(_compile((name, "buffer", "adreno-740", winograd, tuned), tmp_path / str(cooperative),
+            cases.append(_compile((name, memory, "adreno-740", winograd, tuned), tmp_path / f"{i}-{cooperative}",
                                   monkeypatch))
-        meta.append((name, kernel, _load_bound(case, winograd, knobs)))
+        meta.append((f"{name} {memory}", KERNEL[family], _load_bound(case, family, knobs)))
     run = oclgrind.run_artifacts(cases, tmp_path, data_races=True, inst_counts=True)
     assert run.returncode == 0, run.stderr[-3000:]
     results = oclgrind.errors(run.stdout)

@@ -1,5 +1,5 @@
 """Cooperative staging (`cooperative` 1, `adreno.schedules.staging`) on PoCL: the staged direct conv (3x3 with ragged
-tiles, stride 2, a 1x1 GEMM) and the staged Winograd GEMM match onnxruntime; configs that cannot stage are refused
+tiles, stride 2, a 1x1 GEMM), the staged Winograd GEMM and the staged 1x1 GEMM on images match onnxruntime; configs that cannot stage are refused
 before building; the defaults stage on GPU targets only where it pays. (Oclgrind's checks of races, bounds and global
 loads: tests/schedules/test_oclgrind.py.)"""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from adreno import target as targets
-from adreno.schedules import conv2d_direct, conv2d_winograd
+from adreno.schedules import conv2d_1x1, conv2d_direct, conv2d_winograd
 from adreno.workload import ConvWorkload
 from tests.schedules.sched_helpers import ConvCase, check_against_onnxruntime, conv_model, record_claims
 
@@ -48,6 +48,22 @@ def test_staged_winograd_gemm_matches_onnxruntime(knobs, tmp_path, monkeypatch):
     assert "__local" in next((artifact / "kernels").glob("*batch_gemm*.cl")).read_text()
 
 
+@pytest.mark.parametrize("case,knobs", [
+    (ConvCase(1, 16, 7, 7, 24, 1, epilogue="bn"),
+     {"tile_cb": 2, "tile_p": 7, "tile_k": 2, "threads_cb": 1, "threads_p": 7, "threads_k": 1}),
+    (ConvCase(1, 8, 10, 10, 16, 1, 2, epilogue="bn_relu"),                    # stride 2, a span over 2 rows
+     {"tile_cb": 1, "tile_p": 1, "tile_k": 1, "threads_cb": 4, "threads_p": 8, "threads_k": 1}),
+], ids=["7x7", "s2"])
+def test_staged_1x1_gemm_on_images_matches_onnxruntime(case, knobs, tmp_path, monkeypatch):
+    default = conv2d_1x1.FAMILY.default_config
+    monkeypatch.setattr(conv2d_1x1.FAMILY, "default_config",
+                        lambda wl, t: {**default(wl, t), **knobs, "cooperative": 1})
+    with record_claims(monkeypatch, "conv2d_1x1") as claims:
+        artifact = check_against_onnxruntime(conv_model(case), tmp_path / "a", "texture", winograd="off")
+    assert len(claims["conv2d_1x1"]) == 1
+    assert any("__local" in p.read_text() for p in (artifact / "kernels").glob("*conv2d*.cl"))
+
+
 def _wl(c, o, k, size, stride=1):
     out = (size + 2 * (k // 2) - k) // stride + 1
     return ConvWorkload(1, c, size, size, o, k, k, out, out, (stride, stride), (1, 1), (k // 2,) * 4, 1, "float32")
@@ -62,6 +78,10 @@ def test_configs_that_cannot_stage_are_refused():
                                                "tile_y": 4, "threads_y": 1, "tile_rc": 8}, target)
     with pytest.raises(ValueError, match="at least 2 work-items"):
         conv2d_direct.FAMILY.check_config(wl, {**cfg, "threads_f": 1, "threads_y": 1, "threads_x": 1}, target)
+    one = _wl(64, 64, 1, 14)
+    split = {**conv2d_1x1.default_config(one, target), "threads_k": 2, "tile_k": 1, "cooperative": 1}
+    with pytest.raises(ValueError, match="split-K"):
+        conv2d_1x1.check_config(one, split, target)
     packed = ("winograd_batch_gemm_nchw4c", [6, 6, 16, 196, 64])
     gemm_cfg = conv2d_winograd.default_config(packed, target)
     assert gemm_cfg["cooperative"] == 0
@@ -76,6 +96,7 @@ def test_defaults_stage_on_gpus_where_it_pays():
         assert conv2d_direct.default_config(_wl(64, 128, 1, 14, 2), target)["cooperative"] == 0  # 1x1: no halo
         gemm = conv2d_winograd.stage_workloads(_wl(64, 64, 3, 14), 4)[1]
         assert conv2d_winograd.default_config(gemm, target)["cooperative"] == 1
+        assert conv2d_1x1.default_config(_wl(64, 128, 1, 14), target)["cooperative"] == 0
     assert conv2d_direct.default_config(_wl(64, 64, 3, 14), cpu)["cooperative"] == 0
     assert conv2d_winograd.default_config(conv2d_winograd.stage_workloads(_wl(64, 64, 3, 14), 4)[1],
                                           cpu)["cooperative"] == 0
