@@ -13,8 +13,8 @@ Stages (recognised by block name, so they are found again after FuseOps/FuseTIR 
   work-item are `threads_p` apart (coalesced / vectorisable). Knobs: tile_o, tile_p, threads_o, threads_p, tile_k,
   `cooperative` (1: the work-group's U rows and V columns of `tile_k` channels are staged in local memory, loaded
   once by all its work-items, float4 where the tile allows; `staging`). Staged by default on GPU targets (buffers):
-  it cut Oclgrind's global-load count of the adreno-740 default GEMM of a 16->16 F(4x4) conv at 14x14 8x
-  (`tools/global_loads.py`); unstaged on CPU targets and for the packed GEMM (its operands are images).
+  it cut Oclgrind's global-load count of the default GEMM of a 64->64 F(4x4) conv at 14x14 8x for adreno-740 and
+  for nvidia-h200 (`tools/global_loads.py`); unstaged on CPU targets and for the packed GEMM (images).
 - `winograd_output_transform` (Y = A^T M A, fused with the conv's epilogue: bias, BatchNorm shift, ReLU/Clip,
   residual add): one work-item per (n, output channel, tile); the alpha^2 values of M are loaded once into registers,
   the m x m outputs are computed unrolled (constant coefficients folded) and the epilogue is applied before the
