@@ -12,25 +12,32 @@ from adreno.schedules import conv2d_1x1, conv2d_direct, conv2d_winograd
 from adreno.workload import ConvWorkload
 from tests.schedules.sched_helpers import ConvCase, check_against_onnxruntime, conv_model, record_claims
 
-DIRECT = [
-    (ConvCase(1, 6, 10, 10, 12, 3, 1, (1, 1, 1, 1), epilogue="bn_relu"),    # ragged 4-wide tiles, tile_rc 4 of 6
-     {"tile_f": 2, "tile_y": 2, "tile_x": 4, "threads_f": 2, "threads_y": 2, "threads_x": 2, "tile_rc": 4}),
-    (ConvCase(1, 5, 13, 13, 8, 3, 2, (1, 1, 1, 1), epilogue="bias"),        # stride 2, odd sizes, stage 1
+# (family, memory, conv, knobs replacing the defaults)
+STAGED = [
+    ("conv2d_direct", "buffer", ConvCase(1, 6, 10, 10, 12, 3, 1, (1, 1, 1, 1), epilogue="bn_relu"),  # ragged tiles,
+     {"tile_f": 2, "tile_y": 2, "tile_x": 4, "threads_f": 2, "threads_y": 2, "threads_x": 2, "tile_rc": 4}),  # rc 4/6
+    ("conv2d_direct", "buffer", ConvCase(1, 5, 13, 13, 8, 3, 2, (1, 1, 1, 1), epilogue="bias"),  # stride 2, stage 1
      {"tile_f": 1, "tile_y": 2, "tile_x": 2, "threads_f": 4, "threads_y": 2, "threads_x": 4, "tile_rc": 2,
       "stage": 1}),
-    (ConvCase(1, 16, 7, 7, 20, 1, epilogue="bn_clip"),                      # the 1x1 GEMM on buffers
+    ("conv2d_direct", "buffer", ConvCase(1, 16, 7, 7, 20, 1, epilogue="bn_clip"),  # the 1x1 GEMM on buffers
      {"tile_f": 4, "tile_y": 1, "tile_x": 7, "threads_f": 2, "threads_y": 7, "threads_x": 1, "tile_rc": 8}),
+    ("conv2d_1x1", "texture", ConvCase(1, 16, 7, 7, 24, 1, epilogue="bn"),  # the 1x1 GEMM on images
+     {"tile_cb": 2, "tile_p": 7, "tile_k": 2, "threads_cb": 1, "threads_p": 7, "threads_k": 1}),
+    ("conv2d_1x1", "texture", ConvCase(1, 8, 10, 10, 16, 1, 2, epilogue="bn_relu"),  # stride 2, a span over 2 rows
+     {"tile_cb": 1, "tile_p": 1, "tile_k": 1, "threads_cb": 4, "threads_p": 8, "threads_k": 1}),
 ]
 
 
-@pytest.mark.parametrize("case,knobs", DIRECT, ids=[c.id() for c, _ in DIRECT])
-def test_staged_direct_conv_matches_onnxruntime(case, knobs, tmp_path, monkeypatch):
-    default = conv2d_direct.FAMILY.default_config
-    monkeypatch.setattr(conv2d_direct.FAMILY, "default_config",
-                        lambda wl, t: {**default(wl, t), **knobs, "cooperative": 1})
-    with record_claims(monkeypatch, "conv2d_direct") as claims:
-        artifact = check_against_onnxruntime(conv_model(case), tmp_path / "a", "buffer", winograd="off")
-    assert len(claims["conv2d_direct"]) == 1
+@pytest.mark.parametrize("family,memory,case,knobs", STAGED, ids=[f"{f}-{m}-{c.id()}" for f, m, c, _ in STAGED])
+def test_staged_conv_matches_onnxruntime(family, memory, case, knobs, tmp_path, monkeypatch):
+    from adreno.schedules import family as schedule_family
+
+    staged = schedule_family(family)
+    default = staged.default_config
+    monkeypatch.setattr(staged, "default_config", lambda wl, t: {**default(wl, t), **knobs, "cooperative": 1})
+    with record_claims(monkeypatch, family) as claims:
+        artifact = check_against_onnxruntime(conv_model(case), tmp_path / "a", memory, winograd="off")
+    assert len(claims[family]) == 1
     assert any("__local" in p.read_text() for p in (artifact / "kernels").glob("*conv2d*.cl"))
 
 
@@ -46,22 +53,6 @@ def test_staged_winograd_gemm_matches_onnxruntime(knobs, tmp_path, monkeypatch):
     case = ConvCase(1, 6, 10, 10, 10, 3, 1, (1, 1, 1, 1), epilogue="bias_residual_relu")
     artifact = check_against_onnxruntime(conv_model(case), tmp_path / "a", "buffer", rtol=1e-3, winograd="f2")
     assert "__local" in next((artifact / "kernels").glob("*batch_gemm*.cl")).read_text()
-
-
-@pytest.mark.parametrize("case,knobs", [
-    (ConvCase(1, 16, 7, 7, 24, 1, epilogue="bn"),
-     {"tile_cb": 2, "tile_p": 7, "tile_k": 2, "threads_cb": 1, "threads_p": 7, "threads_k": 1}),
-    (ConvCase(1, 8, 10, 10, 16, 1, 2, epilogue="bn_relu"),                    # stride 2, a span over 2 rows
-     {"tile_cb": 1, "tile_p": 1, "tile_k": 1, "threads_cb": 4, "threads_p": 8, "threads_k": 1}),
-], ids=["7x7", "s2"])
-def test_staged_1x1_gemm_on_images_matches_onnxruntime(case, knobs, tmp_path, monkeypatch):
-    default = conv2d_1x1.FAMILY.default_config
-    monkeypatch.setattr(conv2d_1x1.FAMILY, "default_config",
-                        lambda wl, t: {**default(wl, t), **knobs, "cooperative": 1})
-    with record_claims(monkeypatch, "conv2d_1x1") as claims:
-        artifact = check_against_onnxruntime(conv_model(case), tmp_path / "a", "texture", winograd="off")
-    assert len(claims["conv2d_1x1"]) == 1
-    assert any("__local" in p.read_text() for p in (artifact / "kernels").glob("*conv2d*.cl"))
 
 
 def _wl(c, o, k, size, stride=1):
