@@ -148,7 +148,7 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     if cfg.get("cooperative", 0):  # the work-group's input pixels and weights per tile_k channel blocks
         threads = [("threadIdx.y", cfg["threads_cb"]), ("threadIdx.x", cfg["threads_p"])]
         for cache in (data, weight):
-            staging.stage_in_local(sch, cache, 0, rko, threads)
+            staging.stage_in_local(sch, cache, 0, rko, threads, image=True)
     for loop in (rki, pi, rl, fi):
         sch.unroll(loop)
     sch.vectorize(lane)

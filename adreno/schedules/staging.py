@@ -21,16 +21,21 @@ FLOAT_BYTES = 4
 
 
 def vector_width(extent: int, widest: int = 4) -> int:
-    """The widest vector (4, 2, 1) dividing a staged tile's innermost extent: one vector never spans two rows."""
+    """The widest vector (4, 2, 1) dividing the extent of a staged tile's contiguous run: one vector never spans two
+    runs."""
     return next(v for v in (widest, 2, 1) if v <= widest and extent % v == 0)
 
 
-def stage_in_local(sch, block, read_index: int, at_loop, threads: list[tuple[str, int]], producer=None):
+def stage_in_local(sch, block, read_index: int, at_loop, threads: list[tuple[str, int]], producer=None,
+                   image: bool = False):
     """Stage the buffer `block` reads at `read_index` in local memory, computed under `at_loop` (the reduction step's
     loop, inside the work-group's thread loops) by all the work-group's `threads` ((thread tag, extent), outermost
     first): one flat loop over the tile, split across the threads, its innermost run of contiguous elements
-    vectorised. `producer`: a block that already writes that buffer (a zero-padding block: the guarded loads then
-    fill the local tile) instead of a new cache-read block. Returns the staging block."""
+    vectorised (the innermost dimension, with the dimensions inside it that the tile covers whole: a 3x3 conv's
+    weights of `tile_rc` channels are one run of tile_rc x 9). `producer`: a block that already writes that buffer (a
+    zero-padding block: the guarded loads then fill the local tile, one row at a time) instead of a new cache-read
+    block. `image`: the buffer will be an image, read a pixel (the innermost 4 lanes) at a time. Returns the staging
+    block."""
     if producer is None:
         stage = sch.cache_read(block, read_index, "shared")
     else:
@@ -40,11 +45,13 @@ def stage_in_local(sch, block, read_index: int, at_loop, threads: list[tuple[str
     loops = sch.get_loops(stage)
     at = sch.get(at_loop)
     loops = loops[1 + next(i for i, loop in enumerate(loops) if sch.get(loop).same_as(at)):]
-    inner = _extent(sch, loops[-1])
-    vector = vector_width(inner)
-    ndim = len(sch.get(stage).writes[0].source.shape)
-    if ndim >= 2:  # the pitch of a local row: an odd number of vectors (distinct banks across rows)
-        sch.storage_align(stage, 0, ndim - 2, 2 * vector, vector)
+    run = 1 + (_whole_dims(sch, stage, loops) if producer is None and not image else 0)
+    if run > 1:
+        loops = loops[:-run] + [sch.fuse(*loops[-run:], preserve_unit_iters=True)]
+    vector = vector_width(_extent(sch, loops[-1]))
+    axis = len(sch.get(stage).writes[0].source.shape) - 1 - run
+    if axis >= 0:  # the pitch of a local run: an odd number of vectors (distinct banks across runs)
+        sch.storage_align(stage, 0, axis, 2 * vector, vector)
     outer, lanes = sch.split(loops[-1], [None, vector], preserve_unit_iters=True)
     flat = sch.fuse(*loops[:-1], outer, preserve_unit_iters=True)
     parts = sch.split(flat, [None] + [n for _, n in threads], preserve_unit_iters=True)
@@ -55,21 +62,26 @@ def stage_in_local(sch, block, read_index: int, at_loop, threads: list[tuple[str
     return stage
 
 
+def _whole_dims(sch, stage, loops) -> int:
+    """How many innermost dimensions of a cache-read tile cover their buffer dimension whole (the loops of the
+    staging block are its dimensions, in order)."""
+    shape = [int(d) for d in sch.get(stage).reads[0].source.shape]
+    whole = 0
+    for loop, dim in zip(reversed(loops[1:]), reversed(shape[1:])):
+        if _extent(sch, loop) != dim:
+            break
+        whole += 1
+    return whole
+
+
 def _extent(sch, loop) -> int:
     return int(sch.get(loop).extent)
 
 
 def local_bytes(*tiles: tuple[int, ...]) -> int:
-    """Local memory of staged tiles (their shapes, innermost last), each row padded as `stage_in_local` pads it."""
-    total = 0
-    for shape in tiles:
-        vector = vector_width(shape[-1])
-        pitch = shape[-1]
-        if len(shape) >= 2:
-            while pitch % (2 * vector) != vector:
-                pitch += 1
-        total += math.prod(shape[:-1]) * pitch
-    return total * FLOAT_BYTES
+    """Local memory of staged tiles (their shapes, innermost last), an upper bound: `stage_in_local` pads a run to an
+    odd number of vectors, less than 2 x 4 floats, and a run is at least a row."""
+    return sum(math.prod(shape[:-1]) * (shape[-1] + 7) for shape in tiles) * FLOAT_BYTES
 
 
 def check_cooperative(config: dict, threads: int, tiles: list[tuple[int, ...]], target) -> None:
