@@ -19,9 +19,11 @@ from dataclasses import dataclass
 
 from ..errors import TVM_ERRORS
 from ..workload import ConvWorkload
+from . import staging
 from .family import Family, Matched
 
-SCHEDULE_KNOBS = ("tile_f", "tile_y", "tile_x", "threads_f", "threads_y", "threads_x", "tile_rc", "unroll_k", "stage")
+SCHEDULE_KNOBS = ("tile_f", "tile_y", "tile_x", "threads_f", "threads_y", "threads_x", "tile_rc", "unroll_k", "stage",
+                  "cooperative")
 
 
 @dataclass
@@ -227,8 +229,9 @@ def schedule_tiled(sch, match: ConvMatch, cfg: dict):
 
     conv = match.conv
     out = output_from_registers(sch, match)
+    cooperative = cfg.get("cooperative", 0)
     # register caches of the input tile (the padded read, guarded) and of the weights
-    if match.pad is not None:
+    if match.pad is not None and not cooperative:
         data = match.pad
         sch.set_scope(data, 0, "local")
     else:
@@ -252,6 +255,10 @@ def schedule_tiled(sch, match: ConvMatch, cfg: dict):
     for cache in (data, weight):
         sch.compute_at(cache, at, preserve_unit_loops=True)
         registers(sch, sch.get_loops(cache)[depth:])
+    if cooperative:  # the work-group's input patch (+ halo; padding guarded) and weights per tile_rc channels
+        threads = [("threadIdx.z", tf), ("threadIdx.y", ty), ("threadIdx.x", tx)]
+        staging.stage_in_local(sch, data, 0, rco, threads, producer=match.pad)
+        staging.stage_in_local(sch, weight, 0, rco, threads)
     registers(sch, [fi, yi, xi])
     if vrc > 1:
         sch.unroll(rci)
@@ -286,14 +293,33 @@ def conv_match(find, schedule, older_records: dict | None = None):
     return match
 
 
-def tiled_family(name: str, op: str, knobs: dict, handles, default_config, rule_name: str) -> Family:
-    """A family of NCHW convs that `handles` accepts, scheduled by the register-tiled `schedule_tiled`."""
+def tiled_family(name: str, op: str, knobs: dict, handles, default_config, rule_name: str,
+                 older_records: dict | None = None) -> Family:
+    """A family of NCHW convs that `handles` accepts, scheduled by the register-tiled `schedule_tiled`
+    (`older_records`: see `Matched`)."""
     def find(func, sch):
         found = match_conv(func, sch)
         return (op, found) if found is not None and handles(found.workload) else None
 
-    return Family(name, knobs, conv_match(find, schedule_tiled), default_config,
-                  lambda wl, config, target: validate(config, knobs, target), rule_name)
+    def check_config(wl, config, target):
+        validate(config, knobs, target)
+        threads = config["threads_f"] * config["threads_y"] * config["threads_x"]
+        staging.check_cooperative(config, threads, staged_tiles(wl, config), target)
+        return config
+
+    return Family(name, knobs, conv_match(find, schedule_tiled, older_records), default_config, check_config,
+                  rule_name)
+
+
+def staged_tiles(wl: ConvWorkload, cfg: dict) -> list[tuple[int, ...]]:
+    """The local tiles of `schedule_tiled` with `cooperative` 1 (an upper bound): the work-group's input patch with
+    its halo for `tile_rc` input channels (of every group its output channels reach), and its weights for them."""
+    rc, f = cfg.get("tile_rc", 1), cfg["tile_f"] * cfg["threads_f"]
+    per_group = wl.o // wl.groups
+    channels = rc if wl.groups == 1 else min(wl.c, (-(-f // per_group) + 1) * wl.cin_per_group)
+    py = (cfg["tile_y"] * cfg["threads_y"] - 1) * wl.stride[0] + (wl.kh - 1) * wl.dilation[0] + 1
+    px = (cfg["tile_x"] * cfg["threads_x"] - 1) * wl.stride[1] + (wl.kw - 1) * wl.dilation[1] + 1
+    return [(channels, py, px), (f, rc, wl.kh, wl.kw)]
 
 
 def tile_registers(wl: ConvWorkload, cfg: dict, lanes: int = 1) -> int:

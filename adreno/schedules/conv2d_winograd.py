@@ -10,7 +10,11 @@ Stages (recognised by block name, so they are found again after FuseOps/FuseTIR 
 - `winograd_batch_gemm` (M[a,b] = U[a,b] x V[a,b], alpha^2 GEMMs O x C by C x P): register-tiled like the direct
   conv: each work-item computes `tile_o` x `tile_p` outputs, the reduction over C runs serially inside it (split by
   `tile_k`, inner part unrolled), the workgroup is `threads_o` x `threads_p`, and along P the `tile_p` columns of a
-  work-item are `threads_p` apart (coalesced / vectorisable). Knobs: tile_o, tile_p, threads_o, threads_p, tile_k.
+  work-item are `threads_p` apart (coalesced / vectorisable). Knobs: tile_o, tile_p, threads_o, threads_p, tile_k,
+  `cooperative` (1: the work-group's U rows and V columns of `tile_k` channels are staged in local memory, loaded
+  once by all its work-items, float4 where the tile allows; `staging`). Staged by default on GPU targets (buffers):
+  it cut Oclgrind's global-load count of the default GEMM of a 64->64 F(4x4) conv at 14x14 8x for adreno-740 and
+  for nvidia-h200 (`tools/global_loads.py`); unstaged on CPU targets and for the packed GEMM (images).
 - `winograd_output_transform` (Y = A^T M A, fused with the conv's epilogue: bias, BatchNorm shift, ReLU/Clip,
   residual add): one work-item per (n, output channel, tile); the alpha^2 values of M are loaded once into registers,
   the m x m outputs are computed unrolled (constant coefficients folded) and the epilogue is applied before the
@@ -31,7 +35,7 @@ from __future__ import annotations
 from ..layout import LANES
 from ..records import direct_key, key_memory, layout_workload
 from ..winograd import PACKED
-from . import _conv, conv2d_direct, conv2d_texture, occupancy
+from . import _conv, conv2d_direct, conv2d_texture, occupancy, staging
 from .family import Family, Matched
 
 OP = "conv2d_winograd"
@@ -47,10 +51,13 @@ KNOBS: dict[str, list] = {
     "tile_k": [1, 2, 4, 8],
     "threads_t": [16, 32, 64, 128, 256],
     "split_t": [0, 1],
+    "cooperative": [0, 1],
 }
+# knobs added after records were written: a record without them measured the value 0
+OLDER_KNOBS = ("split_t", "cooperative")
 STAGE_KNOBS = {
     "winograd_input_transform": ("threads_t", "split_t"),
-    "winograd_batch_gemm": ("tile_o", "tile_p", "threads_o", "threads_p", "tile_k"),
+    "winograd_batch_gemm": ("tile_o", "tile_p", "threads_o", "threads_p", "tile_k", "cooperative"),
     "winograd_output_transform": ("threads_t", "split_t"),
 }
 
@@ -128,8 +135,10 @@ def default_config(wl, target) -> dict:
     for t in tiles:
         threads_p = _fit(-(-p // t["tile_p"]), KNOBS["threads_p"], 16)
         threads_o = _fit(-(-o // t["tile_o"]), KNOBS["threads_o"], max(1, limit // threads_p))
-        candidates.append({**t, "threads_o": threads_o, "threads_p": threads_p, "tile_k": tile_k})
-    return occupancy.choose(device, candidates, lambda cfg: _gemm_launch(wl, cfg))
+        candidates.append({**t, "threads_o": threads_o, "threads_p": threads_p, "tile_k": tile_k, "cooperative": 0})
+    config = occupancy.choose(device, candidates, lambda cfg: _gemm_launch(wl, cfg))
+    return staging.prefer_cooperative(config, target, not stage.endswith(PACKED),
+                                      lambda cfg: check_config(wl, cfg, target))
 
 
 def _gemm_launch(wl, cfg: dict) -> occupancy.Launch:
@@ -163,7 +172,18 @@ def check_config(wl, config: dict, target) -> dict:
     gemm = base_stage(stage) == "winograd_batch_gemm"
     if gemm and stage.endswith(PACKED) and (dims[-1] // LANES) % config.get("tile_k", 1):
         raise ValueError(f"tile_k={config['tile_k']} does not divide the {dims[-1] // LANES} input channel blocks")
-    return _conv.validate(config, KNOBS, target, ("threads_o", "threads_p") if gemm else ("threads_t",))
+    if gemm and stage.endswith(PACKED) and config.get("cooperative", 0):
+        raise ValueError("cooperative=1 stages buffers; the packed (texture) GEMM reads its operands as images")
+    _conv.validate(config, KNOBS, target, ("threads_o", "threads_p") if gemm else ("threads_t",))
+    if gemm:
+        staging.check_cooperative(config, config["threads_o"] * config["threads_p"], staged_tiles(config), target)
+    return config
+
+
+def staged_tiles(cfg: dict) -> list[tuple[int, ...]]:
+    """The local tiles of the buffer GEMM with `cooperative` 1: the work-group's U rows (its output channels) and V
+    columns (its tiles), `tile_k` input channels of each."""
+    return [(cfg["tile_o"] * cfg["threads_o"], cfg["tile_k"]), (cfg["tile_k"], cfg["tile_p"] * cfg["threads_p"])]
 
 
 def _bind_flat(sch, loops, threads):
@@ -217,6 +237,9 @@ def _schedule_gemm(sch, blocks, cfg):
     for cache in (u_cache, v_cache):
         sch.compute_at(cache, ki, preserve_unit_loops=True)
         _conv.registers(sch, sch.get_loops(cache)[-4 - len(lane):], bool(lane))
+    if cfg.get("cooperative", 0):  # the work-group's U rows and V columns per tile_k input channels
+        for cache in (u_cache, v_cache):
+            staging.stage_in_local(sch, cache, 0, ko, [("threadIdx.y", to), ("threadIdx.x", tp)])
     _conv.registers(sch, [ki, *kl, oi, pi, *lane], bool(lane))
     sch.reverse_compute_at(out, pt, preserve_unit_loops=True)
     _conv.registers(sch, sch.get_loops(out)[-4 - len(lane):], bool(lane))
@@ -282,8 +305,8 @@ def match(func) -> Matched | None:
     main = next(b for b in blocks if str(sch.get(b).name_hint) == stage)
     wl = stage, [int(iv.dom.extent) for iv in sch.get(main).iter_vars]
     knobs = STAGE_KNOBS[base_stage(stage)]
-    # a transform record from before `split_t` measured whole tiles per work-item
-    older = {"split_t": 0} if "split_t" in knobs else {}
+    # a record from before `split_t` measured whole tiles per work-item, one from before `cooperative` unstaged GEMMs
+    older = {k: 0 for k in OLDER_KNOBS if k in knobs}
     return Matched(wl, stage_key(wl), lambda cfg: _schedule_stage(sch, blocks, base_stage(stage), cfg), knobs, older)
 
 
@@ -311,7 +334,8 @@ def layout_config_in_space(key: str, config: dict) -> bool:
     if config.get("tile") not in KNOBS["tile"]:
         return False
     active = direct if config["tile"] == 0 else stage
-    return set(active) <= set(config) and all(k in choices and v in choices[k] for k, v in config.items())
+    required = set(active) - {"cooperative"}  # a record from before it: unstaged (`OLDER_KNOBS`)
+    return required <= set(config) and all(k in choices and v in choices[k] for k, v in config.items())
 
 
 def kernel_configs(configs: dict) -> dict:

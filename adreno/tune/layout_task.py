@@ -46,7 +46,8 @@ class LayoutTask(Task):
 
     def space(self, target) -> SearchSpace:
         """`tile` joined with the knobs of the direct schedule (active at tile 0) and of the Winograd stages
-        (active at tile 2 and 4), minus what the schedules' validators refuse."""
+        (active at tile 2 and 4; a knob of both, buffers' `cooperative`, at every tile), minus what the schedules'
+        validators refuse."""
         from ..schedules import conv2d_winograd
 
         direct, direct_wl = self._direct
@@ -65,8 +66,9 @@ class LayoutTask(Task):
                 return False
             return True
 
-        conditions = {**{k: ("tile", (0,)) for k in direct.knobs},
-                      **{k: ("tile", TILES[1:]) for k in stage_knobs}}
+        shared = set(direct.knobs) & set(stage_knobs)  # `cooperative` of buffers: one knob for both layouts
+        conditions = {**{k: ("tile", (0,)) for k in direct.knobs if k not in shared},
+                      **{k: ("tile", TILES[1:]) for k in stage_knobs if k not in shared}}
         return SearchSpace({"tile": list(TILES), **direct.knobs, **stage_knobs}, valid, conditions)
 
     def layout_default(self, tile: int, target) -> dict:

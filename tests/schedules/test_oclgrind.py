@@ -3,48 +3,33 @@ accesses and data races): small models compiled with the GPU defaults (adreno-74
 split by rows), the CPU's big tiles (pocl-cpu), and tuned configs (ragged register tiles, staged patches, cooperative
 reductions in local memory, split-K), run on Oclgrind's device through pyopencl in a subprocess (its ICD is named by
 OCL_ICD_VENDORS), outputs checked against onnxruntime, Oclgrind's report required to be free of errors. A kernel that
-writes past its buffer and one that races in local memory show that the report is read at all.
+writes past its buffer and one that races in local memory show that the report is read at all. Cooperative staging
+(`cooperative` 1) is checked the same way, and its global loads (Oclgrind's instruction counts) against the tile
+bound and the unstaged kernel's.
 
 Bounded time: shapes of 8-16 channels at 9x9, one simulator process for all artifacts (about a minute on 2 cores).
 """
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
+from adreno.opencl import oclgrind
 from tests.schedules.sched_helpers import ConvCase, conv_model, model_inputs, reference
 
-OCLGRIND_ICD = Path("/usr/lib/oclgrind/liboclgrind-rt-icd.so")
 # what Oclgrind reports about a kernel (its API checks, OCLGRIND_CHECK_API, are off: pyopencl asks for
 # OpenCL 3.0 device info Oclgrind 21.10 does not know)
 ERRORS = ("Invalid read", "Invalid write", "data race", "Uninitialized", "Work-group divergence", "barrier")
 
-pytestmark = pytest.mark.skipif(not OCLGRIND_ICD.is_file() or shutil.which("oclgrind") is None,
+pytestmark = pytest.mark.skipif(not oclgrind.available() or shutil.which("oclgrind") is None,
                                 reason="needs Debian's oclgrind (tools/install_system_deps.sh installs it)")
 
-RUNNER = r"""
-import json, sys
-import numpy as np
-from adreno.opencl.device import select_device
-from adreno.opencl.executor import Executor
-
-device = select_device("oclgrind")
-for case in json.loads(sys.argv[1]):
-    data = np.load(case["data"])
-    ex = Executor(case["artifact"], device=device)
-    out = ex.run([data[n] for n in ex.artifact.plan.inputs])[0]
-    ref = data["reference"]
-    err = float(np.abs(out - ref).max() / max(1.0, float(np.abs(ref).max())))
-    print(json.dumps({"artifact": case["artifact"], "error": err}), flush=True)
-"""
 
 
 def _head_model() -> onnx.ModelProto:
@@ -96,18 +81,6 @@ CASES = [
 ]
 
 
-def _oclgrind_env(tmp_path: Path) -> dict:
-    import os
-
-    vendors = tmp_path / "icd"
-    vendors.mkdir(exist_ok=True)
-    (vendors / "oclgrind.icd").write_text(f"{OCLGRIND_ICD}\n")
-    return {**os.environ, "OCL_ICD_VENDORS": str(vendors), "OCLGRIND_DATA_RACES": "1"}
-
-
-def _oclgrind(code: str, args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code, *args], env=_oclgrind_env(tmp_path), capture_output=True,
-                          text=True, timeout=600)
 
 
 def _compile(case, tmp_path: Path, monkeypatch) -> dict:
@@ -131,6 +104,7 @@ def _compile(case, tmp_path: Path, monkeypatch) -> dict:
     model = MODELS[name]()
     inputs = model_inputs(model)
     out = tmp_path / f"{name}-{memory}-{target}-{winograd}-{len(tuned)}"
+    out.parent.mkdir(parents=True, exist_ok=True)
     compile_model(model, out, CompileOptions(target=target, memory=memory, winograd=winograd, host="native"))
     monkeypatch.undo()
     assert all(claimed.values()), claimed
@@ -140,9 +114,9 @@ def _compile(case, tmp_path: Path, monkeypatch) -> dict:
 
 def test_every_family_is_free_of_out_of_bounds_accesses_and_races(tmp_path, monkeypatch):
     cases = [_compile(case, tmp_path, monkeypatch) for case in CASES]
-    run = _oclgrind(RUNNER, [json.dumps(cases)], tmp_path)
+    run = oclgrind.run_artifacts(cases, tmp_path, data_races=True)
     assert run.returncode == 0, run.stderr[-3000:]
-    results = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    results = oclgrind.errors(run.stdout)
     assert len(results) == len(cases), run.stdout[-2000:]
     assert all(r["error"] <= 1e-3 for r in results), results  # Winograd rounds more than a direct conv
     found = [line for line in run.stderr.splitlines() if any(e in line for e in ERRORS)]
@@ -163,5 +137,93 @@ cl.Program(ctx, source).build().k(queue, (16,), (4,), buf, cl.LocalMemory(16)); 
 
 
 def test_oclgrind_reports_what_the_checks_look_for(tmp_path):
-    run = _oclgrind(BROKEN, [], tmp_path)
+    run = oclgrind.run(["-c", BROKEN], tmp_path, data_races=True)
     assert "Invalid write" in run.stderr and "data race" in run.stderr, run.stderr[-2000:]
+
+
+# Cooperative staging (`cooperative` 1): convs without an epilogue (every load of the conv kernel is an operand
+# load), each compiled staged and unstaged: (name, model, memory, winograd, family, knobs replacing the defaults)
+STAGED = [
+    ("3x3", ConvCase(1, 8, 9, 9, 16, 3, 1, (1, 1, 1, 1), epilogue="none"), "buffer", "off", "conv2d_direct", {}),
+    ("3x3-tuned", ConvCase(1, 8, 9, 9, 16, 3, 1, (1, 1, 1, 1), epilogue="none"), "buffer", "off", "conv2d_direct",
+     {"tile_f": 2, "tile_y": 2, "tile_x": 2, "threads_f": 2, "threads_y": 2, "threads_x": 4, "tile_rc": 4,
+      "stage": 1}),
+    ("3x3-s2", ConvCase(1, 6, 11, 11, 8, 3, 2, (1, 1, 1, 1), epilogue="none"), "buffer", "off", "conv2d_direct",
+     {"tile_f": 1, "tile_y": 1, "tile_x": 2, "threads_f": 4, "threads_y": 2, "threads_x": 2, "tile_rc": 4}),
+    ("1x1-plain", ConvCase(1, 16, 7, 7, 24, 1, epilogue="none"), "buffer", "off", "conv2d_direct",
+     {"tile_f": 4, "tile_y": 1, "tile_x": 7, "threads_f": 2, "threads_y": 7, "threads_x": 1, "tile_rc": 8}),
+    ("1x1-plain", ConvCase(1, 16, 7, 7, 24, 1, epilogue="none"), "texture", "off", "conv2d_1x1",
+     {"tile_cb": 1, "tile_p": 1, "tile_k": 2, "threads_cb": 2, "threads_p": 7, "threads_k": 1}),
+    ("1x1-plain", ConvCase(1, 16, 7, 7, 24, 1, epilogue="none"), "texture", "off", "conv2d_1x1",  # whole-map span
+     {"tile_cb": 2, "tile_p": 7, "tile_k": 4, "threads_cb": 1, "threads_p": 7, "threads_k": 1}),
+    ("winograd", ConvCase(1, 8, 9, 9, 8, 3, 1, (1, 1, 1, 1), epilogue="none"), "buffer", "f2", "conv2d_winograd", {}),
+    ("winograd-tuned", ConvCase(1, 8, 9, 9, 8, 3, 1, (1, 1, 1, 1), epilogue="none"), "buffer", "f2",
+     "conv2d_winograd", {"tile_o": 2, "tile_p": 2, "threads_o": 4, "threads_p": 8, "tile_k": 4}),
+]
+KERNEL = {"conv2d_direct": "conv2d", "conv2d_1x1": "conv2d", "conv2d_winograd": "batch_gemm"}
+MODELS.update({name: (lambda case=case: conv_model(case)) for name, case, *_ in STAGED})  # names of their own
+
+
+def _conv_workload(case: ConvCase):
+    from adreno.workload import ConvWorkload
+
+    oh, ow = case.out_hw
+    return ConvWorkload(case.n, case.c, case.h, case.w, case.o, case.k, case.k, oh, ow, (case.stride,) * 2,
+                        (case.dilation,) * 2, case.pads, case.groups, "float32")
+
+
+def _load_bound(case: ConvCase, family: str, knobs: dict) -> int:
+    """Global loads (elements) a staged kernel may make: per work-group and reduction step its input tile (with
+    the halo the kernel and stride need) and its weight tile, each element once."""
+    from adreno import target as targets
+    from adreno.schedules import conv2d_1x1, conv2d_direct, conv2d_winograd
+
+    wl, target = _conv_workload(case), targets.tvm_target("adreno-740")
+    if family == "conv2d_direct":
+        cfg = {**conv2d_direct.default_config(wl, target), **knobs}
+        f, y, x = (cfg[f"tile_{a}"] * cfg[f"threads_{a}"] for a in "fyx")
+        groups = wl.n * -(-wl.o // f) * -(-wl.oh // y) * -(-wl.ow // x)
+        rc = cfg["tile_rc"]
+        halo_y, halo_x = ((y - 1) * wl.stride[0] + wl.kh, (x - 1) * wl.stride[1] + wl.kw)
+        return groups * -(-wl.c // rc) * (rc * halo_y * halo_x + f * rc * wl.kh * wl.kw)
+    if family == "conv2d_1x1":  # float4 pixels: a span of output pixels (whole rows unless it divides a row)
+        cfg = {**conv2d_1x1.default_config(wl, target), **knobs}
+        f, span, k = cfg["tile_cb"] * cfg["threads_cb"], cfg["tile_p"] * cfg["threads_p"], cfg["tile_k"]
+        pixels = span if wl.ow % span == 0 else min(wl.oh, -(-span // wl.ow) + 1) * wl.ow
+        groups = -(-wl.o // (4 * f)) * -(-wl.oh * wl.ow // span)
+        # an image read is not guarded (only its store to local memory is; the sampler clamps): the last round
+        # of the work-group's reads is whole
+        threads = cfg["threads_cb"] * cfg["threads_p"]
+        rounds = -(-k * pixels // threads) + -(-f * k * 4 // threads)
+        return groups * (wl.c // (4 * k)) * rounds * threads * 4
+    m = 2
+    gemm = conv2d_winograd.stage_workloads(wl, m)[1]
+    alpha, _, o, p, c = gemm[1]
+    cfg = {**conv2d_winograd.default_config(gemm, target), **knobs}
+    f, q = cfg["tile_o"] * cfg["threads_o"], cfg["tile_p"] * cfg["threads_p"]
+    return alpha * alpha * -(-o // f) * -(-p // q) * -(-c // cfg["tile_k"]) * cfg["tile_k"] * (f + q)
+
+
+def test_cooperative_staging_is_correct_race_free_and_loads_each_tile_once(tmp_path, monkeypatch):
+    """cooperative=1 (direct 3x3 / stride 2 / 1x1 and Winograd's GEMM on buffers, the 1x1 GEMM on images; defaults
+    and tuned-looking tiles):
+    outputs match onnxruntime, no out-of-bounds access or local-memory race, and the staged kernel's global loads
+    (Oclgrind's instruction counts) stay within the tile bound and below the unstaged kernel's."""
+    cases, meta = [], []
+    for i, (name, case, memory, winograd, family, knobs) in enumerate(STAGED):
+        for cooperative in (0, 1):
+            tuned = {family: {**knobs, "cooperative": cooperative}}
+            cases.append(_compile((name, memory, "adreno-740", winograd, tuned), tmp_path / f"{i}-{cooperative}",
+                                  monkeypatch))
+        meta.append((f"{name} {memory}", KERNEL[family], _load_bound(case, family, knobs)))
+    run = oclgrind.run_artifacts(cases, tmp_path, data_races=True, inst_counts=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = oclgrind.errors(run.stdout)
+    assert len(results) == len(cases) and all(r["error"] <= 1e-3 for r in results), results
+    found = [line for line in run.stderr.splitlines() if any(e in line for e in ERRORS)]
+    assert not found, run.stderr[-4000:]
+    reports = oclgrind.sections(run.stdout)
+    for i, (name, kernel, bound) in enumerate(meta):
+        plain, staged = (sum(b for k, b in oclgrind.global_load_bytes(reports[cases[2 * i + j]["artifact"]]).items()
+                             if kernel in k) // oclgrind.FLOAT_BYTES for j in (0, 1))
+        assert 0 < staged <= bound and staged < plain, (name, staged, bound, plain)

@@ -59,7 +59,10 @@ def test_irrelevant_knobs_make_no_distinct_candidates():
                    for n in space.neighbours(c))
     direct_size = np.prod([len(v) for k, v in space.knobs.items() if space.conditions.get(k, ("", ()))[1] == (0,)])
     stage_size = np.prod([len(v) for k, v in space.knobs.items() if space.conditions.get(k, ("", ()))[1] == (2, 4)])
-    assert space.total == direct_size + 2 * stage_size
+    # knobs both layouts read (buffers' `cooperative`) are not conditional
+    shared = np.prod([len(v) for k, v in space.knobs.items() if k != "tile" and k not in space.conditions])
+    assert "cooperative" not in space.conditions and shared == 2
+    assert space.total == shared * (direct_size + 2 * stage_size)
     batch = get_strategy("genetic")(space, seed=0).propose(32, None, None, set())
     assert len({json.dumps(space.config(c), sort_keys=True) for c in batch}) == len(batch) == 32
 
