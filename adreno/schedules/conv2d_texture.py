@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..layout import LANES
-from . import _conv, occupancy
+from . import _conv, occupancy, staging_image
 from .family import Family
 
 OPS = {"conv2d_NCHW4c": "conv2d_nchw4c", "dwconv2d_NCHW4c": "depthwise_nchw4c"}
@@ -36,7 +36,10 @@ KNOBS: dict[str, list] = {
     "threads_x": [1, 2, 4, 7, 8, 14, 16, 28, 32],
     "unroll_k": [0, 1],
     "stage": [0, 1],
+    staging_image.KNOB: staging_image.CHOICES,
 }
+# what a record from before `cooperative` measured: every work-item reading its own pixels
+OLDER_RECORDS = {staging_image.KNOB: 0}
 
 # Output pixels x channel blocks a work-item may hold: 32 float4 accumulators (128 registers).
 MAX_TILE = 32
@@ -109,11 +112,12 @@ def default_config(wl: _conv.ConvWorkload, target) -> dict:
     tiles = occupancy.ladder({"tile_f": tile_cb, "tile_y": tile_y, "tile_x": tile_x},
                              [("tile_f", 1, blocks), ("tile_y", 1, wl.oh), ("tile_x", 1, wl.ow)],
                              {**KNOBS, "tile_f": KNOBS["tile_cb"]})
-    rest = {"unroll_k": 1 if wl.kh * wl.kw <= 9 else 0, "stage": 0}
+    rest = {"unroll_k": 1 if wl.kh * wl.kw <= 9 else 0, "stage": 0, staging_image.KNOB: 0}
     in_blocks = replace(wl, o=blocks)  # the output channel axis counted in blocks of 4: the tiled schedule's axis
     knobs = {**KNOBS, "threads_f": KNOBS["threads_cb"]}
     candidates = [_named({**t, **_conv.tiled_threads(in_blocks, t, knobs, target), **rest}) for t in tiles]
-    return occupancy.choose(occupancy.device(target), candidates, lambda c: _launch(in_blocks, c))
+    chosen = occupancy.choose(occupancy.device(target), candidates, lambda c: _launch(in_blocks, c))
+    return staging_image.default(chosen, lambda c: check_config(wl, c, target), target)
 
 
 def _named(cfg: dict) -> dict:
@@ -134,15 +138,35 @@ def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:  # noqa:
     if config["tile_cb"] * config["tile_y"] * config["tile_x"] > MAX_TILE:
         raise ValueError(f"register tile of {config['tile_cb']}x{config['tile_y']}x{config['tile_x']} float4 "
                          f"exceeds {MAX_TILE}")
+    if config.get(staging_image.KNOB):
+        if wl.is_depthwise:
+            raise ValueError("cooperative=1 is for groups-1 convs (a depthwise block shares no weights or channels)")
+        staging_image.check(local_pixels(wl, config), config["threads_cb"] * config["threads_y"] * config["threads_x"],
+                            target)
     return config
 
 
+def local_pixels(wl: _conv.ConvWorkload, cfg: dict) -> int:
+    """Pixels `cooperative=1` stages per input channel block: the work-group's input patch (rows skewed) and the
+    weights of its output channel blocks (4 input channels x kh x kw pixels each)."""
+    rows = (cfg["threads_y"] * cfg["tile_y"] - 1) * wl.stride[0] + (wl.kh - 1) * wl.dilation[0] + 1
+    cols = (cfg["threads_x"] * cfg["tile_x"] - 1) * wl.stride[1] + (wl.kw - 1) * wl.dilation[1] + 1
+    return rows * staging_image.skewed_row(cols) + cfg["threads_cb"] * cfg["tile_cb"] * LANES * wl.kh * wl.kw
+
+
 def schedule(sch, match: _conv.ConvMatch, cfg: dict):
-    """The register-tiled packed convolution (see the module doc). Mutates and returns `sch`."""
+    """The register-tiled packed convolution (see the module doc); `cooperative=1` adds the local-memory tiles of
+    `staging_image` per input channel block, which the register caches then read. Mutates and returns `sch`."""
     depthwise = match.workload.is_depthwise
     conv = match.conv
     out = _conv.output_from_registers(sch, match)
-    if match.pad is not None:  # the guarded read of the unpadded input becomes the register cache
+    staged = []  # cooperative: the local-memory copies of the input (the guarded padded read) and the weights
+    if cfg.get(staging_image.KNOB):
+        if match.pad is not None:
+            sch.set_scope(match.pad, 0, "shared")
+        staged = [staging_image.stage(sch, conv, 0) if match.pad is None else match.pad,
+                  staging_image.stage(sch, conv, 1)]
+    if match.pad is not None and not staged:  # the guarded read of the unpadded input becomes the register cache
         data = match.pad
         sch.set_scope(data, 0, "local")
     else:
@@ -171,6 +195,9 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     sch.bind(xt, "threadIdx.x")
     sch.compute_at(weight, weight_at, preserve_unit_loops=True)
     sch.compute_at(data, xi if cfg["stage"] == 0 else patch_at, preserve_unit_loops=True)
+    for copy, skew_axis in zip(staged, (2, None)):  # after their readers: these must precede them in the step
+        sch.compute_at(copy, patch_at, preserve_unit_loops=True)
+        staging_image.fetch(sch, copy, (cfg["threads_cb"], cfg["threads_y"], cfg["threads_x"]), skew_axis)
     for loop in (yi, xi, *inner) + ((fi,) if depthwise else ()):
         sch.unroll(loop)
     if cfg["unroll_k"]:
@@ -186,5 +213,5 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     return sch
 
 
-FAMILY = Family("conv2d_texture", KNOBS, _conv.conv_match(match_packed, schedule), default_config, check_config,
-                "Conv2dTexture")
+FAMILY = Family("conv2d_texture", KNOBS, _conv.conv_match(match_packed, schedule, OLDER_RECORDS), default_config,
+                check_config, "Conv2dTexture")
