@@ -21,7 +21,7 @@ register tiling is already this GEMM over (rows, columns). Workload keys: `conv2
 
 from __future__ import annotations
 
-from . import _conv, occupancy
+from . import _conv, occupancy, staging_image
 from .family import Family
 from .conv2d_texture import LANES, match_packed
 
@@ -34,6 +34,7 @@ KNOBS: dict[str, list] = {
     "threads_cb": [1, 2, 4, 8, 16],
     "threads_p": [1, 2, 4, 7, 8, 14, 16, 28, 32, 49, 64],
     "threads_k": [1, 2, 4, 8],
+    staging_image.KNOB: staging_image.CHOICES,
 }
 
 # float4 accumulators a work-item may hold (tile_p x tile_cb), as in conv2d_texture.
@@ -63,7 +64,25 @@ def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
                          f"{wl.c // LANES} input channel blocks")
     if config["tile_cb"] * config["tile_p"] > MAX_TILE:
         raise ValueError(f"register tile of {config['tile_p']}x{config['tile_cb']} float4 exceeds {MAX_TILE}")
+    if config.get(staging_image.KNOB):
+        run = config["threads_p"] * config["tile_p"]
+        if config.get("threads_k", 1) > 1:
+            raise ValueError("cooperative=1 stages one reduction step for the whole work-group: not with split-K")
+        if run % wl.ow and wl.ow % run:
+            raise ValueError(f"cooperative=1 needs a work-group's {run} pixels to be whole output rows or to divide "
+                             f"a row of {wl.ow} (else its input tile has no fixed size)")
+        staging_image.check(local_pixels(wl, config), config["threads_cb"] * config["threads_p"], target)
     return config
+
+
+def local_pixels(wl: _conv.ConvWorkload, cfg: dict) -> int:
+    """Pixels `cooperative=1` stages per step of `tile_k` input channel blocks: the input box under the work-group's
+    pixels (whole output rows, or a part of one; with the stride's skipped rows and columns: TVM copies a box) and
+    the weights of its output channel blocks (4 pixels per input channel block)."""
+    run = cfg["threads_p"] * cfg["tile_p"]
+    rows, cols = (run // wl.ow, wl.ow) if run >= wl.ow else (1, run)
+    box = ((rows - 1) * wl.stride[0] + 1) * staging_image.skewed_row((cols - 1) * wl.stride[1] + 1)
+    return cfg["tile_k"] * (box + cfg["threads_cb"] * cfg["tile_cb"] * LANES)
 
 
 def _largest_divisor(n: int, choices: list[int], cap: int) -> int:
@@ -83,7 +102,8 @@ def default_config(wl: _conv.ConvWorkload, target) -> dict:
     candidates = [_config(wl, t["tile_cb"], t["tile_p"], 1, target) for t in tiles]
     # a map too small for even one pixel block per work-item: split the reduction over 2, 4, 8 work-items
     candidates += [_config(wl, 1, 1, k, target) for k in KNOBS["threads_k"][1:] if (wl.c // LANES) % k == 0]
-    return occupancy.choose(occupancy.device(target), candidates, lambda c: _launch(wl, c))
+    chosen = occupancy.choose(occupancy.device(target), candidates, lambda c: _launch(wl, c))
+    return staging_image.default(chosen, lambda c: check_config(wl, c, target), target)
 
 
 def _config(wl: _conv.ConvWorkload, tile_cb: int, tile_p: int, threads_k: int, target) -> dict:
@@ -92,7 +112,7 @@ def _config(wl: _conv.ConvWorkload, tile_cb: int, tile_p: int, threads_k: int, t
     threads_cb = _conv.pick_tile(-(-(wl.o // LANES) // tile_cb), KNOBS["threads_cb"],
                                  max(1, limit // (threads_p * threads_k)))
     return {"tile_cb": tile_cb, "tile_p": tile_p, "tile_k": 1, "threads_cb": threads_cb, "threads_p": threads_p,
-            "threads_k": threads_k}
+            "threads_k": threads_k, staging_image.KNOB: 0}
 
 
 def _launch(wl: _conv.ConvWorkload, cfg: dict) -> occupancy.Launch:
@@ -113,6 +133,8 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
         kt, _ = sch.split(sch.get_loops(conv)[5], [cfg["threads_k"], None], preserve_unit_iters=True)
         main = sch.rfactor(kt, 0)
         sch.set_scope(main, 0, "local")
+    # cooperative: local-memory copies of the step's input pixels and weights, which the register caches read
+    staged = [staging_image.stage(sch, main, i) for i in (0, 1)] if cfg.get(staging_image.KNOB) else []
     data = sch.cache_read(main, 0, "local")
     weight = sch.cache_read(main, 1, "local")
     n, f, y, x, lane, *kt, rc, ry, rx = sch.get_loops(main)
@@ -127,6 +149,9 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
         sch.bind(loop, "threadIdx.z")
     sch.compute_at(weight, rx, preserve_unit_loops=True)  # tile_cb x 4 weight pixels per input channel block
     sch.compute_at(data, pi, preserve_unit_loops=True)  # one input pixel (4 channels) per output pixel and block
+    for copy, skew_axis in zip(staged, (2, None)):  # after their readers: these must precede them in the step
+        sch.compute_at(copy, rko, preserve_unit_loops=True)
+        staging_image.fetch(sch, copy, (cfg["threads_cb"], cfg["threads_p"]), skew_axis)
     for loop in (rki, pi, rl, fi):
         sch.unroll(loop)
     sch.vectorize(lane)
