@@ -6,6 +6,10 @@ OCL_ICD_VENDORS), outputs checked against onnxruntime, Oclgrind's report require
 writes past its buffer and one that races in local memory show that the report is read at all.
 
 Bounded time: shapes of 8-16 channels at 9x9, one simulator process for all artifacts (about a minute on 2 cores).
+
+The texture convs staged in local memory (`cooperative=1`, `adreno/schedules/staging_image.py`) are counted too:
+Oclgrind's instruction counts (OCLGRIND_INST_COUNTS) give each kernel's `read_imagef` calls, which per work-group
+must stay within the staged tiles' bound and below the same tiles' unstaged kernel.
 """
 
 from __future__ import annotations
@@ -68,6 +72,9 @@ MODELS = {
     "dw": lambda: conv_model(ConvCase(1, 16, 9, 9, 16, 3, 2, (1, 1, 1, 1), groups=16, epilogue="bn_clip")),
     "1x1": lambda: conv_model(ConvCase(1, 16, 7, 7, 24, 1, 1, epilogue="bn")),
     "winograd": lambda: conv_model(ConvCase(1, 8, 9, 9, 8, 3, 1, (1, 1, 1, 1), epilogue="bias_residual_relu")),
+    "conv3x3s2": lambda: conv_model(ConvCase(1, 8, 11, 13, 12, 3, 2, (1, 1, 1, 1))),
+    "plain3x3": lambda: conv_model(ConvCase(1, 8, 9, 9, 16, 3, 1, (1, 1, 1, 1), epilogue="none")),
+    "plain1x1": lambda: conv_model(ConvCase(1, 16, 7, 7, 24, 1, 1, epilogue="none")),
 }
 # (model, memory, target, winograd, tuned knobs per family: they replace that family's defaults)
 CASES = [
@@ -89,6 +96,9 @@ CASES = [
                                                             "threads_p": 7}}),
     ("1x1", "texture", "adreno-740", "off", {"conv2d_1x1": {"tile_cb": 1, "tile_p": 1, "tile_k": 1, "threads_cb": 2,
                                                             "threads_p": 7, "threads_k": 4}}),  # split-K
+    ("conv3x3s2", "texture", "adreno-740", "off", {  # staged, stride 2, ragged, whole patch in registers
+        "conv2d_texture": {"tile_cb": 1, "tile_y": 2, "tile_x": 2, "threads_cb": 2, "threads_y": 2, "threads_x": 4,
+                           "unroll_k": 1, "stage": 1, "cooperative": 1}}),
     ("winograd", "buffer", "adreno-740", "f4", {}),
     ("winograd", "buffer", "pocl-cpu", "f2", {}),
     ("winograd", "texture", "adreno-740", "f2", {}),
@@ -130,7 +140,8 @@ def _compile(case, tmp_path: Path, monkeypatch) -> dict:
         monkeypatch.setattr(family, "apply", apply)
     model = MODELS[name]()
     inputs = model_inputs(model)
-    out = tmp_path / f"{name}-{memory}-{target}-{winograd}-{len(tuned)}"
+    # numbered: two cases of one model may differ only in their knobs
+    out = tmp_path / f"{name}-{memory}-{target}-{winograd}-{len(tuned)}-{len(list(tmp_path.glob(name + '-*')))}"
     compile_model(model, out, CompileOptions(target=target, memory=memory, winograd=winograd, host="native"))
     monkeypatch.undo()
     assert all(claimed.values()), claimed
@@ -165,3 +176,64 @@ cl.Program(ctx, source).build().k(queue, (16,), (4,), buf, cl.LocalMemory(16)); 
 def test_oclgrind_reports_what_the_checks_look_for(tmp_path):
     run = _oclgrind(BROKEN, [], tmp_path)
     assert "Invalid write" in run.stderr and "data race" in run.stderr, run.stderr[-2000:]
+
+
+STAGED_3X3 = {"tile_cb": 2, "tile_y": 2, "tile_x": 4, "threads_cb": 1, "threads_y": 2, "threads_x": 2, "unroll_k": 0,
+              "stage": 0}
+STAGED_1X1 = {"tile_cb": 1, "tile_p": 7, "tile_k": 1, "threads_cb": 2, "threads_p": 7, "threads_k": 1}
+# (model, family, tiles, the staged tiles' read_imagef bound per work-group: per input channel block, the input box
+# and the weights, each read as whole rounds of the work-group's work-items)
+COUNTED = [
+    # 3x3 8->16 @9x9 (padded 11x11): a group of 2x2 work-items computes 8 channels x 4 rows x 8 columns;
+    # per block: a 6x10 input box (60 pixels) and 2 x 4 x 9 = 72 weight pixels; 2 input channel blocks
+    ("plain3x3", "conv2d_texture", STAGED_3X3, 2 * (15 + 18) * 4),
+    # 1x1 16->24 @7x7: a group of 2x7 work-items computes 8 channels x 49 pixels (the map);
+    # per block: the 7x7 box and 2 x 4 weight pixels; 4 input channel blocks
+    ("plain1x1", "conv2d_1x1", STAGED_1X1, 4 * (4 + 1) * 14),
+]
+
+
+def _image_reads(output: str) -> dict[str, int]:
+    """read_imagef calls of each run's conv kernel (Oclgrind's instruction counts), by the artifact the runner names
+    before running it."""
+    reads, artifact, kernel = {}, None, None
+    for line in output.splitlines():
+        if line.startswith("RUN "):
+            artifact = line[4:].strip()
+        elif line.startswith("Instructions executed for kernel"):
+            kernel = line.split("'")[1]
+        elif "call _Z11read_imagef" in line and kernel and "conv2d" in kernel:
+            reads[artifact] = reads.get(artifact, 0) + int(line.split("-")[0].replace(",", ""))
+    return reads
+
+
+def _groups(artifact: str) -> int:
+    """Work-groups of the artifact's conv kernel (plan.json launch sizes)."""
+    import math
+
+    plan = json.loads((Path(artifact) / "plan.json").read_text())
+    (launch,) = [k for step in plan["steps"] for k in step["kernels"] if "conv2d" in k["name"]]
+    return math.prod(g // local for g, local in zip(launch["global_size"], launch["local_size"]))
+
+
+COUNT_RUNNER = RUNNER.replace('    ex = Executor(case["artifact"], device=device)',
+                              '    print("RUN " + case["artifact"], flush=True)\n'
+                              '    ex = Executor(case["artifact"], device=device)')
+
+
+def test_staged_texture_convs_read_each_pixel_once_per_work_group(tmp_path, monkeypatch):
+    cases = [(name, "texture", "adreno-740", "off", {family: {**tiles, "cooperative": cooperative}})
+             for name, family, tiles, _ in COUNTED for cooperative in (0, 1)]
+    compiled = [_compile(case, tmp_path, monkeypatch) for case in cases]
+    env = {**_oclgrind_env(tmp_path), "OCLGRIND_INST_COUNTS": "1"}
+    run = subprocess.run([sys.executable, "-c", COUNT_RUNNER, json.dumps(compiled)], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert all(json.loads(line)["error"] <= 1e-4 for line in run.stdout.splitlines() if line.startswith("{"))
+    found = [line for line in run.stderr.splitlines() if any(e in line for e in ERRORS)]
+    assert not found, found[:5]
+    reads = _image_reads(run.stdout)  # Oclgrind prints its counts on stdout, after each kernel
+    per_group = {c["artifact"]: reads[c["artifact"]] / _groups(c["artifact"]) for c in compiled}
+    for (name, _, _, bound), (plain, staged) in zip(COUNTED, zip(compiled[::2], compiled[1::2])):
+        assert per_group[staged["artifact"]] <= bound, (name, per_group)
+        assert per_group[staged["artifact"]] < per_group[plain["artifact"]] / 2, (name, per_group)
