@@ -168,6 +168,8 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     return sch
 
 
-# a record from before split-K measured the whole reduction in one work-item
-FAMILY = Family("conv2d_1x1", KNOBS, _conv.conv_match(_match, schedule, {"threads_k": 1}), default_config,
-                check_config, "Conv2d1x1Gemm")
+# a record from before split-K measured the whole reduction in one work-item, one from before `cooperative` an
+# unstaged GEMM
+OLDER_RECORDS = {"threads_k": 1, **staging_image.OLDER_RECORDS}
+FAMILY = Family("conv2d_1x1", KNOBS, _conv.conv_match(_match, schedule, OLDER_RECORDS), default_config, check_config,
+                "Conv2d1x1Gemm")

@@ -38,8 +38,6 @@ KNOBS: dict[str, list] = {
     "stage": [0, 1],
     staging_image.KNOB: staging_image.CHOICES,
 }
-# what a record from before `cooperative` measured: every work-item reading its own pixels
-OLDER_RECORDS = {staging_image.KNOB: 0}
 
 # Output pixels x channel blocks a work-item may hold: 32 float4 accumulators (128 registers).
 MAX_TILE = 32
@@ -132,7 +130,7 @@ def _launch(in_blocks: _conv.ConvWorkload, cfg: dict) -> occupancy.Launch:
     return replace(_conv.tiled_launch(in_blocks, tiled), registers=_conv.tile_registers(in_blocks, tiled, LANES))
 
 
-def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:  # noqa: ARG001 - the families' check_config signature
+def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
     """Raise ValueError when `config` is not a valid point of this family's space for `wl` on `target`."""
     _conv.validate(config, KNOBS, target)
     if config["tile_cb"] * config["tile_y"] * config["tile_x"] > MAX_TILE:
@@ -213,5 +211,5 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     return sch
 
 
-FAMILY = Family("conv2d_texture", KNOBS, _conv.conv_match(match_packed, schedule, OLDER_RECORDS), default_config,
-                check_config, "Conv2dTexture")
+FAMILY = Family("conv2d_texture", KNOBS, _conv.conv_match(match_packed, schedule, staging_image.OLDER_RECORDS),
+                default_config, check_config, "Conv2dTexture")

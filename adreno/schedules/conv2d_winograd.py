@@ -31,7 +31,7 @@ from __future__ import annotations
 from ..layout import LANES
 from ..records import direct_key, key_memory, layout_workload
 from ..winograd import PACKED
-from . import _conv, conv2d_direct, conv2d_texture, occupancy
+from . import _conv, conv2d_direct, conv2d_texture, occupancy, staging_image
 from .family import Family, Matched
 
 OP = "conv2d_winograd"
@@ -47,10 +47,11 @@ KNOBS: dict[str, list] = {
     "tile_k": [1, 2, 4, 8],
     "threads_t": [16, 32, 64, 128, 256],
     "split_t": [0, 1],
+    staging_image.KNOB: staging_image.CHOICES,  # packed GEMM: U and V tiles staged in local memory per step
 }
 STAGE_KNOBS = {
     "winograd_input_transform": ("threads_t", "split_t"),
-    "winograd_batch_gemm": ("tile_o", "tile_p", "threads_o", "threads_p", "tile_k"),
+    "winograd_batch_gemm": ("tile_o", "tile_p", "threads_o", "threads_p", "tile_k", staging_image.KNOB),
     "winograd_output_transform": ("threads_t", "split_t"),
 }
 
@@ -128,8 +129,10 @@ def default_config(wl, target) -> dict:
     for t in tiles:
         threads_p = _fit(-(-p // t["tile_p"]), KNOBS["threads_p"], 16)
         threads_o = _fit(-(-o // t["tile_o"]), KNOBS["threads_o"], max(1, limit // threads_p))
-        candidates.append({**t, "threads_o": threads_o, "threads_p": threads_p, "tile_k": tile_k})
-    return occupancy.choose(device, candidates, lambda cfg: _gemm_launch(wl, cfg))
+        candidates.append({**t, "threads_o": threads_o, "threads_p": threads_p, "tile_k": tile_k,
+                           staging_image.KNOB: 0})
+    chosen = occupancy.choose(device, candidates, lambda cfg: _gemm_launch(wl, cfg))
+    return staging_image.default(chosen, lambda cfg: check_config(wl, cfg, target), target)
 
 
 def _gemm_launch(wl, cfg: dict) -> occupancy.Launch:
@@ -163,7 +166,19 @@ def check_config(wl, config: dict, target) -> dict:
     gemm = base_stage(stage) == "winograd_batch_gemm"
     if gemm and stage.endswith(PACKED) and (dims[-1] // LANES) % config.get("tile_k", 1):
         raise ValueError(f"tile_k={config['tile_k']} does not divide the {dims[-1] // LANES} input channel blocks")
+    if config.get(staging_image.KNOB):
+        if not (gemm and stage.endswith(PACKED)):
+            raise ValueError("cooperative=1 is for the packed (texture) GEMM stage")
+        staging_image.check(_gemm_local_pixels(config), config["threads_o"] * config["threads_p"], target)
     return _conv.validate(config, KNOBS, target, ("threads_o", "threads_p") if gemm else ("threads_t",))
+
+
+def _gemm_local_pixels(cfg: dict) -> int:
+    """Pixels the packed GEMM stages per step of `tile_k` input channel blocks (rows skewed): the U rows of its
+    output channel blocks (4 channels x tile_k pixels each) and the V rows of its tiles (one per block)."""
+    u_rows, v_rows = cfg["threads_o"] * cfg["tile_o"], cfg["tile_k"]
+    return (u_rows * staging_image.skewed_row(LANES * cfg["tile_k"])
+            + v_rows * staging_image.skewed_row(cfg["threads_p"] * cfg["tile_p"]))
 
 
 def _bind_flat(sch, loops, threads):
@@ -201,6 +216,8 @@ def _schedule_input(sch, blocks, cfg):
 def _schedule_gemm(sch, blocks, cfg):
     (main,) = blocks
     to, tp, vo, vp, vk = cfg["threads_o"], cfg["threads_p"], cfg["tile_o"], cfg["tile_p"], cfg["tile_k"]
+    # cooperative (packed only): local-memory copies of the step's U and V tiles, which the register caches read
+    staged = [staging_image.stage(sch, main, i) for i in (0, 1)] if cfg.get(staging_image.KNOB) else []
     u_cache = sch.cache_read(main, 0, "local")
     v_cache = sch.cache_read(main, 1, "local")
     out = sch.cache_write(main, 0, "local")
@@ -217,6 +234,9 @@ def _schedule_gemm(sch, blocks, cfg):
     for cache in (u_cache, v_cache):
         sch.compute_at(cache, ki, preserve_unit_loops=True)
         _conv.registers(sch, sch.get_loops(cache)[-4 - len(lane):], bool(lane))
+    for copy in staged:  # after their readers: these must precede them in the step
+        sch.compute_at(copy, ko, preserve_unit_loops=True)
+        staging_image.fetch(sch, copy, (to, tp), skew_axis=2)
     _conv.registers(sch, [ki, *kl, oi, pi, *lane], bool(lane))
     sch.reverse_compute_at(out, pt, preserve_unit_loops=True)
     _conv.registers(sch, sch.get_loops(out)[-4 - len(lane):], bool(lane))
@@ -282,8 +302,9 @@ def match(func) -> Matched | None:
     main = next(b for b in blocks if str(sch.get(b).name_hint) == stage)
     wl = stage, [int(iv.dom.extent) for iv in sch.get(main).iter_vars]
     knobs = STAGE_KNOBS[base_stage(stage)]
-    # a transform record from before `split_t` measured whole tiles per work-item
-    older = {"split_t": 0} if "split_t" in knobs else {}
+    # a transform record from before `split_t` measured whole tiles per work-item, a GEMM record from before
+    # `cooperative` the unstaged GEMM
+    older = {k: v for k, v in {"split_t": 0, **staging_image.OLDER_RECORDS}.items() if k in knobs}
     return Matched(wl, stage_key(wl), lambda cfg: _schedule_stage(sch, blocks, base_stage(stage), cfg), knobs, older)
 
 
@@ -310,6 +331,7 @@ def layout_config_in_space(key: str, config: dict) -> bool:
     choices = {"tile": KNOBS["tile"], **direct, **stage}
     if config.get("tile") not in KNOBS["tile"]:
         return False
+    config = {**staging_image.OLDER_RECORDS, **config}  # a record from before `cooperative`: unstaged
     active = direct if config["tile"] == 0 else stage
     return set(active) <= set(config) and all(k in choices and v in choices[k] for k, v in config.items())
 

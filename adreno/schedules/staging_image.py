@@ -24,6 +24,8 @@ from ..layout import LANES
 
 KNOB = "cooperative"
 CHOICES = [0, 1]
+# what a record from before `cooperative` measured: every work-item reading its own pixels
+OLDER_RECORDS = {KNOB: 0}
 PIXEL_BYTES = LANES * 4  # one float32 RGBA pixel (fp16 images are read as float4 too: local memory holds fp32)
 BANK_FLOATS = 32  # local memory banks of 4 bytes: a row stride congruent to one pixel mod this skews rows
 SKEW_FLOATS = LANES

@@ -67,6 +67,8 @@ class LayoutTask(Task):
 
         conditions = {**{k: ("tile", (0,)) for k in direct.knobs},
                       **{k: ("tile", TILES[1:]) for k in stage_knobs}}
+        for k in set(direct.knobs) & set(stage_knobs):  # `cooperative`: both layouts have it
+            conditions[k] = ("tile", TILES)
         return SearchSpace({"tile": list(TILES), **direct.knobs, **stage_knobs}, valid, conditions)
 
     def layout_default(self, tile: int, target) -> dict:
