@@ -59,6 +59,45 @@ def test_staged_convs_match_onnxruntime(case, family, knobs, tmp_path, monkeypat
     assert_close(out[0], reference(model, inputs)[0])
 
 
+@pytest.mark.parametrize("winograd,knobs", [
+    ("f2", {"tile_o": 1, "tile_p": 2, "threads_o": 2, "threads_p": 4, "tile_k": 1}),  # 25 tiles: ragged groups
+    ("f4", {"tile_o": 2, "tile_p": 4, "threads_o": 1, "threads_p": 4, "tile_k": 2}),  # 2 blocks per step
+])
+def test_staged_winograd_gemm_matches_onnxruntime(winograd, knobs, tmp_path, monkeypatch):
+    from adreno.compile import compile_model
+    from adreno.opencl.executor import Executor
+    from adreno.options import CompileOptions
+    from adreno.schedules import conv2d_winograd
+
+    fam, staged = conv2d_winograd.FAMILY, {**knobs, "cooperative": 1}
+    apply = fam.apply
+
+    def gemm_staged(func, target, config=None):
+        key = fam.workload_key(func)
+        return apply(func, target, {key: staged} if key and "gemm" in key else config)
+
+    monkeypatch.setattr(fam, "apply", gemm_staged)
+    model = conv_model(ConvCase(1, 8, 9, 9, 8, 3, 1, (1, 1, 1, 1), epilogue="bias_residual_relu"))
+    artifact = compile_model(model, tmp_path / "a", CompileOptions(target="adreno-740", memory="texture",
+                                                                   winograd=winograd, host="native"))
+    (source,) = [p.read_text() for p in (tmp_path / "a" / "kernels").glob("*gemm*")]
+    assert "__local float4" in source and "barrier(CLK_LOCAL_MEM_FENCE)" in source
+    inputs = model_inputs(model)
+    ex = Executor(artifact)
+    assert_close(ex.run([inputs[n] for n in ex.artifact.plan.inputs])[0], reference(model, inputs)[0], 1e-3)
+
+
+def test_winograd_stages_buffers_no_tiles():
+    from adreno.schedules import conv2d_winograd
+
+    gemm = {"tile_o": 2, "tile_p": 4, "threads_o": 4, "threads_p": 16, "tile_k": 4, "cooperative": 1}
+    with pytest.raises(ValueError, match="packed"):
+        conv2d_winograd.check_config(("winograd_batch_gemm", [6, 6, 64, 196, 64]), gemm, ADRENO)
+    packed = ("winograd_batch_gemm_nchw4c", [6, 6, 16, 196, 4, 64])
+    conv2d_winograd.check_config(packed, {**gemm, "tile_k": 1}, ADRENO)
+    assert conv2d_winograd.default_config(packed, ADRENO)["cooperative"] == 1
+
+
 def _wl(c, hw, o, k, s, groups=1):
     pad = k // 2
     out = (hw + 2 * pad - k) // s + 1

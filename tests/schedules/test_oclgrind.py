@@ -103,6 +103,8 @@ CASES = [
     ("winograd", "buffer", "pocl-cpu", "f2", {}),
     ("winograd", "texture", "adreno-740", "f2", {}),
     ("winograd", "texture", "pocl-cpu", "f4", {}),
+    ("winograd", "texture", "adreno-740", "f2", {  # the packed GEMM staged, ragged groups over 25 tiles
+        "conv2d_winograd": {"tile_o": 1, "tile_p": 2, "threads_o": 2, "threads_p": 4, "tile_k": 1, "cooperative": 1}}),
 ]
 
 
