@@ -12,7 +12,9 @@ whole, unguarded pixels. The epilogue (bias, folded BatchNorm, ReLU/Clip, residu
 Split-K (`threads_k` > 1, for deep layers on maps too small to fill a GPU: MobileNetV2's ->160 convs on 7x7 have
 40 x 49 pixel blocks in all): `threads_k` work-items of a workgroup (threadIdx.z) each sum a contiguous slice of the
 input channel blocks into their registers (an rfactor block), then a cross-thread reduction in local memory adds
-the slices, and the epilogue and store follow.
+the slices, and the epilogue and store follow. `cooperative=1` (`staging_image`; not with split-K): per step the
+work-group copies the input box under its pixels (whole output rows, or a part of one) and its weights into local
+memory once, and the register caches read them there.
 
 Claims the packed 1x1 convs before `conv2d_texture` (whose 2-D tiling handles any kernel); a config this family
 refuses leaves the function to `conv2d_texture`. Buffer (NCHW) 1x1 convs stay with `conv2d_direct`, whose
@@ -93,7 +95,8 @@ def default_config(wl: _conv.ConvWorkload, target) -> dict:
     """Knobs without tuning: 8 (else 7, 4, 2, 1) pixels of a row x 4 channel blocks per work-item, shrunk (channel
     blocks, then pixels) until the launch fills the device (`occupancy`); workgroups of up to 64 work-items, up to
     16 along the pixels (a divisor of the map's tiles), the rest over channel blocks; no K unrolling beyond the 4
-    channels of a block (how these were chosen: docs/benchmarks.md, "1x1 GEMM defaults")."""
+    channels of a block (how these were chosen: docs/benchmarks.md, "1x1 GEMM defaults"); staged in local memory on
+    a GPU where the config allows it (`staging_image.default`)."""
     blocks = wl.o // LANES
     tile_p = next(t for t in (8, 7, 4, 2, 1) if wl.ow % t == 0)
     tiles = occupancy.ladder({"tile_cb": _conv.pick_tile(blocks, KNOBS["tile_cb"], 4), "tile_p": tile_p},

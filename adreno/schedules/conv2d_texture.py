@@ -12,6 +12,9 @@ epilogue is applied to the registers and every output pixel is one float4 `write
 `tile_y x tile_x` pixels per tap, any stride); `stage=1` reads the work-item's whole input patch once per input
 channel block and reuses it across kh x kw taps (fewer reads for stride 1, more registers). The workgroup is
 `threads_cb x threads_y x threads_x` work-items (threadIdx.z/y/x), the tile's columns are contiguous.
+`cooperative=1` (groups-1 convs; `staging_image`): per input channel block the work-group first copies its input patch
+and its weights into local memory, each pixel read once by one of its work-items, and the register caches read
+local memory instead of the images.
 
 Workload keys (`conv2d_nchw4c|...`, `depthwise_nchw4c|...`) count channels padded to multiples of 4, so they never
 collide with the NCHW buffer families' keys, and the buffer path never produces a function this family handles.
@@ -102,7 +105,8 @@ def default_config(wl: _conv.ConvWorkload, target) -> dict:
     """Knobs without tuning: 8 output pixels (2 x 4, or a row of 7) x 2 channel blocks per work-item for groups-1
     convs (1 block for depthwise: nothing is shared across channels), tiles that divide the output first, shrunk
     (channel blocks, rows, columns) until the launch fills the device (`occupancy`); the workgroup filled up to 64
-    work-items along x, then y, then channel blocks."""
+    work-items along x, then y, then channel blocks; staged in local memory on a GPU where the tile fits
+    (`staging_image.default`)."""
     blocks = wl.o // LANES
     tile_x = next((t for t in (4, 2, 7) if wl.ow % t == 0), _conv.pick_tile(wl.ow, KNOBS["tile_x"], 4))
     tile_y = 2 if tile_x <= 4 and wl.oh % 2 == 0 else 1

@@ -18,7 +18,9 @@ Stages (recognised by block name, so they are found again after FuseOps/FuseTIR 
 
 Packed stages (texture memory; main blocks `<stage>_nchw4c`) are the same schedules with a trailing 4-lane axis kept
 innermost and vectorised wherever a tensor is read or written, so that every access is one float4 pixel; their GEMM
-reduces over input channels in blocks of 4 (one V pixel) and counts `tile_o` in blocks of 4 output channels.
+reduces over input channels in blocks of 4 (one V pixel) and counts `tile_o` in blocks of 4 output channels; its knob
+`cooperative` (1: `staging_image`) copies each step's U rows and V tiles into local memory once per work-group
+(buffer stages refuse 1).
 
 Which convs become Winograd, and with which tile, is decided before legalization (`adreno.winograd.select_tile`):
 "auto" takes 3x3 stride-1 dilation-1 groups-1 convs with at least `MIN_CHANNELS` input and output channels and an
@@ -112,7 +114,8 @@ def default_config(wl, target) -> dict:
     (`occupancy`). GEMM: up to 8 output channels x 4 tiles per work-item, shrunk (channels, then tiles) as needed,
     and a workgroup of up to 64 work-items (16 along the tiles first), each allowed a ragged last tile wasting at
     most 15%, 4 input channels per unrolled reduction step (packed: 2 blocks of 4 output channels, 1 block of 4
-    input channels); transforms: 64 work-items per group, a whole tile per work-item, else one row of it."""
+    input channels; staged in local memory on a GPU, `staging_image.default`); transforms: 64 work-items per group,
+    a whole tile per work-item, else one row of it."""
     stage, dims = wl
     limit = min(_conv.max_threads(target), 64)
     device = occupancy.device(target)

@@ -72,8 +72,11 @@ def fetch(sch, copy, threads: tuple, skew_axis: int | None = None) -> None:
 
 
 def default(config: dict, check, target) -> dict:
-    """A family's default `config` with `cooperative=1` on a GPU target where `check(config)` accepts it (see the
-    README's evidence: several times fewer image reads); a CPU device, or a tile staging cannot hold, keeps 0."""
+    """A family's default `config` with `cooperative=1` on a GPU target where `check(config)` accepts it; a CPU
+    device, or a tile staging cannot hold, keeps 0. Why: under Oclgrind the adreno-740 defaults of ResNet-18's layer
+    shapes read 2.6x (1x1/s2 GEMM), 2.7x (F(4x4) GEMM), 4.7x (3x3/s2) and 8.1x (3x3/s1) fewer image pixels staged
+    (`tools/image_reads.py`), with the same tiles and work-groups, so the occupancy rule still holds; a CPU has no
+    local memory to gain from (PoCL's is ordinary memory) and keeps the kernels it was measured with."""
     from .occupancy import device
 
     if device(target).device_class != "gpu":
