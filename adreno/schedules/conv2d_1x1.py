@@ -77,14 +77,23 @@ def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
     return config
 
 
-def local_pixels(wl: _conv.ConvWorkload, cfg: dict) -> int:
+def local_pixels(wl: _conv.ConvWorkload, cfg: dict, skew: bool = True) -> int:
     """Pixels `cooperative=1` stages per step of `tile_k` input channel blocks: the input box under the work-group's
-    pixels (whole output rows, or a part of one; with the stride's skipped rows and columns: TVM copies a box) and
-    the weights of its output channel blocks (4 pixels per input channel block)."""
+    pixels (whole output rows, or a part of one; with the stride's skipped rows and columns: TVM copies a box; rows
+    skewed unless not `skew`) and the weights of its output channel blocks (4 pixels per input channel block)."""
     run = cfg["threads_p"] * cfg["tile_p"]
     rows, cols = (run // wl.ow, wl.ow) if run >= wl.ow else (1, run)
-    box = ((rows - 1) * wl.stride[0] + 1) * staging_image.skewed_row((cols - 1) * wl.stride[1] + 1)
+    cols = (cols - 1) * wl.stride[1] + 1
+    box = ((rows - 1) * wl.stride[0] + 1) * (staging_image.skewed_row(cols) if skew else cols)
     return cfg["tile_k"] * (box + cfg["threads_cb"] * cfg["tile_cb"] * LANES)
+
+
+def _reads(wl: _conv.ConvWorkload, cfg: dict) -> tuple[int, int]:
+    """Image pixels a work-group reads per step: unstaged (each work-item its tile_p input pixels and 4 weight
+    pixels per channel block, per input block) and staged (`local_pixels`)."""
+    threads = cfg["threads_cb"] * cfg["threads_p"]
+    return (threads * cfg["tile_k"] * (cfg["tile_p"] + LANES * cfg["tile_cb"]),
+            local_pixels(wl, cfg, skew=False))
 
 
 def _largest_divisor(n: int, choices: list[int], cap: int) -> int:
@@ -106,7 +115,7 @@ def default_config(wl: _conv.ConvWorkload, target) -> dict:
     # a map too small for even one pixel block per work-item: split the reduction over 2, 4, 8 work-items
     candidates += [_config(wl, 1, 1, k, target) for k in KNOBS["threads_k"][1:] if (wl.c // LANES) % k == 0]
     chosen = occupancy.choose(occupancy.device(target), candidates, lambda c: _launch(wl, c))
-    return staging_image.default(chosen, lambda c: check_config(wl, c, target), target)
+    return staging_image.default(chosen, lambda c: check_config(wl, c, target), lambda c: _reads(wl, c), target)
 
 
 def _config(wl: _conv.ConvWorkload, tile_cb: int, tile_p: int, threads_k: int, target) -> dict:

@@ -119,7 +119,7 @@ def default_config(wl: _conv.ConvWorkload, target) -> dict:
     knobs = {**KNOBS, "threads_f": KNOBS["threads_cb"]}
     candidates = [_named({**t, **_conv.tiled_threads(in_blocks, t, knobs, target), **rest}) for t in tiles]
     chosen = occupancy.choose(occupancy.device(target), candidates, lambda c: _launch(in_blocks, c))
-    return staging_image.default(chosen, lambda c: check_config(wl, c, target), target)
+    return staging_image.default(chosen, lambda c: check_config(wl, c, target), lambda c: _reads(wl, c), target)
 
 
 def _named(cfg: dict) -> dict:
@@ -148,12 +148,34 @@ def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
     return config
 
 
-def local_pixels(wl: _conv.ConvWorkload, cfg: dict) -> int:
-    """Pixels `cooperative=1` stages per input channel block: the work-group's input patch (rows skewed) and the
-    weights of its output channel blocks (4 input channels x kh x kw pixels each)."""
-    rows = (cfg["threads_y"] * cfg["tile_y"] - 1) * wl.stride[0] + (wl.kh - 1) * wl.dilation[0] + 1
-    cols = (cfg["threads_x"] * cfg["tile_x"] - 1) * wl.stride[1] + (wl.kw - 1) * wl.dilation[1] + 1
-    return rows * staging_image.skewed_row(cols) + cfg["threads_cb"] * cfg["tile_cb"] * LANES * wl.kh * wl.kw
+def local_pixels(wl: _conv.ConvWorkload, cfg: dict, skew: bool = True) -> int:
+    """Pixels `cooperative=1` stages per input channel block: the work-group's input patch (rows skewed unless not
+    `skew`: the pixels it reads) and the weights of its output channel blocks (4 input channels x kh x kw pixels
+    each)."""
+    rows, cols = (_patch(cfg[f"threads_{a}"] * cfg[f"tile_{a}"], k, s, d)
+                  for a, k, s, d in (("y", wl.kh, *wl.stride[:1], *wl.dilation[:1]),
+                                     ("x", wl.kw, *wl.stride[1:], *wl.dilation[1:])))
+    return rows * (staging_image.skewed_row(cols) if skew else cols) + _weights(wl, cfg) * cfg["threads_cb"]
+
+
+def _patch(outputs: int, k: int, stride: int, dilation: int) -> int:
+    """Input pixels along one axis under `outputs` consecutive outputs."""
+    return (outputs - 1) * stride + (k - 1) * dilation + 1
+
+
+def _weights(wl: _conv.ConvWorkload, cfg: dict) -> int:
+    """Weight pixels a work-item's `tile_cb` channel blocks take per input channel block."""
+    return cfg["tile_cb"] * LANES * wl.kh * wl.kw
+
+
+def _reads(wl: _conv.ConvWorkload, cfg: dict) -> tuple[int, int]:
+    """Image pixels a work-group reads per input channel block: unstaged (each work-item its input pixels per tap,
+    or its patch with `stage=1`, and its weights) and staged (`local_pixels`)."""
+    inputs = (wl.kh * wl.kw * cfg["tile_y"] * cfg["tile_x"] if cfg["stage"] == 0 else
+              _patch(cfg["tile_y"], wl.kh, wl.stride[0], wl.dilation[0])
+              * _patch(cfg["tile_x"], wl.kw, wl.stride[1], wl.dilation[1]))
+    threads = cfg["threads_cb"] * cfg["threads_y"] * cfg["threads_x"]
+    return threads * (inputs + _weights(wl, cfg)), local_pixels(wl, cfg, skew=False)
 
 
 def schedule(sch, match: _conv.ConvMatch, cfg: dict):

@@ -135,7 +135,7 @@ def default_config(wl, target) -> dict:
         candidates.append({**t, "threads_o": threads_o, "threads_p": threads_p, "tile_k": tile_k,
                            staging_image.KNOB: 0})
     chosen = occupancy.choose(device, candidates, lambda cfg: _gemm_launch(wl, cfg))
-    return staging_image.default(chosen, lambda cfg: check_config(wl, cfg, target), target)
+    return staging_image.default(chosen, lambda cfg: check_config(wl, cfg, target), _gemm_reads, target)
 
 
 def _gemm_launch(wl, cfg: dict) -> occupancy.Launch:
@@ -176,12 +176,19 @@ def check_config(wl, config: dict, target) -> dict:
     return _conv.validate(config, KNOBS, target, ("threads_o", "threads_p") if gemm else ("threads_t",))
 
 
-def _gemm_local_pixels(cfg: dict) -> int:
-    """Pixels the packed GEMM stages per step of `tile_k` input channel blocks (rows skewed): the U rows of its
-    output channel blocks (4 channels x tile_k pixels each) and the V rows of its tiles (one per block)."""
+def _gemm_local_pixels(cfg: dict, skew=staging_image.skewed_row) -> int:
+    """Pixels the packed GEMM stages per step of `tile_k` input channel blocks (rows skewed by `skew`): the U rows of
+    its output channel blocks (4 channels x tile_k pixels each) and the V rows of its tiles (one per block)."""
     u_rows, v_rows = cfg["threads_o"] * cfg["tile_o"], cfg["tile_k"]
-    return (u_rows * staging_image.skewed_row(LANES * cfg["tile_k"])
-            + v_rows * staging_image.skewed_row(cfg["threads_p"] * cfg["tile_p"]))
+    return u_rows * skew(LANES * cfg["tile_k"]) + v_rows * skew(cfg["threads_p"] * cfg["tile_p"])
+
+
+def _gemm_reads(cfg: dict) -> tuple[int, int]:
+    """Image pixels a packed GEMM work-group reads per step: unstaged (each work-item its tile_o x 4 U pixels and
+    tile_p V pixels per input block) and staged."""
+    threads = cfg["threads_o"] * cfg["threads_p"]
+    return (threads * cfg["tile_k"] * (LANES * cfg["tile_o"] + cfg["tile_p"]),
+            _gemm_local_pixels(cfg, skew=lambda pixels: pixels))
 
 
 def _bind_flat(sch, loops, threads):
