@@ -32,8 +32,8 @@ SKEW_FLOATS = LANES
 
 
 def skewed_row(pixels: int) -> int:
-    """Pixels a local row of `pixels` takes once skewed (`skew`): its float stride made SKEW_FLOATS past a
-    multiple of BANK_FLOATS."""
+    """Pixels a local row of `pixels` takes once skewed (`fetch`'s `skew_axis`): its float stride made SKEW_FLOATS
+    past a multiple of BANK_FLOATS."""
     floats = pixels * LANES
     return (floats + (SKEW_FLOATS - floats) % BANK_FLOATS) // LANES
 
@@ -71,22 +71,22 @@ def fetch(sch, copy, threads: tuple, skew_axis: int | None = None) -> None:
         sch.storage_align(copy, 0, skew_axis, BANK_FLOATS, SKEW_FLOATS)
 
 
-def default(config: dict, check, reads, target) -> dict:
-    """A family's default `config` with `cooperative=1` on a GPU target where `check(config)` accepts it and staging
+def default(config: dict, legal, reads, target) -> dict:
+    """A family's default `config` with `cooperative=1` on a GPU target where `legal(config)` accepts it and staging
     at least halves the image reads (`reads(config)`: pixels a work-group reads per reduction step unstaged and
     staged); a CPU device keeps 0. Why: under Oclgrind the adreno-740 defaults of ResNet-18's layer shapes read 2.6x
     (1x1/s2 GEMM), 2.7x (F(4x4) GEMM), 4.7x (3x3/s2) and 8.1x (3x3/s1) fewer image pixels staged
     (`tools/image_reads.py`) with the same tiles and work-groups, so the occupancy rule still holds; where the
     staged box is mostly pixels a strided 1x1 conv skips (ResNet-18's 64->128 1x1/s2 at 56x56: 1.8x fewer reads by
-    count) the copy costs more than it saves (2.6x slower on PoCL). A CPU has no local memory to gain from (PoCL's
-    is ordinary memory) and keeps the kernels it was measured with."""
+    count) the copy costs more than it saves (2.6x slower on PoCL). A CPU keeps 0: its defaults (big register tiles,
+    one small work-group per core) were measured unstaged, and its "local memory" is ordinary memory."""
     from .occupancy import device
 
     if device(target).device_class != "gpu":
         return config
     staged = {**config, KNOB: 1}
     try:
-        check(staged)
+        legal(staged)
     except ValueError:
         return config
     unstaged_reads, staged_reads = reads(config)

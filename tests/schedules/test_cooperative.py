@@ -149,3 +149,20 @@ def test_gpu_defaults_stage_where_it_halves_the_reads_and_a_cpu_keeps_its_schedu
     for wl, staged in ((_wl(64, 56, 128, 1, 2), 0), (_wl(128, 28, 256, 1, 2), 1), (_wl(256, 14, 512, 1, 2), 1)):
         assert conv2d_1x1.default_config(wl, ADRENO)["cooperative"] == staged, wl
         assert conv2d_1x1.default_config(wl, cpu)["cooperative"] == 0
+
+
+def test_records_from_before_the_knob_stay_unstaged():
+    """A tuned record without `cooperative` (measured before it existed) schedules the unstaged kernel, also where
+    the GPU default stages; a layout record of a direct texture conv without it is still in the layout space."""
+    from adreno.records import layout_key
+    from adreno.schedules import conv2d_winograd
+    from tests.schedules.sched_helpers import primitive_function
+
+    layer = ConvCase(1, 16, 28, 28, 16, 3, 1, (1, 1, 1, 1))
+    func, target = primitive_function(conv_model(layer), "fused_conv2d", memory="texture")
+    assert conv2d_texture.default_config(conv2d_texture.FAMILY.workload(func), target)["cooperative"] == 1
+    old = dict(CASES[0][2])  # tiles and work-group, no `cooperative`
+    key = conv2d_texture.FAMILY.workload_key(func)
+    assert '"shared"' not in conv2d_texture.FAMILY.apply(func, target, {key: old}).mod.script()
+    assert '"shared"' in conv2d_texture.FAMILY.apply(func, target, {key: {**old, "cooperative": 1}}).mod.script()
+    assert conv2d_winograd.layout_config_in_space(layout_key(CASES[0][0].workload(), "texture"), {"tile": 0, **old})
