@@ -22,7 +22,9 @@ Stages (recognised by block name, so they are found again after FuseOps/FuseTIR 
 
 Packed stages (texture memory; main blocks `<stage>_nchw4c`) are the same schedules with a trailing 4-lane axis kept
 innermost and vectorised wherever a tensor is read or written, so that every access is one float4 pixel; their GEMM
-reduces over input channels in blocks of 4 (one V pixel) and counts `tile_o` in blocks of 4 output channels.
+reduces over input channels in blocks of 4 (one V pixel) and counts `tile_o` in blocks of 4 output channels; its knob
+`cooperative` (1: `staging_image`) copies each step's U rows and V tiles into local memory once per work-group
+(buffer stages refuse 1).
 
 Which convs become Winograd, and with which tile, is decided before legalization (`adreno.winograd.select_tile`):
 "auto" takes 3x3 stride-1 dilation-1 groups-1 convs with at least `MIN_CHANNELS` input and output channels and an
@@ -35,7 +37,7 @@ from __future__ import annotations
 from ..layout import LANES
 from ..records import direct_key, key_memory, layout_workload
 from ..winograd import PACKED
-from . import _conv, conv2d_direct, conv2d_texture, occupancy, staging
+from . import _conv, conv2d_direct, conv2d_texture, occupancy, staging, staging_image
 from .family import Family, Matched
 
 OP = "conv2d_winograd"
@@ -51,7 +53,7 @@ KNOBS: dict[str, list] = {
     "tile_k": [1, 2, 4, 8],
     "threads_t": [16, 32, 64, 128, 256],
     "split_t": [0, 1],
-    "cooperative": [0, 1],
+    "cooperative": [0, 1],  # GEMM tiles staged in local memory per step: buffers `staging`, packed `staging_image`
 }
 # knobs added after records were written: a record without them measured the value 0
 OLDER_KNOBS = ("split_t", "cooperative")
@@ -118,7 +120,8 @@ def default_config(wl, target) -> dict:
     (`occupancy`). GEMM: up to 8 output channels x 4 tiles per work-item, shrunk (channels, then tiles) as needed,
     and a workgroup of up to 64 work-items (16 along the tiles first), each allowed a ragged last tile wasting at
     most 15%, 4 input channels per unrolled reduction step (packed: 2 blocks of 4 output channels, 1 block of 4
-    input channels); transforms: 64 work-items per group, a whole tile per work-item, else one row of it."""
+    input channels; staged in local memory on a GPU, `staging_image.default`); transforms: 64 work-items per group,
+    a whole tile per work-item, else one row of it."""
     stage, dims = wl
     limit = min(_conv.max_threads(target), 64)
     device = occupancy.device(target)
@@ -136,9 +139,14 @@ def default_config(wl, target) -> dict:
         threads_p = _fit(-(-p // t["tile_p"]), KNOBS["threads_p"], 16)
         threads_o = _fit(-(-o // t["tile_o"]), KNOBS["threads_o"], max(1, limit // threads_p))
         candidates.append({**t, "threads_o": threads_o, "threads_p": threads_p, "tile_k": tile_k, "cooperative": 0})
-    config = occupancy.choose(device, candidates, lambda cfg: _gemm_launch(wl, cfg))
-    return staging.prefer_cooperative(config, target, not stage.endswith(PACKED),
-                                      lambda cfg: check_config(wl, cfg, target))
+    chosen = occupancy.choose(device, candidates, lambda cfg: _gemm_launch(wl, cfg))
+
+    def legal(cfg):
+        return check_config(wl, cfg, target)
+
+    if stage.endswith(PACKED):
+        return staging_image.default(chosen, legal, _gemm_reads, target)
+    return staging.prefer_cooperative(chosen, target, True, legal)
 
 
 def _gemm_launch(wl, cfg: dict) -> occupancy.Launch:
@@ -172,11 +180,13 @@ def check_config(wl, config: dict, target) -> dict:
     gemm = base_stage(stage) == "winograd_batch_gemm"
     if gemm and stage.endswith(PACKED) and (dims[-1] // LANES) % config.get("tile_k", 1):
         raise ValueError(f"tile_k={config['tile_k']} does not divide the {dims[-1] // LANES} input channel blocks")
-    if gemm and stage.endswith(PACKED) and config.get("cooperative", 0):
-        raise ValueError("cooperative=1 stages buffers; the packed (texture) GEMM reads its operands as images")
     _conv.validate(config, KNOBS, target, ("threads_o", "threads_p") if gemm else ("threads_t",))
-    if gemm:
-        staging.check_cooperative(config, config["threads_o"] * config["threads_p"], staged_tiles(config), target)
+    if gemm and config.get("cooperative", 0):
+        threads = config["threads_o"] * config["threads_p"]
+        if stage.endswith(PACKED):
+            staging_image.check(_gemm_local_pixels(config), threads, target)
+        else:
+            staging.check_cooperative(config, threads, staged_tiles(config), target)
     return config
 
 
@@ -184,6 +194,21 @@ def staged_tiles(cfg: dict) -> list[tuple[int, ...]]:
     """The local tiles of the buffer GEMM with `cooperative` 1: the work-group's U rows (its output channels) and V
     columns (its tiles), `tile_k` input channels of each."""
     return [(cfg["tile_o"] * cfg["threads_o"], cfg["tile_k"]), (cfg["tile_k"], cfg["tile_p"] * cfg["threads_p"])]
+
+
+def _gemm_local_pixels(cfg: dict, skew=staging_image.skewed_row) -> int:
+    """Pixels the packed GEMM stages per step of `tile_k` input channel blocks (rows skewed by `skew`): the U rows of
+    its output channel blocks (4 channels x tile_k pixels each) and the V rows of its tiles (one per block)."""
+    u_rows, v_rows = cfg["threads_o"] * cfg["tile_o"], cfg["tile_k"]
+    return u_rows * skew(LANES * cfg["tile_k"]) + v_rows * skew(cfg["threads_p"] * cfg["tile_p"])
+
+
+def _gemm_reads(cfg: dict) -> tuple[int, int]:
+    """Image pixels a packed GEMM work-group reads per step: unstaged (each work-item its tile_o x 4 U pixels and
+    tile_p V pixels per input block) and staged."""
+    threads = cfg["threads_o"] * cfg["threads_p"]
+    return (threads * cfg["tile_k"] * (LANES * cfg["tile_o"] + cfg["tile_p"]),
+            _gemm_local_pixels(cfg, skew=lambda pixels: pixels))
 
 
 def _bind_flat(sch, loops, threads):
@@ -221,6 +246,9 @@ def _schedule_input(sch, blocks, cfg):
 def _schedule_gemm(sch, blocks, cfg):
     (main,) = blocks
     to, tp, vo, vp, vk = cfg["threads_o"], cfg["threads_p"], cfg["tile_o"], cfg["tile_p"], cfg["tile_k"]
+    # cooperative (packed only): local-memory copies of the step's U and V tiles, which the register caches read
+    packed = len(sch.get_loops(main)) == 6  # a, b, o, p, lane, k: a packed stage has the lane loop
+    staged = [staging_image.stage(sch, main, i) for i in (0, 1)] if packed and cfg.get("cooperative") else []
     u_cache = sch.cache_read(main, 0, "local")
     v_cache = sch.cache_read(main, 1, "local")
     out = sch.cache_write(main, 0, "local")
@@ -237,9 +265,12 @@ def _schedule_gemm(sch, blocks, cfg):
     for cache in (u_cache, v_cache):
         sch.compute_at(cache, ki, preserve_unit_loops=True)
         _conv.registers(sch, sch.get_loops(cache)[-4 - len(lane):], bool(lane))
-    if cfg.get("cooperative", 0):  # the work-group's U rows and V columns per tile_k input channels
+    if cfg.get("cooperative", 0) and not lane:  # buffers: the work-group's U rows and V columns per tile_k channels
         for cache in (u_cache, v_cache):
             staging.stage_in_local(sch, cache, 0, ko, [("threadIdx.y", to), ("threadIdx.x", tp)])
+    for copy in staged:  # after their readers: these must precede them in the step
+        sch.compute_at(copy, ko, preserve_unit_loops=True)
+        staging_image.fetch(sch, copy, (to, tp), skew_axis=2)
     _conv.registers(sch, [ki, *kl, oi, pi, *lane], bool(lane))
     sch.reverse_compute_at(out, pt, preserve_unit_loops=True)
     _conv.registers(sch, sch.get_loops(out)[-4 - len(lane):], bool(lane))

@@ -8,10 +8,15 @@ writes past its buffer and one that races in local memory show that the report i
 bound and the unstaged kernel's.
 
 Bounded time: shapes of 8-16 channels at 9x9, one simulator process for all artifacts (about a minute on 2 cores).
+
+The texture convs staged in local memory (`cooperative=1`, `adreno/schedules/staging_image.py`) are counted too:
+Oclgrind's instruction counts (OCLGRIND_INST_COUNTS) give each kernel's `read_imagef` calls, which per work-group
+must stay within the staged tiles' bound and below the same tiles' unstaged kernel.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -53,6 +58,9 @@ MODELS = {
     "dw": lambda: conv_model(ConvCase(1, 16, 9, 9, 16, 3, 2, (1, 1, 1, 1), groups=16, epilogue="bn_clip")),
     "1x1": lambda: conv_model(ConvCase(1, 16, 7, 7, 24, 1, 1, epilogue="bn")),
     "winograd": lambda: conv_model(ConvCase(1, 8, 9, 9, 8, 3, 1, (1, 1, 1, 1), epilogue="bias_residual_relu")),
+    "conv3x3s2": lambda: conv_model(ConvCase(1, 8, 11, 13, 12, 3, 2, (1, 1, 1, 1))),
+    "plain3x3": lambda: conv_model(ConvCase(1, 8, 9, 9, 16, 3, 1, (1, 1, 1, 1), epilogue="none")),
+    "plain1x1": lambda: conv_model(ConvCase(1, 16, 7, 7, 24, 1, 1, epilogue="none")),
 }
 # (model, memory, target, winograd, tuned knobs per family: they replace that family's defaults)
 CASES = [
@@ -74,10 +82,15 @@ CASES = [
                                                             "threads_p": 7}}),
     ("1x1", "texture", "adreno-740", "off", {"conv2d_1x1": {"tile_cb": 1, "tile_p": 1, "tile_k": 1, "threads_cb": 2,
                                                             "threads_p": 7, "threads_k": 4}}),  # split-K
+    ("conv3x3s2", "texture", "adreno-740", "off", {  # staged, stride 2, ragged, whole patch in registers
+        "conv2d_texture": {"tile_cb": 1, "tile_y": 2, "tile_x": 2, "threads_cb": 2, "threads_y": 2, "threads_x": 4,
+                           "unroll_k": 1, "stage": 1, "cooperative": 1}}),
     ("winograd", "buffer", "adreno-740", "f4", {}),
     ("winograd", "buffer", "pocl-cpu", "f2", {}),
     ("winograd", "texture", "adreno-740", "f2", {}),
     ("winograd", "texture", "pocl-cpu", "f4", {}),
+    ("winograd", "texture", "adreno-740", "f2", {  # the packed GEMM staged, ragged groups over 25 tiles
+        "conv2d_winograd": {"tile_o": 1, "tile_p": 2, "threads_o": 2, "threads_p": 4, "tile_k": 1, "cooperative": 1}}),
 ]
 
 
@@ -103,7 +116,8 @@ def _compile(case, tmp_path: Path, monkeypatch) -> dict:
         monkeypatch.setattr(family, "apply", apply)
     model = MODELS[name]()
     inputs = model_inputs(model)
-    out = tmp_path / f"{name}-{memory}-{target}-{winograd}-{len(tuned)}"
+    # numbered: two cases of one model may differ only in their knobs
+    out = tmp_path / f"{name}-{memory}-{target}-{winograd}-{len(tuned)}-{len(list(tmp_path.glob(name + '-*')))}"
     out.parent.mkdir(parents=True, exist_ok=True)
     compile_model(model, out, CompileOptions(target=target, memory=memory, winograd=winograd, host="native"))
     monkeypatch.undo()
@@ -152,15 +166,11 @@ STAGED = [
      {"tile_f": 1, "tile_y": 1, "tile_x": 2, "threads_f": 4, "threads_y": 2, "threads_x": 2, "tile_rc": 4}),
     ("1x1-plain", ConvCase(1, 16, 7, 7, 24, 1, epilogue="none"), "buffer", "off", "conv2d_direct",
      {"tile_f": 4, "tile_y": 1, "tile_x": 7, "threads_f": 2, "threads_y": 7, "threads_x": 1, "tile_rc": 8}),
-    ("1x1-plain", ConvCase(1, 16, 7, 7, 24, 1, epilogue="none"), "texture", "off", "conv2d_1x1",
-     {"tile_cb": 1, "tile_p": 1, "tile_k": 2, "threads_cb": 2, "threads_p": 7, "threads_k": 1}),
-    ("1x1-plain", ConvCase(1, 16, 7, 7, 24, 1, epilogue="none"), "texture", "off", "conv2d_1x1",  # whole-map span
-     {"tile_cb": 2, "tile_p": 7, "tile_k": 4, "threads_cb": 1, "threads_p": 7, "threads_k": 1}),
     ("winograd", ConvCase(1, 8, 9, 9, 8, 3, 1, (1, 1, 1, 1), epilogue="none"), "buffer", "f2", "conv2d_winograd", {}),
     ("winograd-tuned", ConvCase(1, 8, 9, 9, 8, 3, 1, (1, 1, 1, 1), epilogue="none"), "buffer", "f2",
      "conv2d_winograd", {"tile_o": 2, "tile_p": 2, "threads_o": 4, "threads_p": 8, "tile_k": 4}),
 ]
-KERNEL = {"conv2d_direct": "conv2d", "conv2d_1x1": "conv2d", "conv2d_winograd": "batch_gemm"}
+KERNEL = {"conv2d_direct": "conv2d", "conv2d_winograd": "batch_gemm"}
 MODELS.update({name: (lambda case=case: conv_model(case)) for name, case, *_ in STAGED})  # names of their own
 
 
@@ -176,7 +186,7 @@ def _load_bound(case: ConvCase, family: str, knobs: dict) -> int:
     """Global loads (elements) a staged kernel may make: per work-group and reduction step its input tile (with
     the halo the kernel and stride need) and its weight tile, each element once."""
     from adreno import target as targets
-    from adreno.schedules import conv2d_1x1, conv2d_direct, conv2d_winograd
+    from adreno.schedules import conv2d_direct, conv2d_winograd
 
     wl, target = _conv_workload(case), targets.tvm_target("adreno-740")
     if family == "conv2d_direct":
@@ -186,16 +196,6 @@ def _load_bound(case: ConvCase, family: str, knobs: dict) -> int:
         rc = cfg["tile_rc"]
         halo_y, halo_x = ((y - 1) * wl.stride[0] + wl.kh, (x - 1) * wl.stride[1] + wl.kw)
         return groups * -(-wl.c // rc) * (rc * halo_y * halo_x + f * rc * wl.kh * wl.kw)
-    if family == "conv2d_1x1":  # float4 pixels: a span of output pixels (whole rows unless it divides a row)
-        cfg = {**conv2d_1x1.default_config(wl, target), **knobs}
-        f, span, k = cfg["tile_cb"] * cfg["threads_cb"], cfg["tile_p"] * cfg["threads_p"], cfg["tile_k"]
-        pixels = span if wl.ow % span == 0 else min(wl.oh, -(-span // wl.ow) + 1) * wl.ow
-        groups = -(-wl.o // (4 * f)) * -(-wl.oh * wl.ow // span)
-        # an image read is not guarded (only its store to local memory is; the sampler clamps): the last round
-        # of the work-group's reads is whole
-        threads = cfg["threads_cb"] * cfg["threads_p"]
-        rounds = -(-k * pixels // threads) + -(-f * k * 4 // threads)
-        return groups * (wl.c // (4 * k)) * rounds * threads * 4
     m = 2
     gemm = conv2d_winograd.stage_workloads(wl, m)[1]
     alpha, _, o, p, c = gemm[1]
@@ -205,8 +205,8 @@ def _load_bound(case: ConvCase, family: str, knobs: dict) -> int:
 
 
 def test_cooperative_staging_is_correct_race_free_and_loads_each_tile_once(tmp_path, monkeypatch):
-    """cooperative=1 (direct 3x3 / stride 2 / 1x1 and Winograd's GEMM on buffers, the 1x1 GEMM on images; defaults
-    and tuned-looking tiles):
+    """cooperative=1 (direct 3x3 / stride 2 / 1x1 and Winograd's GEMM on buffers; defaults and
+    tuned-looking tiles; the image convs: test_staged_texture_convs_read_each_pixel_once_per_work_group):
     outputs match onnxruntime, no out-of-bounds access or local-memory race, and the staged kernel's global loads
     (Oclgrind's instruction counts) stay within the tile bound and below the unstaged kernel's."""
     cases, meta = [], []
@@ -227,3 +227,54 @@ def test_cooperative_staging_is_correct_race_free_and_loads_each_tile_once(tmp_p
         plain, staged = (sum(b for k, b in oclgrind.global_load_bytes(reports[cases[2 * i + j]["artifact"]]).items()
                              if kernel in k) // oclgrind.FLOAT_BYTES for j in (0, 1))
         assert 0 < staged <= bound and staged < plain, (name, staged, bound, plain)
+STAGED_3X3 = {"tile_cb": 2, "tile_y": 2, "tile_x": 4, "threads_cb": 1, "threads_y": 2, "threads_x": 2, "unroll_k": 0,
+              "stage": 0}
+STAGED_1X1 = {"tile_cb": 1, "tile_p": 7, "tile_k": 1, "threads_cb": 2, "threads_p": 7, "threads_k": 1}
+# (model, family, tiles, the staged tiles' read_imagef bound per work-group: per input channel block, the input box
+# and the weights, each read as whole rounds of the work-group's work-items)
+COUNTED = [
+    # 3x3 8->16 @9x9 (padded 11x11): a group of 2x2 work-items computes 8 channels x 4 rows x 8 columns;
+    # per block: a 6x10 input box (60 pixels) and 2 x 4 x 9 = 72 weight pixels; 2 input channel blocks
+    ("plain3x3", "conv2d_texture", STAGED_3X3, 2 * (15 + 18) * 4),
+    # 1x1 16->24 @7x7: a group of 2x7 work-items computes 8 channels x 49 pixels (the map);
+    # per block: the 7x7 box and 2 x 4 weight pixels; 4 input channel blocks
+    ("plain1x1", "conv2d_1x1", STAGED_1X1, 4 * (4 + 1) * 14),
+]
+
+
+def _image_reads(report: str) -> int:
+    """read_imagef calls of the conv kernels in one artifact's section of Oclgrind's instruction counts."""
+    reads, kernel = 0, None
+    for line in report.splitlines():
+        if line.startswith("Instructions executed for kernel"):
+            kernel = line.split("'")[1]
+        elif "call _Z11read_imagef" in line and kernel and "conv2d" in kernel:
+            reads += int(line.split("-")[0].replace(",", ""))
+    return reads
+
+
+def _groups(artifact: str) -> int:
+    """Work-groups of the artifact's conv kernel (plan.json launch sizes)."""
+    import math
+
+    plan = json.loads((Path(artifact) / "plan.json").read_text())
+    (launch,) = [k for step in plan["steps"] for k in step["kernels"] if "conv2d" in k["name"]]
+    return math.prod(g // local for g, local in zip(launch["global_size"], launch["local_size"]))
+
+
+def test_staged_texture_convs_read_each_pixel_once_per_work_group(tmp_path, monkeypatch):
+    cases = [(name, "texture", "adreno-740", "off", {family: {**tiles, "cooperative": cooperative}})
+             for name, family, tiles, _ in COUNTED for cooperative in (0, 1)]
+    compiled = [_compile(case, tmp_path, monkeypatch) for case in cases]
+    run = oclgrind.run_artifacts(compiled, tmp_path, data_races=True, inst_counts=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = oclgrind.errors(run.stdout)
+    assert len(results) == len(compiled) and all(r["error"] <= 1e-4 for r in results), results
+    found = [line for line in run.stderr.splitlines() if any(e in line for e in ERRORS)]
+    assert not found, found[:5]
+    reports = oclgrind.sections(run.stdout)
+    reads = {c["artifact"]: _image_reads(reports[c["artifact"]]) for c in compiled}
+    per_group = {c["artifact"]: reads[c["artifact"]] / _groups(c["artifact"]) for c in compiled}
+    for (name, _, _, bound), (plain, staged) in zip(COUNTED, zip(compiled[::2], compiled[1::2])):
+        assert per_group[staged["artifact"]] <= bound, (name, per_group)
+        assert per_group[staged["artifact"]] < per_group[plain["artifact"]] / 2, (name, per_group)

@@ -1,5 +1,5 @@
 """Cooperative staging (`cooperative` 1, `adreno.schedules.staging`) on PoCL: the staged direct conv (3x3 with ragged
-tiles, stride 2, a 1x1 GEMM), the staged Winograd GEMM and the staged 1x1 GEMM on images match onnxruntime; configs
+tiles, stride 2, a 1x1 GEMM) and the staged buffer Winograd GEMM match onnxruntime (images: test_cooperative.py); configs
 that cannot stage are refused before building; the defaults stage on GPU targets only where it pays. (Oclgrind's
 checks of races, bounds and global loads: tests/schedules/test_oclgrind.py.)"""
 
@@ -21,10 +21,6 @@ STAGED = [
       "stage": 1}),
     ("conv2d_direct", "buffer", ConvCase(1, 16, 7, 7, 20, 1, epilogue="bn_clip"),  # the 1x1 GEMM on buffers
      {"tile_f": 4, "tile_y": 1, "tile_x": 7, "threads_f": 2, "threads_y": 7, "threads_x": 1, "tile_rc": 8}),
-    ("conv2d_1x1", "texture", ConvCase(1, 16, 7, 7, 24, 1, epilogue="bn"),  # the 1x1 GEMM on images
-     {"tile_cb": 2, "tile_p": 7, "tile_k": 2, "threads_cb": 1, "threads_p": 7, "threads_k": 1}),
-    ("conv2d_1x1", "texture", ConvCase(1, 8, 10, 10, 16, 1, 2, epilogue="bn_relu"),  # stride 2, a span over 2 rows
-     {"tile_cb": 1, "tile_p": 1, "tile_k": 1, "threads_cb": 4, "threads_p": 8, "threads_k": 1}),
 ]
 
 
@@ -73,11 +69,6 @@ def test_configs_that_cannot_stage_are_refused():
     split = {**conv2d_1x1.default_config(one, target), "threads_k": 2, "tile_k": 1, "cooperative": 1}
     with pytest.raises(ValueError, match="split-K"):
         conv2d_1x1.check_config(one, split, target)
-    packed = ("winograd_batch_gemm_nchw4c", [6, 6, 16, 196, 64])
-    gemm_cfg = conv2d_winograd.default_config(packed, target)
-    assert gemm_cfg["cooperative"] == 0
-    with pytest.raises(ValueError, match="packed"):
-        conv2d_winograd.check_config(packed, {**gemm_cfg, "cooperative": 1}, target)
 
 
 def test_defaults_stage_on_gpus_where_it_pays():
@@ -87,7 +78,6 @@ def test_defaults_stage_on_gpus_where_it_pays():
         assert conv2d_direct.default_config(_wl(64, 128, 1, 14, 2), target)["cooperative"] == 0  # 1x1: no halo
         gemm = conv2d_winograd.stage_workloads(_wl(64, 64, 3, 14), 4)[1]
         assert conv2d_winograd.default_config(gemm, target)["cooperative"] == 1
-        assert conv2d_1x1.default_config(_wl(64, 128, 1, 14), target)["cooperative"] == 0
     assert conv2d_direct.default_config(_wl(64, 64, 3, 14), cpu)["cooperative"] == 0
     assert conv2d_winograd.default_config(conv2d_winograd.stage_workloads(_wl(64, 64, 3, 14), 4)[1],
                                           cpu)["cooperative"] == 0

@@ -1,0 +1,168 @@
+"""The texture convs staged in local memory (knob `cooperative`, `adreno/schedules/staging_image.py`): outputs on PoCL
+against onnxruntime (images really used: 8-16 channels, ragged tiles, stride 2, padding, a 3-channel 7x7 stem whose
+images pad to 4 channels), the kernels really staged (`__local` tiles, barriers), the configs `check_config` refuses,
+and the defaults (GPU targets stage where the tile fits, a CPU never). Oclgrind's checks and read counts of the
+staged kernels are in test_oclgrind.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from adreno import target as targets
+from adreno.schedules import conv2d_1x1, conv2d_texture
+from adreno.workload import ConvWorkload
+from tests.schedules.sched_helpers import ConvCase, conv_model, model_inputs, record_claims, reference, assert_close
+
+# (layer, family, knobs): each config a work-group of several work-items whose tiles overhang the output
+CASES = [
+    (ConvCase(1, 8, 9, 9, 16, 3, 1, (1, 1, 1, 1)), "conv2d_texture",  # 9x9 in 4x8 group tiles, bias + ReLU
+     {"tile_cb": 2, "tile_y": 2, "tile_x": 4, "threads_cb": 1, "threads_y": 2, "threads_x": 2, "unroll_k": 0,
+      "stage": 0}),
+    (ConvCase(1, 8, 11, 13, 12, 3, 2, (1, 1, 1, 1), epilogue="bias_residual_relu"), "conv2d_texture",  # stride 2
+     {"tile_cb": 1, "tile_y": 2, "tile_x": 2, "threads_cb": 2, "threads_y": 2, "threads_x": 4, "unroll_k": 1,
+      "stage": 1}),
+    (ConvCase(1, 3, 15, 15, 8, 7, 2, (3, 3, 3, 3)), "conv2d_texture",  # 3 channels: one padded block
+     {"tile_cb": 2, "tile_y": 1, "tile_x": 4, "threads_cb": 1, "threads_y": 4, "threads_x": 2, "unroll_k": 0,
+      "stage": 0}),
+    (ConvCase(1, 8, 10, 10, 8, 3, 1, (0, 2, 1, 0)), "conv2d_texture",  # asymmetric padding, 7-wide tiles
+     {"tile_cb": 1, "tile_y": 4, "tile_x": 7, "threads_cb": 2, "threads_y": 1, "threads_x": 2, "unroll_k": 1,
+      "stage": 1}),
+    (ConvCase(1, 16, 13, 13, 16, 1, 2, epilogue="bn"), "conv2d_1x1",  # stride 2: groups of two 7-pixel rows
+     {"tile_cb": 2, "tile_p": 1, "tile_k": 1, "threads_cb": 2, "threads_p": 14, "threads_k": 1}),
+    (ConvCase(1, 16, 7, 7, 24, 1, 1, epilogue="bn_clip"), "conv2d_1x1",  # 6 channel blocks in groups of 4
+     {"tile_cb": 2, "tile_p": 7, "tile_k": 2, "threads_cb": 2, "threads_p": 1, "threads_k": 1}),
+]
+
+
+@pytest.mark.parametrize("case,family,knobs", CASES, ids=lambda v: getattr(v, "__class__", type(v)).__name__)
+def test_staged_convs_match_onnxruntime(case, family, knobs, tmp_path, monkeypatch):
+    from adreno.compile import compile_model
+    from adreno.opencl.executor import Executor
+    from adreno.options import CompileOptions
+    from adreno.schedules import family as schedule_family
+
+    staged = {**knobs, "cooperative": 1}
+    fam = schedule_family(family)
+    apply = fam.apply
+    monkeypatch.setattr(fam, "apply", lambda func, target, config=None: apply(
+        func, target, {fam.workload_key(func): staged} if fam.workload_key(func) else config))
+    with record_claims(monkeypatch, family) as claims:
+        model = conv_model(case)
+        artifact = compile_model(model, tmp_path / "a", CompileOptions(target="adreno-740", memory="texture",
+                                                                       winograd="off", host="native"))
+    assert len(claims[family]) == 1, claims  # the staged schedule took the conv (no fallback)
+    (source,) = [p.read_text() for p in (tmp_path / "a" / "kernels").glob("*conv2d*")]
+    assert "__local float4" in source and "barrier(CLK_LOCAL_MEM_FENCE)" in source and "read_imagef" in source
+    inputs = model_inputs(model)
+    ex = Executor(artifact)
+    out = ex.run([inputs[n] for n in ex.artifact.plan.inputs])
+    assert_close(out[0], reference(model, inputs)[0])
+
+
+@pytest.mark.parametrize("winograd,knobs", [
+    ("f2", {"tile_o": 1, "tile_p": 2, "threads_o": 2, "threads_p": 4, "tile_k": 1}),  # 25 tiles: ragged groups
+    ("f4", {"tile_o": 2, "tile_p": 4, "threads_o": 1, "threads_p": 4, "tile_k": 2}),  # 2 blocks per step
+])
+def test_staged_winograd_gemm_matches_onnxruntime(winograd, knobs, tmp_path, monkeypatch):
+    from adreno.compile import compile_model
+    from adreno.opencl.executor import Executor
+    from adreno.options import CompileOptions
+    from adreno.schedules import conv2d_winograd
+
+    fam, staged = conv2d_winograd.FAMILY, {**knobs, "cooperative": 1}
+    apply = fam.apply
+
+    def gemm_staged(func, target, config=None):
+        key = fam.workload_key(func)
+        return apply(func, target, {key: staged} if key and "gemm" in key else config)
+
+    monkeypatch.setattr(fam, "apply", gemm_staged)
+    model = conv_model(ConvCase(1, 8, 9, 9, 8, 3, 1, (1, 1, 1, 1), epilogue="bias_residual_relu"))
+    artifact = compile_model(model, tmp_path / "a", CompileOptions(target="adreno-740", memory="texture",
+                                                                   winograd=winograd, host="native"))
+    (source,) = [p.read_text() for p in (tmp_path / "a" / "kernels").glob("*gemm*")]
+    assert "__local float4" in source and "barrier(CLK_LOCAL_MEM_FENCE)" in source
+    inputs = model_inputs(model)
+    ex = Executor(artifact)
+    assert_close(ex.run([inputs[n] for n in ex.artifact.plan.inputs])[0], reference(model, inputs)[0], 1e-3)
+
+
+def test_winograd_stages_both_gemms():
+    """The buffer GEMM stages through `staging`, the packed one through `staging_image`: both accept the knob."""
+    from adreno.schedules import conv2d_winograd
+
+    gemm = {"tile_o": 2, "tile_p": 4, "threads_o": 4, "threads_p": 16, "tile_k": 4, "cooperative": 1}
+    conv2d_winograd.check_config(("winograd_batch_gemm", [6, 6, 64, 196, 64]), gemm, ADRENO)
+    packed = ("winograd_batch_gemm_nchw4c", [6, 6, 16, 196, 4, 64])
+    conv2d_winograd.check_config(packed, {**gemm, "tile_k": 1}, ADRENO)
+    assert conv2d_winograd.default_config(packed, ADRENO)["cooperative"] == 1
+
+
+def _wl(c, hw, o, k, s, groups=1):
+    pad = k // 2
+    out = (hw + 2 * pad - k) // s + 1
+    return ConvWorkload(1, c, hw, hw, o, k, k, out, out, (s, s), (1, 1), (pad,) * 4, groups, "float32")
+
+
+ADRENO = targets.tvm_target(targets.get_device("adreno-740"), host="native")
+TEXTURE = {"tile_cb": 2, "tile_y": 2, "tile_x": 4, "threads_cb": 1, "threads_y": 4, "threads_x": 14, "unroll_k": 1,
+           "stage": 0, "cooperative": 1}
+
+
+@pytest.mark.parametrize("wl,config,reason", [
+    (_wl(64, 56, 64, 3, 1, groups=64), {}, "groups-1"),  # depthwise shares no channels
+    (_wl(4, 224, 64, 7, 2), {}, "local memory"),  # the stem's 7x7/s2 patch of a 4x14 group: 46 KB > 32 KB
+    (_wl(64, 56, 64, 3, 1), {"threads_y": 1, "threads_x": 1}, "at least 2 work-items"),
+])
+def test_texture_refuses_what_staging_cannot_do(wl, config, reason):
+    with pytest.raises(ValueError, match=reason):
+        conv2d_texture.check_config(wl, {**TEXTURE, **config}, ADRENO)
+    conv2d_texture.check_config(wl, {**TEXTURE, **config, "cooperative": 0}, ADRENO)
+
+
+GEMM = {"tile_cb": 1, "tile_p": 7, "tile_k": 1, "threads_cb": 4, "threads_p": 16, "threads_k": 1, "cooperative": 1}
+
+
+@pytest.mark.parametrize("config,reason", [
+    ({"threads_p": 2, "threads_cb": 1, "threads_k": 4}, "split-K"),
+    ({"tile_p": 4, "threads_p": 2}, "whole output rows"),  # 8 pixels of a 28-pixel row start mid-row
+    ({"tile_k": 4, "threads_p": 64}, "local memory"),  # 4 blocks x a 31 x 55 box under 16 rows: 113 KB
+])
+def test_gemm_refuses_what_staging_cannot_do(config, reason):
+    wl = _wl(64, 56, 128, 1, 2)
+    conv2d_1x1.check_config(wl, GEMM, ADRENO)  # 112 pixels: 4 whole rows
+    with pytest.raises(ValueError, match=reason):
+        conv2d_1x1.check_config(wl, {**GEMM, **config}, ADRENO)
+
+
+def test_gpu_defaults_stage_where_it_halves_the_reads_and_a_cpu_keeps_its_schedule():
+    """adreno-740 and the H200 stage every ResNet-18 3x3 conv whose tile fits their local memory (the 7x7 stem's
+    patch does not fit 32 KB) and the 1x1 GEMMs whose staged box at least halves the reads (not 64->128 at 56x56,
+    whose stride-2 box is mostly skipped pixels: 704 reads unstaged, 401 staged); pocl-cpu never stages."""
+    h200 = targets.tvm_target(targets.get_device("nvidia-h200"), host="native")
+    cpu = targets.tvm_target(targets.get_device("pocl-cpu"), host="native")
+    for wl in (_wl(64, 56, 64, 3, 1), _wl(128, 28, 256, 3, 2), _wl(512, 7, 512, 3, 1)):
+        for target in (ADRENO, h200):
+            assert conv2d_texture.default_config(wl, target)["cooperative"] == 1, (wl, target)
+        assert conv2d_texture.default_config(wl, cpu)["cooperative"] == 0
+    assert conv2d_texture.default_config(_wl(4, 224, 64, 7, 2), ADRENO)["cooperative"] == 0
+    for wl, staged in ((_wl(64, 56, 128, 1, 2), 0), (_wl(128, 28, 256, 1, 2), 1), (_wl(256, 14, 512, 1, 2), 1)):
+        assert conv2d_1x1.default_config(wl, ADRENO)["cooperative"] == staged, wl
+        assert conv2d_1x1.default_config(wl, cpu)["cooperative"] == 0
+
+
+def test_records_from_before_the_knob_stay_unstaged():
+    """A tuned record without `cooperative` (measured before it existed) schedules the unstaged kernel, also where
+    the GPU default stages; a layout record of a direct texture conv without it is still in the layout space."""
+    from adreno.records import layout_key
+    from adreno.schedules import conv2d_winograd
+    from tests.schedules.sched_helpers import primitive_function
+
+    layer = ConvCase(1, 16, 28, 28, 16, 3, 1, (1, 1, 1, 1))
+    func, target = primitive_function(conv_model(layer), "fused_conv2d", memory="texture")
+    assert conv2d_texture.default_config(conv2d_texture.FAMILY.workload(func), target)["cooperative"] == 1
+    old = dict(CASES[0][2])  # tiles and work-group, no `cooperative`
+    key = conv2d_texture.FAMILY.workload_key(func)
+    assert '"shared"' not in conv2d_texture.FAMILY.apply(func, target, {key: old}).mod.script()
+    assert '"shared"' in conv2d_texture.FAMILY.apply(func, target, {key: {**old, "cooperative": 1}}).mod.script()
+    assert conv2d_winograd.layout_config_in_space(layout_key(CASES[0][0].workload(), "texture"), {"tile": 0, **old})
