@@ -77,6 +77,14 @@ def test_dry_run_on_pocl(bundle, no_tvm_path, tmp_path):
     tuning = summary["tuning"]
     assert set(tuning) == {"tiny-texture", "tiny-buffer"}
     assert all(t["ok"] >= t["tasks"] for t in tuning.values()), tuning
+    # the cost models' scores stored at export, against the measured times: Pearson and top-5 per task
+    for t in tuning.values():
+        assert set(t["model_quality"]) == {"analytical", "learned"}, t["model_quality"]
+        for quality in t["model_quality"].values():
+            assert quality["tasks"] and -1 <= quality["mean"]["pearson"] <= 1, quality
+            assert all(0 <= q["top5"] <= 1 and q["rows"] >= 2 for q in quality["tasks"].values()), quality
+    assert any(t["model_default_tasks"] for t in tuning.values()), tuning  # the model's compile default ran too
+    assert "Pearson" in (out / "summary.txt").read_text()
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
     assert records and all(r["device"].startswith("pocl-cpu|") for r in records)
     assert not [p for p in out.rglob("*") if p.name.endswith((".clbin", ".npz"))], "only results come back"

@@ -293,7 +293,8 @@ def tiled_family(name: str, op: str, knobs: dict, handles, default_config, rule_
         return (op, found) if found is not None and handles(found.workload) else None
 
     return Family(name, knobs, conv_match(find, schedule_tiled), default_config,
-                  lambda wl, config, target: validate(config, knobs, target), rule_name)
+                  lambda wl, config, target: validate(config, knobs, target), rule_name, view="direct",
+                  launch=tiled_launch)
 
 
 def tile_registers(wl: ConvWorkload, cfg: dict, lanes: int = 1) -> int:

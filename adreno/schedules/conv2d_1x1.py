@@ -145,4 +145,4 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
 
 # a record from before split-K measured the whole reduction in one work-item
 FAMILY = Family("conv2d_1x1", KNOBS, _conv.conv_match(_match, schedule, {"threads_k": 1}), default_config,
-                check_config, "Conv2d1x1Gemm")
+                check_config, "Conv2d1x1Gemm", view="gemm_1x1", launch=_launch)
