@@ -92,8 +92,6 @@ class Family:
                  if matched.knobs is None or k in matched.knobs}
         if tuned:
             tuned = {**matched.older_records, **tuned}
-        else:  # compile's `TunedConfigs` may rank the space for a better default (`adreno.ranked_defaults`)
-            cfg = getattr(config, "default", lambda family, matched, cfg, target: cfg)(self, matched, cfg, target)
         try:
             self.check_config(matched.workload, {**cfg, **tuned}, target)
         except ValueError as err:
@@ -105,6 +103,8 @@ class Family:
             refuse(matched.key, str(err))
             tuned = {}
             self.check_config(matched.workload, cfg, target)
+        if not tuned:  # compile's `TunedConfigs` may rank the space for a better default (`adreno.ranked_defaults`)
+            cfg = getattr(config, "default", lambda family, matched, cfg, target: cfg)(self, matched, cfg, target)
         cfg.update(tuned)
         try:
             return matched.schedule(cfg)
