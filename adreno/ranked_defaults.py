@@ -12,6 +12,10 @@ trained) which config of the kernel's space it predicts fastest on the target's 
   default does: it fills the device (`occupancy.fills`), or launches at least the rule default's work-items where
   the workload is too small to fill it, and its registers leave at least the waves in flight the rule default's do
   (up to the device's `latency_waves`);
+- nor may it waste more of its work than the rule default does (its `branch_efficiency`, the useful share of the
+  outputs and reduction steps it computes, at least the rule default's): a work-group wider than the outputs it
+  covers is where TVM 0.27 drops a store guard (EfficientNet-SE's 1x1 conv on a 1x1 map with 32 work-items per
+  pixel wrote past its output: `tests/test_zoo.py` caught it);
 - the best score wins; a tie keeps the rule default. Families the model does not describe (pools, softmax, the
   Winograd transforms: no feature view or no launch) keep the rule.
 
@@ -86,7 +90,7 @@ class RankedDefaults:
 def rank(family, matched, rule: dict, target, device, limits: dict, samples: int = SAMPLES) -> Ranking | None:
     """The model's pick for the kernel `matched` of `family` (None: the model does not describe it)."""
     from .tune.cost_model.analytical import AnalyticalModel
-    from .tune.features import featurize, seen
+    from .tune.features import FEATURE_NAMES, featurize, seen
 
     started = time.perf_counter()
     workload = matched.workload
@@ -96,7 +100,10 @@ def rank(family, matched, rule: dict, target, device, limits: dict, samples: int
     knobs = {k: v for k, v in family.knobs.items() if matched.knobs is None or k in matched.knobs}
     legal = [c for c in _candidates(rule, knobs, samples, matched.key)
              if _legal(family, workload, c, target, device, rule_launch)]
-    scores = AnalyticalModel().predict(featurize(workload, legal, limits, family.view))
+    features = featurize(workload, legal, limits, family.view)
+    scores = AnalyticalModel().predict(features)
+    branch = features[:, FEATURE_NAMES.index("log_branch_efficiency")]
+    scores[branch < branch[0] - 1e-9] = -np.inf  # more wasted work than the rule default (see the module doc)
     best = int(np.argmax(scores))  # the rule default is first: a tie keeps it
     return Ranking(matched.key, family.name, legal[best], float(scores[best]), rule, float(scores[0]), len(legal),
                    time.perf_counter() - started)
