@@ -312,8 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--defaults", choices=choices(Defaults), default=None,
                    help="knobs of kernels without --records: model (the analytical cost model ranks each kernel's "
                    "space for the target's device facts and its best legal config meeting the occupancy rule is "
-                   "used; the default for GPU targets) or rule (the family's rule default; the default for "
-                   "pocl-cpu). The manifest's model_defaults lists the model's choices; records still win")
+                   "used; opt-in, not yet measured on a GPU) or rule (the family's rule default; the default). "
+                   "The manifest's model_defaults lists the model's choices; records still win")
     p.add_argument("--image-max", type=int, metavar="PIXELS",
                    help="largest image width/height to use, e.g. a local check device's (PoCL: 8192): wider tensors "
                    "take another image scope or stay buffers (default: the target's limits, within 8192 where an "

@@ -80,8 +80,8 @@ def _parse(kind: type[enum.Enum], value, flag: str):
 class CompileOptions:
     """What to compile for. `memory` None: `adreno.records.default_memory` of the records (texture unless they are
     all buffer kernels); `winograd` None: auto with our schedules, off with TVM's. Under off and auto, a conv's tuned
-    layout record (`records`) decides instead. `defaults` None: "model" for a GPU target, "rule" for a CPU one
-    (PoCL: the rule's big register tiles are what was measured there)."""
+    layout record (`records`) decides instead. `defaults` None: "rule" (model-ranked defaults are opt-in until a GPU
+    has measured them: one of them crashed PoCL, see README)."""
 
     target: str = "adreno-740"
     host: Host = Host.ANDROID
@@ -124,5 +124,5 @@ class CompileOptions:
 
         memory = self.memory or Memory(default_memory(record_keys))
         winograd = self.winograd or (Winograd.AUTO if self.schedules is Schedules.ADRENO else Winograd.OFF)
-        defaults = self.defaults or (Defaults.MODEL if self.device().device_class == "gpu" else Defaults.RULE)
+        defaults = self.defaults or Defaults.RULE
         return replace(self, memory=memory, winograd=winograd, defaults=defaults)

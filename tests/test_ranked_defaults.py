@@ -56,7 +56,8 @@ def _cli(*args, timeout=600):
 
 
 def _compile_and_check(out, memory):
-    _cli("compile", "resnet18_block", "--host", "native", "--memory", memory, "-o", str(out), "-q")
+    _cli("compile", "resnet18_block", "--host", "native", "--memory", memory, "-o", str(out), "-q",
+         "--defaults", "model")
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["defaults"] == "model"
     ranked = manifest["model_defaults"]
@@ -78,13 +79,12 @@ def test_model_defaults_compile_and_check_on_buffers_and_records_win(tmp_path):
     key, choice = next((k, v) for k, v in ranked.items() if v["config"] != v["rule"])
     Database(tmp_path / "r.jsonl").append([Record(key, "test-device", choice["rule"], seconds=[1e-3])])
     _cli("compile", "resnet18_block", "--host", "native", "--memory", "buffer", "-o", str(tuned_out), "-q",
-         "--records", str(tmp_path / "r.jsonl"))
+         "--records", str(tmp_path / "r.jsonl"), "--defaults", "model")
     manifest = json.loads((tuned_out / "manifest.json").read_text())
     assert manifest["tuned_kernels"] == 1 and key not in manifest["model_defaults"]["kernels"]
-    _cli("compile", "resnet18_block", "--host", "native", "--memory", "buffer", "-o", str(rule_out), "-q",
-         "--defaults", "rule")
+    _cli("compile", "resnet18_block", "--host", "native", "--memory", "buffer", "-o", str(rule_out), "-q")
     manifest = json.loads((rule_out / "manifest.json").read_text())
-    assert manifest["defaults"] == "rule" and manifest["model_defaults"] is None
+    assert manifest["defaults"] == "rule" and manifest["model_defaults"] is None  # the default
     # the tuned knobs (the rule's) give the rule's kernels, not the model's
     sources = [{p.name: p.read_text() for p in (out / "kernels").iterdir()} for out in (tuned_out, rule_out, model_out)]
     assert sources[0] == sources[1] != sources[2]

@@ -21,10 +21,9 @@ convs `conv2d_1x1`; the tvm column: TVM's schedules on the texture path) and tim
 
 For a machine without TVM (e.g. a GPU box that has only pyopencl, numpy and torch), split the run in two:
 `--prepare DIR` (here) compiles the columns of `PREPARED` for every layer: ours on buffers (adreno) and on textures
-(texture), the same with the families' rule defaults (rule, rule_tex: for a GPU target adreno/texture get the
-analytical model's ranked defaults, `--defaults model`), Winograd F(2x2)/F(4x4) on buffers (f2, f4) and textures
-(f2_tex, f4_tex) for 3x3 stride-1 layers, and TVM's defaults (tvm). Each is checked on PoCL against onnxruntime
-with the layer's weights, then travels light
+(texture), the same with the analytical model's ranked defaults (model, model_tex: `--defaults model`),
+Winograd F(2x2)/F(4x4) on buffers (f2, f4) and textures (f2_tex, f4_tex) for 3x3 stride-1 layers, and TVM's
+defaults (tvm). Each is checked on PoCL against onnxruntime with the layer's weights, then travels light
 (`adreno.measure.travel_light`: seeded params regenerated there and checked by checksum, no host library) with its
 PoCL output on those params as its reference (sampled, `adreno.measure.save_reference`); the layer's input and raw
 weights (naive, torch columns) are regenerated there from their seed, checked against onnxruntime's output.
@@ -130,11 +129,11 @@ def checksum(array: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()[:16]
 
 
-# The compiled columns of a prepared run: (schedules, memory, winograd, --defaults: None = the target's); f2/f4 only
-# for Winograd-eligible layers; rule/rule_tex: the families' rule defaults beside adreno/texture's (for a GPU target:
-# the analytical model's ranked defaults), so a GPU run says which is faster per layer.
+# The compiled columns of a prepared run: (schedules, memory, winograd, --defaults: None = the rule's); f2/f4 only
+# for Winograd-eligible layers; model/model_tex: the analytical model's ranked defaults beside adreno/texture's rule
+# defaults, so a GPU run says which is faster per layer.
 PREPARED = {"adreno": ("adreno", "buffer", "off", None), "texture": ("adreno", "texture", "off", None),
-            "rule": ("adreno", "buffer", "off", "rule"), "rule_tex": ("adreno", "texture", "off", "rule"),
+            "model": ("adreno", "buffer", "off", "model"), "model_tex": ("adreno", "texture", "off", "model"),
             "f2": ("adreno", "buffer", "f2", None), "f4": ("adreno", "buffer", "f4", None),
             "f2_tex": ("adreno", "texture", "f2", None), "f4_tex": ("adreno", "texture", "f4", None),
             "tvm": ("tvm", "buffer", "off", None)}
