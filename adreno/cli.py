@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import AdrenoError
-from .options import Host, Memory, Precision, Schedules, Winograd, choices
+from .options import Defaults, Host, Memory, Precision, Schedules, Winograd, choices
 
 EPILOG = """examples:
   adreno models
@@ -101,7 +101,8 @@ def cmd_compile(args) -> int:
     options = CompileOptions(target=args.target, host=args.host, cc=args.cc,
                              input_shapes=_parse_shapes(args.input_shape),
                              memory=args.memory, precision=args.precision, schedules=args.schedules,
-                             records=args.records, winograd=args.winograd, image_max=args.image_max)
+                             records=args.records, winograd=args.winograd, image_max=args.image_max,
+                             defaults=args.defaults)
     bind = read_bind(args.bind)
     progress = Progress(not (args.json or args.quiet))
     started = time.perf_counter()
@@ -315,6 +316,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "where both channel counts are >= 64 and the output is >= 7x7; the default), f2/f4 (every "
                    "eligible conv), off (direct convs; the default with --schedules tvm). Tuned layout records, and "
                    "tuned direct kernels, override auto and off per conv")
+    p.add_argument("--defaults", choices=choices(Defaults), default=None,
+                   help="knobs of kernels without --records: model (the analytical cost model ranks each kernel's "
+                   "space for the target's device facts and its best legal config meeting the occupancy rule is "
+                   "used; opt-in, not yet measured on a GPU) or rule (the family's rule default; the default). "
+                   "The manifest's model_defaults lists the model's choices; records still win")
     p.add_argument("--image-max", type=int, metavar="PIXELS",
                    help="largest image width/height to use, e.g. a local check device's (PoCL: 8192): wider tensors "
                    "take another image scope or stay buffers (default: the target's limits, within 8192 where an "

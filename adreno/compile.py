@@ -56,8 +56,12 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     empty = EmptyTensors()
     mod = to_relax(onnx_model, options.input_shapes, empty)
     tuned = tuned_configs(options.records, options.precision)
-    options = options.resolved(tuned)  # memory and Winograd decided; checked again (fp16 needs textures)
+    options = options.resolved(tuned)  # memory, Winograd and defaults decided; checked again (fp16 needs textures)
     memory, winograd, host = options.memory, options.winograd, options.host
+    if options.defaults == "model" and options.schedules == "adreno":
+        from .ranked_defaults import RankedDefaults
+
+        tuned.ranker = RankedDefaults(device)
     tvm_target = targets.tvm_target(device, host=host)
     refusals, lowered, plan, sources, params = [], None, None, {}, {}
     if mod is None:
@@ -69,6 +73,10 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
                               winograd=winograd, refusals=refusals)
         for refusal in refusals:
             say(f"fallback: {refusal}; TVM's schedule runs it")
+        ranked = tuned.ranker.summary() if tuned.ranker else None
+        if ranked:
+            say(f"defaults: {ranked['ranked']} kernels ranked by the analytical model, {ranked['changed']} differ "
+                f"from the rule (slowest ranking {ranked['max_seconds']:.2f} s)")
         say("extracting the launch plan")
         plan, sources, params = extract_plan(lowered, tvm_target, memory=memory, device=device,
                                              precision=options.precision)
@@ -94,6 +102,8 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "tvm_target": str(tvm_target),
             "memory": memory,
             "winograd": winograd,
+            "defaults": options.defaults,
+            "model_defaults": ranked,
             "precision": options.precision,
             "textures": plan.texture_summary(),
             "schedules": options.schedules,

@@ -47,6 +47,14 @@ class Schedules(enum.StrEnum):
     NONE = "none"
 
 
+class Defaults(enum.StrEnum):
+    """How a kernel without tuning records gets its knobs: ranked by the analytical cost model over its space
+    (`adreno.ranked_defaults`), or the family's rule (`Family.default_config`, the occupancy rule)."""
+
+    MODEL = "model"
+    RULE = "rule"
+
+
 class Host(enum.StrEnum):
     """What the host library is built for: an aarch64 Android phone, or this machine."""
 
@@ -72,7 +80,8 @@ def _parse(kind: type[enum.Enum], value, flag: str):
 class CompileOptions:
     """What to compile for. `memory` None: `adreno.records.default_memory` of the records (texture unless they are
     all buffer kernels); `winograd` None: auto with our schedules, off with TVM's. Under off and auto, a conv's tuned
-    layout record (`records`) decides instead."""
+    layout record (`records`) decides instead. `defaults` None: "rule" (model-ranked defaults are opt-in until a GPU
+    has measured them: one of them crashed PoCL, see README)."""
 
     target: str = "adreno-740"
     host: Host = Host.ANDROID
@@ -83,6 +92,7 @@ class CompileOptions:
     schedules: Schedules = Schedules.ADRENO
     records: str | None = None
     winograd: Winograd | None = None
+    defaults: Defaults | None = None
     # the largest image width/height to use (a local check device's, e.g. 4096): wider tensors take another image
     # scope or stay buffers; None: the target's limits (within 8192 where a scope fits, see adreno/layout.py)
     image_max: int | None = None
@@ -90,7 +100,7 @@ class CompileOptions:
     def __post_init__(self):
         for name, kind, flag in (("host", Host, "--host"), ("memory", Memory, "--memory"),
                                  ("precision", Precision, "--precision"), ("schedules", Schedules, "--schedules"),
-                                 ("winograd", Winograd, "--winograd")):
+                                 ("winograd", Winograd, "--winograd"), ("defaults", Defaults, "--defaults")):
             object.__setattr__(self, name, _parse(kind, getattr(self, name), flag))
         if self.image_max is not None and self.image_max < 1:
             raise AdrenoError(f"--image-max must be a positive number of pixels, not {self.image_max}")
@@ -108,10 +118,11 @@ class CompileOptions:
                        image2d_max_height=min(device.image2d_max_height, self.image_max))
 
     def resolved(self, record_keys=()) -> CompileOptions:
-        """These options with `memory` and `winograd` decided (`record_keys`: the tuned workload keys), checked
-        again as new options are."""
+        """These options with `memory`, `winograd` and `defaults` decided (`record_keys`: the tuned workload keys),
+        checked again as new options are."""
         from .records import default_memory
 
         memory = self.memory or Memory(default_memory(record_keys))
         winograd = self.winograd or (Winograd.AUTO if self.schedules is Schedules.ADRENO else Winograd.OFF)
-        return replace(self, memory=memory, winograd=winograd)
+        defaults = self.defaults or Defaults.RULE
+        return replace(self, memory=memory, winograd=winograd, defaults=defaults)

@@ -254,6 +254,7 @@ class TunedConfigs(dict):
 
     def __init__(self, configs: dict | None = None, skipped: int = 0):
         super().__init__(configs or {})
+        self.ranker = None  # `adreno.ranked_defaults.RankedDefaults` under `--defaults model`
         self.used: set[str] = set()
         self.skipped = skipped  # record lines not applied: malformed (the database skips them) or outside the space
         self.refused: dict[str, str] = {}  # key -> why a schedule refused its tuned knobs
@@ -273,6 +274,10 @@ class TunedConfigs(dict):
         if key in self:
             self.used.add(key)
         return super().get(key, default)
+
+    def default(self, family, matched, rule: dict, target) -> dict:
+        """The knobs of a kernel without tuned ones: the family's `rule` default, or the ranker's pick."""
+        return rule if self.ranker is None else self.ranker(family, matched, rule, target)
 
     def refuse(self, key: str, reason: str) -> None:
         """A schedule's check refused the tuned knobs of `key` (`Family.apply`): drop them, so the defaults apply

@@ -43,7 +43,7 @@ def test_prepare_is_small_and_complete(bundle, tmp_path):
     assert not list(root.rglob("lib.so")) and not list(root.rglob("lib.tar"))
     # conv columns of the quick layer (3x3 stride 1: Winograd columns too) and three whole-model variants
     assert {p.name for p in travelling if p.parent.parent.parent.name == "conv"} == {
-        "adreno", "texture", "f2", "f4", "f2_tex", "f4_tex", "tvm"}
+        "adreno", "texture", "model", "model_tex", "f2", "f4", "f2_tex", "f4_tex", "tvm"}
     assert {p.name for p in travelling if p.parent.name == "whole"} == {"tiny-buffer", "tiny-texture", "tiny-fp16"}
     for artifact in travelling:
         restore_params(artifact)
@@ -68,7 +68,8 @@ def test_dry_run_on_pocl(bundle, no_tvm_path, tmp_path):
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     conv = summary["conv"]["resnet18_block"]
-    for ratio in ("adreno/naive", "texture/adreno", "f2/adreno", "f4/adreno", "f2_tex/texture", "f4_tex/texture"):
+    for ratio in ("adreno/naive", "texture/adreno", "model/adreno", "model_tex/texture", "f2/adreno", "f4/adreno",
+                  "f2_tex/texture", "f4_tex/texture"):
         assert conv["ratios"][ratio] > 0, ratio
     whole = summary["whole"]["tiny"]["variants"]
     assert set(whole) == {"buffer", "texture", "fp16"}
@@ -77,6 +78,14 @@ def test_dry_run_on_pocl(bundle, no_tvm_path, tmp_path):
     tuning = summary["tuning"]
     assert set(tuning) == {"tiny-texture", "tiny-buffer"}
     assert all(t["ok"] >= t["tasks"] for t in tuning.values()), tuning
+    # the cost models' scores stored at export, against the measured times: Pearson and top-5 per task
+    for t in tuning.values():
+        assert set(t["model_quality"]) == {"analytical", "learned"}, t["model_quality"]
+        for quality in t["model_quality"].values():
+            assert quality["tasks"] and -1 <= quality["mean"]["pearson"] <= 1, quality
+            assert all(0 <= q["top5"] <= 1 and q["rows"] >= 2 for q in quality["tasks"].values()), quality
+    assert any(t["model_default_tasks"] for t in tuning.values()), tuning  # the model's compile default ran too
+    assert "Pearson" in (out / "summary.txt").read_text()
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
     assert records and all(r["device"].startswith("pocl-cpu|") for r in records)
     assert not [p for p in out.rglob("*") if p.name.endswith((".clbin", ".npz"))], "only results come back"

@@ -283,7 +283,7 @@ def _run_conv(case: Conv, tmp_path, device, precision="fp32", config=None):
         Database(records).append([Record(case.key(), "pocl", config, seconds=[1e-3])])
     artifact = Artifact.load(compile_model(model, tmp_path / "art", CompileOptions(  # direct convs: no Winograd
         memory="texture", host="native", precision=precision, records=str(records) if records else None,
-        winograd="off")))
+        winograd="off", defaults="rule")))  # the rule's knobs: what `Conv.config` says the kernel holds
     x = np.random.default_rng(1).standard_normal((case.n, case.c, case.hw, case.hw)).astype(np.float32)
     out = Executor(artifact, device=device).run([x])[0]
     return artifact, out, _numpy_conv_relu(x, w, b, case), next(s for s in artifact.plan.steps if s.op == "conv2d")

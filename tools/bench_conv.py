@@ -21,8 +21,9 @@ convs `conv2d_1x1`; the tvm column: TVM's schedules on the texture path) and tim
 
 For a machine without TVM (e.g. a GPU box that has only pyopencl, numpy and torch), split the run in two:
 `--prepare DIR` (here) compiles the columns of `PREPARED` for every layer: ours on buffers (adreno) and on textures
-(texture), Winograd F(2x2)/F(4x4) on buffers (f2, f4) and textures (f2_tex, f4_tex) for 3x3 stride-1 layers, and
-TVM's defaults (tvm). Each is checked on PoCL against onnxruntime with the layer's weights, then travels light
+(texture), the same with the analytical model's ranked defaults (model, model_tex: `--defaults model`),
+Winograd F(2x2)/F(4x4) on buffers (f2, f4) and textures (f2_tex, f4_tex) for 3x3 stride-1 layers, and TVM's
+defaults (tvm). Each is checked on PoCL against onnxruntime with the layer's weights, then travels light
 (`adreno.measure.travel_light`: seeded params regenerated there and checked by checksum, no host library) with its
 PoCL output on those params as its reference (sampled, `adreno.measure.save_reference`); the layer's input and raw
 weights (naive, torch columns) are regenerated there from their seed, checked against onnxruntime's output.
@@ -128,11 +129,14 @@ def checksum(array: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()[:16]
 
 
-# The compiled columns of a prepared run: (schedules, memory, winograd); f2/f4 only for Winograd-eligible layers.
-PREPARED = {"adreno": ("adreno", "buffer", "off"), "texture": ("adreno", "texture", "off"),
-            "f2": ("adreno", "buffer", "f2"), "f4": ("adreno", "buffer", "f4"),
-            "f2_tex": ("adreno", "texture", "f2"), "f4_tex": ("adreno", "texture", "f4"),
-            "tvm": ("tvm", "buffer", "off")}
+# The compiled columns of a prepared run: (schedules, memory, winograd, --defaults: None = the rule's); f2/f4 only
+# for Winograd-eligible layers; model/model_tex: the analytical model's ranked defaults beside adreno/texture's rule
+# defaults, so a GPU run says which is faster per layer.
+PREPARED = {"adreno": ("adreno", "buffer", "off", None), "texture": ("adreno", "texture", "off", None),
+            "model": ("adreno", "buffer", "off", "model"), "model_tex": ("adreno", "texture", "off", "model"),
+            "f2": ("adreno", "buffer", "f2", None), "f4": ("adreno", "buffer", "f4", None),
+            "f2_tex": ("adreno", "texture", "f2", None), "f4_tex": ("adreno", "texture", "f4", None),
+            "tvm": ("tvm", "buffer", "off", None)}
 
 
 def eligible(layer: Layer, winograd: str) -> bool:
@@ -175,14 +179,14 @@ def prepare(model_name: str, layers: list[Layer], out: Path, columns: list[str],
         save_reference(ldir / "ref.npz", [ref])
         prepared = {}
         for col in columns:
-            schedules, memory, winograd = PREPARED[col]
+            schedules, memory, winograd, defaults = PREPARED[col]
             if not eligible(layer, winograd):
                 continue
             adir = ldir / col
             tol = TOL if winograd == "off" else WINOGRAD_TOL
             try:
                 compile_model(model, adir, CompileOptions(target=target, schedules=schedules, memory=memory,
-                                                          winograd=winograd))
+                                                          winograd=winograd, defaults=defaults))
                 ex = Executor(adir, "pocl")
                 err = max_error(ex.run([p["x"]])[0], ref)
                 if err > tol:

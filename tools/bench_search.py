@@ -228,7 +228,6 @@ def transfer_runs(ctx, tasks, seeds, runs, started) -> dict:
     across workloads (the last task, from this run's records of the others)."""
     from adreno.records import Database
     from adreno.tune.cost_model import TransferModel
-    from adreno.tune.features import featurize
 
     args, fingerprint = ctx["args"], ctx["fingerprint"]
     if args.transfer_from:
@@ -251,7 +250,7 @@ def transfer_runs(ctx, tasks, seeds, runs, started) -> dict:
         for t in source_tasks:
             mine = [r for r in records if r.workload == t.key]
             if mine:
-                x.append(featurize(t.workload, [r.config for r in mine], ctx["limits"]))
+                x.append(t.featurize([r.config for r in mine], ctx["limits"]))
                 s += [r.median for r in mine]
                 g += [t.key] * len(mine)
         if not x:
@@ -280,7 +279,6 @@ def quality_section(ctx, tasks, record_paths, splits: int = 5) -> dict:
     """Cost models trained on 70% of the distinct (task, config) rows of every task and scored on the other 30%,
     averaged over `splits` random splits (seeds 0..splits-1): one split moves Pearson by several hundredths."""
     from adreno.tune.cost_model import AnalyticalModel, RandomModel, make_model, ranking_quality
-    from adreno.tune.features import featurize
 
     rows = dedupe(load_records(record_paths, ctx["fingerprint"]))
     per_task = {}
@@ -299,7 +297,7 @@ def quality_section(ctx, tasks, record_paths, splits: int = 5) -> dict:
             for part, idx in (("train", order[:n_train]), ("test", order[n_train:])):
                 if len(idx) == 0:
                     continue
-                split[part][0].append(featurize(task.workload, [items[i][0] for i in idx], ctx["limits"]))
+                split[part][0].append(task.featurize([items[i][0] for i in idx], ctx["limits"]))
                 split[part][1].extend(items[i][1] for i in idx)
                 split[part][2].extend([task.key] * len(idx))
         if not split["train"][0] or not split["test"][0]:

@@ -7,7 +7,8 @@
 `prepare` writes DIR/payload.tar.xz (every artifact, kernel sources included, compressed) and DIR/bundle.json (its
 checksum, what it holds, how long preparing took):
   conv/<model>/       `tools/bench_conv.py --prepare`: every distinct conv layer, the compiled columns (ours on
-                      buffers and textures, Winograd F(2x2)/F(4x4) on both, TVM's defaults)
+                      buffers and textures with rule and model-ranked defaults, Winograd F(2x2)/F(4x4) on both,
+                      TVM's defaults)
   whole/<model>-<v>/  the whole model compiled three ways (v: buffer, texture, fp16 images), each checked on PoCL
                       against onnxruntime, then travelling light (`adreno.measure.travel_light`) with its PoCL output
                       on the seeded params as reference
@@ -17,7 +18,9 @@ checksum, what it holds, how long preparing took):
 the whole models (cold program build, warm start through the program cache, device and wall time) beside torchvision's
 same architectures on cuDNN eager and with CUDA graphs; the tuning batches (`adreno.measure`, within what is left of
 --budget-s) merged into OUT/records.jsonl (keyed by the GPU's fingerprint; `adreno compile --records` takes it as it
-is); and OUT/summary.txt + summary.json with every ratio the goals use. Everything it writes goes to OUT.
+is), with each cost model's ranking quality per task (Pearson, Spearman, top-1/top-5 recall of the scores stored
+at export against the measured times); and OUT/summary.txt + summary.json with every ratio the goals use. Everything
+it writes goes to OUT.
 --quick (the CI dry run): one conv layer (ResNet-18's 64@56 3x3), the zoo's tiny model, two candidates per task.
 """
 
@@ -243,8 +246,9 @@ def run_torch_models(models, repeat: int) -> dict:
 
 def run_batches(work: Path, bundle: dict, device_spec: str, out: Path, budget_s: float) -> dict:
     """Measure the tuning batches within `budget_s` in all; merge their records into OUT/records.jsonl."""
-    from adreno.measure import measure_batch
+    from adreno.measure import measure_batch, read_manifest
     from adreno.records import Database
+    from adreno.tune.batch import model_quality
 
     started, results = time.perf_counter(), {}
     merged = Database(out / "records.jsonl")
@@ -258,27 +262,33 @@ def run_batches(work: Path, bundle: dict, device_spec: str, out: Path, budget_s:
         merged.append(records)
         if (batch / "records.jsonl").is_file():  # nothing measured within the budget: no file
             shutil.copyfile(batch / "records.jsonl", out / f"batch_{entry['name']}.records.jsonl")
-        results[entry["name"]] = {**summary, "tuned_vs_default": tuned_vs_default(records)}
+        results[entry["name"]] = {**summary, "tuned_vs_default": tuned_vs_default(records),
+                                  "model_quality": model_quality(read_manifest(batch), records)}
         print(f"batch {entry['name']}: {json.dumps(results[entry['name']])}", flush=True)
     return results
 
 
 def tuned_vs_default(records) -> dict:
-    """Per task: default ms, best ms and their ratio, from a batch's records; plus the geomean of the ratios."""
+    """Per task: default ms, best ms and their ratio, from a batch's records; plus the geomean of the ratios, and of
+    the rule default's ms over the model-ranked default's (`adreno compile --defaults model`) where both ran."""
     tasks = {}
     for r in records:
-        t = tasks.setdefault(r.workload, {"default_ms": None, "best_ms": None, "ok": 0, "measured": 0})
+        t = tasks.setdefault(r.workload, {"default_ms": None, "model_default_ms": None, "best_ms": None, "ok": 0,
+                                          "measured": 0})
         t["measured"] += 1
         if r.ok:
             t["ok"] += 1
             ms = r.median * 1e3
             t["best_ms"] = ms if t["best_ms"] is None else min(t["best_ms"], ms)
-            if r.extra.get("source") == "default":
-                t["default_ms"] = ms
+            if r.extra.get("source") in ("default", "model-default"):
+                t[f"{r.extra['source'].replace('-', '_')}_ms"] = ms
     ratios = [t["default_ms"] / t["best_ms"] for t in tasks.values() if t["default_ms"] and t["best_ms"]]
+    model = [t["default_ms"] / t["model_default_ms"] for t in tasks.values()
+             if t["default_ms"] and t["model_default_ms"]]
     return {"tasks": len(tasks), "candidates": sum(t["measured"] for t in tasks.values()),
             "ok": sum(t["ok"] for t in tasks.values()), "geomean_speedup": geomean(ratios),
-            "max_speedup": max(ratios, default=None)}
+            "max_speedup": max(ratios, default=None), "model_default_speedup": geomean(model),
+            "model_default_faster": sum(r > 1 for r in model), "model_default_tasks": len(model)}
 
 
 def geomean(values) -> float | None:
@@ -289,8 +299,8 @@ def geomean(values) -> float | None:
 def summarize(conv: dict, whole: dict, torch_models: dict, batches: dict, device: str) -> tuple[dict, str]:
     """Every ratio the goals use; ratios > 1 mean the numerator is faster (a time ratio inverted)."""
     pairs = [("adreno", "torch"), ("texture", "torch"), ("adreno", "naive"), ("texture", "naive"),
-             ("adreno", "tvm"), ("texture", "adreno"), ("f2", "adreno"), ("f4", "adreno"),
-             ("f2_tex", "texture"), ("f4_tex", "texture")]
+             ("adreno", "tvm"), ("texture", "adreno"), ("model", "adreno"), ("model_tex", "texture"), ("f2", "adreno"),
+             ("f4", "adreno"), ("f2_tex", "texture"), ("f4_tex", "texture")]
     summary = {"device": device, "conv": {}, "whole": {}, "tuning": {}}
     lines = [f"device: {device}", "", "conv layers: geomean speed ratios per layer (>1: the first is faster)"]
     for model, table in conv.items():
@@ -323,13 +333,23 @@ def summarize(conv: dict, whole: dict, torch_models: dict, batches: dict, device
             lines.append(f"  {model:<12} torch    eager {t['eager_ms']:.3f} ms, CUDA graphs {t['cudagraph_ms']:.3f} "
                          f"ms; our best vs eager {row.get('vs_torch_eager', 0):.2f}x, vs graphs "
                          f"{row.get('vs_torch_cudagraph', 0):.2f}x")
-    lines += ["", "tuning batches: tuned/default (geomean over tasks of default ms / best ms)"]
+    lines += ["", "tuning batches: tuned/default (geomean over tasks of default ms / best ms); cost models' "
+              "ranking of the measured candidates (mean over tasks of Pearson, top-5 recall)"]
     for name, b in batches.items():
         t = b["tuned_vs_default"]
-        summary["tuning"][name] = t
+        summary["tuning"][name] = {**t, "model_quality": b["model_quality"]}
         speed = f"{t['geomean_speedup']:.2f}x (max {t['max_speedup']:.2f}x)" if t["geomean_speedup"] else "-"
         lines.append(f"  {name:<22} {t['candidates']} measured ({t['ok']} ok) of {t['tasks']} tasks, "
                      f"{b['unmeasured']} left: {speed}")
+        if t["model_default_tasks"]:
+            lines.append(f"    model-ranked default vs rule default: {t['model_default_speedup']:.2f}x geomean, "
+                         f"faster on {t['model_default_faster']} of {t['model_default_tasks']} tasks")
+        for model, quality in b["model_quality"].items():
+            mean = quality["mean"]
+            lines.append(f"    {model:<18} " + (f"Pearson {mean['pearson']:.3f}, top-5 {mean['top5']:.2f} over "
+                                              f"{len(quality['tasks'])} tasks" if quality["tasks"] else "no task"))
+            lines += [f"      {key[:60]:<60} Pearson {q['pearson']:+.3f} top-5 {q['top5']:.2f} ({q['rows']} rows)"
+                      for key, q in quality["tasks"].items()]
     return summary, "\n".join(lines) + "\n"
 
 

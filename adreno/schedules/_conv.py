@@ -308,7 +308,7 @@ def tiled_family(name: str, op: str, knobs: dict, handles, default_config, rule_
         return config
 
     return Family(name, knobs, conv_match(find, schedule_tiled, older_records), default_config, check_config,
-                  rule_name)
+                  rule_name, view="direct", launch=tiled_launch)
 
 
 def staged_tiles(wl: ConvWorkload, cfg: dict) -> list[tuple[int, ...]]:

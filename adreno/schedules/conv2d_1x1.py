@@ -184,4 +184,4 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
 # unstaged GEMM
 OLDER_RECORDS = {"threads_k": 1, **staging_image.OLDER_RECORDS}
 FAMILY = Family("conv2d_1x1", KNOBS, _conv.conv_match(_match, schedule, OLDER_RECORDS), default_config, check_config,
-                "Conv2d1x1Gemm")
+                "Conv2d1x1Gemm", view="gemm_1x1", launch=_launch)

@@ -238,4 +238,5 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
 
 
 FAMILY = Family("conv2d_texture", KNOBS, _conv.conv_match(match_packed, schedule, staging_image.OLDER_RECORDS),
-                default_config, check_config, "Conv2dTexture")
+                default_config, check_config, "Conv2dTexture", view="texture",
+                launch=lambda wl, cfg: _launch(replace(wl, o=wl.o // LANES), cfg))

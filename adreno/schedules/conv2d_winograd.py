@@ -349,7 +349,13 @@ def _schedule_stage(sch, blocks, stage: str, cfg: dict):
     return _schedule_output(sch, blocks, cfg, _tile_of(sch, blocks))
 
 
-FAMILY = Family("conv2d_winograd", KNOBS, match, default_config, check_config, "Conv2dWinograd")
+def _launch(wl, cfg: dict) -> occupancy.Launch:
+    gemm = base_stage(wl[0]) == "winograd_batch_gemm"
+    return _gemm_launch(wl, cfg) if gemm else _transform_launch(wl, cfg)
+
+
+FAMILY = Family("conv2d_winograd", KNOBS, match, default_config, check_config, "Conv2dWinograd", view="winograd",
+                launch=_launch)
 
 
 def layout_config_in_space(key: str, config: dict) -> bool:

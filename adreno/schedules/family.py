@@ -49,12 +49,17 @@ class Matched:
 class Family:
     """One schedule family (see the module docstring): `name` (what tasks and records call it), `knobs` (knob ->
     choices: the tuner's space), `match(func) -> Matched | None`, `default_config(workload, target) -> dict`,
-    `check_config(workload, config, target) -> config` (ValueError outside the space) and the dlight rule's name."""
+    `check_config(workload, config, target) -> config` (ValueError outside the space) and the dlight rule's name.
+    `view`: the name of the cost model's feature view of its candidates (`adreno.tune.features.VIEWS`; None: the
+    cost models do not describe it); `launch(workload, config) -> occupancy.Launch | None`: what a config launches
+    (what the occupancy rule judges; None where the family does not say)."""
 
     def __init__(self, name: str, knobs: dict[str, list], match: Callable, default_config: Callable,
-                 check_config: Callable, rule_name: str):
-        self.name, self.knobs, self.rule_name = name, knobs, rule_name
+                 check_config: Callable, rule_name: str, view: str | None = None,
+                 launch: Callable | None = None):
+        self.name, self.knobs, self.rule_name, self.view = name, knobs, rule_name, view
         self.match, self.default_config, self.check_config = match, default_config, check_config
+        self.launch = launch or (lambda workload, config: None)
 
     def __repr__(self) -> str:
         return f"Family({self.name!r})"
@@ -98,6 +103,8 @@ class Family:
             refuse(matched.key, str(err))
             tuned = {}
             self.check_config(matched.workload, cfg, target)
+        if not tuned:  # compile's `TunedConfigs` may rank the space for a better default (`adreno.ranked_defaults`)
+            cfg = getattr(config, "default", lambda family, matched, cfg, target: cfg)(self, matched, cfg, target)
         cfg.update(tuned)
         try:
             return matched.schedule(cfg)

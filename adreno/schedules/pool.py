@@ -365,4 +365,4 @@ def match(func) -> Matched | None:
     return Matched(found.workload, found.workload.key(), lambda cfg: schedule(found.sch, found, cfg))
 
 
-FAMILY = Family("pool", KNOBS, match, default_config, check_config, "Pool")
+FAMILY = Family("pool", KNOBS, match, default_config, check_config, "Pool", view="direct")  # as a depthwise conv

@@ -112,4 +112,4 @@ def match(func) -> Matched | None:
     return Matched(wl, wl.key(), lambda cfg: schedule_softmax(sch, wl, stages, epilogue, cfg))
 
 
-FAMILY = Family("reduce", KNOBS, match, default_config, check_config, "Softmax")
+FAMILY = Family("reduce", KNOBS, match, default_config, check_config, "Softmax", view="direct")  # as a pool

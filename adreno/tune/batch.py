@@ -32,9 +32,14 @@ from ..records import Database
 
 
 def _candidates(tuner, state, k: int, seed: int) -> list[tuple[str, dict]]:
-    """(source, config) of up to k new candidates of one task: seeds, model picks (half the rest), random ones."""
+    """(source, config) of up to k new candidates of one task: seeds, the compile default the analytical model ranks
+    best ("model-default", `adreno compile --defaults model`), model picks (half the rest), random ones."""
     chosen = [c for c in state.seeds if c not in state.measured and state.space.is_valid(c)][:k]
     sources = ["default"] * len(chosen)
+    ranked = _model_default(state)
+    if ranked is not None and ranked not in chosen and ranked not in state.measured and len(chosen) < k:
+        chosen.append(ranked)
+        sources.append("model-default")
     picks = tuner._propose(state, (k - len(chosen) + 1) // 2, state.measured | set(chosen))
     chosen += picks
     sources += ["model"] * len(picks)
@@ -47,6 +52,24 @@ def _candidates(tuner, state, k: int, seed: int) -> list[tuple[str, dict]]:
             chosen.append(candidate)
             sources.append("random")
     return [(s, state.space.config(c)) for s, c in zip(sources, chosen)]
+
+
+def _model_default(state):
+    """The candidate `adreno compile --defaults model` would use for the task (None: the model keeps the rule, or
+    the task is a layout task, whose layout the rule picks)."""
+    from ..ranked_defaults import RankedDefaults
+    from ..schedules.family import Matched
+    from ..target import device_of, tvm_target
+    from .layout_task import LAYOUT
+
+    task = state.task
+    if task.family == LAYOUT:
+        return None
+    target = tvm_target(task.target_name)
+    rule = task.default_config(target)
+    ranked = RankedDefaults(device_of(target))(task.schedule_family, Matched(task.workload, task.key, None), rule,
+                                               target)
+    return None if ranked == rule else state.space.candidate(ranked)
 
 
 def export_batch(model, out: Path, *, target: str = "adreno-740", memory: str = "texture", precision: str = "fp32",
@@ -86,9 +109,11 @@ def export_batch(model, out: Path, *, target: str = "adreno-740", memory: str = 
                                       "weight": task.weight, "precision": task.precision, "seed": seed,
                                       "inputs": [{**s, "sha": digest(a)} for s, a in zip(task.input_specs(), inputs)],
                                       "reference": f"T{index}.npz"})
+            predicted = _predicted(tuner, task, [c for _, c in picks])
             for number, ((source, config), built) in enumerate(zip(picks, builder.build(task, [c for _, c in picks]))):
                 entry = {"id": f"T{index}-{number}", "task": index, "source": source, "config": config,
-                         "artifact": f"candidates/T{index}-{number}"}
+                         "artifact": f"candidates/T{index}-{number}",
+                         "predicted": {name: float(scores[number]) for name, scores in predicted.items()}}
                 if built.artifact:
                     entry["params"] = _move_artifact(Path(built.artifact), out / entry["artifact"], out / "params")
                 else:
@@ -103,6 +128,38 @@ def export_batch(model, out: Path, *, target: str = "adreno-740", memory: str = 
     manifest["id"] = hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()[:16]
     (out / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1))
     return manifest
+
+
+def _predicted(tuner, task, configs: list[dict]) -> dict[str, np.ndarray]:
+    """The cost models' scores of a task's candidates (higher: predicted faster), so that the measuring side can
+    say how well they ranked (`model_quality`): the analytical model with its prior weights on the target's facts,
+    and the tuner's model as trained on --records (when it is another kind)."""
+    from .cost_model import AnalyticalModel
+
+    features = task.featurize(configs, tuner.limits)
+    scores = {"analytical": AnalyticalModel().predict(features)}
+    if tuner.model.name != "analytical":
+        scores[tuner.model.name] = tuner.model.predict(features)
+    return scores
+
+
+def model_quality(manifest: dict, records) -> dict:
+    """How well the scores stored at export ranked the measured candidates: per model, per task (its key) Pearson
+    of score vs -log(seconds), Spearman, top-1 and top-5 recall (`quality_per_task`; failed candidates count as the
+    task's slowest x2), and their means over the tasks. Numpy only: the measuring side has no TVM."""
+    from .cost_model.base import quality_per_task
+
+    candidates = {c["id"]: c for c in manifest["candidates"]}
+    measured = [(candidates[r.extra["candidate"]], r) for r in records if r.extra.get("candidate") in candidates]
+    out = {}
+    for name in sorted({n for c, _ in measured for n in c.get("predicted", {})}):
+        rows = [(c["predicted"][name], r.median, manifest["tasks"][c["task"]]["key"]) for c, r in measured
+                if name in c.get("predicted", {})]
+        tasks = quality_per_task(*zip(*rows)) if rows else {}
+        means = {k: round(float(np.mean([t[k] for t in tasks.values()])), 4) if tasks else None
+                 for k in ("pearson", "spearman", "top1", "top5")}
+        out[name] = {"tasks": tasks, "mean": means}
+    return out
 
 
 def _move_artifact(built: Path, final: Path, params_dir: Path) -> str | None:

@@ -50,46 +50,80 @@ channels, with tile_f, tile_x, threads_f, threads_x, tile_rc = tile_o, tile_p, t
 work_reduction = KH*KW*OH*OW*N / (alpha^2 * P) (2.25 and 4 on maps divisible by m). The transforms are seen through
 their knob `threads_t` and the layout through `tile`.
 
-A texture candidate (`adreno/schedules/conv2d_texture.py`, knobs `tile_cb threads_cb ...`) is the same register-tiled
-conv on images: `tile_cb` blocks of 4 output channels are tile_f = 4 * tile_cb, threads_cb is threads_f, and every
-read is a pixel of 4 input channels, so tile_rc = 4 (1 for depthwise, whose blocks reduce over no channel).
-Its `stage=1` keeps the input patch in registers, not local memory: local_reuse, bank_conflict and local_fit are 1.
-A 1x1 texture GEMM candidate (`adreno/schedules/conv2d_1x1.py`, knobs `tile_cb tile_p tile_k threads_cb threads_p`) is
-that conv on one row of OH*OW pixels (`pixel_row`): tile_x, threads_x = tile_p, threads_p, tile_y = threads_y = 1,
-tile_rc = 4 * tile_k.
+Split-K (`threads_k` > 1, `conv2d_1x1`): threads_k work-items of a workgroup each reduce a slice of the input
+channels, then sum their partials in local memory: wg and the launch grow by threads_k, every work-item runs
+ceil(Cg / (rc * threads_k)) reduction steps (branch_efficiency counts the ragged slice), and the final sum costs
+sync_efficiency (below). Cooperative staging (`cooperative` = 1): the workgroup loads its input patch and its
+weight tile (rc channels per step) into local memory once and every work-item reads them from there:
+    local_reuse   = wg * (py*px + vf*KH*KW) / (Py*Px + tf*vf*KH*KW)   global loads saved by sharing
+    local_fit     = min(1, L / (rc * (Py*Px + tf*vf*KH*KW) * dtype bytes))
+    occupancy    *= min(1, floor(L / that) * wg / (F / CU))            local memory limits resident workgroups
+    sync_efficiency = MACs / (MACs + barrier cost): 2 barriers per reduction step (cooperative), log2(threads_k)+1
+                      local-memory rounds of the partial sums (split-K); a barrier costs SYNC_COST MACs (estimate)
 
-`featurize(workload, configs, target_limits)` turns candidates into model rows: log of each metric, then the raw
-knob values (direct, then layout and Winograd knobs), then a few log2 workload descriptors (so a model trained
-across tasks can learn interactions).
+Features per family. Which conv a candidate describes and how its knobs map onto the direct conv's is the family's
+feature view (`Family.view` names one of `VIEWS`; a layout task has "layout" or "layout_texture"), never guessed
+from knob names:
+- "direct" (`conv2d_direct`, `depthwise`; pools and softmax, described as depthwise convs): the config as it is;
+  `stage=1` modelled as the workgroup's patch in local memory.
+- "texture" (`conv2d_texture`): the register-tiled conv on images: `tile_cb` blocks of 4 output channels are
+  tile_f = 4 * tile_cb, threads_cb is threads_f, every read is a pixel of 4 input channels, so tile_rc = 4 (1 for
+  depthwise, whose blocks reduce over no channel); its `stage=1` keeps the patch in registers, not local memory.
+- "gemm_1x1" (`conv2d_1x1`): that conv on one row of OH*OW pixels (`pixel_row`): tile_x, threads_x = tile_p,
+  threads_p, tile_y = threads_y = 1, tile_rc = 4 * tile_k, threads_k as it is.
+- "winograd" (`conv2d_winograd` stage tasks): the batched GEMM stage as the 1x1 conv it is (alpha^2 images of
+  1 x P pixels; packed: tile_o and tile_k in blocks of 4 channels); the transforms have no view (None).
+- "layout", "layout_texture" (layout tasks): `tile` 0: the direct (or texture) view; `tile` 2 or 4: the
+  Winograd GEMM seen as above, with work_reduction = direct MACs / GEMM MACs.
+
+`featurize(workload, configs, target_limits, view)` turns candidates into model rows: log of each metric, then the
+raw knob values (direct, then split-K and cooperative, then layout and Winograd knobs), then a few log2 workload
+descriptors (so a model trained across tasks can learn interactions).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 METRIC_NAMES: list[str] = ["parallelism", "occupancy", "memory_efficiency", "register_reuse", "local_reuse",
-                           "bank_conflict", "branch_efficiency", "local_fit", "registers", "work_reduction"]
+                           "bank_conflict", "branch_efficiency", "local_fit", "registers", "work_reduction",
+                           "sync_efficiency"]
 
 # The direct-conv knobs, in feature order, with the value a missing knob takes (as in `_conv.schedule_tiled`).
 KNOB_DEFAULTS: dict[str, int] = {"tile_f": 1, "tile_y": 1, "tile_x": 1, "threads_f": 1, "threads_y": 1,
                                  "threads_x": 1, "tile_rc": 1, "unroll_k": 1, "stage": 0}
+# Knobs several families share, with their value when absent: split-K work-items, cooperative local staging.
+SHARED_KNOB_DEFAULTS: dict[str, int] = {"threads_k": 1, "cooperative": 0}
 # The layout knob and the Winograd stage knobs (`adreno/schedules/conv2d_winograd.py`), with their value when absent.
 LAYOUT_KNOB_DEFAULTS: dict[str, int] = {"tile": 0, "tile_o": 1, "tile_p": 1, "threads_o": 1, "threads_p": 1,
                                         "tile_k": 1, "threads_t": 1, "split_t": 0}
 WORKLOAD_NAMES: list[str] = ["log2_out_channels", "log2_in_channels", "log2_out_pixels", "log2_kernel", "stride"]
+ROW_KNOBS = {**KNOB_DEFAULTS, **SHARED_KNOB_DEFAULTS, **LAYOUT_KNOB_DEFAULTS}
 
-FEATURE_NAMES: list[str] = ([f"log_{m}" for m in METRIC_NAMES] + list(KNOB_DEFAULTS) + list(LAYOUT_KNOB_DEFAULTS)
-                            + WORKLOAD_NAMES)
+FEATURE_NAMES: list[str] = [f"log_{m}" for m in METRIC_NAMES] + list(ROW_KNOBS) + WORKLOAD_NAMES
 METRIC_COLUMNS: list[int] = list(range(len(METRIC_NAMES)))  # where the log metrics sit in a feature row
 
 # Target values used when target_limits does not give them (compute_units is None where not public).
 DEFAULT_LIMITS = {"compute_units": 4, "max_threads": 256, "local_memory_bytes": 32768, "wave_size": 64,
                   "transaction_bytes": 64, "local_banks": 32}
+# What a workgroup barrier (or one local-memory round of a cross-thread sum) costs, in multiply-adds (an estimate:
+# tens of cycles of a wave waiting for the slowest).
+SYNC_COST = 64
 
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "int8": 1, "uint8": 1, "int32": 4}
+
+
+def device_limits(spec) -> dict:
+    """The limits these metrics read, from an `adreno.target.AdrenoDevice`; `fill_work_items` is what the occupancy
+    rule asks of a launch."""
+    from ..schedules.occupancy import required_work_items
+
+    return {"compute_units": spec.compute_units, "max_threads": spec.schedule_threads,
+            "local_memory_bytes": spec.local_memory_bytes, "wave_size": spec.wave_size,
+            "fill_work_items": required_work_items(spec)}
 
 
 def _limits(target_limits: dict | None) -> dict:
@@ -108,13 +142,14 @@ def _coalescing(width: int, spacing: int, segment: int) -> float:
     return width / (segments * segment)
 
 
-def conv_metrics(workload, config: dict, target_limits: dict | None) -> dict[str, float]:
-    """The analytical metrics of one direct-conv candidate (see the module doc for the formulas)."""
+def conv_metrics(workload, config: dict, target_limits: dict | None, stage_local: bool = True) -> dict[str, float]:
+    """The analytical metrics of one direct-conv candidate (see the module doc for the formulas). `stage_local`:
+    `stage=1` stages the patch in local memory (the direct view), else in registers (the texture view)."""
     lim = _limits(target_limits)
-    cfg = {**KNOB_DEFAULTS, **config}
+    cfg = {**KNOB_DEFAULTS, **SHARED_KNOB_DEFAULTS, **config}
     vf, vy, vx = int(cfg["tile_f"]), int(cfg["tile_y"]), int(cfg["tile_x"])
     tf, ty, tx = int(cfg["threads_f"]), int(cfg["threads_y"]), int(cfg["threads_x"])
-    rc, stage = int(cfg["tile_rc"]), int(cfg["stage"])
+    rc, stage, tk, coop = int(cfg["tile_rc"]), int(cfg["stage"]), int(cfg["threads_k"]), int(cfg["cooperative"])
     wl = workload
     sh, sw = (int(s) for s in wl.stride)
     dh, dw = (int(d) for d in wl.dilation)
@@ -124,15 +159,16 @@ def conv_metrics(workload, config: dict, target_limits: dict | None) -> dict[str
     dbytes = _DTYPE_BYTES.get(str(wl.dtype), 4)
     segment = max(1, int(lim["transaction_bytes"]) // dbytes)
     banks = int(lim["local_banks"])
+    fill = lim.get("fill_work_items") or cu * max_threads
 
-    wg = tf * ty * tx
+    wg = tf * ty * tx * tk
     blocks_f = math.ceil(wl.o / (tf * vf))
     blocks_y = math.ceil(wl.oh / (ty * vy))
     blocks_x = math.ceil(wl.ow / (tx * vx))
     n_wg = wl.n * blocks_f * blocks_y * blocks_x
     work_items = n_wg * wg
 
-    parallelism = min(1.0, work_items / (lim.get("fill_work_items") or cu * max_threads))
+    parallelism = min(1.0, work_items / fill)
     wave_fill = wg / (math.ceil(wg / wave) * wave)
     cu_balance = n_wg / (math.ceil(n_wg / cu) * cu)
     occupancy = wave_fill * cu_balance
@@ -144,42 +180,74 @@ def conv_metrics(workload, config: dict, target_limits: dict | None) -> dict[str
 
     py = (vy - 1) * sh + (wl.kh - 1) * dh + 1
     px = (vx - 1) * sw + (wl.kw - 1) * dw + 1
+    big_py = (ty * vy - 1) * sh + (wl.kh - 1) * dh + 1
+    big_px = (tx * vx - 1) * sw + (wl.kw - 1) * dw + 1
     taps = wl.kh * wl.kw
     outputs = vf * vy * vx
     if stage:
         register_reuse = (rc * taps * outputs) / (rc * (py * px + vf * taps))
         registers = outputs + rc * (py * px + vf * taps)
-        big_py = (ty * vy - 1) * sh + (wl.kh - 1) * dh + 1
-        big_px = (tx * vx - 1) * sw + (wl.kw - 1) * dw + 1
-        local_reuse = (wg * py * px) / (big_py * big_px)
-        lane_row = min(tx, wave)
-        distinct = min(lane_row, banks // math.gcd(vx * sw, banks))
-        bank_conflict = 1.0 / math.ceil(lane_row / distinct)
-        local_fit = min(1.0, float(lim["local_memory_bytes"]) / (rc * big_py * big_px * dbytes))
     else:
         register_reuse = outputs / (vf + vy * vx)
         registers = outputs + vf + vy * vx
-        local_reuse = bank_conflict = local_fit = 1.0
+    local_reuse = bank_conflict = local_fit = 1.0
+    if coop or (stage and stage_local):
+        lane_row = min(tx, wave)
+        distinct = min(lane_row, banks // math.gcd(vx * sw, banks))
+        bank_conflict = 1.0 / math.ceil(lane_row / distinct)
+        if coop:  # the workgroup's input patch and weight tile, loaded once per step into local memory
+            staged = big_py * big_px + tf * vf * taps
+            local_reuse = (wg * (py * px + vf * taps)) / staged
+        else:
+            staged = big_py * big_px
+            local_reuse = (wg * py * px) / staged
+        local_bytes = rc * staged * dbytes
+        local_fit = min(1.0, float(lim["local_memory_bytes"]) / local_bytes)
+        if coop:
+            resident = max(1, int(lim["local_memory_bytes"]) // local_bytes) * wg
+            occupancy *= min(1.0, resident / (fill / cu))
 
-    computed = (blocks_f * tf * vf) * (blocks_y * ty * vy) * (blocks_x * tx * vx) * (math.ceil(cg / rc) * rc)
+    steps = math.ceil(cg / (rc * tk))
+    computed = (blocks_f * tf * vf) * (blocks_y * ty * vy) * (blocks_x * tx * vx) * (steps * rc * tk)
     branch = (wl.o * wl.oh * wl.ow * cg) / computed
+
+    work = steps * rc * taps * outputs  # multiply-adds of one work-item
+    sync = (2 * steps if coop else 0) + ((math.log2(tk) + 1) * outputs / 4 if tk > 1 else 0)
+    sync_efficiency = work / (work + SYNC_COST * sync)
 
     return {"parallelism": max(parallelism, 1e-9), "occupancy": occupancy, "memory_efficiency": memory,
             "register_reuse": register_reuse, "local_reuse": local_reuse, "bank_conflict": bank_conflict,
-            "branch_efficiency": branch, "local_fit": local_fit, "registers": float(registers), "work_reduction": 1.0}
+            "branch_efficiency": branch, "local_fit": local_fit, "registers": float(registers), "work_reduction": 1.0,
+            "sync_efficiency": sync_efficiency}
 
 
-def texture_knobs(workload, config: dict) -> dict:
-    """A `conv2d_texture` or `conv2d_1x1` config in the direct conv's knobs (see the module doc); other configs
-    unchanged."""
-    if "tile_cb" not in config:
-        return config
-    if "tile_p" in config:  # conv2d_1x1, seen on `pixel_row(workload)`
-        return {"tile_f": 4 * config["tile_cb"], "threads_f": config["threads_cb"], "tile_y": 1, "threads_y": 1,
-                "tile_x": config["tile_p"], "threads_x": config["threads_p"], "tile_rc": 4 * config["tile_k"]}
-    cfg = {k: v for k, v in config.items() if k not in ("tile_cb", "threads_cb")}
-    return {**cfg, "tile_f": 4 * config["tile_cb"], "threads_f": config["threads_cb"],
-            "tile_rc": 1 if workload.is_depthwise else 4}
+@dataclass(frozen=True)
+class Seen:
+    """A candidate as the metrics see it: the conv (`workload`), its knobs in the direct conv's names plus the shared
+    ones (`knobs`), the knob values of its feature row (`row`), whether `stage=1` stages in local memory, and the
+    direct-conv MACs per MAC of its main reduction."""
+
+    workload: object
+    knobs: dict
+    row: dict
+    stage_local: bool = True
+    work_reduction: float = 1.0
+
+
+def _shared(config: dict) -> dict:
+    return {k: config[k] for k in SHARED_KNOB_DEFAULTS if k in config}
+
+
+def direct_view(workload, config: dict) -> Seen:
+    return Seen(workload, config, config)
+
+
+def texture_view(workload, config: dict) -> Seen:
+    """`conv2d_texture`: blocks of 4 channels, pixel reads (see the module doc)."""
+    knobs = {**{k: v for k, v in config.items() if k not in ("tile_cb", "threads_cb")},
+             "tile_f": 4 * config["tile_cb"], "threads_f": config["threads_cb"],
+             "tile_rc": 1 if workload.is_depthwise else 4}
+    return Seen(workload, knobs, knobs, stage_local=False)
 
 
 def pixel_row(workload):
@@ -187,26 +255,73 @@ def pixel_row(workload):
     return replace(workload, h=1, w=workload.h * workload.w, oh=1, ow=workload.oh * workload.ow)
 
 
-def layout_metrics(workload, config: dict, target_limits: dict | None) -> dict[str, float]:
-    """The metrics of a candidate of any layout: `conv_metrics` for a direct conv (`tile` 0 or absent) or a texture
-    conv, those of the Winograd GEMM seen as a 1x1 conv otherwise (see the module doc)."""
-    if "tile_cb" in config:
-        seen = pixel_row(workload) if "tile_p" in config else workload
-        return {**conv_metrics(seen, texture_knobs(workload, config), target_limits),
-                "local_reuse": 1.0, "bank_conflict": 1.0, "local_fit": 1.0}
-    m = int(config.get("tile", 0))
-    if m == 0:
-        return conv_metrics(workload, config, target_limits)
-    from ..schedules import conv2d_winograd
+def gemm_1x1_view(workload, config: dict) -> Seen:
+    """`conv2d_1x1`: the direct conv on one row of pixels (see the module doc)."""
+    knobs = {"tile_f": 4 * config["tile_cb"], "threads_f": config["threads_cb"], "tile_y": 1, "threads_y": 1,
+             "tile_x": config["tile_p"], "threads_x": config["threads_p"], "tile_rc": 4 * config["tile_k"],
+             **_shared(config)}
+    return Seen(pixel_row(workload), knobs, knobs, stage_local=False)
 
-    _, (alpha, _, o, p, c) = conv2d_winograd.stage_workloads(workload, m)[1]
-    gemm = replace(workload, n=alpha * alpha, c=c, h=1, w=p, o=o, kh=1, kw=1, oh=1, ow=p, stride=(1, 1),
+
+def _gemm(workload, alpha: int, o: int, p: int, c: int):
+    """The batched GEMM of a Winograd stage as a 1x1 conv: alpha^2 images of 1 x P pixels."""
+    return replace(workload, n=alpha * alpha, c=c, h=1, w=p, o=o, kh=1, kw=1, oh=1, ow=p, stride=(1, 1),
                    dilation=(1, 1), padding=(0, 0, 0, 0), groups=1)
+
+
+def _gemm_knobs(config: dict, lanes: int = 1) -> dict:
     cfg = {**LAYOUT_KNOB_DEFAULTS, **config}
-    metrics = conv_metrics(gemm, {"tile_f": cfg["tile_o"], "tile_x": cfg["tile_p"], "threads_f": cfg["threads_o"],
-                                  "threads_x": cfg["threads_p"], "tile_rc": cfg["tile_k"]}, target_limits)
-    metrics["work_reduction"] = workload.flops / gemm.flops
+    return {"tile_f": lanes * cfg["tile_o"], "tile_x": cfg["tile_p"], "threads_f": cfg["threads_o"],
+            "threads_x": cfg["threads_p"], "tile_rc": lanes * cfg["tile_k"], **_shared(config)}
+
+
+def winograd_view(workload, config: dict) -> Seen | None:
+    """A Winograd stage task (`(stage, extents)`): its GEMM as a 1x1 conv; None for the transforms."""
+    from ..workload import ConvWorkload
+
+    stage, dims = workload
+    if "batch_gemm" not in stage:
+        return None
+    packed = len(dims) == 6  # (alpha, alpha, O/4, P, 4, C): blocks of 4 output channels
+    lanes = 4 if packed else 1
+    gemm = ConvWorkload(dims[0] * dims[1], dims[-1], 1, dims[3], dims[2] * lanes, 1, 1, 1, dims[3], (1, 1), (1, 1),
+                        (0, 0, 0, 0), 1, "float32")
+    return Seen(gemm, _gemm_knobs(config, lanes), config, stage_local=False)
+
+
+def _layout_view(direct):
+    def view(workload, config: dict) -> Seen:
+        m = int(config.get("tile", 0))
+        if m == 0:
+            seen = direct(workload, {k: v for k, v in config.items() if k != "tile"})
+            return replace(seen, row={**config, **seen.row})
+        from ..schedules import conv2d_winograd
+
+        _, (alpha, _, o, p, c) = conv2d_winograd.stage_workloads(workload, m)[1]
+        gemm = _gemm(workload, alpha, o, p, c)
+        return Seen(gemm, _gemm_knobs(config), config, work_reduction=workload.flops / gemm.flops)
+
+    return view
+
+
+VIEWS = {"direct": direct_view, "texture": texture_view, "gemm_1x1": gemm_1x1_view, "winograd": winograd_view,
+         "layout": _layout_view(direct_view), "layout_texture": _layout_view(texture_view)}
+
+
+def seen(workload, config: dict, view: str = "direct") -> Seen | None:
+    """`config` of `workload` through the feature view `view` (None: the view does not describe it)."""
+    return VIEWS[view](workload, config)
+
+
+def metrics_of(found: Seen, target_limits: dict | None) -> dict[str, float]:
+    metrics = conv_metrics(found.workload, found.knobs, target_limits, found.stage_local)
+    metrics["work_reduction"] = found.work_reduction
     return metrics
+
+
+def layout_metrics(workload, config: dict, target_limits: dict | None, view: str = "direct") -> dict[str, float]:
+    """The metrics of a candidate through its family's view."""
+    return metrics_of(seen(workload, config, view), target_limits)
 
 
 def workload_descriptors(workload) -> list[float]:
@@ -215,14 +330,14 @@ def workload_descriptors(workload) -> list[float]:
             math.log2(wl.kh * wl.kw), float(max(wl.stride))]
 
 
-def featurize(workload, configs: list[dict], target_limits: dict | None) -> np.ndarray:
-    """One row per config: log metrics (METRIC_NAMES order), raw knob values, workload descriptors
-    (FEATURE_NAMES gives the column names)."""
-    described = workload_descriptors(workload)
+def featurize(workload, configs: list[dict], target_limits: dict | None, view: str = "direct") -> np.ndarray:
+    """One row per config, seen through the family's `view`: log metrics (METRIC_NAMES order), raw knob values,
+    workload descriptors (FEATURE_NAMES gives the column names)."""
     rows = []
     for config in configs:
-        metrics = layout_metrics(workload, config, target_limits)
-        cfg = {**KNOB_DEFAULTS, **LAYOUT_KNOB_DEFAULTS, **texture_knobs(workload, config)}
-        rows.append([math.log(metrics[m]) for m in METRIC_NAMES]
-                    + [float(cfg[k]) for k in (*KNOB_DEFAULTS, *LAYOUT_KNOB_DEFAULTS)] + described)
+        found = seen(workload, config, view)
+        metrics = metrics_of(found, target_limits)
+        cfg = {**ROW_KNOBS, **found.row}
+        rows.append([math.log(metrics[m]) for m in METRIC_NAMES] + [float(cfg[k]) for k in ROW_KNOBS]
+                    + workload_descriptors(found.workload if view == "winograd" else workload))
     return np.asarray(rows, dtype=np.float64).reshape(len(configs), len(FEATURE_NAMES))

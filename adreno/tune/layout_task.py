@@ -36,6 +36,10 @@ class LayoutTask(Task):
         return layout_workload(self.key)
 
     @property
+    def view(self) -> str:
+        return "layout_texture" if self.memory == "texture" else "layout"
+
+    @property
     def _direct(self):
         """(direct family module, the workload it sees)."""
         from ..schedules import conv2d_direct, conv2d_texture

@@ -91,9 +91,14 @@ class Task:
     input_specs, inputs = measure.kernel_input_specs, measure.task_inputs
     reference, build = measure.kernel_reference, measure.build_kernel
 
+    @property
+    def view(self) -> str:
+        """The cost model's feature view of its candidates (`features.VIEWS`): its family's."""
+        return self.schedule_family.view
+
     def featurize(self, configs: list[dict], limits: dict) -> np.ndarray:
         """The cost model's features of `configs`."""
-        return featurize(self.workload, configs, limits)
+        return featurize(self.workload, configs, limits, self.view)
 
     def proposals(self, n: int) -> int:
         """How many candidates to ask the strategy for, to measure n."""

@@ -67,13 +67,10 @@ class TuneReport:
 def target_limits(target_name: str, device=None) -> dict:
     """Limits the analytical features use: the measuring device's facts where known (`from_opencl`), else the target
     table's; `fill_work_items` is what the occupancy rule asks of a launch."""
-    from ..schedules.occupancy import required_work_items
     from ..target import from_opencl, get_device
+    from .features import device_limits
 
-    spec = get_device(target_name) if device is None else from_opencl(device)
-    return {"compute_units": spec.compute_units, "max_threads": spec.schedule_threads,
-            "local_memory_bytes": spec.local_memory_bytes, "wave_size": spec.wave_size,
-            "fill_work_items": required_work_items(spec)}
+    return device_limits(get_device(target_name) if device is None else from_opencl(device))
 
 
 class Tuner:

@@ -59,13 +59,14 @@ def record_claims(monkeypatch, *families: str):
 
 def compile_and_run(model: onnx.ModelProto, out_dir, inputs: dict[str, np.ndarray], schedules: str = "adreno"):
     """Compile for buffer memory with direct convs (these are the NCHW buffer schedules; textures are
-    tests/test_texture.py's, Winograd tests/schedules/test_winograd.py's) and run."""
+    tests/test_texture.py's, Winograd tests/schedules/test_winograd.py's) and the families' rule defaults (what a
+    test that sets `default_config` means to compile), and run."""
     from adreno.compile import compile_model
     from adreno.opencl.executor import Executor
     from adreno.options import CompileOptions
 
     artifact = compile_model(model, out_dir, CompileOptions(target="adreno-740", schedules=schedules, memory="buffer",
-                                                            winograd="off"))
+                                                            winograd="off", defaults="rule"))
     ex = Executor(artifact)
     return artifact, ex.run([inputs[n] for n in ex.artifact.plan.inputs])
 

@@ -4,9 +4,10 @@
   waves in flight every compute unit needs, a work-group per unit), or the workload cannot: its tiles are then all
   at one output per work-item;
 - a CPU OpenCL device keeps the big register tiles (its rule holds for them as they are);
-- compiled for adreno-740, every conv and Winograd kernel of ResNet-18 and MobileNetV2 launches at least 2,048
-  work-items (plan.json global sizes), with textures and with buffers (MobileNetV2's ->160 1x1 convs on 7x7 images
-  have 40 channel blocks x 49 pixels in all: they split their reduction).
+- compiled for adreno-740 (with the defaults a compile gets there: ranked by the analytical model among configs that
+  meet this rule, `adreno.ranked_defaults`), every conv and Winograd kernel of ResNet-18 and MobileNetV2 launches at
+  least 2,048 work-items (plan.json global sizes), with textures and with buffers (MobileNetV2's ->160 1x1 convs on
+  7x7 images have 40 channel blocks x 49 pixels in all: they split their reduction).
 """
 
 from __future__ import annotations
@@ -164,11 +165,17 @@ def _plan_launches(model: str, memory: str):
     from adreno.compile import lower_relax
     from adreno.plan import extract_plan
     from adreno.frontend import to_relax
+    from adreno.ranked_defaults import RankedDefaults
+    from adreno.records import TunedConfigs
     from adreno.zoo import get_model
 
     device = targets.get_device("adreno-740")
     target = targets.tvm_target(device, host="native")
-    lowered = lower_relax(to_relax(get_model(model)), target, "adreno", memory=memory, winograd="auto")
+    defaults = TunedConfigs()  # as `adreno compile` (--defaults model) without records
+    defaults.ranker = RankedDefaults(device)
+    lowered = lower_relax(to_relax(get_model(model)), target, "adreno", memory=memory, schedule_config=defaults,
+                          winograd="auto")
+    assert defaults.ranker.summary()["changed"] > 0
     plan = extract_plan(lowered, target, memory=memory, device=device)[0].to_json()
     return [(math.prod(k["global_size"]), step["func"], k["name"]) for step in plan["steps"]
             for k in step["kernels"] if "conv" in step["func"] or "winograd" in step["func"]]

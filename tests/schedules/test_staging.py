@@ -1,7 +1,7 @@
-"""Cooperative staging (`cooperative` 1, `adreno.schedules.staging`) on PoCL: the staged direct conv (3x3 with ragged
-tiles, stride 2, a 1x1 GEMM) and the staged buffer Winograd GEMM match onnxruntime (images: test_cooperative.py); configs
-that cannot stage are refused before building; the defaults stage on GPU targets only where it pays. (Oclgrind's
-checks of races, bounds and global loads: tests/schedules/test_oclgrind.py.)"""
+"""Cooperative staging (`cooperative` 1, `adreno.schedules.staging`) on PoCL: the staged direct conv (3x3 with
+ragged tiles, stride 2, a 1x1 GEMM) and the staged buffer Winograd GEMM match onnxruntime (images:
+test_cooperative.py); configs that cannot stage are refused before building; the defaults stage on GPU targets only
+where it pays. (Oclgrind's checks of races, bounds and global loads: tests/schedules/test_oclgrind.py.)"""
 
 from __future__ import annotations
 

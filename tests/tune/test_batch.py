@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -13,6 +14,10 @@ import pytest
 from tests.conftest import single_op_model, without_tvm
 
 from adreno.records import Database
+from adreno.tune.batch import model_quality
+
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def cli(*args, timeout=600):
     return subprocess.run([sys.executable, "-m", "adreno.cli", *map(str, args)], capture_output=True, text=True,
@@ -48,6 +53,8 @@ def test_round_trip(models, no_tvm_path, tmp_path):
     manifest = json.loads((batch / "batch.json").read_text())
     assert len(manifest["tasks"]) == 1 and len(manifest["candidates"]) == 4
     assert [c["source"] for c in manifest["candidates"]][0] == "default"
+    # every candidate carries the cost models' scores, for the measuring side's ranking quality
+    assert all(set(c["predicted"]) == {"analytical", "learned"} for c in manifest["candidates"])
 
     done = measure(batch, no_tvm_path)
     assert done.returncode == 0, done.stderr + done.stdout
@@ -55,6 +62,17 @@ def test_round_trip(models, no_tvm_path, tmp_path):
     results = Database(batch / "records.jsonl").records
     assert len(results) == 4 and all(r.device.startswith("pocl-cpu|") for r in results)
     assert sum(r.ok for r in results) >= 2, [r.error for r in results]
+    quality = model_quality(manifest, results)
+    assert set(quality) == {"analytical", "learned"}
+    (task,) = quality["analytical"]["tasks"].values()
+    assert task["rows"] == 4 and -1 <= task["pearson"] <= 1 and task["top5"] == 1.0  # 4 rows: all in the top 5
+    # tools/model_quality.py scores the same records from the model's tasks: the analytical model's Pearson again
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "model_quality.py"), str(batch / "records.jsonl"),
+                           "--model", str(model), "--memory", "buffer", "--no-layouts", "--target", "adreno-740",
+                           "--json", str(tmp_path / "q.json")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    table = json.loads((tmp_path / "q.json").read_text())
+    assert table["mean"]["pearson"] == pytest.approx(task["pearson"], abs=1e-3) and "mean over 1 tasks" in done.stdout
 
     # another model's batch and another version's batch are refused with one line and status 2
     refused = cli("tune", other, "--import-batch", batch, "--records", records)

@@ -119,11 +119,37 @@ def test_1x1_gemm_configs_are_the_direct_conv_on_one_row_of_pixels():
     tile_x (not the Winograd GEMM's tile_p column), its K step 4 * tile_k input channels."""
     wl = conv(96, 14, 24, 1)
     gemm = {"tile_cb": 2, "tile_p": 7, "tile_k": 2, "threads_cb": 1, "threads_p": 14}
-    row = feats.featurize(wl, [gemm], LIMITS)[0]
+    row = feats.featurize(wl, [gemm], LIMITS, "gemm_1x1")[0]
     assert np.isfinite(row).all()
     named = dict(zip(feats.FEATURE_NAMES, row))
     assert (named["tile_f"], named["tile_x"], named["threads_x"], named["tile_rc"]) == (8, 7, 14, 8)
     assert named["tile_p"] == named["threads_p"] == feats.LAYOUT_KNOB_DEFAULTS["tile_p"]  # Winograd columns untouched
     # one row of 196 pixels in 14 tiles of 7 over 14 work-items: nothing ragged; 16 work-items would waste two
-    assert feats.layout_metrics(wl, gemm, LIMITS)["branch_efficiency"] == 1.0
-    assert feats.layout_metrics(wl, {**gemm, "threads_p": 16}, LIMITS)["branch_efficiency"] < 1.0
+    assert feats.layout_metrics(wl, gemm, LIMITS, "gemm_1x1")["branch_efficiency"] == 1.0
+    assert feats.layout_metrics(wl, {**gemm, "threads_p": 16}, LIMITS, "gemm_1x1")["branch_efficiency"] < 1.0
+
+
+def test_split_k_and_cooperative_staging_are_seen_by_the_features_and_the_model():
+    """`threads_k` (conv2d_1x1's split-K) and `cooperative` (local-memory staging of the workgroup's tiles) change
+    the metrics they act on, through every family view, and so the analytical model's score."""
+    from adreno.target import get_device
+    from adreno.tune.cost_model import AnalyticalModel
+
+    model, gpu = AnalyticalModel(), feats.device_limits(get_device("adreno-740"))
+    deep = conv(640, 7, 160, 1)  # MobileNetV2's ->160 1x1 on 7x7: too few pixels to fill a GPU without split-K
+    gemm = {"tile_cb": 1, "tile_p": 1, "tile_k": 1, "threads_cb": 8, "threads_p": 7, "threads_k": 1}
+    rows = feats.featurize(deep, [gemm, {**gemm, "threads_k": 4}, {**gemm, "cooperative": 1}], gpu, "gemm_1x1")
+    assert len({tuple(r) for r in rows}) == 3
+    one, split = (feats.layout_metrics(deep, {**gemm, "threads_k": k}, gpu, "gemm_1x1") for k in (1, 4))
+    assert split["parallelism"] > one["parallelism"] and split["sync_efficiency"] < one["sync_efficiency"] == 1.0
+    assert rows[1, feats.FEATURE_NAMES.index("threads_k")] == 4
+    assert len(set(model.predict(rows).tolist())) == 3
+    wl = conv(64, 56, 64, 3)
+    for view, config in (("direct", BASE), ("texture", {**{k: v for k, v in BASE.items() if k not in (
+            "tile_f", "threads_f", "tile_rc")}, "tile_cb": 1, "threads_cb": 2})):
+        alone, shared = (feats.layout_metrics(wl, {**config, "cooperative": c}, LIMITS, view) for c in (0, 1))
+        assert shared["local_reuse"] > alone["local_reuse"] == 1.0  # global loads divided by the group's reuse
+        assert shared["sync_efficiency"] < 1.0 == alone["sync_efficiency"]  # a barrier per reduction step
+        assert shared["local_fit"] <= 1.0 and shared["occupancy"] <= alone["occupancy"]
+        small = feats.layout_metrics(wl, {**config, "cooperative": 1}, {**LIMITS, "local_memory_bytes": 512}, view)
+        assert small["local_fit"] < shared["local_fit"] and small["occupancy"] < shared["occupancy"]

@@ -114,14 +114,14 @@ def test_a_config_the_schedule_refuses_is_an_error_record(tmp_path, pocl_device)
 
 
 def test_texture_configs_featurize_as_the_direct_conv_they_tile():
-    from adreno.tune.features import FEATURE_NAMES, featurize
+    from adreno.tune.features import FEATURE_NAMES
 
     col = FEATURE_NAMES.index
     for task in [t for t in extract_tasks("tiny", CompileOptions(memory="texture")) if t.family == "conv2d_texture"]:
         space = task.space(TARGET)
         rng = np.random.default_rng(0)
         configs = [task.default_config(TARGET)] + [space.config(space.random(rng)) for _ in range(30)]
-        rows = featurize(task.workload, configs, None)
+        rows = task.featurize(configs, None)
         assert np.all(np.isfinite(rows)) and len({tuple(r) for r in rows}) > 20
         for cfg, row in zip(configs, rows):
             assert row[col("tile_f")] == 4 * cfg["tile_cb"] and row[col("threads_f")] == cfg["threads_cb"]

@@ -10,7 +10,7 @@ from .base import CostModel, Records, as_2d
 PRIOR_WEIGHTS: dict[str, float] = {"parallelism": -1.0, "occupancy": -0.5, "memory_efficiency": -0.5,
                                    "register_reuse": -0.5, "local_reuse": -0.2, "bank_conflict": -0.3,
                                    "branch_efficiency": -1.0, "local_fit": -1.0, "registers": 0.2,
-                                   "work_reduction": -0.7}
+                                   "work_reduction": -0.7, "sync_efficiency": -0.5}
 
 
 class AnalyticalModel(CostModel):

@@ -216,6 +216,21 @@ class RandomModel(CostModel):
 # fewer MACs pay off less than proportionally (its transforms cost time too).
 
 
+def quality_per_task(predicted_scores, seconds, groups) -> dict[str, dict]:
+    """`ranking_quality` of each task (group label -> its pearson, spearman, top1, top5 and `rows`), for tasks of at
+    least two rows."""
+    scores = np.asarray(predicted_scores, dtype=np.float64).reshape(-1)
+    s = as_seconds(seconds, len(scores))
+    labels = np.asarray(group_labels(groups, len(scores)), dtype=object)
+    out = {}
+    for label in dict.fromkeys(labels.tolist()):
+        idx = np.flatnonzero(labels == label)
+        if len(idx) >= 2:
+            quality = ranking_quality(scores[idx], s[idx])
+            out[label] = {k: round(quality[k], 4) for k in ("pearson", "spearman", "top1", "top5")} | {"rows": len(idx)}
+    return out
+
+
 def ranking_quality(predicted_scores, seconds, groups=None) -> dict:
     """How well scores order measured times, within each task, averaged over tasks weighted by their size.
 
