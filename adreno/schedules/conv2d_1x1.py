@@ -64,6 +64,9 @@ def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
     if (wl.c // LANES) % (config["tile_k"] * config.get("threads_k", 1)):
         raise ValueError(f"threads_k={config.get('threads_k', 1)} x tile_k={config['tile_k']} does not divide the "
                          f"{wl.c // LANES} input channel blocks")
+    if wl.oh * wl.ow == 1 and config["threads_p"] > 1:  # TVM 0.27 drops the guard of its pixel loop
+        raise ValueError(f"threads_p={config['threads_p']} on a one-pixel map: the extra work-items would write "
+                         "past the output (TVM drops their guard)")
     if config["tile_cb"] * config["tile_p"] > MAX_TILE:
         raise ValueError(f"register tile of {config['tile_p']}x{config['tile_cb']} float4 exceeds {MAX_TILE}")
     if config.get(staging_image.KNOB):

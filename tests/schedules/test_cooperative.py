@@ -166,3 +166,16 @@ def test_records_from_before_the_knob_stay_unstaged():
     assert '"shared"' not in conv2d_texture.FAMILY.apply(func, target, {key: old}).mod.script()
     assert '"shared"' in conv2d_texture.FAMILY.apply(func, target, {key: {**old, "cooperative": 1}}).mod.script()
     assert conv2d_winograd.layout_config_in_space(layout_key(CASES[0][0].workload(), "texture"), {"tile": 0, **old})
+
+
+def test_the_1x1_gemm_refuses_work_items_beyond_a_one_pixel_map():
+    """A squeeze-and-excitation 1x1 conv on a 1x1 map with 2+ work-items per pixel wrote wrong outputs (TVM drops
+    the store guard of the one-pixel loop): the family refuses such a config, and its default is one work-item."""
+    from adreno.schedules import conv2d_1x1
+
+    one = _wl(32, 1, 8, 1, 1)
+    default = conv2d_1x1.default_config(one, ADRENO)
+    assert default["threads_p"] == 1
+    with pytest.raises(ValueError, match="one-pixel map"):
+        conv2d_1x1.check_config(one, {**default, "threads_p": 2}, ADRENO)
+    conv2d_1x1.check_config(_wl(32, 2, 8, 1, 1), {**default, "threads_p": 4}, ADRENO)  # 4 pixels: guarded
