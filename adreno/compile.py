@@ -63,7 +63,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
 
         tuned.ranker = RankedDefaults(device)
     tvm_target = targets.tvm_target(device, host=host)
-    refusals, lowered, plan, sources, params = [], None, None, {}, {}
+    refusals, lowered, plan, sources, params, ranked = [], None, None, {}, {}, None
     if mod is None:
         say("every output is empty: no kernels, no host library")
     else:
