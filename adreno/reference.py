@@ -32,15 +32,26 @@ def reference_model(artifact: Artifact, override: str | None = None):
     raise ArtifactError(f"{artifact.path} does not record its source model; pass it with --reference MODEL.onnx")
 
 
+def onnxruntime_session(model_bytes: bytes):
+    """An onnxruntime CPU session with one intra-op and one inter-op thread. onnxruntime's default thread pool keeps
+    spinning threads after a run; a PoCL executor compiling and running kernels in the same process afterwards
+    segfaulted in about half the runs (PP-OCR cls, `tools/bench_conv.py --prepare`), and never with one thread. A
+    reference needs correctness, not speed."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    return ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+
+
 def onnxruntime_outputs(model, inputs: list[np.ndarray], bound: dict[str, np.ndarray] | None = None) \
         -> list[np.ndarray]:
     """Run `model` in onnxruntime (CPU) on `inputs`, given in the order of the model's graph inputs but those in
     `bound` (an artifact's `bound_inputs`: the values compiled in), which get their bound values."""
-    import onnxruntime as ort
     from onnxruntime.capi import onnxruntime_pybind11_state as ort_errors
 
     try:
-        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        session = onnxruntime_session(model.SerializeToString())
     except (ort_errors.Fail, ort_errors.InvalidGraph, ort_errors.InvalidArgument, ort_errors.InvalidProtobuf,
             ort_errors.NotImplemented) as err:
         raise ModelError(f"onnxruntime cannot load the reference model: {err}") from None

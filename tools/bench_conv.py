@@ -158,7 +158,7 @@ def prepare(model_name: str, layers: list[Layer], out: Path, columns: list[str],
     weights, then let it travel light (`adreno.measure.travel_light`: seeded params, no host library) with its PoCL
     output on the seeded params as its reference; the naive and torch columns get the onnxruntime reference. A
     column that fails here is recorded with why and not shipped."""
-    from onnxruntime import InferenceSession
+    from adreno.reference import onnxruntime_session
 
     from adreno.compile import compile_model
     from adreno.options import CompileOptions
@@ -170,7 +170,7 @@ def prepare(model_name: str, layers: list[Layer], out: Path, columns: list[str],
     for layer in layers:
         p = layer_params(layer)
         model = layer_model(layer, p)
-        ref = InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        ref = onnxruntime_session(model.SerializeToString()).run(
             None, {"x": p["x"]})[0]
         ldir = out / layer.name
         if ldir.exists():
@@ -358,10 +358,10 @@ def main(argv=None) -> int:
                 if (checksum(p["x"]), checksum(p["w"])) != (entry["x_sha"], entry["w_sha"]):
                     raise SystemExit(f"{layer.name}: regenerated inputs differ from the prepared ones (numpy version?)")
             else:
-                from onnxruntime import InferenceSession
+                from adreno.reference import onnxruntime_session
 
                 model = layer_model(layer, p)
-                ref = InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+                ref = onnxruntime_session(model.SerializeToString()).run(
                     None, {"x": p["x"]})[0]
                 compare = lambda out, ref=ref: max_error(out, ref)  # noqa: E731
             res = Result(layer.label(), layer.flops / 1e9, layer.count)

@@ -138,7 +138,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)
 
-    from onnxruntime import InferenceSession
+    from adreno.reference import onnxruntime_session
 
     from adreno.opencl.device import select_device
 
@@ -165,7 +165,7 @@ def main(argv=None) -> int:
                 continue
             check_key(model, key)
             x = rng.standard_normal(wl.shape).astype(np.float32)
-            ref = InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+            ref = onnxruntime_session(model.SerializeToString()).run(None, {"x": x})[0]
             for col in COLUMNS:
                 ms, err = run_layer(model, x, ref, col, device, args.repeat, Path(tmp) / str(i))
                 if ms is None:

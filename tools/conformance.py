@@ -319,9 +319,9 @@ def select_cases(subset: str, only: str | None) -> list[Case]:
 
 def expected_outputs(case: Case) -> list:
     if case.expected is None:
-        import onnxruntime as ort
+        from adreno.reference import onnxruntime_session
 
-        session = ort.InferenceSession(case.model.SerializeToString(), providers=["CPUExecutionProvider"])
+        session = onnxruntime_session(case.model.SerializeToString())
         case.expected = session.run(None, case.inputs)
     return case.expected
 

@@ -42,7 +42,7 @@ def layers(c: int, size: int) -> list[tuple[str, Layer, str, str, str]]:
 
 def compile_layer(layer: Layer, winograd: str, family_name: str, cooperative: int, target: str, out: Path) -> dict:
     """Compile `layer` for buffers with the target's defaults and `cooperative`; save its inputs and reference."""
-    import onnxruntime as ort
+    from adreno.reference import onnxruntime_session
 
     from adreno.compile import compile_model
     from adreno.options import CompileOptions
@@ -60,7 +60,7 @@ def compile_layer(layer: Layer, winograd: str, family_name: str, cooperative: in
     rng = np.random.default_rng(1)
     inputs = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
               for i in model.graph.input}
-    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, inputs)[0]
+    ref = onnxruntime_session(model.SerializeToString()).run(None, inputs)[0]
     np.savez(out / "check.npz", reference=ref, **inputs)
     return {"artifact": str(out), "data": str(out / "check.npz")}
 

@@ -58,7 +58,7 @@ def model_input(seed: int, shape) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------------- prepare (here)
 
 def prepare_whole(model: str, out: Path, target: str) -> dict:
-    from onnxruntime import InferenceSession
+    from adreno.reference import onnxruntime_session
 
     from adreno import zoo
     from adreno.compile import compile_model
@@ -69,7 +69,7 @@ def prepare_whole(model: str, out: Path, target: str) -> dict:
     onnx_model = zoo.get_model(model)
     shape = [d.dim_value for d in onnx_model.graph.input[0].type.tensor_type.shape.dim]
     x = model_input(0, shape)
-    ref = InferenceSession(onnx_model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+    ref = onnxruntime_session(onnx_model.SerializeToString()).run(
         None, {onnx_model.graph.input[0].name: x})[0]
     entries = {}
     for variant, (memory, precision) in VARIANTS.items():

@@ -26,9 +26,9 @@ def model_inputs(model: onnx.ModelProto, seed: int = 1) -> dict[str, np.ndarray]
 
 
 def reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
-    import onnxruntime as ort
+    from adreno.reference import onnxruntime_session
 
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = onnxruntime_session(model.SerializeToString())
     return session.run(None, inputs)
 
 
