@@ -15,13 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-
-ICD = "/usr/lib/oclgrind/liboclgrind-rt-icd.so"
 
 # ResNet-18's layer shapes (conv, stride, map) at 16 or 32 channels: (label, Layer arguments, winograd mode)
 LAYERS = [
@@ -89,21 +86,18 @@ def kernel_launch(artifact: Path, key: str) -> tuple[str, int]:
 
 def count_reads(artifacts: list[Path]) -> dict[str, dict[str, int]]:
     """artifact -> kernel -> read_imagef calls, one Oclgrind run of every artifact."""
-    with tempfile.TemporaryDirectory() as icd:
-        (Path(icd) / "oclgrind.icd").write_text(ICD + "\n")
-        env = {**os.environ, "OCL_ICD_VENDORS": icd, "OCLGRIND_INST_COUNTS": "1"}
+    from adreno.opencl import oclgrind
+
+    with tempfile.TemporaryDirectory() as workdir:
+        env = oclgrind.environment(Path(workdir), inst_counts=True)
         run = subprocess.run([sys.executable, "-c", RUNNER, *map(str, artifacts)], env=env, capture_output=True,
                              text=True, check=True)
     reads: dict[str, dict[str, int]] = {}
-    artifact = kernel = None
-    for line in run.stdout.splitlines():
-        if line.startswith("RUN "):
-            artifact = line[4:]
-        elif line.startswith("Instructions executed for kernel"):
-            kernel = line.split("'")[1]
-        elif "call _Z11read_imagef" in line:
-            per = reads.setdefault(artifact, {})
-            per[kernel] = per.get(kernel, 0) + int(line.split("-")[0].replace(",", ""))
+    for part in run.stdout.split("RUN ")[1:]:  # the runner names each artifact before Oclgrind's counts for it
+        artifact, report = part.split("\n", 1)
+        per = {kernel: n for kernel, n in oclgrind.image_reads(report).items() if n}
+        if per:
+            reads[artifact] = per
     return reads
 
 

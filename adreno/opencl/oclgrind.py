@@ -67,6 +67,23 @@ def global_load_bytes(report: str) -> dict[str, int]:
     return loads
 
 
+def image_reads(report: str) -> dict[str, int]:
+    """Pixels each kernel read from images (`read_imagef`/`read_imageh` calls, summed over its launches), from an
+    `inst_counts` report."""
+    reads: dict[str, int] = {}
+    kernel = None
+    for line in report.splitlines():
+        found = _KERNEL.search(line)
+        if found:
+            kernel = found.group(1)
+            reads.setdefault(kernel, 0)
+            continue
+        image = _IMAGE.match(line)
+        if kernel is not None and image:
+            reads[kernel] += int(image.group(1).replace(",", ""))
+    return reads
+
+
 def run(args: list[str], workdir: Path, timeout: float = 600, **flags: bool) -> subprocess.CompletedProcess:
     """`python ARGS` on Oclgrind's platform (`environment`), its output captured."""
     return subprocess.run([sys.executable, *args], env=environment(workdir, **flags), capture_output=True, text=True,

@@ -244,13 +244,7 @@ COUNTED = [
 
 def _image_reads(report: str) -> int:
     """read_imagef calls of the conv kernels in one artifact's section of Oclgrind's instruction counts."""
-    reads, kernel = 0, None
-    for line in report.splitlines():
-        if line.startswith("Instructions executed for kernel"):
-            kernel = line.split("'")[1]
-        elif "call _Z11read_imagef" in line and kernel and "conv2d" in kernel:
-            reads += int(line.split("-")[0].replace(",", ""))
-    return reads
+    return sum(reads for kernel, reads in oclgrind.image_reads(report).items() if "conv2d" in kernel)
 
 
 def _groups(artifact: str) -> int:
