@@ -55,6 +55,15 @@ class Defaults(enum.StrEnum):
     RULE = "rule"
 
 
+class Staging(enum.StrEnum):
+    """Cooperative staging in local memory (knob `cooperative`) of kernels without tuning records: where it pays on
+    GPU targets (auto, `adreno.schedules.staging.default`), or never (off: a device whose local memory is slow or
+    broken, or a side-by-side measurement)."""
+
+    AUTO = "auto"
+    OFF = "off"
+
+
 class Host(enum.StrEnum):
     """What the host library is built for: an aarch64 Android phone, or this machine."""
 
@@ -93,6 +102,7 @@ class CompileOptions:
     records: str | None = None
     winograd: Winograd | None = None
     defaults: Defaults | None = None
+    staging: Staging = Staging.AUTO
     # the largest image width/height to use (a local check device's, e.g. 4096): wider tensors take another image
     # scope or stay buffers; None: the target's limits (within 8192 where a scope fits, see adreno/layout.py)
     image_max: int | None = None
@@ -100,7 +110,8 @@ class CompileOptions:
     def __post_init__(self):
         for name, kind, flag in (("host", Host, "--host"), ("memory", Memory, "--memory"),
                                  ("precision", Precision, "--precision"), ("schedules", Schedules, "--schedules"),
-                                 ("winograd", Winograd, "--winograd"), ("defaults", Defaults, "--defaults")):
+                                 ("winograd", Winograd, "--winograd"), ("defaults", Defaults, "--defaults"),
+                                 ("staging", Staging, "--staging")):
             object.__setattr__(self, name, _parse(kind, getattr(self, name), flag))
         if self.image_max is not None and self.image_max < 1:
             raise AdrenoError(f"--image-max must be a positive number of pixels, not {self.image_max}")

@@ -229,7 +229,7 @@ def schedule_tiled(sch, match: ConvMatch, cfg: dict):
 
     conv = match.conv
     out = output_from_registers(sch, match)
-    cooperative = cfg.get("cooperative", 0)
+    cooperative = staging.staged(cfg)
     # register caches of the input tile (the padded read, guarded) and of the weights
     if match.pad is not None and not cooperative:
         data = match.pad
@@ -304,7 +304,8 @@ def tiled_family(name: str, op: str, knobs: dict, handles, default_config, rule_
     def check_config(wl, config, target):
         validate(config, knobs, target)
         threads = config["threads_f"] * config["threads_y"] * config["threads_x"]
-        staging.check_cooperative(config, threads, staged_tiles(wl, config), target)
+        if staging.staged(config):
+            staging.check(threads, staging.local_bytes(*staged_tiles(wl, config)), target)
         return config
 
     return Family(name, knobs, conv_match(find, schedule_tiled, older_records), default_config, check_config,

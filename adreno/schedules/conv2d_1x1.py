@@ -12,7 +12,7 @@ whole, unguarded pixels. The epilogue (bias, folded BatchNorm, ReLU/Clip, residu
 Split-K (`threads_k` > 1, for deep layers on maps too small to fill a GPU: MobileNetV2's ->160 convs on 7x7 have
 40 x 49 pixel blocks in all): `threads_k` work-items of a workgroup (threadIdx.z) each sum a contiguous slice of the
 input channel blocks into their registers (an rfactor block), then a cross-thread reduction in local memory adds
-the slices, and the epilogue and store follow. `cooperative=1` (`staging_image`; not with split-K): per step the
+the slices, and the epilogue and store follow. `cooperative=1` (`staging`; not with split-K): per step the
 work-group copies the input box under its pixels (whole output rows, or a part of one) and its weights into local
 memory once, and the register caches read them there.
 
@@ -23,7 +23,8 @@ register tiling is already this GEMM over (rows, columns). Workload keys: `conv2
 
 from __future__ import annotations
 
-from . import _conv, occupancy, staging_image
+from ..options import Staging
+from . import _conv, occupancy, staging
 from .family import Family
 from .conv2d_texture import LANES, match_packed
 
@@ -36,7 +37,7 @@ KNOBS: dict[str, list] = {
     "threads_cb": [1, 2, 4, 8, 16],
     "threads_p": [1, 2, 4, 7, 8, 14, 16, 28, 32, 49, 64],
     "threads_k": [1, 2, 4, 8],
-    staging_image.KNOB: staging_image.CHOICES,
+    staging.KNOB: staging.CHOICES,
 }
 
 # float4 accumulators a work-item may hold (tile_p x tile_cb), as in conv2d_texture.
@@ -69,25 +70,26 @@ def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
                          "past the output (TVM drops their guard)")
     if config["tile_cb"] * config["tile_p"] > MAX_TILE:
         raise ValueError(f"register tile of {config['tile_p']}x{config['tile_cb']} float4 exceeds {MAX_TILE}")
-    if config.get(staging_image.KNOB):
+    if staging.staged(config):
         run = config["threads_p"] * config["tile_p"]
         if config.get("threads_k", 1) > 1:
             raise ValueError("cooperative=1 stages one reduction step for the whole work-group: not with split-K")
         if run % wl.ow and wl.ow % run:
             raise ValueError(f"cooperative=1 needs a work-group's {run} pixels to be whole output rows or to divide "
                              f"a row of {wl.ow} (else its input tile has no fixed size)")
-        staging_image.check(local_pixels(wl, config), config["threads_cb"] * config["threads_p"], target)
+        staging.check(config["threads_cb"] * config["threads_p"], local_pixels(wl, config) * staging.PIXEL_BYTES,
+                      target)
     return config
 
 
-def local_pixels(wl: _conv.ConvWorkload, cfg: dict, skew: bool = True) -> int:
+def local_pixels(wl: _conv.ConvWorkload, cfg: dict, padded: bool = True) -> int:
     """Pixels `cooperative=1` stages per step of `tile_k` input channel blocks: the input box under the work-group's
     pixels (whole output rows, or a part of one; with the stride's skipped rows and columns: TVM copies a box; rows
-    skewed unless not `skew`) and the weights of its output channel blocks (4 pixels per input channel block)."""
+    padded to `staging.pitch` unless not `padded`) and the weights of its output channel blocks (4 pixels per input channel block)."""
     run = cfg["threads_p"] * cfg["tile_p"]
     rows, cols = (run // wl.ow, wl.ow) if run >= wl.ow else (1, run)
     cols = (cols - 1) * wl.stride[1] + 1
-    box = ((rows - 1) * wl.stride[0] + 1) * (staging_image.skewed_row(cols) if skew else cols)
+    box = ((rows - 1) * wl.stride[0] + 1) * (staging.pitch(cols) if padded else cols)
     return cfg["tile_k"] * (box + cfg["threads_cb"] * cfg["tile_cb"] * LANES)
 
 
@@ -96,19 +98,20 @@ def _reads(wl: _conv.ConvWorkload, cfg: dict) -> tuple[int, int]:
     pixels per channel block, per input block) and staged (`local_pixels`)."""
     threads = cfg["threads_cb"] * cfg["threads_p"]
     return (threads * cfg["tile_k"] * (cfg["tile_p"] + LANES * cfg["tile_cb"]),
-            local_pixels(wl, cfg, skew=False))
+            local_pixels(wl, cfg, padded=False))
 
 
 def _largest_divisor(n: int, choices: list[int], cap: int) -> int:
     return max(c for c in choices if c <= cap and n % c == 0) if n else 1
 
 
-def default_config(wl: _conv.ConvWorkload, target) -> dict:
+def default_config(wl: _conv.ConvWorkload, target, policy: Staging = Staging.AUTO) -> dict:
     """Knobs without tuning: 8 (else 7, 4, 2, 1) pixels of a row x 4 channel blocks per work-item, shrunk (channel
     blocks, then pixels) until the launch fills the device (`occupancy`); workgroups of up to 64 work-items, up to
     16 along the pixels (a divisor of the map's tiles), the rest over channel blocks; no K unrolling beyond the 4
     channels of a block (how these were chosen: docs/benchmarks.md, "1x1 GEMM defaults"); staged in local memory on
-    a GPU where the config allows it (`staging_image.default`)."""
+    a GPU where the config allows it and staging at least halves the image reads (`staging.default` under
+    `policy`)."""
     blocks = wl.o // LANES
     tile_p = next(t for t in (8, 7, 4, 2, 1) if wl.ow % t == 0)
     tiles = occupancy.ladder({"tile_cb": _conv.pick_tile(blocks, KNOBS["tile_cb"], 4), "tile_p": tile_p},
@@ -118,7 +121,8 @@ def default_config(wl: _conv.ConvWorkload, target) -> dict:
     # a map too small for even one pixel block per work-item: split the reduction over 2, 4, 8 work-items
     candidates += [_config(wl, 1, 1, k, target) for k in KNOBS["threads_k"][1:] if (wl.c // LANES) % k == 0]
     chosen = occupancy.choose(occupancy.device(target), candidates, lambda c: _launch(wl, c))
-    return staging_image.default(chosen, lambda c: check_config(wl, c, target), lambda c: _reads(wl, c), target)
+    return staging.default(chosen, target, staging.halves(*_reads(wl, chosen)),
+                           lambda c: check_config(wl, c, target), policy)
 
 
 def _config(wl: _conv.ConvWorkload, tile_cb: int, tile_p: int, threads_k: int, target) -> dict:
@@ -127,7 +131,7 @@ def _config(wl: _conv.ConvWorkload, tile_cb: int, tile_p: int, threads_k: int, t
     threads_cb = _conv.pick_tile(-(-(wl.o // LANES) // tile_cb), KNOBS["threads_cb"],
                                  max(1, limit // (threads_p * threads_k)))
     return {"tile_cb": tile_cb, "tile_p": tile_p, "tile_k": 1, "threads_cb": threads_cb, "threads_p": threads_p,
-            "threads_k": threads_k, staging_image.KNOB: 0}
+            "threads_k": threads_k, staging.KNOB: 0}
 
 
 def _launch(wl: _conv.ConvWorkload, cfg: dict) -> occupancy.Launch:
@@ -149,7 +153,7 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
         main = sch.rfactor(kt, 0)
         sch.set_scope(main, 0, "local")
     # cooperative: local-memory copies of the step's input pixels and weights, which the register caches read
-    staged = [staging_image.stage(sch, main, i) for i in (0, 1)] if cfg.get(staging_image.KNOB) else []
+    staged = [staging.stage_image(sch, main, i) for i in (0, 1)] if staging.staged(cfg) else []
     data = sch.cache_read(main, 0, "local")
     weight = sch.cache_read(main, 1, "local")
     n, f, y, x, lane, *kt, rc, ry, rx = sch.get_loops(main)
@@ -164,9 +168,9 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
         sch.bind(loop, "threadIdx.z")
     sch.compute_at(weight, rx, preserve_unit_loops=True)  # tile_cb x 4 weight pixels per input channel block
     sch.compute_at(data, pi, preserve_unit_loops=True)  # one input pixel (4 channels) per output pixel and block
-    for copy, skew_axis in zip(staged, (2, None)):  # after their readers: these must precede them in the step
+    for copy, row_axis in zip(staged, (2, None)):  # after their readers: these must precede them in the step
         sch.compute_at(copy, rko, preserve_unit_loops=True)
-        staging_image.fetch(sch, copy, (cfg["threads_cb"], cfg["threads_p"]), skew_axis)
+        staging.fetch_image(sch, copy, (cfg["threads_cb"], cfg["threads_p"]), row_axis)
     for loop in (rki, pi, rl, fi):
         sch.unroll(loop)
     sch.vectorize(lane)
@@ -185,6 +189,6 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
 
 # a record from before split-K measured the whole reduction in one work-item, one from before `cooperative` an
 # unstaged GEMM
-OLDER_RECORDS = {"threads_k": 1, **staging_image.OLDER_RECORDS}
+OLDER_RECORDS = {"threads_k": 1, **staging.OLDER_RECORDS}
 FAMILY = Family("conv2d_1x1", KNOBS, _conv.conv_match(_match, schedule, OLDER_RECORDS), default_config, check_config,
                 "Conv2d1x1Gemm", view="gemm_1x1", launch=_launch)

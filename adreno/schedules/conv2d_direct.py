@@ -20,6 +20,7 @@ do CPU targets (PoCL: staging only adds copies and barriers to a core's cache-re
 
 from __future__ import annotations
 
+from ..options import Staging
 from . import _conv, occupancy, staging
 
 OP = "conv2d_direct"
@@ -35,7 +36,7 @@ KNOBS: dict[str, list] = {
     "tile_rc": [1, 2, 4, 8],
     "unroll_k": [0, 1],
     "stage": [0, 1],
-    "cooperative": [0, 1],
+    staging.KNOB: staging.CHOICES,
 }
 
 
@@ -43,13 +44,14 @@ def _handles(wl: _conv.ConvWorkload) -> bool:
     return not wl.is_depthwise
 
 
-def default_config(wl: _conv.ConvWorkload, target) -> dict:
+def default_config(wl: _conv.ConvWorkload, target, policy: Staging = Staging.AUTO) -> dict:
     """Good knob values without tuning, from the shape and the target's workgroup limit and parallelism.
 
     Tiles that divide the output exactly come first (a ragged tile costs a guard on every accumulator); the
     register tile starts at 28-64 accumulators (tile_f x tile_y x tile_x) and shrinks (channels, then rows, then
     columns) until the launch fills the device (`occupancy`); the workgroup is filled up to 64 work-items (x first,
-    for coalesced / vectorisable loads, then y, then output channels)."""
+    for coalesced / vectorisable loads, then y, then output channels); staged where the window overlaps
+    (`staging.default` under `policy`)."""
     tile_x = next((t for t in (4, 2, 7) if wl.ow % t == 0), _conv.pick_tile(wl.ow, KNOBS["tile_x"], 4))
     tile_y = 2 if tile_x <= 4 and wl.oh % 2 == 0 else 1
     per_group = wl.o // wl.groups  # a grouped conv's tile_f divides a group's output channels
@@ -59,12 +61,13 @@ def default_config(wl: _conv.ConvWorkload, target) -> dict:
                               ("tile_x", 1, wl.ow)], KNOBS)
     rest = {"tile_rc": _conv.pick_tile(wl.cin_per_group, KNOBS["tile_rc"], 4 if wl.kh * wl.kw == 1 else 1),
             "unroll_k": 1 if wl.kh * wl.kw <= 9 else 0, "stage": 0,
-            "cooperative": 0}
+            staging.KNOB: 0}
     candidates = [{**t, **_conv.tiled_threads(wl, t, KNOBS, target), **rest} for t in tiles]
     config = occupancy.choose(occupancy.device(target), candidates, lambda c: _conv.tiled_launch(wl, c))
     overlapping = wl.kh > wl.stride[0] or wl.kw > wl.stride[1]  # neighbouring outputs share input pixels
-    return staging.prefer_cooperative(config, target, overlapping, lambda c: FAMILY.check_config(wl, c, target))
+    return staging.default(config, target, overlapping, lambda c: FAMILY.check_config(wl, c, target), policy)
 
 
 # a record from before `cooperative` measured the unstaged kernel
-FAMILY = _conv.tiled_family("conv2d_direct", OP, KNOBS, _handles, default_config, "Conv2dDirect", {"cooperative": 0})
+FAMILY = _conv.tiled_family("conv2d_direct", OP, KNOBS, _handles, default_config, "Conv2dDirect",
+                            staging.OLDER_RECORDS)

@@ -12,7 +12,7 @@ epilogue is applied to the registers and every output pixel is one float4 `write
 `tile_y x tile_x` pixels per tap, any stride); `stage=1` reads the work-item's whole input patch once per input
 channel block and reuses it across kh x kw taps (fewer reads for stride 1, more registers). The workgroup is
 `threads_cb x threads_y x threads_x` work-items (threadIdx.z/y/x), the tile's columns are contiguous.
-`cooperative=1` (groups-1 convs; `staging_image`): per input channel block the work-group first copies its input patch
+`cooperative=1` (groups-1 convs; `staging`): per input channel block the work-group first copies its input patch
 and its weights into local memory, each pixel read once by one of its work-items, and the register caches read
 local memory instead of the images.
 
@@ -25,7 +25,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..layout import LANES
-from . import _conv, occupancy, staging_image
+from ..options import Staging
+from . import _conv, occupancy, staging
 from .family import Family
 
 OPS = {"conv2d_NCHW4c": "conv2d_nchw4c", "dwconv2d_NCHW4c": "depthwise_nchw4c"}
@@ -39,7 +40,7 @@ KNOBS: dict[str, list] = {
     "threads_x": [1, 2, 4, 7, 8, 14, 16, 28, 32],
     "unroll_k": [0, 1],
     "stage": [0, 1],
-    staging_image.KNOB: staging_image.CHOICES,
+    staging.KNOB: staging.CHOICES,
 }
 
 # Output pixels x channel blocks a work-item may hold: 32 float4 accumulators (128 registers).
@@ -101,12 +102,12 @@ def match_packed(func, sch=None):
     return OPS[names[ci]], _conv.ConvMatch(workload, pad, conv, epilogue)
 
 
-def default_config(wl: _conv.ConvWorkload, target) -> dict:
+def default_config(wl: _conv.ConvWorkload, target, policy: Staging = Staging.AUTO) -> dict:
     """Knobs without tuning: 8 output pixels (2 x 4, or a row of 7) x 2 channel blocks per work-item for groups-1
     convs (1 block for depthwise: nothing is shared across channels), tiles that divide the output first, shrunk
     (channel blocks, rows, columns) until the launch fills the device (`occupancy`); the workgroup filled up to 64
-    work-items along x, then y, then channel blocks; staged in local memory on a GPU where the tile fits
-    (`staging_image.default`)."""
+    work-items along x, then y, then channel blocks; staged in local memory on a GPU where the tile fits and
+    staging at least halves the image reads (`staging.default` under `policy`)."""
     blocks = wl.o // LANES
     tile_x = next((t for t in (4, 2, 7) if wl.ow % t == 0), _conv.pick_tile(wl.ow, KNOBS["tile_x"], 4))
     tile_y = 2 if tile_x <= 4 and wl.oh % 2 == 0 else 1
@@ -114,12 +115,13 @@ def default_config(wl: _conv.ConvWorkload, target) -> dict:
     tiles = occupancy.ladder({"tile_f": tile_cb, "tile_y": tile_y, "tile_x": tile_x},
                              [("tile_f", 1, blocks), ("tile_y", 1, wl.oh), ("tile_x", 1, wl.ow)],
                              {**KNOBS, "tile_f": KNOBS["tile_cb"]})
-    rest = {"unroll_k": 1 if wl.kh * wl.kw <= 9 else 0, "stage": 0, staging_image.KNOB: 0}
+    rest = {"unroll_k": 1 if wl.kh * wl.kw <= 9 else 0, "stage": 0, staging.KNOB: 0}
     in_blocks = replace(wl, o=blocks)  # the output channel axis counted in blocks of 4: the tiled schedule's axis
     knobs = {**KNOBS, "threads_f": KNOBS["threads_cb"]}
     candidates = [_named({**t, **_conv.tiled_threads(in_blocks, t, knobs, target), **rest}) for t in tiles]
     chosen = occupancy.choose(occupancy.device(target), candidates, lambda c: _launch(in_blocks, c))
-    return staging_image.default(chosen, lambda c: check_config(wl, c, target), lambda c: _reads(wl, c), target)
+    return staging.default(chosen, target, staging.halves(*_reads(wl, chosen)),
+                           lambda c: check_config(wl, c, target), policy)
 
 
 def _named(cfg: dict) -> dict:
@@ -140,22 +142,22 @@ def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
     if config["tile_cb"] * config["tile_y"] * config["tile_x"] > MAX_TILE:
         raise ValueError(f"register tile of {config['tile_cb']}x{config['tile_y']}x{config['tile_x']} float4 "
                          f"exceeds {MAX_TILE}")
-    if config.get(staging_image.KNOB):
+    if staging.staged(config):
         if wl.is_depthwise:
             raise ValueError("cooperative=1 is for groups-1 convs (a depthwise block shares no weights or channels)")
-        staging_image.check(local_pixels(wl, config), config["threads_cb"] * config["threads_y"] * config["threads_x"],
-                            target)
+        staging.check(config["threads_cb"] * config["threads_y"] * config["threads_x"],
+                      local_pixels(wl, config) * staging.PIXEL_BYTES, target)
     return config
 
 
-def local_pixels(wl: _conv.ConvWorkload, cfg: dict, skew: bool = True) -> int:
-    """Pixels `cooperative=1` stages per input channel block: the work-group's input patch (rows skewed unless not
-    `skew`: the pixels it reads) and the weights of its output channel blocks (4 input channels x kh x kw pixels
+def local_pixels(wl: _conv.ConvWorkload, cfg: dict, padded: bool = True) -> int:
+    """Pixels `cooperative=1` stages per input channel block: the work-group's input patch (rows padded to
+    `staging.pitch` unless not `padded`: the pixels it reads) and the weights of its output channel blocks (4 input channels x kh x kw pixels
     each)."""
     rows, cols = (_patch(cfg[f"threads_{a}"] * cfg[f"tile_{a}"], k, s, d)
                   for a, k, s, d in (("y", wl.kh, *wl.stride[:1], *wl.dilation[:1]),
                                      ("x", wl.kw, *wl.stride[1:], *wl.dilation[1:])))
-    return rows * (staging_image.skewed_row(cols) if skew else cols) + _weights(wl, cfg) * cfg["threads_cb"]
+    return rows * (staging.pitch(cols) if padded else cols) + _weights(wl, cfg) * cfg["threads_cb"]
 
 
 def _patch(outputs: int, k: int, stride: int, dilation: int) -> int:
@@ -175,21 +177,21 @@ def _reads(wl: _conv.ConvWorkload, cfg: dict) -> tuple[int, int]:
               _patch(cfg["tile_y"], wl.kh, wl.stride[0], wl.dilation[0])
               * _patch(cfg["tile_x"], wl.kw, wl.stride[1], wl.dilation[1]))
     threads = cfg["threads_cb"] * cfg["threads_y"] * cfg["threads_x"]
-    return threads * (inputs + _weights(wl, cfg)), local_pixels(wl, cfg, skew=False)
+    return threads * (inputs + _weights(wl, cfg)), local_pixels(wl, cfg, padded=False)
 
 
 def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     """The register-tiled packed convolution (see the module doc); `cooperative=1` adds the local-memory tiles of
-    `staging_image` per input channel block, which the register caches then read. Mutates and returns `sch`."""
+    `staging` per input channel block, which the register caches then read. Mutates and returns `sch`."""
     depthwise = match.workload.is_depthwise
     conv = match.conv
     out = _conv.output_from_registers(sch, match)
     staged = []  # cooperative: the local-memory copies of the input (the guarded padded read) and the weights
-    if cfg.get(staging_image.KNOB):
+    if staging.staged(cfg):
         if match.pad is not None:
             sch.set_scope(match.pad, 0, "shared")
-        staged = [staging_image.stage(sch, conv, 0) if match.pad is None else match.pad,
-                  staging_image.stage(sch, conv, 1)]
+        staged = [staging.stage_image(sch, conv, 0) if match.pad is None else match.pad,
+                  staging.stage_image(sch, conv, 1)]
     if match.pad is not None and not staged:  # the guarded read of the unpadded input becomes the register cache
         data = match.pad
         sch.set_scope(data, 0, "local")
@@ -219,9 +221,9 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     sch.bind(xt, "threadIdx.x")
     sch.compute_at(weight, weight_at, preserve_unit_loops=True)
     sch.compute_at(data, xi if cfg["stage"] == 0 else patch_at, preserve_unit_loops=True)
-    for copy, skew_axis in zip(staged, (2, None)):  # after their readers: these must precede them in the step
+    for copy, row_axis in zip(staged, (2, None)):  # after their readers: these must precede them in the step
         sch.compute_at(copy, patch_at, preserve_unit_loops=True)
-        staging_image.fetch(sch, copy, (cfg["threads_cb"], cfg["threads_y"], cfg["threads_x"]), skew_axis)
+        staging.fetch_image(sch, copy, (cfg["threads_cb"], cfg["threads_y"], cfg["threads_x"]), row_axis)
     for loop in (yi, xi, *inner) + ((fi,) if depthwise else ()):
         sch.unroll(loop)
     if cfg["unroll_k"]:
@@ -237,6 +239,6 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     return sch
 
 
-FAMILY = Family("conv2d_texture", KNOBS, _conv.conv_match(match_packed, schedule, staging_image.OLDER_RECORDS),
+FAMILY = Family("conv2d_texture", KNOBS, _conv.conv_match(match_packed, schedule, staging.OLDER_RECORDS),
                 default_config, check_config, "Conv2dTexture", view="texture",
                 launch=lambda wl, cfg: _launch(replace(wl, o=wl.o // LANES), cfg))

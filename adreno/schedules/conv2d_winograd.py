@@ -14,7 +14,7 @@ Stages (recognised by block name, so they are found again after FuseOps/FuseTIR 
   `cooperative` (1: the work-group's U rows and V columns of `tile_k` channels are staged in local memory, loaded
   once by all its work-items, float4 where the tile allows; `staging`). Staged by default on GPU targets (buffers):
   it cut Oclgrind's global-load count of the default GEMM of a 64->64 F(4x4) conv at 14x14 8x for adreno-740 and
-  for nvidia-h200 (`tools/global_loads.py`); unstaged on CPU targets and for the packed GEMM (images).
+  for nvidia-h200 (`tools/global_loads.py`); unstaged on CPU targets.
 - `winograd_output_transform` (Y = A^T M A, fused with the conv's epilogue: bias, BatchNorm shift, ReLU/Clip,
   residual add): one work-item per (n, output channel, tile); the alpha^2 values of M are loaded once into registers,
   the m x m outputs are computed unrolled (constant coefficients folded) and the epilogue is applied before the
@@ -23,8 +23,8 @@ Stages (recognised by block name, so they are found again after FuseOps/FuseTIR 
 Packed stages (texture memory; main blocks `<stage>_nchw4c`) are the same schedules with a trailing 4-lane axis kept
 innermost and vectorised wherever a tensor is read or written, so that every access is one float4 pixel; their GEMM
 reduces over input channels in blocks of 4 (one V pixel) and counts `tile_o` in blocks of 4 output channels; its knob
-`cooperative` (1: `staging_image`) copies each step's U rows and V tiles into local memory once per work-group
-(buffer stages refuse 1).
+`cooperative` (1: `staging`, one float4 pixel per read) copies each step's U rows and V tiles into local memory once
+per work-group.
 
 Which convs become Winograd, and with which tile, is decided before legalization (`adreno.winograd.select_tile`):
 "auto" takes 3x3 stride-1 dilation-1 groups-1 convs with at least `MIN_CHANNELS` input and output channels and an
@@ -35,9 +35,10 @@ output of at least `MIN_SPATIAL` in both dimensions, with F(4x4) from `F4_MIN_SP
 from __future__ import annotations
 
 from ..layout import LANES
+from ..options import Staging
 from ..records import direct_key, key_memory, layout_workload
 from ..winograd import PACKED
-from . import _conv, conv2d_direct, conv2d_texture, occupancy, staging, staging_image
+from . import _conv, conv2d_direct, conv2d_texture, occupancy, staging
 from .family import Family, Matched
 
 OP = "conv2d_winograd"
@@ -53,7 +54,7 @@ KNOBS: dict[str, list] = {
     "tile_k": [1, 2, 4, 8],
     "threads_t": [16, 32, 64, 128, 256],
     "split_t": [0, 1],
-    "cooperative": [0, 1],  # GEMM tiles staged in local memory per step: buffers `staging`, packed `staging_image`
+    staging.KNOB: staging.CHOICES,  # the GEMM's tiles staged in local memory per step
 }
 # knobs added after records were written: a record without them measured the value 0
 OLDER_KNOBS = ("split_t", "cooperative")
@@ -101,11 +102,11 @@ def stage_workloads(conv, m: int, packed: bool = False) -> list[tuple[str, list[
             ("winograd_output_transform" + PACKED, [conv.n, o4, conv.oh, conv.ow, LANES, alpha, alpha])]
 
 
-def layout_default(conv, m: int, target, packed: bool = False) -> dict:
+def layout_default(conv, m: int, target, packed: bool = False, policy: Staging = Staging.AUTO) -> dict:
     """The default knobs of every stage of `conv` rewritten with F(m x m, 3 x 3), with `tile` = m."""
     config = {"tile": m}
     for wl in stage_workloads(conv, m, packed):
-        config.update(default_config(wl, target))
+        config.update(default_config(wl, target, policy))
     return config
 
 
@@ -115,13 +116,14 @@ def _fit(extent: int, choices: list[int], prefer: int, waste: float = 0.15) -> i
     return max(fitting, default=1)
 
 
-def default_config(wl, target) -> dict:
+def default_config(wl, target, policy: Staging = Staging.AUTO) -> dict:
     """Defaults per stage, the first of a list (biggest register tiles first) whose launch fills the device
     (`occupancy`). GEMM: up to 8 output channels x 4 tiles per work-item, shrunk (channels, then tiles) as needed,
     and a workgroup of up to 64 work-items (16 along the tiles first), each allowed a ragged last tile wasting at
     most 15%, 4 input channels per unrolled reduction step (packed: 2 blocks of 4 output channels, 1 block of 4
-    input channels; staged in local memory on a GPU, `staging_image.default`); transforms: 64 work-items per group,
-    a whole tile per work-item, else one row of it."""
+    input channels); staged in local memory on a GPU (`staging.default` under `policy`; packed: where staging at
+    least halves the image reads); transforms: 64 work-items per group, a whole tile per work-item, else one row
+    of it."""
     stage, dims = wl
     limit = min(_conv.max_threads(target), 64)
     device = occupancy.device(target)
@@ -138,15 +140,14 @@ def default_config(wl, target) -> dict:
     for t in tiles:
         threads_p = _fit(-(-p // t["tile_p"]), KNOBS["threads_p"], 16)
         threads_o = _fit(-(-o // t["tile_o"]), KNOBS["threads_o"], max(1, limit // threads_p))
-        candidates.append({**t, "threads_o": threads_o, "threads_p": threads_p, "tile_k": tile_k, "cooperative": 0})
+        candidates.append({**t, "threads_o": threads_o, "threads_p": threads_p, "tile_k": tile_k, staging.KNOB: 0})
     chosen = occupancy.choose(device, candidates, lambda cfg: _gemm_launch(wl, cfg))
 
     def legal(cfg):
         return check_config(wl, cfg, target)
 
-    if stage.endswith(PACKED):
-        return staging_image.default(chosen, legal, _gemm_reads, target)
-    return staging.prefer_cooperative(chosen, target, True, legal)
+    pays = staging.halves(*_gemm_reads(chosen)) if stage.endswith(PACKED) else True
+    return staging.default(chosen, target, pays, legal, policy)
 
 
 def _gemm_launch(wl, cfg: dict) -> occupancy.Launch:
@@ -181,12 +182,10 @@ def check_config(wl, config: dict, target) -> dict:
     if gemm and stage.endswith(PACKED) and (dims[-1] // LANES) % config.get("tile_k", 1):
         raise ValueError(f"tile_k={config['tile_k']} does not divide the {dims[-1] // LANES} input channel blocks")
     _conv.validate(config, KNOBS, target, ("threads_o", "threads_p") if gemm else ("threads_t",))
-    if gemm and config.get("cooperative", 0):
-        threads = config["threads_o"] * config["threads_p"]
-        if stage.endswith(PACKED):
-            staging_image.check(_gemm_local_pixels(config), threads, target)
-        else:
-            staging.check_cooperative(config, threads, staged_tiles(config), target)
+    if gemm and staging.staged(config):
+        need = (_gemm_local_pixels(config) * staging.PIXEL_BYTES if stage.endswith(PACKED)
+                else staging.local_bytes(*staged_tiles(config)))
+        staging.check(config["threads_o"] * config["threads_p"], need, target)
     return config
 
 
@@ -196,11 +195,12 @@ def staged_tiles(cfg: dict) -> list[tuple[int, ...]]:
     return [(cfg["tile_o"] * cfg["threads_o"], cfg["tile_k"]), (cfg["tile_k"], cfg["tile_p"] * cfg["threads_p"])]
 
 
-def _gemm_local_pixels(cfg: dict, skew=staging_image.skewed_row) -> int:
-    """Pixels the packed GEMM stages per step of `tile_k` input channel blocks (rows skewed by `skew`): the U rows of
-    its output channel blocks (4 channels x tile_k pixels each) and the V rows of its tiles (one per block)."""
+def _gemm_local_pixels(cfg: dict, row=staging.pitch) -> int:
+    """Pixels the packed GEMM stages per step of `tile_k` input channel blocks (rows of `row(pixels)`: padded to
+    `staging.pitch`): the U rows of its output channel blocks (4 channels x tile_k pixels each) and the V rows of
+    its tiles (one per block)."""
     u_rows, v_rows = cfg["threads_o"] * cfg["tile_o"], cfg["tile_k"]
-    return u_rows * skew(LANES * cfg["tile_k"]) + v_rows * skew(cfg["threads_p"] * cfg["tile_p"])
+    return u_rows * row(LANES * cfg["tile_k"]) + v_rows * row(cfg["threads_p"] * cfg["tile_p"])
 
 
 def _gemm_reads(cfg: dict) -> tuple[int, int]:
@@ -208,7 +208,7 @@ def _gemm_reads(cfg: dict) -> tuple[int, int]:
     tile_p V pixels per input block) and staged."""
     threads = cfg["threads_o"] * cfg["threads_p"]
     return (threads * cfg["tile_k"] * (LANES * cfg["tile_o"] + cfg["tile_p"]),
-            _gemm_local_pixels(cfg, skew=lambda pixels: pixels))
+            _gemm_local_pixels(cfg, row=lambda pixels: pixels))
 
 
 def _bind_flat(sch, loops, threads):
@@ -248,7 +248,7 @@ def _schedule_gemm(sch, blocks, cfg):
     to, tp, vo, vp, vk = cfg["threads_o"], cfg["threads_p"], cfg["tile_o"], cfg["tile_p"], cfg["tile_k"]
     # cooperative (packed only): local-memory copies of the step's U and V tiles, which the register caches read
     packed = len(sch.get_loops(main)) == 6  # a, b, o, p, lane, k: a packed stage has the lane loop
-    staged = [staging_image.stage(sch, main, i) for i in (0, 1)] if packed and cfg.get("cooperative") else []
+    staged = [staging.stage_image(sch, main, i) for i in (0, 1)] if packed and staging.staged(cfg) else []
     u_cache = sch.cache_read(main, 0, "local")
     v_cache = sch.cache_read(main, 1, "local")
     out = sch.cache_write(main, 0, "local")
@@ -265,12 +265,12 @@ def _schedule_gemm(sch, blocks, cfg):
     for cache in (u_cache, v_cache):
         sch.compute_at(cache, ki, preserve_unit_loops=True)
         _conv.registers(sch, sch.get_loops(cache)[-4 - len(lane):], bool(lane))
-    if cfg.get("cooperative", 0) and not lane:  # buffers: the work-group's U rows and V columns per tile_k channels
+    if staging.staged(cfg) and not lane:  # buffers: the work-group's U rows and V columns per tile_k channels
         for cache in (u_cache, v_cache):
             staging.stage_in_local(sch, cache, 0, ko, [("threadIdx.y", to), ("threadIdx.x", tp)])
     for copy in staged:  # after their readers: these must precede them in the step
         sch.compute_at(copy, ko, preserve_unit_loops=True)
-        staging_image.fetch(sch, copy, (to, tp), skew_axis=2)
+        staging.fetch_image(sch, copy, (to, tp), row_axis=2)
     _conv.registers(sch, [ki, *kl, oi, pi, *lane], bool(lane))
     sch.reverse_compute_at(out, pt, preserve_unit_loops=True)
     _conv.registers(sch, sch.get_loops(out)[-4 - len(lane):], bool(lane))

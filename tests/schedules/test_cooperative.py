@@ -1,4 +1,4 @@
-"""The texture convs staged in local memory (knob `cooperative`, `adreno/schedules/staging_image.py`): outputs on PoCL
+"""The texture convs staged in local memory (knob `cooperative`, `adreno/schedules/staging.py`): outputs on PoCL
 against onnxruntime (images really used: 8-16 channels, ragged tiles, stride 2, padding, a 3-channel 7x7 stem whose
 images pad to 4 channels), the kernels really staged (`__local` tiles, barriers), the configs `check_config` refuses,
 and the defaults (GPU targets stage where the tile fits, a CPU never). Oclgrind's checks and read counts of the
@@ -88,7 +88,7 @@ def test_staged_winograd_gemm_matches_onnxruntime(winograd, knobs, tmp_path, mon
 
 
 def test_winograd_stages_both_gemms():
-    """The buffer GEMM stages through `staging`, the packed one through `staging_image`: both accept the knob."""
+    """The buffer GEMM (a flat vectorised loop) and the packed one (a pixel per read) both accept the knob."""
     from adreno.schedules import conv2d_winograd
 
     gemm = {"tile_o": 2, "tile_p": 4, "threads_o": 4, "threads_p": 16, "tile_k": 4, "cooperative": 1}

@@ -9,7 +9,7 @@ bound and the unstaged kernel's.
 
 Bounded time: shapes of 8-16 channels at 9x9, one simulator process for all artifacts (about a minute on 2 cores).
 
-The texture convs staged in local memory (`cooperative=1`, `adreno/schedules/staging_image.py`) are counted too:
+The texture convs staged in local memory (`cooperative=1`, `adreno/schedules/staging.py`) are counted too:
 Oclgrind's instruction counts (OCLGRIND_INST_COUNTS) give each kernel's `read_imagef` calls, which per work-group
 must stay within the staged tiles' bound and below the same tiles' unstaged kernel.
 """
