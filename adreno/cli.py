@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import AdrenoError
-from .options import Defaults, Host, Memory, Precision, Schedules, Winograd, choices
+from .options import Defaults, Host, Memory, Precision, Schedules, Winograd, add_staging_argument, choices
 
 EPILOG = """examples:
   adreno models
@@ -102,7 +102,7 @@ def cmd_compile(args) -> int:
                              input_shapes=_parse_shapes(args.input_shape),
                              memory=args.memory, precision=args.precision, schedules=args.schedules,
                              records=args.records, winograd=args.winograd, image_max=args.image_max,
-                             defaults=args.defaults)
+                             defaults=args.defaults, staging=args.staging)
     bind = read_bind(args.bind)
     progress = Progress(not (args.json or args.quiet))
     started = time.perf_counter()
@@ -321,6 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "space for the target's device facts and its best legal config meeting the occupancy rule is "
                    "used; opt-in, not yet measured on a GPU) or rule (the family's rule default; the default). "
                    "The manifest's model_defaults lists the model's choices; records still win")
+    add_staging_argument(p)
     p.add_argument("--image-max", type=int, metavar="PIXELS",
                    help="largest image width/height to use, e.g. a local check device's (PoCL: 8192): wider tensors "
                    "take another image scope or stay buffers (default: the target's limits, within 8192 where an "

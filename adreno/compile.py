@@ -58,10 +58,11 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     tuned = tuned_configs(options.records, options.precision)
     options = options.resolved(tuned)  # memory, Winograd and defaults decided; checked again (fp16 needs textures)
     memory, winograd, host = options.memory, options.winograd, options.host
+    tuned.staging = options.staging
     if options.defaults == "model" and options.schedules == "adreno":
         from .ranked_defaults import RankedDefaults
 
-        tuned.ranker = RankedDefaults(device)
+        tuned.ranker = RankedDefaults(device, options.staging)
     tvm_target = targets.tvm_target(device, host=host)
     refusals, lowered, plan, sources, params, ranked = [], None, None, {}, {}, None
     if mod is None:
@@ -104,6 +105,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "winograd": winograd,
             "defaults": options.defaults,
             "model_defaults": ranked,
+            "staging": options.staging,
             "precision": options.precision,
             "textures": plan.texture_summary(),
             "schedules": options.schedules,

@@ -76,6 +76,15 @@ def choices(kind: type[enum.Enum]) -> list[str]:
     return [member.value for member in kind]
 
 
+def add_staging_argument(parser) -> None:
+    """`--staging` of `adreno compile` and `adreno tune` (an argparse parser)."""
+    parser.add_argument("--staging", choices=choices(Staging), default="auto",
+                        help="cooperative staging of conv tiles in local memory (knob cooperative) where no record "
+                        "sets it: auto (on GPU targets where it pays; the default) or off (never, on any target: a "
+                        "device whose local memory is slow or broken, a side-by-side measurement). Records still "
+                        "win; tune --staging off searches unstaged configs only")
+
+
 def _parse(kind: type[enum.Enum], value, flag: str):
     if value is None or isinstance(value, kind):
         return value
@@ -90,7 +99,8 @@ class CompileOptions:
     """What to compile for. `memory` None: `adreno.records.default_memory` of the records (texture unless they are
     all buffer kernels); `winograd` None: auto with our schedules, off with TVM's. Under off and auto, a conv's tuned
     layout record (`records`) decides instead. `defaults` None: "rule" (model-ranked defaults are opt-in until a GPU
-    has measured them: one of them crashed PoCL, see README)."""
+    has measured them: one of them crashed PoCL, see README). `staging`: the staging policy of kernels without
+    records (`adreno.schedules.staging.default`)."""
 
     target: str = "adreno-740"
     host: Host = Host.ANDROID

@@ -63,16 +63,16 @@ class RankedDefaults:
     """Ranks each kernel's space once (cached by workload key) for `device` (an `adreno.target.AdrenoDevice`).
     Called by `TunedConfigs.default` as `ranker(family, matched, rule_config, target) -> config`."""
 
-    def __init__(self, device, samples: int = SAMPLES):
+    def __init__(self, device, policy: str = "auto", samples: int = SAMPLES):
         from .tune.features import device_limits
 
-        self.device, self.samples = device, samples
+        self.device, self.policy, self.samples = device, policy, samples
         self.limits = device_limits(device)
         self.rankings: dict[str, Ranking] = {}
 
     def __call__(self, family, matched, rule: dict, target) -> dict:
         if matched.key not in self.rankings:
-            ranking = rank(family, matched, rule, target, self.device, self.limits, self.samples)
+            ranking = rank(family, matched, rule, target, self.device, self.limits, self.samples, self.policy)
             if ranking is None:
                 return rule
             self.rankings[matched.key] = ranking
@@ -87,8 +87,12 @@ class RankedDefaults:
                 "kernels": {key: r.to_json() for key, r in sorted(self.rankings.items())}}
 
 
-def rank(family, matched, rule: dict, target, device, limits: dict, samples: int = SAMPLES) -> Ranking | None:
-    """The model's pick for the kernel `matched` of `family` (None: the model does not describe it)."""
+def rank(family, matched, rule: dict, target, device, limits: dict, samples: int = SAMPLES,
+         policy: str = "auto") -> Ranking | None:
+    """The model's pick for the kernel `matched` of `family` (None: the model does not describe it), among the
+    configs `policy` (`--staging`) allows."""
+    from .options import Staging
+    from .schedules import staging
     from .tune.cost_model.analytical import AnalyticalModel
     from .tune.features import FEATURE_NAMES, featurize, seen
 
@@ -97,7 +101,8 @@ def rank(family, matched, rule: dict, target, device, limits: dict, samples: int
     rule_launch = family.launch(workload, rule)
     if family.view is None or rule_launch is None or seen(workload, rule, family.view) is None:
         return None
-    knobs = {k: v for k, v in family.knobs.items() if matched.knobs is None or k in matched.knobs}
+    knobs = {k: v for k, v in staging.space(family.knobs, Staging(policy)).items()
+             if matched.knobs is None or k in matched.knobs}
     legal = [c for c in _candidates(rule, knobs, samples, matched.key)
              if _legal(family, workload, c, target, device, rule_launch)]
     features = featurize(workload, legal, limits, family.view)

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..errors import TVM_ERRORS
+from ..options import Staging
+from . import staging
 
 
 @dataclass(frozen=True)
@@ -79,15 +81,22 @@ class Family:
 
         return self.match(func) if isinstance(func, tirx.PrimFunc) else None
 
+    def defaults(self, workload, target, policy: Staging = Staging.AUTO) -> dict:
+        """The knobs of `workload` without tuning: `default_config`, which a family with the `cooperative` knob gives
+        the compile's `--staging` `policy` (its staging is decided by `staging.default` alone)."""
+        if staging.KNOB in self.knobs:
+            return self.default_config(workload, target, policy)
+        return self.default_config(workload, target)
+
     def apply(self, func, target, config: dict | None = None):
         """A scheduled `s_tir.Schedule` of `func`, None when this family does not handle it, or `Refused`. `config`
         maps workload keys to tuned knobs (`adreno compile --records`); missing knobs take the defaults. A config
         outside the family's space raises ValueError (`check_config`), except compile's `TunedConfigs`, which drops
-        the refused knobs and gets the defaults."""
+        the refused knobs and gets the defaults (under its `staging` policy)."""
         matched = self.matched(func)
         if matched is None:
             return None
-        cfg = self.default_config(matched.workload, target)
+        cfg = self.defaults(matched.workload, target, Staging(getattr(config, "staging", Staging.AUTO)))
         tuned = {k: v for k, v in ((config or {}).get(matched.key) or {}).items()
                  if matched.knobs is None or k in matched.knobs}
         if tuned:

@@ -67,7 +67,7 @@ def _model_default(state):
         return None
     target = tvm_target(task.target_name)
     rule = task.default_config(target)
-    ranked = RankedDefaults(device_of(target))(task.schedule_family, Matched(task.workload, task.key, None), rule,
+    ranked = RankedDefaults(device_of(target), task.staging)(task.schedule_family, Matched(task.workload, task.key, None), rule,
                                                target)
     return None if ranked == rule else state.space.candidate(ranked)
 
@@ -75,7 +75,7 @@ def _model_default(state):
 def export_batch(model, out: Path, *, target: str = "adreno-740", memory: str = "texture", precision: str = "fp32",
                  layouts: bool = True, trials: int = 8, records: str | None = None, model_kind: str = "analytical",
                  fingerprint: str | None = None, seed: int = 0, save_model: str | None = None,
-                 say=lambda text: None, bind: dict | None = None) -> dict:
+                 say=lambda text: None, bind: dict | None = None, staging: str = "auto") -> dict:
     """Write a batch of `trials` candidates per tunable task of `model` into `out` (replaced if it exists).
     `save_model`: also save the cost model trained on the records (for `--model transfer:FILE` elsewhere); `bind`:
     graph inputs baked in (`extract_tasks`)."""
@@ -84,8 +84,8 @@ def export_batch(model, out: Path, *, target: str = "adreno-740", memory: str = 
     from .tuner import Tuner, target_limits
 
     out = Path(out)
-    tasks = extract_tasks(model, CompileOptions(target=target, memory=memory, precision=precision), layouts=layouts,
-                          bind=bind)
+    tasks = extract_tasks(model, CompileOptions(target=target, memory=memory, precision=precision, staging=staging),
+                          layouts=layouts, bind=bind)
     database = Database(records) if records else Database(out / ".no-records.jsonl")
     fingerprint = fingerprint or (database.records[-1].device if database.records else "batch")
     if out.exists():
@@ -93,7 +93,8 @@ def export_batch(model, out: Path, *, target: str = "adreno-740", memory: str = 
     (out / "params").mkdir(parents=True)
     builder = Builder(workdir=out / ".build")
     manifest = {"format": BATCH_FORMAT, "adreno_version": adreno.__version__, "model": str(model),
-                "target": target, "memory": memory, "precision": precision, "layouts": layouts, "seed": seed,
+                "target": target, "memory": memory, "precision": precision, "staging": staging, "layouts": layouts,
+                "seed": seed,
                 "trained_on": fingerprint, "tasks": [], "candidates": []}
     try:
         tuner = Tuner(tasks, None, database, fingerprint, model=model_kind, builder=builder, seed=seed,
@@ -190,8 +191,9 @@ def import_batch(model, batch: Path, records: str, say=lambda text: None, bind: 
         raise BatchError(f"{batch} was exported by adreno {manifest['adreno_version']}, this is adreno "
                          f"{adreno.__version__}: its workload keys may mean other kernels; export a new batch")
     tasks = extract_tasks(model, CompileOptions(target=manifest["target"], memory=manifest["memory"],
-                                                precision=manifest["precision"]), layouts=manifest["layouts"],
-                          bind=bind)
+                                                precision=manifest["precision"],
+                                                staging=manifest.get("staging", "auto")),
+                          layouts=manifest["layouts"], bind=bind)
     foreign = {t["key"] for t in manifest["tasks"]} - {t.key for t in tasks}
     if foreign:
         raise BatchError(f"{batch} was exported for model {manifest['model']}; {len(foreign)} of its "
@@ -240,7 +242,8 @@ def cmd_batch(args) -> int:
         manifest = export_batch(args.model, Path(args.export_batch), target=args.target, memory=args.memory,
                                 precision=args.precision, layouts=not args.no_layouts, trials=args.trials,
                                 records=args.records, model_kind=args.model_kind, seed=args.seed,
-                                save_model=args.save_model, say=say, bind=read_bind(args.bind))
+                                save_model=args.save_model, say=say, bind=read_bind(args.bind),
+                                staging=args.staging)
         built = sum(1 for c in manifest["candidates"] if not c.get("error"))
         print(f"{args.export_batch}: {len(manifest['candidates'])} candidates ({built} built) of "
               f"{len(manifest['tasks'])} tasks; measure it with `python -m adreno.measure {args.export_batch} "

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ..bind import add_bind_argument
-from ..options import CompileOptions, Memory, Precision, choices
+from ..options import CompileOptions, Memory, Precision, add_staging_argument, choices
 
 
 def cmd_tune(args) -> int:
@@ -35,7 +35,8 @@ def cmd_tune(args) -> int:
             print(text, file=sys.stderr, flush=True)
 
     say(f"extracting tasks of {args.model} for {args.target} ({args.memory} memory)")
-    tasks = extract_tasks(args.model, CompileOptions(target=args.target, memory=args.memory, precision=args.precision),
+    tasks = extract_tasks(args.model, CompileOptions(target=args.target, memory=args.memory, precision=args.precision,
+                                                     staging=args.staging),
                           layouts=not args.no_layouts, bind=read_bind(args.bind))
     builder = Builder(workdir=args.keep_candidates)
     tuner = open_tuner(tasks, database, target=args.target, device=args.device, tracker=args.tracker, key=args.key,
@@ -112,6 +113,7 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
                    "both the Winograd layouts of 3x3 stride-1 convs")
     p.add_argument("--precision", default="fp32", choices=choices(Precision),
                    help="image storage of texture tasks (fp16: half-float images, as `compile --precision fp16`)")
+    add_staging_argument(p)
     p.add_argument("--trials", type=int, default=64, help="measurements to spend in all (default 64; with "
                    "--export-batch: candidates per task)")
     p.add_argument("--strategy", default="genetic", choices=["genetic", "random", "grid"],

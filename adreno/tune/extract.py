@@ -78,7 +78,8 @@ def extract_tasks(model, options: CompileOptions = BUFFER_TASKS, layouts: bool =
                 images = _images(func, binding.value.args[1].fields, n_outputs, device, precision) \
                     if memory == "texture" and kind is Task else []
                 tasks[key] = kind(key, name, gvar.name_hint, func.script(), n_outputs,
-                                  target_name=target_name, names=[gvar.name_hint], images=images, **extra)
+                                  target_name=target_name, names=[gvar.name_hint], images=images,
+                                  staging=options.staging, **extra)
             break
     if not tasks:
         raise AdrenoError("the model has no kernel any of our schedules can tune")

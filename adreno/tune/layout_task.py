@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from functools import cached_property
 
 
+from ..options import Staging
 from ..records import layout_workload, packed_workload
+from ..schedules import staging
 from . import measure
 from .space import SearchSpace
 from .task import Task
@@ -73,7 +75,8 @@ class LayoutTask(Task):
         shared = set(direct.knobs) & set(stage_knobs)  # `cooperative` of buffers: one knob for both layouts
         conditions = {**{k: ("tile", (0,)) for k in direct.knobs if k not in shared},
                       **{k: ("tile", TILES[1:]) for k in stage_knobs if k not in shared}}
-        return SearchSpace({"tile": list(TILES), **direct.knobs, **stage_knobs}, valid, conditions)
+        knobs = staging.space({"tile": list(TILES), **direct.knobs, **stage_knobs}, Staging(self.staging))
+        return SearchSpace(knobs, valid, conditions)
 
     def layout_default(self, tile: int, target) -> dict:
         """The default knobs of one layout."""
@@ -81,8 +84,9 @@ class LayoutTask(Task):
 
         if tile == 0:
             direct, direct_wl = self._direct
-            return {"tile": 0, **direct.default_config(direct_wl, target)}
-        return conv2d_winograd.layout_default(self.workload, tile, target, packed=self.memory == "texture")
+            return {"tile": 0, **direct.defaults(direct_wl, target, Staging(self.staging))}
+        return conv2d_winograd.layout_default(self.workload, tile, target, packed=self.memory == "texture",
+                                              policy=Staging(self.staging))
 
     def default_config(self, target) -> dict:
         """The layout the fixed rule of `--winograd auto` picks, with its default knobs."""

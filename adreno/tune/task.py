@@ -14,6 +14,8 @@ from functools import cached_property
 
 import numpy as np
 
+from ..options import Staging
+from ..schedules import staging
 from . import measure
 from .features import featurize
 from .space import SearchSpace
@@ -32,6 +34,7 @@ class Task:
     target_name: str = "adreno-740"
     names: list[str] = field(default_factory=list)  # every function name sharing this workload
     images: list = field(default_factory=list)  # per parameter (outputs last): its ImageSpec dict, None for a buffer
+    staging: str = "auto"  # `--staging`: off keeps the default and the search unstaged (`staging.space`)
 
     @property
     def scopes(self) -> list[str] | None:
@@ -75,11 +78,11 @@ class Task:
                 return False
             return True
 
-        return SearchSpace(dict(family.knobs), valid)
+        return SearchSpace(dict(staging.space(family.knobs, Staging(self.staging))), valid)
 
     def default_config(self, target) -> dict:
-        """What compiling without records uses."""
-        return self.schedule_family.default_config(self.workload, target)
+        """What compiling without records uses (with the same `--staging`)."""
+        return self.schedule_family.defaults(self.workload, target, Staging(self.staging))
 
     def seed_configs(self, target) -> list[dict]:
         """Configs measured in the task's first round, before the strategy proposes any."""

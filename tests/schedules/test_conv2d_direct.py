@@ -103,7 +103,7 @@ def test_knob_combinations_stay_correct(tmp_path, monkeypatch):
          "unroll_k": 1, "stage": 0},
     ]
     for i, cfg in enumerate(corners):
-        monkeypatch.setattr(conv2d_direct.FAMILY, "default_config", lambda _wl, _target, cfg=cfg: dict(cfg))
+        monkeypatch.setattr(conv2d_direct.FAMILY, "default_config", lambda _wl, _target, *_policy, cfg=cfg: dict(cfg))
         with record_claims(monkeypatch, "conv2d_direct") as claims:
             _, outputs = compile_and_run(model, tmp_path / f"a{i}", inputs)
         assert claims["conv2d_direct"], cfg

@@ -30,7 +30,8 @@ def test_staged_conv_matches_onnxruntime(family, memory, case, knobs, tmp_path, 
 
     staged = schedule_family(family)
     default = staged.default_config
-    monkeypatch.setattr(staged, "default_config", lambda wl, t: {**default(wl, t), **knobs, "cooperative": 1})
+    monkeypatch.setattr(staged, "default_config", lambda wl, t, *policy: {**default(wl, t), **knobs,
+                                                                         "cooperative": 1})
     with record_claims(monkeypatch, family) as claims:
         artifact = check_against_onnxruntime(conv_model(case), tmp_path / "a", memory, winograd="off")
     assert len(claims[family]) == 1
@@ -41,7 +42,7 @@ def test_staged_conv_matches_onnxruntime(family, memory, case, knobs, tmp_path, 
 def test_staged_winograd_gemm_matches_onnxruntime(knobs, tmp_path, monkeypatch):
     default = conv2d_winograd.FAMILY.default_config
 
-    def staged(wl, target):
+    def staged(wl, target, *policy):
         cfg = default(wl, target)
         return {**cfg, **knobs, "cooperative": 1} if "tile_o" in cfg else cfg
 

@@ -1,0 +1,95 @@
+"""`--staging auto|off` (`CompileOptions.staging`): off leaves every conv kernel without a tuned config unstaged on
+any target, auto stages where it pays on a GPU target; both run correctly on PoCL (`adreno run --check`), the
+manifest records the choice, tuned records still win, and `adreno tune --staging off` seeds and searches unstaged
+configs only. (The staging policy itself: tests/schedules/test_staging.py and test_cooperative.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import onnx
+import pytest
+
+from adreno import target as targets
+from adreno.options import Staging
+from tests.schedules.sched_helpers import ConvCase, check_against_onnxruntime, conv_model
+
+# a 3x3 conv whose adreno-740 default stages (buffers: overlapping windows; images: 8x fewer reads)
+LAYER = ConvCase(1, 16, 14, 14, 16, 3, 1, (1, 1, 1, 1), epilogue="bias_relu")
+
+
+def adreno(*args, rc=0):
+    proc = subprocess.run([sys.executable, "-m", "adreno.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.returncode == rc, f"rc {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc
+
+
+def _conv_sources(artifact) -> list[str]:
+    sources = [p.read_text() for p in (artifact / "kernels").glob("*conv2d*.cl")]
+    assert sources, sorted(p.name for p in (artifact / "kernels").iterdir())
+    return sources
+
+
+@pytest.mark.parametrize("staging", ["off", "auto"])
+def test_compile_staging_on_the_command_line(staging, tmp_path):
+    model = tmp_path / "conv.onnx"
+    onnx.save(conv_model(LAYER), model)
+    out = tmp_path / staging
+    adreno("compile", model, "--target", "adreno-740", "--memory", "texture", "--winograd", "off",
+           "--staging", staging, "-o", out, "-q")
+    staged = ["__local" in source for source in _conv_sources(out)]
+    assert staged == [staging == "auto"] * len(staged)
+    assert json.loads((out / "manifest.json").read_text())["staging"] == staging
+    assert ": OK" in adreno("run", out, "--check", "--repeat", "1").stdout
+
+
+def test_a_bad_staging_value_is_a_usage_error(tmp_path):
+    proc = adreno("compile", "tiny", "--staging", "on", "-o", tmp_path / "x", rc=2)
+    assert "--staging" in proc.stderr and "invalid choice" in proc.stderr
+
+
+@pytest.mark.parametrize("memory", ["buffer", "texture"])
+def test_off_is_unstaged_and_records_still_win(memory, tmp_path):
+    """Buffers (conv2d_direct) too, on a GPU target; a tuned record with `cooperative` 1 is still staged under off."""
+    from adreno.records import Database, Record
+    from adreno.schedules import conv2d_direct, conv2d_texture
+    from tests.schedules.sched_helpers import primitive_function
+
+    model = conv_model(LAYER)
+    off = check_against_onnxruntime(model, tmp_path / "off", memory, winograd="off", staging="off")
+    assert not any("__local" in source for source in _conv_sources(off))
+    family = conv2d_texture.FAMILY if memory == "texture" else conv2d_direct.FAMILY
+    func, target = primitive_function(model, "fused_conv2d", memory=memory)
+    wl = family.workload(func)
+    staged = family.defaults(wl, target, Staging.AUTO)
+    assert staged["cooperative"] == 1 and family.defaults(wl, target, Staging.OFF)["cooperative"] == 0
+    records = tmp_path / "records.jsonl"
+    Database(records).append([Record(family.workload_key(func), "test-device", staged, seconds=[1e-3])])
+    tuned = check_against_onnxruntime(model, tmp_path / "tuned", memory, winograd="off", staging="off",
+                                      records=str(records))
+    assert all("__local" in source for source in _conv_sources(tuned))
+
+
+def test_tune_and_model_defaults_under_off_stay_unstaged():
+    """`adreno tune --staging off`: the task's seed is unstaged and its space holds only unstaged configs (a layout
+    task's too); `--defaults model --staging off` never ranks a staged config first."""
+    from adreno.ranked_defaults import RankedDefaults
+    from adreno.schedules.family import Matched
+    from adreno.tune.extract import extract_tasks
+    from adreno.options import CompileOptions
+
+    model = conv_model(ConvCase(1, 64, 14, 14, 64, 3, 1, (1, 1, 1, 1)))
+    target = targets.tvm_target("adreno-740")
+    for staging, seeds in (("auto", {1}), ("off", {0})):
+        for task in extract_tasks(model, CompileOptions(target="adreno-740", memory="buffer", staging=staging),
+                                  layouts=True):
+            assert {c["cooperative"] for c in task.seed_configs(target)} == seeds, (staging, task.key)
+            assert task.space(target).knobs["cooperative"] == ([0] if staging == "off" else [0, 1])
+    (task,) = extract_tasks(model, CompileOptions(target="adreno-740", memory="texture", staging="off"))
+    ranker = RankedDefaults(targets.get_device("adreno-740"), "off", samples=200)
+    picked = ranker(task.schedule_family, Matched(task.workload, task.key, None), task.default_config(target), target)
+    assert picked["cooperative"] == 0
