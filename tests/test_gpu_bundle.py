@@ -44,7 +44,7 @@ def test_prepare_is_small_and_complete(bundle, tmp_path):
     # conv columns of the quick layer (3x3 stride 1: Winograd columns too; not model_tex, see gpu_bundle.prepare)
     # and three whole-model variants
     assert {p.name for p in travelling if p.parent.parent.parent.name == "conv"} == {
-        "adreno", "texture", "model", "f2", "f4", "f2_tex", "f4_tex", "tvm"}
+        "adreno", "texture", "unstaged", "unstaged_tex", "model", "f2", "f4", "f2_tex", "f4_tex", "tvm"}
     assert {p.name for p in travelling if p.parent.name == "whole"} == {"tiny-buffer", "tiny-texture", "tiny-fp16"}
     for artifact in travelling:
         restore_params(artifact)
@@ -69,9 +69,10 @@ def test_dry_run_on_pocl(bundle, no_tvm_path, tmp_path):
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     conv = summary["conv"]["resnet18_block"]
-    for ratio in ("adreno/naive", "texture/adreno", "model/adreno", "f2/adreno", "f4/adreno",
-                  "f2_tex/texture", "f4_tex/texture"):
+    for ratio in ("adreno/naive", "texture/adreno", "adreno/unstaged", "texture/unstaged_tex", "model/adreno",
+                  "f2/adreno", "f4/adreno", "f2_tex/texture", "f4_tex/texture"):
         assert conv["ratios"][ratio] > 0, ratio
+    assert "adreno/unstaged" in (out / "summary.txt").read_text()
     whole = summary["whole"]["tiny"]["variants"]
     assert set(whole) == {"buffer", "texture", "fp16"}
     for row in whole.values():

@@ -21,7 +21,8 @@ convs `conv2d_1x1`; the tvm column: TVM's schedules on the texture path) and tim
 
 For a machine without TVM (e.g. a GPU box that has only pyopencl, numpy and torch), split the run in two:
 `--prepare DIR` (here) compiles the columns of `PREPARED` for every layer: ours on buffers (adreno) and on textures
-(texture), the same with the analytical model's ranked defaults (model, model_tex: `--defaults model`),
+(texture), the same with the analytical model's ranked defaults (model, model_tex: `--defaults model`) and
+unstaged (unstaged, unstaged_tex: `--staging off`, so a GPU run says whether staging in local memory pays),
 Winograd F(2x2)/F(4x4) on buffers (f2, f4) and textures (f2_tex, f4_tex) for 3x3 stride-1 layers, and TVM's
 defaults (tvm). Each is checked on PoCL against onnxruntime with the layer's weights, then travels light
 (`adreno.measure.travel_light`: seeded params regenerated there and checked by checksum, no host library) with its
@@ -43,6 +44,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -129,14 +131,26 @@ def checksum(array: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()[:16]
 
 
-# The compiled columns of a prepared run: (schedules, memory, winograd, --defaults: None = the rule's); f2/f4 only
-# for Winograd-eligible layers; model/model_tex: the analytical model's ranked defaults beside adreno/texture's rule
-# defaults, so a GPU run says which is faster per layer.
-PREPARED = {"adreno": ("adreno", "buffer", "off", None), "texture": ("adreno", "texture", "off", None),
-            "model": ("adreno", "buffer", "off", "model"), "model_tex": ("adreno", "texture", "off", "model"),
-            "f2": ("adreno", "buffer", "f2", None), "f4": ("adreno", "buffer", "f4", None),
-            "f2_tex": ("adreno", "texture", "f2", None), "f4_tex": ("adreno", "texture", "f4", None),
-            "tvm": ("tvm", "buffer", "off", None)}
+class Column(NamedTuple):
+    """How a prepared column is compiled (`CompileOptions` fields; defaults None: the rule's)."""
+
+    schedules: str
+    memory: str
+    winograd: str
+    defaults: str | None = None
+    staging: str = "auto"
+
+
+# The compiled columns of a prepared run; f2/f4 only for Winograd-eligible layers; model/model_tex: the analytical
+# model's ranked defaults beside adreno/texture's rule defaults, unstaged/unstaged_tex: the rule defaults never staged
+# in local memory, so a GPU run says which is faster per layer.
+PREPARED = {"adreno": Column("adreno", "buffer", "off"), "texture": Column("adreno", "texture", "off"),
+            "unstaged": Column("adreno", "buffer", "off", staging="off"),
+            "unstaged_tex": Column("adreno", "texture", "off", staging="off"),
+            "model": Column("adreno", "buffer", "off", "model"), "model_tex": Column("adreno", "texture", "off", "model"),
+            "f2": Column("adreno", "buffer", "f2"), "f4": Column("adreno", "buffer", "f4"),
+            "f2_tex": Column("adreno", "texture", "f2"), "f4_tex": Column("adreno", "texture", "f4"),
+            "tvm": Column("tvm", "buffer", "off")}
 
 
 def eligible(layer: Layer, winograd: str) -> bool:
@@ -179,14 +193,13 @@ def prepare(model_name: str, layers: list[Layer], out: Path, columns: list[str],
         save_reference(ldir / "ref.npz", [ref])
         prepared = {}
         for col in columns:
-            schedules, memory, winograd, defaults = PREPARED[col]
-            if not eligible(layer, winograd):
+            column = PREPARED[col]
+            if not eligible(layer, column.winograd):
                 continue
             adir = ldir / col
-            tol = TOL if winograd == "off" else WINOGRAD_TOL
+            tol = TOL if column.winograd == "off" else WINOGRAD_TOL
             try:
-                compile_model(model, adir, CompileOptions(target=target, schedules=schedules, memory=memory,
-                                                          winograd=winograd, defaults=defaults))
+                compile_model(model, adir, CompileOptions(target=target, **column._asdict()))
                 ex = Executor(adir, "pocl")
                 err = max_error(ex.run([p["x"]])[0], ref)
                 if err > tol:
@@ -241,14 +254,14 @@ def run_prepared(prepared: Path, layer: Layer, col: str, x, device, cache, built
     adir = prepared / layer.name / col
     if str(adir) not in built or built[str(adir)][1]:
         return None, built.get(str(adir), (0, "not built within the time budget"))[1], {}
-    tol = TOL if PREPARED[col][2] == "off" else WINOGRAD_TOL
+    tol = TOL if PREPARED[col].winograd == "off" else WINOGRAD_TOL
     reference = load_reference(adir / "ref.npz")
     scale = max(1.0, float(np.abs(reference[0][1]).max()))
     result = measure_artifact(str(adir), [x], reference, device, cache.for_artifact(adir), repeat,
                               rtol=0.0, atol=tol * scale)
     if "error" in result:
         return None, result["error"], {}
-    ms, kernels = layer_time(result["kernels"], PREPARED[col][1])
+    ms, kernels = layer_time(result["kernels"], PREPARED[col].memory)
     return ms, result["max_error"] / scale, kernels
 
 

@@ -7,8 +7,9 @@
 `prepare` writes DIR/payload.tar.xz (every artifact, kernel sources included, compressed) and DIR/bundle.json (its
 checksum, what it holds, how long preparing took):
   conv/<model>/       `tools/bench_conv.py --prepare`: every distinct conv layer, the compiled columns (ours on
-                      buffers and textures with rule and model-ranked defaults, Winograd F(2x2)/F(4x4) on both,
-                      TVM's defaults)
+                      buffers and textures with rule and model-ranked defaults and unstaged (`--staging off`: the
+                      summary's adreno/unstaged, texture/unstaged_tex say whether staging pays), Winograd
+                      F(2x2)/F(4x4) on both, TVM's defaults)
   whole/<model>-<v>/  the whole model compiled three ways (v: buffer, texture, fp16 images), each checked on PoCL
                       against onnxruntime, then travelling light (`adreno.measure.travel_light`) with its PoCL output
                       on the seeded params as reference
@@ -301,8 +302,9 @@ def geomean(values) -> float | None:
 def summarize(conv: dict, whole: dict, torch_models: dict, batches: dict, device: str) -> tuple[dict, str]:
     """Every ratio the goals use; ratios > 1 mean the numerator is faster (a time ratio inverted)."""
     pairs = [("adreno", "torch"), ("texture", "torch"), ("adreno", "naive"), ("texture", "naive"),
-             ("adreno", "tvm"), ("texture", "adreno"), ("model", "adreno"), ("model_tex", "texture"), ("f2", "adreno"),
-             ("f4", "adreno"), ("f2_tex", "texture"), ("f4_tex", "texture")]
+             ("adreno", "tvm"), ("texture", "adreno"), ("adreno", "unstaged"), ("texture", "unstaged_tex"),
+             ("model", "adreno"), ("model_tex", "texture"), ("f2", "adreno"), ("f4", "adreno"), ("f2_tex", "texture"),
+             ("f4_tex", "texture")]
     summary = {"device": device, "conv": {}, "whole": {}, "tuning": {}}
     lines = [f"device: {device}", "", "conv layers: geomean speed ratios per layer (>1: the first is faster)"]
     for model, table in conv.items():
