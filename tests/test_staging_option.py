@@ -50,6 +50,7 @@ def test_compile_staging_on_the_command_line(staging, tmp_path):
 def test_a_bad_staging_value_is_a_usage_error(tmp_path):
     proc = adreno("compile", "tiny", "--staging", "on", "-o", tmp_path / "x", rc=2)
     assert "--staging" in proc.stderr and "invalid choice" in proc.stderr
+    assert "invalid choice" in adreno("tune", "tiny", "--staging", "on", rc=2).stderr
 
 
 @pytest.mark.parametrize("memory", ["buffer", "texture"])
