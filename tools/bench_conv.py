@@ -147,7 +147,8 @@ class Column(NamedTuple):
 PREPARED = {"adreno": Column("adreno", "buffer", "off"), "texture": Column("adreno", "texture", "off"),
             "unstaged": Column("adreno", "buffer", "off", staging="off"),
             "unstaged_tex": Column("adreno", "texture", "off", staging="off"),
-            "model": Column("adreno", "buffer", "off", "model"), "model_tex": Column("adreno", "texture", "off", "model"),
+            "model": Column("adreno", "buffer", "off", "model"),
+            "model_tex": Column("adreno", "texture", "off", "model"),
             "f2": Column("adreno", "buffer", "f2"), "f4": Column("adreno", "buffer", "f4"),
             "f2_tex": Column("adreno", "texture", "f2"), "f4_tex": Column("adreno", "texture", "f4"),
             "tvm": Column("tvm", "buffer", "off")}

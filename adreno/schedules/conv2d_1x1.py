@@ -85,7 +85,8 @@ def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
 def local_pixels(wl: _conv.ConvWorkload, cfg: dict, padded: bool = True) -> int:
     """Pixels `cooperative=1` stages per step of `tile_k` input channel blocks: the input box under the work-group's
     pixels (whole output rows, or a part of one; with the stride's skipped rows and columns: TVM copies a box; rows
-    padded to `staging.pitch` unless not `padded`) and the weights of its output channel blocks (4 pixels per input channel block)."""
+    padded to `staging.pitch` unless not `padded`) and the weights of its output channel blocks (4 pixels per input
+    channel block)."""
     run = cfg["threads_p"] * cfg["tile_p"]
     rows, cols = (run // wl.ow, wl.ow) if run >= wl.ow else (1, run)
     cols = (cols - 1) * wl.stride[1] + 1

@@ -152,8 +152,8 @@ def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
 
 def local_pixels(wl: _conv.ConvWorkload, cfg: dict, padded: bool = True) -> int:
     """Pixels `cooperative=1` stages per input channel block: the work-group's input patch (rows padded to
-    `staging.pitch` unless not `padded`: the pixels it reads) and the weights of its output channel blocks (4 input channels x kh x kw pixels
-    each)."""
+    `staging.pitch` unless not `padded`: the pixels it reads) and the weights of its output channel blocks (4 input
+    channels x kh x kw pixels each)."""
     rows, cols = (_patch(cfg[f"threads_{a}"] * cfg[f"tile_{a}"], k, s, d)
                   for a, k, s, d in (("y", wl.kh, *wl.stride[:1], *wl.dilation[:1]),
                                      ("x", wl.kw, *wl.stride[1:], *wl.dilation[1:])))

@@ -67,8 +67,8 @@ def _model_default(state):
         return None
     target = tvm_target(task.target_name)
     rule = task.default_config(target)
-    ranked = RankedDefaults(device_of(target), task.staging)(task.schedule_family, Matched(task.workload, task.key, None), rule,
-                                               target)
+    ranker = RankedDefaults(device_of(target), task.staging)
+    ranked = ranker(task.schedule_family, Matched(task.workload, task.key, None), rule, target)
     return None if ranked == rule else state.space.candidate(ranked)
 
 

@@ -42,7 +42,7 @@ def test_staged_conv_matches_onnxruntime(family, memory, case, knobs, tmp_path, 
 def test_staged_winograd_gemm_matches_onnxruntime(knobs, tmp_path, monkeypatch):
     default = conv2d_winograd.FAMILY.default_config
 
-    def staged(wl, target, *policy):
+    def staged(wl, target, *_policy):
         cfg = default(wl, target)
         return {**cfg, **knobs, "cooperative": 1} if "tile_o" in cfg else cfg
 
