@@ -14,6 +14,7 @@ from dataclasses import asdict
 
 import numpy as np
 
+from . import private_arrays
 from .artifact import KERNEL_DIR, ImageSpec, KernelArg, KernelLaunch, Plan, Step, TensorSpec
 from .errors import DynamicShapeError, ModelError, UnsupportedOpError
 from .layout import LANES, tensor_image
@@ -268,7 +269,8 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None) -> tuple[list[Kerne
     the byte sizes of the global workspaces it allocates, and the OpenCL source of its kernels.
 
     `scopes` (one memory scope per parameter) puts parameters in texture scopes and lowers with the texture TIR
-    pipeline (`adreno.texture`); a texture store that is not one float4 per pixel raises TextureLoweringError."""
+    pipeline (`adreno.texture`); a texture store that is not one float4 per pixel raises TextureLoweringError, a
+    private array beyond a register tile `private_arrays.PrivateArrayError`."""
     import tvm
 
     capture = tvm.ir.instrument.pass_instrument(_SplitCapture)()
@@ -324,6 +326,7 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None) -> tuple[list[Kerne
 
     visit(host.body)
     device_module = tvm.IRModule({gv: f for gv, f in split.functions.items() if gv.name_hint != name})
+    private_arrays.check(device_module)
     if textured:
         texture_tir.check_texture_stores(device_module)
     device_module = finalize_device()(device_module)

@@ -41,10 +41,9 @@ def test_prepare_is_small_and_complete(bundle, tmp_path):
     travelling = sorted(p.parent for p in root.rglob(PARAM_SEEDS))
     assert not list(root.rglob("params.npz")), "params must travel as seeds"
     assert not list(root.rglob("lib.so")) and not list(root.rglob("lib.tar"))
-    # conv columns of the quick layer (3x3 stride 1: Winograd columns too; not model_tex, see gpu_bundle.prepare)
-    # and three whole-model variants
+    # conv columns of the quick layer (3x3 stride 1: Winograd columns too) and three whole-model variants
     assert {p.name for p in travelling if p.parent.parent.parent.name == "conv"} == {
-        "adreno", "texture", "unstaged", "unstaged_tex", "model", "f2", "f4", "f2_tex", "f4_tex", "tvm"}
+        "adreno", "texture", "unstaged", "unstaged_tex", "model", "model_tex", "f2", "f4", "f2_tex", "f4_tex", "tvm"}
     assert {p.name for p in travelling if p.parent.name == "whole"} == {"tiny-buffer", "tiny-texture", "tiny-fp16"}
     for artifact in travelling:
         restore_params(artifact)

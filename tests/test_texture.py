@@ -398,3 +398,62 @@ def test_1x1_family_interface():
                 {**config, "threads_p": 64, "threads_cb": 8}, {**config, "tile_p": 14, "tile_cb": 4}):
         with pytest.raises(ValueError):
             conv2d_1x1.check_config(wl, bad, target)
+
+
+# PP-OCRv4 rec's 1x1 conv 32->64 on a 24x160 map: work-groups of 32 pixels (tile_p 2 x threads_p 16, the
+# adreno-740 model pick) divide its rows
+OCR_1X1 = dict(c=32, h=24, w=160, o=64)
+ROW_SPLITTING = [
+    {"tile_cb": 2, "tile_p": 2, "tile_k": 1, "threads_cb": 4, "threads_p": 16, "threads_k": 1, "cooperative": 0},
+    {"tile_cb": 2, "tile_p": 4, "tile_k": 4, "threads_cb": 2, "threads_p": 4, "threads_k": 1, "cooperative": 1},
+    {"tile_cb": 2, "tile_p": 8, "tile_k": 1, "threads_cb": 1, "threads_p": 4, "threads_k": 2, "cooperative": 0},
+]
+
+
+def _ocr_1x1(tmp_path, config: dict, epilogue: str = "bn_relu"):
+    """The OCR_1X1 conv as a one-layer model compiled for PoCL with `config` as its tuning record: (artifact dir,
+    model path)."""
+    import onnx
+
+    from adreno.conv_layers import Layer, layer_model, layer_params
+    from adreno.records import Database, Record
+    from adreno.schedules import conv2d_1x1
+
+    layer = Layer(1, OCR_1X1["c"], OCR_1X1["h"], OCR_1X1["w"], OCR_1X1["o"], 1, epilogue=epilogue)
+    onnx.save(layer_model(layer, layer_params(layer)), tmp_path / "m.onnx")
+    Database(tmp_path / "r.jsonl").append([Record(layer.workload().key(conv2d_1x1.OP), "pocl", config,
+                                                  seconds=[1e-3])])
+    compile_model(str(tmp_path / "m.onnx"), tmp_path / "art", CompileOptions(
+        memory="texture", host="native", target="pocl-cpu", records=str(tmp_path / "r.jsonl"), winograd="off"))
+    return tmp_path / "art", tmp_path / "m.onnx"
+
+
+@pytest.mark.parametrize("config,epilogue", [(ROW_SPLITTING[0], "bn_relu"), (ROW_SPLITTING[0], "none"),
+                                             (ROW_SPLITTING[1], "bn_relu"), (ROW_SPLITTING[2], "bn_relu")],
+                         ids=["tile_p2", "tile_p2_no_epilogue", "staged", "split_k"])
+def test_1x1_gemm_private_arrays_stay_register_tiles_when_work_groups_split_rows(config, epilogue, tmp_path):
+    """Each private array of the GEMM kernel is a register tile (accumulators: tile_p x tile_cb float4, weights:
+    tile_k x 4 x tile_cb), not the whole map: TVM compacted the accumulators of the fused-pixel split to 1.5M floats
+    per work-item where the work-group's pixels divide a row (PoCL segfaults on such a stack)."""
+    artifact, _ = _ocr_1x1(tmp_path, config, epilogue)
+    manifest = Artifact.load(artifact).manifest
+    assert (manifest["tuned_kernels"], manifest["refused"]) == (1, [])  # the GEMM family scheduled it
+    source = "".join(p.read_text() for p in (artifact / "kernels").glob("*conv2d*.cl"))
+    arrays = re.findall(r"\n\s*(float4?) (\w+)\[(\d+)\];", source)
+    assert any(name.startswith("conv2d_NCHW4c") for _, name, _ in arrays)
+    bound = 4 * max(config["tile_p"] * config["tile_cb"], config["tile_k"] * 4 * config["tile_cb"])  # floats
+    assert {name: int(n) * (4 if dtype == "float4" else 1) for dtype, name, n in arrays
+            if int(n) * (4 if dtype == "float4" else 1) > bound} == {}
+
+
+def test_1x1_gemm_whose_work_groups_split_rows_runs_on_pocl(tmp_path):
+    """The config that made PoCL segfault (`--defaults model` for adreno-740 on PP-OCRv4 rec) runs and matches
+    onnxruntime; in a subprocess, since a regression crashes it."""
+    import subprocess
+    import sys
+
+    artifact, model = _ocr_1x1(tmp_path, ROW_SPLITTING[0])
+    proc = subprocess.run([sys.executable, "-m", "adreno.cli", "run", str(artifact), "--check", "--reference",
+                           str(model), "--repeat", "1"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"rc {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    assert "vs onnxruntime" in proc.stdout and ": OK" in proc.stdout

@@ -24,7 +24,7 @@ timeout. Cases run in worker processes (one at a time each, replaced after a tim
 died runs once more in a fresh one, and the table lists it).
 
     python tools/conformance.py [--subset ci|full] [--only REGEX] [--memory texture,buffer] [-j 1] [--timeout 300]
-                                [--schedules adreno|tvm] [--json conformance.json] [--list]
+                                [--schedules adreno|tvm] [--defaults rule|model] [--json conformance.json] [--list]
 """
 
 from __future__ import annotations
@@ -345,7 +345,7 @@ def work(task: dict) -> dict:
         saved = os.dup(2)
         os.dup2(stderr_sink.fileno(), 2)
         try:
-            options = CompileOptions(memory=task["memory"], schedules=task["schedules"],
+            options = CompileOptions(memory=task["memory"], schedules=task["schedules"], defaults=task["defaults"],
                                      input_shapes={n: s for n, s in task["shapes"].items() if n not in task["bind"]})
             path = compile_model(task["model"], Path(tmp) / "artifact", options,
                                  bind={name: feeds[name] for name in task["bind"]})
@@ -477,7 +477,7 @@ def materialise(case: Case, directory: Path) -> dict:
 
 
 def run_all(cases: list[Case], memories: list[str], jobs: int, timeout: float, workdir: Path,
-            schedules: str = "adreno") -> None:
+            schedules: str = "adreno", defaults: str = "rule") -> None:
     workers: queue.Queue = queue.Queue()
     for index in range(jobs):
         workers.put(Worker(workdir / f"worker{index}.log"))
@@ -489,7 +489,8 @@ def run_all(cases: list[Case], memories: list[str], jobs: int, timeout: float, w
             case.results = {m: {"status": "traceback", "detail": f"reference failed: {type(err).__name__}: {err}"}
                             for m in memories}
             continue
-        tasks += [(case, memory, {**base, "memory": memory, "schedules": schedules, "repeat": case.repeat,
+        tasks += [(case, memory, {**base, "memory": memory, "schedules": schedules, "defaults": defaults,
+                                  "repeat": case.repeat,
                                   "bind": case.bind}) for memory in memories]
     done, lock = [0], threading.Lock()
 
@@ -568,6 +569,8 @@ def main(argv=None) -> int:
                         help="seconds per case and memory (PP-OCR models get 4x); default 300")
     parser.add_argument("--schedules", choices=["adreno", "tvm"], default="adreno",
                         help="tvm: TVM's default schedules (to tell our schedules' faults from the rest)")
+    parser.add_argument("--defaults", choices=["rule", "model"], default="rule",
+                        help="knobs of the kernels, as `adreno compile --defaults` (model: the cost model's picks)")
     parser.add_argument("--json", help="write every result and the summary to this file")
     parser.add_argument("--list", action="store_true", help="list the selected cases and exit")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -584,7 +587,7 @@ def main(argv=None) -> int:
         print("\n".join(case.name for case in cases))
         return 0
     with tempfile.TemporaryDirectory(prefix="conformance-") as workdir:
-        run_all(cases, memories, max(1, args.jobs), args.timeout, Path(workdir), args.schedules)
+        run_all(cases, memories, max(1, args.jobs), args.timeout, Path(workdir), args.schedules, args.defaults)
     summary = summarise(cases, memories)
     print(table(cases, memories, summary))
     seconds = round(time.perf_counter() - started, 1)

@@ -144,6 +144,21 @@ def _launch(wl: _conv.ConvWorkload, cfg: dict) -> occupancy.Launch:
                           (cfg.get("threads_k", 1), 1, cfg.get("threads_k", 1)), registers=registers, batch=wl.n)
 
 
+def _pixel_loops(sch, y, x, ow: int, cfg: dict):
+    """(work-group, work-item, tile) loops over the output pixels. A work-group whose `threads_p` x `tile_p` pixels
+    divide a row (fewer than a row) splits the row itself, so that a work-item's pixel is `x = (group's run) +
+    tile_p * item + i` exactly like in the epilogue that `reverse_compute_at` derives. Splitting the fused (y, x) axis
+    there gives the accumulators `(y * ow + x) // ow`-style indices that TVM 0.27's CompactBufferAllocation cannot
+    unite with the epilogue's simplified ones: it then sizes the register tile over the whole map (1.5M floats per
+    work-item for 24x160 with tile_p 8 x threads_p 4), which PoCL places on its stack and segfaults on at large maps.
+    Other runs (whole rows, ragged across rows) keep the fused axis, whose accumulators compact to the tile."""
+    run = cfg["threads_p"] * cfg["tile_p"]
+    if run < ow and ow % run == 0:
+        xo, pt, pi = sch.split(x, [None, cfg["threads_p"], cfg["tile_p"]], preserve_unit_iters=True)
+        return sch.fuse(y, xo, preserve_unit_iters=True), pt, pi
+    return sch.split(sch.fuse(y, x), [None, cfg["threads_p"], cfg["tile_p"]], preserve_unit_iters=True)
+
+
 def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     """The GEMM schedule (see the module doc). Mutates and returns `sch`."""
     conv = match.conv
@@ -159,7 +174,7 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     weight = sch.cache_read(main, 1, "local")
     n, f, y, x, lane, *kt, rc, ry, rx = sch.get_loops(main)
     fo, ft, fi = sch.split(f, [None, cfg["threads_cb"], cfg["tile_cb"]], preserve_unit_iters=True)
-    po, pt, pi = sch.split(sch.fuse(y, x), [None, cfg["threads_p"], cfg["tile_p"]], preserve_unit_iters=True)
+    po, pt, pi = _pixel_loops(sch, y, x, match.workload.ow, cfg)
     rko, rki, rl = sch.split(rc, [None, cfg["tile_k"], LANES], preserve_unit_iters=True)
     sch.reorder(n, fo, po, ft, pt, *kt, rko, rki, ry, rx, pi, rl, fi, lane)
     sch.bind(sch.fuse(n, fo, po, preserve_unit_iters=True), "blockIdx.x")

@@ -91,6 +91,7 @@ def build_scheduled(task, scheduled, out_dir: str, config: dict, started: float 
     failure is a BuildResult error. `started`: when the caller's part of the build began (perf_counter), so that
     BuildResult.seconds covers it."""
     from ..plan import lower_primfunc, plan_storage
+    from ..private_arrays import PrivateArrayError
     from ..target import tvm_target
     from ..texture.tir import TextureLoweringError
 
@@ -99,7 +100,7 @@ def build_scheduled(task, scheduled, out_dir: str, config: dict, started: float 
     try:
         launches, workspaces, source = lower_primfunc(scheduled.with_attr("tirx.is_scheduled", True), task.func_name,
                                                       tvm_target(task.target_name), task.scopes)
-    except (*TVM_ERRORS, TextureLoweringError) as err:
+    except (*TVM_ERRORS, TextureLoweringError, PrivateArrayError) as err:
         return _failure(err, started)
     specs = _tensor_specs(func, task.images)
     for spec in specs[len(specs) - task.n_outputs:]:
