@@ -21,7 +21,7 @@ do CPU targets (PoCL: staging only adds copies and barriers to a core's cache-re
 from __future__ import annotations
 
 from ..options import Staging
-from . import _conv, occupancy, staging
+from . import _conv, occupancy, splitk, staging
 
 OP = "conv2d_direct"
 
@@ -36,6 +36,7 @@ KNOBS: dict[str, list] = {
     "tile_rc": [1, 2, 4, 8],
     "unroll_k": [0, 1],
     "stage": [0, 1],
+    splitk.KNOB: splitk.CHOICES,
     staging.KNOB: staging.CHOICES,
 }
 
@@ -60,14 +61,17 @@ def default_config(wl: _conv.ConvWorkload, target, policy: Staging = Staging.AUT
                              [("tile_f", 2, per_group), ("tile_y", 1, wl.oh), ("tile_f", 1, per_group),
                               ("tile_x", 1, wl.ow)], KNOBS)
     rest = {"tile_rc": _conv.pick_tile(wl.cin_per_group, KNOBS["tile_rc"], 4 if wl.kh * wl.kw == 1 else 1),
-            "unroll_k": 1 if wl.kh * wl.kw <= 9 else 0, "stage": 0,
+            "unroll_k": 1 if wl.kh * wl.kw <= 9 else 0, "stage": 0, splitk.KNOB: 1,
             staging.KNOB: 0}
     candidates = [{**t, **_conv.tiled_threads(wl, t, KNOBS, target), **rest} for t in tiles]
+    if wl.groups == 1:  # no unsplit config fills the device: split the reduction over 2, 4, 8 work-items
+        candidates += splitk.candidates(tiles[-1], wl.cin_per_group, rest["tile_rc"], lambda t, k: {
+            **t, **_conv.tiled_threads(wl, t, KNOBS, target, k), **rest, splitk.KNOB: k})
     config = occupancy.choose(occupancy.device(target), candidates, lambda c: _conv.tiled_launch(wl, c))
     overlapping = wl.kh > wl.stride[0] or wl.kw > wl.stride[1]  # neighbouring outputs share input pixels
     return staging.default(config, target, overlapping, lambda c: FAMILY.check_config(wl, c, target), policy)
 
 
-# a record from before `cooperative` measured the unstaged kernel
+# records from before split-K or `cooperative` measured the unsplit, unstaged kernel
 FAMILY = _conv.tiled_family("conv2d_direct", OP, KNOBS, _handles, default_config, "Conv2dDirect",
-                            staging.OLDER_RECORDS)
+                            {**splitk.OLDER_RECORDS, **staging.OLDER_RECORDS})
