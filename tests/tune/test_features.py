@@ -156,8 +156,9 @@ def test_split_k_and_cooperative_staging_are_seen_by_the_features_and_the_model(
 
 
 def test_split_k_of_the_tiled_families_is_seen_by_their_launch_and_features():
-    """`threads_k` of `conv2d_direct` and `conv2d_texture` (a 256@7x7 3x3 conv, too small for an H200 without it) multiplies the work-group and the launch (`Family.launch`, what the occupancy rule judges), and the
-    features of both views see it as for the 1x1 GEMM: more parallelism, a cross-thread sum to pay."""
+    """`threads_k` of `conv2d_direct` and `conv2d_texture` (a 256@7x7 3x3 conv, too small for an H200 without it)
+    multiplies the work-group and the launch (`Family.launch`, what the occupancy rule judges), and the features of
+    both views see it as for the 1x1 GEMM: more parallelism, a cross-thread sum to pay."""
     from adreno.schedules import conv2d_direct, conv2d_texture
     from adreno.target import get_device
 
