@@ -16,6 +16,11 @@ Oclgrind's global-load count of the default tile of a 64->64 3x3 conv at 14x14 1
 nvidia-h200), 4.1x at stride 2 (`tools/global_loads.py`); 1x1 convs stay unstaged (1.5x at stride 1: only the input
 is shared, across output channels; 0.58x at stride 2, where the staged patch holds the skipped pixels too), and so
 do CPU targets (PoCL: staging only adds copies and barriers to a core's cache-resident loads).
+
+Split-K (`threads_k` > 1, groups-1 convs, not staged; `splitk`): `threads_k` work-items (threadIdx.z; the output
+channels then share threadIdx.y with the rows) each sum a slice of the input channels (whole `tile_rc` steps), then
+a cross-thread sum in local memory adds them. The defaults split only where no unsplit config fills the device
+(MobileNetV2's 1x1 convs on 14x14 and 7x7 maps for nvidia-h200).
 """
 
 from __future__ import annotations
@@ -50,7 +55,8 @@ def default_config(wl: _conv.ConvWorkload, target, policy: Staging = Staging.AUT
 
     Tiles that divide the output exactly come first (a ragged tile costs a guard on every accumulator); the
     register tile starts at 28-64 accumulators (tile_f x tile_y x tile_x) and shrinks (channels, then rows, then
-    columns) until the launch fills the device (`occupancy`); the workgroup is filled up to 64 work-items (x first,
+    columns) until the launch fills the device (`occupancy`), then (groups 1) the smallest tile's reduction split
+    over 2, 4, 8 work-items (`splitk`); the workgroup is filled up to 64 work-items (x first,
     for coalesced / vectorisable loads, then y, then output channels); staged where the window overlaps
     (`staging.default` under `policy`)."""
     tile_x = next((t for t in (4, 2, 7) if wl.ow % t == 0), _conv.pick_tile(wl.ow, KNOBS["tile_x"], 4))

@@ -14,7 +14,10 @@ channel block and reuses it across kh x kw taps (fewer reads for stride 1, more 
 `threads_cb x threads_y x threads_x` work-items (threadIdx.z/y/x), the tile's columns are contiguous.
 `cooperative=1` (groups-1 convs; `staging`): per input channel block the work-group first copies its input patch
 and its weights into local memory, each pixel read once by one of its work-items, and the register caches read
-local memory instead of the images.
+local memory instead of the images. Split-K (`threads_k` > 1, groups-1 convs; `splitk`): `threads_k` work-items
+(threadIdx.z; the channel blocks then share threadIdx.y with the rows) each sum a slice of the input channel blocks,
+then a cross-thread sum in local memory adds them; the defaults split only where no unsplit config fills the device
+(ResNet-18's 256 and 512 channel convs on 14x14 and 7x7 maps for nvidia-h200).
 
 Workload keys (`conv2d_nchw4c|...`, `depthwise_nchw4c|...`) count channels padded to multiples of 4, so they never
 collide with the NCHW buffer families' keys, and the buffer path never produces a function this family handles.
@@ -106,8 +109,9 @@ def match_packed(func, sch=None):
 def default_config(wl: _conv.ConvWorkload, target, policy: Staging = Staging.AUTO) -> dict:
     """Knobs without tuning: 8 output pixels (2 x 4, or a row of 7) x 2 channel blocks per work-item for groups-1
     convs (1 block for depthwise: nothing is shared across channels), tiles that divide the output first, shrunk
-    (channel blocks, rows, columns) until the launch fills the device (`occupancy`); the workgroup filled up to 64
-    work-items along x, then y, then channel blocks; staged in local memory on a GPU where the tile fits and
+    (channel blocks, rows, columns) until the launch fills the device (`occupancy`), then (groups 1) the smallest
+    tile's reduction split over 2, 4, 8 work-items (`splitk`); the workgroup filled up to 64 work-items (64 /
+    threads_k outputs) along x, then y, then channel blocks; staged in local memory on a GPU where the tile fits and
     staging at least halves the image reads (`staging.default` under `policy`)."""
     blocks = wl.o // LANES
     tile_x = next((t for t in (4, 2, 7) if wl.ow % t == 0), _conv.pick_tile(wl.ow, KNOBS["tile_x"], 4))
