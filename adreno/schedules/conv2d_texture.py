@@ -17,7 +17,7 @@ and its weights into local memory, each pixel read once by one of its work-items
 local memory instead of the images. Split-K (`threads_k` > 1, groups-1 convs; `splitk`): `threads_k` work-items
 (threadIdx.z; the channel blocks then share threadIdx.y with the rows) each sum a slice of the input channel blocks,
 then a cross-thread sum in local memory adds them; the defaults split only where no unsplit config fills the device
-(ResNet-18's 256 and 512 channel convs on 14x14 and 7x7 maps for nvidia-h200).
+and a split one does (ResNet-18's 256 and 512 channel convs on 14x14 and 7x7 maps for nvidia-h200).
 
 Workload keys (`conv2d_nchw4c|...`, `depthwise_nchw4c|...`) count channels padded to multiples of 4, so they never
 collide with the NCHW buffer families' keys, and the buffer path never produces a function this family handles.
@@ -110,9 +110,9 @@ def default_config(wl: _conv.ConvWorkload, target, policy: Staging = Staging.AUT
     """Knobs without tuning: 8 output pixels (2 x 4, or a row of 7) x 2 channel blocks per work-item for groups-1
     convs (1 block for depthwise: nothing is shared across channels), tiles that divide the output first, shrunk
     (channel blocks, rows, columns) until the launch fills the device (`occupancy`), then (groups 1) the smallest
-    tile's reduction split over 2, 4, 8 work-items (`splitk`); the workgroup filled up to 64 work-items (64 /
-    threads_k outputs) along x, then y, then channel blocks; staged in local memory on a GPU where the tile fits and
-    staging at least halves the image reads (`staging.default` under `policy`)."""
+    tile's reduction split over 2, 4, 8 work-items where that fills it (`splitk`); the workgroup filled up to 64
+    work-items (64 / threads_k outputs) along x, then y, then channel blocks; staged in local memory on a GPU where
+    the tile fits and staging at least halves the image reads (`staging.default` under `policy`)."""
     blocks = wl.o // LANES
     tile_x = next((t for t in (4, 2, 7) if wl.ow % t == 0), _conv.pick_tile(wl.ow, KNOBS["tile_x"], 4))
     tile_y = 2 if tile_x <= 4 and wl.oh % 2 == 0 else 1
@@ -124,10 +124,12 @@ def default_config(wl: _conv.ConvWorkload, target, policy: Staging = Staging.AUT
     in_blocks = replace(wl, o=blocks)  # the output channel axis counted in blocks of 4: the tiled schedule's axis
     knobs = {**KNOBS, "threads_f": KNOBS["threads_cb"]}
     candidates = [_named({**t, **_conv.tiled_threads(in_blocks, t, knobs, target), **rest}) for t in tiles]
+    device = occupancy.device(target)
     if not wl.is_depthwise:  # no unsplit config fills the device: split the reduction over 2, 4, 8 work-items
         candidates += splitk.candidates(tiles[-1], wl.c // LANES, 1, lambda t, k: _named(
-            {**t, **_conv.tiled_threads(in_blocks, t, knobs, target, k), **rest, splitk.KNOB: k}))
-    chosen = occupancy.choose(occupancy.device(target), candidates, lambda c: _launch(in_blocks, c))
+            {**t, **_conv.tiled_threads(in_blocks, t, knobs, target, k), **rest, splitk.KNOB: k}),
+            lambda c: occupancy.fills(device, _launch(in_blocks, c)))
+    chosen = occupancy.choose(device, candidates, lambda c: _launch(in_blocks, c))
     return staging.default(chosen, target, staging.halves(*_reads(wl, chosen)),
                            lambda c: check_config(wl, c, target), policy)
 

@@ -60,7 +60,10 @@ def sum_partials(sch, conv, main, at, outer: int) -> None:
     sch.bind(over_k, "threadIdx.z")
 
 
-def candidates(last: dict, extent: int, step: int, config) -> list[dict]:
+def candidates(last: dict, extent: int, step: int, config, fills=None) -> list[dict]:
     """The split configs a default appends after its most parallel unsplit one (`last`): `config(last, k)` for
-    each `threads_k` above 1 whose slices of whole steps cover the reduction (as `check` asks)."""
-    return [config(last, k) for k in CHOICES[1:] if extent % (k * step) == 0]
+    each `threads_k` above 1 whose slices of whole steps cover the reduction (as `check` asks); with `fills` (the
+    occupancy rule on a config) only those that fill the device, so that a workload too small to fill it even split
+    keeps its unsplit kernel (`conv2d_direct`, `conv2d_texture`; the 1x1 GEMM splits such maps too)."""
+    found = [config(last, k) for k in CHOICES[1:] if extent % (k * step) == 0]
+    return [c for c in found if fills is None or fills(c)]
