@@ -513,3 +513,21 @@ def test_1x1_gemm_whose_work_groups_split_rows_runs_on_pocl(tmp_path):
                            str(model), "--repeat", "1"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"rc {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     assert "vs onnxruntime" in proc.stdout and ": OK" in proc.stdout
+
+
+def test_texture_records_from_before_split_k_stay_unsplit():
+    """A tuned record without `threads_k` (measured before it existed) schedules the unsplit kernel, also where the
+    default splits (the H200's 256@7x7 conv): `OLDER_RECORDS`."""
+    from adreno.conv_layers import Layer
+    from adreno.schedules import conv2d_texture
+    from tests.schedules.sched_helpers import conv_model, primitive_function
+
+    layer = Layer(1, 256, 7, 7, 256, 3, 1, (1, 1, 1, 1))
+    func, _ = primitive_function(conv_model(layer), "fused_conv2d", memory="texture")
+    h200 = tvm_target("nvidia-h200", host="native")
+    default = conv2d_texture.FAMILY.defaults(conv2d_texture.FAMILY.workload(func), h200)
+    assert default["threads_k"] > 1
+    old = {k: v for k, v in default.items() if k not in ("threads_k", "cooperative")}
+    key = conv2d_texture.FAMILY.workload_key(func)
+    assert "_rf" in conv2d_texture.FAMILY.apply(func, h200).mod.script()  # the default's partial sums (rfactor)
+    assert "_rf" not in conv2d_texture.FAMILY.apply(func, h200, {key: old}).mod.script()
