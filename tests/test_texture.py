@@ -379,6 +379,62 @@ def test_texture_family_interface():
             conv2d_texture.check_config(wl, bad, target)
 
 
+# Split-K on images: a deep conv on a tiny map (the nvidia-h200 default splits it) with bias + residual + ReLU, and a
+# ragged corner (5x5 outputs in 2x4 tiles, 3 channel blocks in tiles of 2, `stage` 1, 10 input blocks in 2 slices)
+TEXTURE_SPLIT_K = [
+    ("deep_7x7", dict(c=256, h=7, w=7, o=256, k=3, stride=1, pads=(1, 1, 1, 1), epilogue="bias_residual_relu"), None),
+    ("ragged_s2", dict(c=40, h=9, w=9, o=12, k=3, stride=2, pads=(1, 1, 1, 1), epilogue="bn_relu"),
+     {"tile_cb": 2, "tile_y": 2, "tile_x": 4, "threads_cb": 2, "threads_y": 2, "threads_x": 1, "unroll_k": 0,
+      "stage": 1, "threads_k": 2, "cooperative": 0}),
+]
+
+
+@pytest.mark.parametrize("layer,config", [case[1:] for case in TEXTURE_SPLIT_K], ids=[c[0] for c in TEXTURE_SPLIT_K])
+def test_texture_split_k_matches_onnxruntime(layer, config, tmp_path, monkeypatch):
+    """Split-K (`threads_k` work-items per output, each summing a slice of the input channel blocks, then a
+    cross-thread sum in local memory) on images computes the conv and its fused epilogue; None: the nvidia-h200
+    default, which splits."""
+    from adreno.conv_layers import Layer
+    from adreno.schedules import conv2d_texture
+    from tests.schedules.sched_helpers import check_against_onnxruntime, conv_model, record_claims
+
+    case = Layer(1, **layer)
+    config = config or conv2d_texture.default_config(case.workload(), tvm_target("nvidia-h200"))
+    assert config["threads_k"] > 1
+    monkeypatch.setattr(conv2d_texture.FAMILY, "default_config", lambda _wl, _target, *_policy: dict(config))
+    with record_claims(monkeypatch, "conv2d_texture") as claims:
+        artifact = check_against_onnxruntime(conv_model(case), tmp_path / "a", "texture", winograd="off",
+                                             defaults="rule")
+    assert len(claims["conv2d_texture"]) == 1
+    plan = Artifact.load(artifact).plan
+    conv = next(s for s in plan.steps if s.op == "conv2d")
+    assert all(plan.tensors[a].image for a in conv.args)  # still on images
+    body = _kernel_body(Artifact.load(artifact), conv)
+    assert "red_buf" in body and "__local" in body  # the partial sums meet in local memory
+
+
+def test_texture_split_k_defaults_and_refusals():
+    """Only a device that no unsplit config fills gets a split default; `check_config` refuses splits that do not
+    hold, each with its reason."""
+    from adreno.schedules import conv2d_texture, occupancy
+
+    deep = Conv(1, 256, 7, 256, 3).workload()
+    for name in ("pocl-cpu", "adreno-740", "adreno-640"):
+        assert conv2d_texture.default_config(deep, tvm_target(name))["threads_k"] == 1, name
+    h200, device = tvm_target("nvidia-h200"), get_device("nvidia-h200")
+    split = conv2d_texture.default_config(deep, h200)
+    assert occupancy.fills(device, conv2d_texture.FAMILY.launch(deep, split))
+    assert not occupancy.fills(device, conv2d_texture.FAMILY.launch(deep, {**split, "threads_k": 1}))
+    three_blocks = Conv(1, 12, 7, 16, 3).workload()
+    for wl, config, reason in (
+            (three_blocks, {**split, "threads_k": 2}, "does not divide the 3 input channel blocks"),
+            (SHAPES["dw_s1"].workload(), {**split, "threads_k": 2}, "depthwise"),
+            (deep, {**split, "cooperative": 1}, "not with split-K"),
+            (deep, {**split, "threads_cb": 16, "threads_y": 4, "threads_x": 16}, "exceeds")):
+        with pytest.raises(ValueError, match=reason):
+            conv2d_texture.check_config(wl, config, h200)
+
+
 def test_1x1_family_interface():
     """The GEMM family claims packed 1x1 convs without padding only, and refuses tiles that straddle rows."""
     from adreno.schedules import FAMILIES, conv2d_1x1, conv2d_texture
@@ -457,3 +513,21 @@ def test_1x1_gemm_whose_work_groups_split_rows_runs_on_pocl(tmp_path):
                            str(model), "--repeat", "1"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"rc {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
     assert "vs onnxruntime" in proc.stdout and ": OK" in proc.stdout
+
+
+def test_texture_records_from_before_split_k_stay_unsplit():
+    """A tuned record without `threads_k` (measured before it existed) schedules the unsplit kernel, also where the
+    default splits (the H200's 256@7x7 conv): `OLDER_RECORDS`."""
+    from adreno.conv_layers import Layer
+    from adreno.schedules import conv2d_texture
+    from tests.schedules.sched_helpers import conv_model, primitive_function
+
+    layer = Layer(1, 256, 7, 7, 256, 3, 1, (1, 1, 1, 1))
+    func, _ = primitive_function(conv_model(layer), "fused_conv2d", memory="texture")
+    h200 = tvm_target("nvidia-h200", host="native")
+    default = conv2d_texture.FAMILY.defaults(conv2d_texture.FAMILY.workload(func), h200)
+    assert default["threads_k"] > 1
+    old = {k: v for k, v in default.items() if k not in ("threads_k", "cooperative")}
+    key = conv2d_texture.FAMILY.workload_key(func)
+    assert "_rf" in conv2d_texture.FAMILY.apply(func, h200).mod.script()  # the default's partial sums (rfactor)
+    assert "_rf" not in conv2d_texture.FAMILY.apply(func, h200, {key: old}).mod.script()

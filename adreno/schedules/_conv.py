@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ..errors import TVM_ERRORS
 from ..workload import ConvWorkload
-from . import staging
+from . import splitk, staging
 from .family import Family, Matched
 
 SCHEDULE_KNOBS = ("tile_f", "tile_y", "tile_x", "threads_f", "threads_y", "threads_x", "tile_rc", "unroll_k", "stage",
@@ -229,26 +229,25 @@ def schedule_tiled(sch, match: ConvMatch, cfg: dict):
 
     conv = match.conv
     out = output_from_registers(sch, match)
+    main = splitk.partial_sums(sch, conv, 4, cfg)  # split-K: partial sums per work-item, then a cross-thread sum
     cooperative = staging.staged(cfg)
     # register caches of the input tile (the padded read, guarded) and of the weights
     if match.pad is not None and not cooperative:
         data = match.pad
         sch.set_scope(data, 0, "local")
     else:
-        data = sch.cache_read(conv, 0, "local")
-    weight = sch.cache_read(conv, 1, "local")
+        data = sch.cache_read(main, 0, "local")
+    weight = sch.cache_read(main, 1, "local")
 
-    n, f, y, x, rc, ry, rx = sch.get_loops(conv)
+    n, f, y, x, *kt, rc, ry, rx = sch.get_loops(main)
     fo, ft, fi = sch.split(f, [None, tf, vf], preserve_unit_iters=True)
     yo, yt, yi = sch.split(y, [None, ty, vy], preserve_unit_iters=True)
     xo, xt, xi = sch.split(x, [None, tx, vx], preserve_unit_iters=True)
     rco, rci = sch.split(rc, [None, vrc], preserve_unit_iters=True)
-    sch.reorder(n, fo, yo, xo, ft, yt, xt, rco, rci, ry, rx, fi, yi, xi)
+    sch.reorder(n, fo, yo, xo, ft, yt, xt, *kt, rco, rci, ry, rx, fi, yi, xi)
     grid = sch.fuse(n, fo, yo, xo, preserve_unit_iters=True)
     sch.bind(grid, "blockIdx.x")
-    sch.bind(ft, "threadIdx.z")
-    sch.bind(yt, "threadIdx.y")
-    sch.bind(xt, "threadIdx.x")
+    bind_threads(sch, ft, yt, xt, kt)
     # stage 0: load vy*vx inputs and vf weights per (ci, kh, kw); 1: the whole input patch and vf*kh*kw weights
     # per tile_rc input channels, reused across kh/kw
     at, depth = (rx, 8) if cfg.get("stage", 0) == 0 else (rco, 5)
@@ -266,11 +265,24 @@ def schedule_tiled(sch, match: ConvMatch, cfg: dict):
         sch.unroll(ry)
         sch.unroll(rx)
 
+    splitk.sum_partials(sch, conv, main, xt, 3)
     sch.reverse_compute_at(out, xt, preserve_unit_loops=True)
-    init = sch.decompose_reduction(conv, rco)
+    init = sch.decompose_reduction(main, rco)
     registers(sch, sch.get_loops(init)[-3:])
     registers(sch, sch.get_loops(out)[-4:])
     return sch
+
+
+def bind_threads(sch, ft, yt, xt, kt: list) -> None:
+    """Bind a tiled conv's work-item loops (channels, rows, columns) to threadIdx.z/y/x; with split-K (`kt`, the
+    loop over the `threads_k` slices) the slices take threadIdx.z and the channels share threadIdx.y with the rows."""
+    if kt:
+        sch.bind(kt[0], "threadIdx.z")
+        sch.bind(sch.fuse(ft, yt, preserve_unit_iters=True), "threadIdx.y")
+    else:
+        sch.bind(ft, "threadIdx.z")
+        sch.bind(yt, "threadIdx.y")
+    sch.bind(xt, "threadIdx.x")
 
 
 def conv_match(find, schedule, older_records: dict | None = None):
@@ -304,6 +316,9 @@ def tiled_family(name: str, op: str, knobs: dict, handles, default_config, rule_
     def check_config(wl, config, target):
         validate(config, knobs, target)
         threads = config["threads_f"] * config["threads_y"] * config["threads_x"]
+        if splitk.threads(config) > 1 and wl.groups != 1:
+            raise ValueError(f"threads_k={splitk.threads(config)} splits groups-1 convs only ({wl.groups} groups)")
+        splitk.check(config, wl.cin_per_group, config.get("tile_rc", 1), "input channels", staging.staged(config))
         if staging.staged(config):
             staging.check(threads, staging.local_bytes(*staged_tiles(wl, config)), target)
         return config
@@ -341,14 +356,16 @@ def tiled_launch(wl: ConvWorkload, cfg: dict):
     """The launch of `schedule_tiled` with `cfg` (see `occupancy.grid`)."""
     from .occupancy import grid
 
+    k = splitk.threads(cfg)
     return grid((wl.o, cfg["tile_f"], cfg["threads_f"]), (wl.oh, cfg["tile_y"], cfg["threads_y"]),
-                (wl.ow, cfg["tile_x"], cfg["threads_x"]), registers=tile_registers(wl, cfg), batch=wl.n)
+                (wl.ow, cfg["tile_x"], cfg["threads_x"]), (k, 1, k), registers=tile_registers(wl, cfg), batch=wl.n)
 
 
-def tiled_threads(wl: ConvWorkload, tiles: dict, knobs: dict, target) -> dict:
+def tiled_threads(wl: ConvWorkload, tiles: dict, knobs: dict, target, threads_k: int = 1) -> dict:
     """The workgroup of `schedule_tiled` for register tiles `tiles`: up to 64 work-items (at most the target's limit),
-    x first (about 16, a divisor of the tiled row when one fits), then y, then output channels."""
-    limit = min(max_threads(target), 64)
+    x first (about 16, a divisor of the tiled row when one fits), then y, then output channels; with split-K
+    (`threads_k` work-items per output) up to 64 / threads_k outputs, so that more work-groups share the device."""
+    limit = min(max_threads(target), 64) // threads_k
     threads_x = pick_tile(-(-wl.ow // tiles["tile_x"]), knobs["threads_x"], 16)
     threads_y = pick_tile(-(-wl.oh // tiles["tile_y"]), knobs["threads_y"], max(1, limit // threads_x))
     threads_f = pick_tile(-(-wl.o // tiles["tile_f"]), knobs["threads_f"], max(1, limit // (threads_x * threads_y)))

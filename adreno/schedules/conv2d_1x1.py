@@ -24,7 +24,7 @@ register tiling is already this GEMM over (rows, columns). Workload keys: `conv2
 from __future__ import annotations
 
 from ..options import Staging
-from . import _conv, occupancy, staging
+from . import _conv, occupancy, splitk, staging
 from .family import Family
 from .conv2d_texture import LANES, match_packed
 
@@ -36,7 +36,7 @@ KNOBS: dict[str, list] = {
     "tile_k": [1, 2, 4],
     "threads_cb": [1, 2, 4, 8, 16],
     "threads_p": [1, 2, 4, 7, 8, 14, 16, 28, 32, 49, 64],
-    "threads_k": [1, 2, 4, 8],
+    splitk.KNOB: splitk.CHOICES,
     staging.KNOB: staging.CHOICES,
 }
 
@@ -62,9 +62,7 @@ def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
         raise ValueError(f"tile_p={config['tile_p']} does not divide the output row of {wl.ow} pixels")
     if (wl.c // LANES) % config["tile_k"]:
         raise ValueError(f"tile_k={config['tile_k']} does not divide the {wl.c // LANES} input channel blocks")
-    if (wl.c // LANES) % (config["tile_k"] * config.get("threads_k", 1)):
-        raise ValueError(f"threads_k={config.get('threads_k', 1)} x tile_k={config['tile_k']} does not divide the "
-                         f"{wl.c // LANES} input channel blocks")
+    splitk.check(config, wl.c // LANES, config["tile_k"], "input channel blocks", staging.staged(config))
     if wl.oh * wl.ow == 1 and config["threads_p"] > 1:  # TVM 0.27 drops the guard of its pixel loop
         raise ValueError(f"threads_p={config['threads_p']} on a one-pixel map: the extra work-items would write "
                          "past the output (TVM drops their guard)")
@@ -72,8 +70,6 @@ def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
         raise ValueError(f"register tile of {config['tile_p']}x{config['tile_cb']} float4 exceeds {MAX_TILE}")
     if staging.staged(config):
         run = config["threads_p"] * config["tile_p"]
-        if config.get("threads_k", 1) > 1:
-            raise ValueError("cooperative=1 stages one reduction step for the whole work-group: not with split-K")
         if run % wl.ow and wl.ow % run:
             raise ValueError(f"cooperative=1 needs a work-group's {run} pixels to be whole output rows or to divide "
                              f"a row of {wl.ow} (else its input tile has no fixed size)")
@@ -120,7 +116,8 @@ def default_config(wl: _conv.ConvWorkload, target, policy: Staging = Staging.AUT
                              {**KNOBS, "tile_p": [t for t in KNOBS["tile_p"] if wl.ow % t == 0]})
     candidates = [_config(wl, t["tile_cb"], t["tile_p"], 1, target) for t in tiles]
     # a map too small for even one pixel block per work-item: split the reduction over 2, 4, 8 work-items
-    candidates += [_config(wl, 1, 1, k, target) for k in KNOBS["threads_k"][1:] if (wl.c // LANES) % k == 0]
+    candidates += splitk.candidates(tiles[-1], wl.c // LANES, 1,
+                                    lambda t, k: _config(wl, t["tile_cb"], t["tile_p"], k, target))
     chosen = occupancy.choose(occupancy.device(target), candidates, lambda c: _launch(wl, c))
     return staging.default(chosen, target, staging.halves(*_reads(wl, chosen)),
                            lambda c: check_config(wl, c, target), policy)
@@ -141,7 +138,7 @@ def _launch(wl: _conv.ConvWorkload, cfg: dict) -> occupancy.Launch:
     registers = LANES * (cfg["tile_p"] * cfg["tile_cb"] + cfg["tile_k"] * (LANES * cfg["tile_cb"] + 1))
     return occupancy.grid((wl.o // LANES, cfg["tile_cb"], cfg["threads_cb"]),
                           (wl.oh * wl.ow, cfg["tile_p"], cfg["threads_p"]),
-                          (cfg.get("threads_k", 1), 1, cfg.get("threads_k", 1)), registers=registers, batch=wl.n)
+                          (splitk.threads(cfg), 1, splitk.threads(cfg)), registers=registers, batch=wl.n)
 
 
 def _pixel_loops(sch, y, x, ow: int, cfg: dict):
@@ -163,11 +160,7 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     """The GEMM schedule (see the module doc). Mutates and returns `sch`."""
     conv = match.conv
     out = _conv.output_from_registers(sch, match)
-    main = conv
-    if cfg.get("threads_k", 1) > 1:  # split-K: partial sums per work-item (the rfactor block), then a cross-thread sum
-        kt, _ = sch.split(sch.get_loops(conv)[5], [cfg["threads_k"], None], preserve_unit_iters=True)
-        main = sch.rfactor(kt, 0)
-        sch.set_scope(main, 0, "local")
+    main = splitk.partial_sums(sch, conv, 5, cfg)  # split-K: partial sums per work-item, then a cross-thread sum
     # cooperative: local-memory copies of the step's input pixels and weights, which the register caches read
     staged = [staging.stage_image(sch, main, i) for i in (0, 1)] if staging.staged(cfg) else []
     data = sch.cache_read(main, 0, "local")
@@ -190,11 +183,7 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     for loop in (rki, pi, rl, fi):
         sch.unroll(loop)
     sch.vectorize(lane)
-    if main is not conv:  # the sum of the partials: its reduction loop (over threads_k) innermost, on threadIdx.z
-        sch.reverse_compute_at(conv, pt, preserve_unit_loops=True)
-        grid, _, _, over_k, *spatial = sch.get_loops(conv)
-        sch.reorder(*spatial, over_k)
-        sch.bind(over_k, "threadIdx.z")
+    splitk.sum_partials(sch, conv, main, pt, 3)
     sch.reverse_compute_at(out, pt, preserve_unit_loops=True)
     init = sch.decompose_reduction(main, rko)
     # the blocks' own loops (the accumulators': pixel x channel block x lane), unrolled, the lanes vectorised
@@ -203,8 +192,7 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     return sch
 
 
-# a record from before split-K measured the whole reduction in one work-item, one from before `cooperative` an
-# unstaged GEMM
-OLDER_RECORDS = {"threads_k": 1, **staging.OLDER_RECORDS}
+# records from before split-K or `cooperative` measured the unsplit, unstaged GEMM
+OLDER_RECORDS = {**splitk.OLDER_RECORDS, **staging.OLDER_RECORDS}
 FAMILY = Family("conv2d_1x1", KNOBS, _conv.conv_match(_match, schedule, OLDER_RECORDS), default_config, check_config,
                 "Conv2d1x1Gemm", view="gemm_1x1", launch=_launch)

@@ -16,12 +16,17 @@ Oclgrind's global-load count of the default tile of a 64->64 3x3 conv at 14x14 1
 nvidia-h200), 4.1x at stride 2 (`tools/global_loads.py`); 1x1 convs stay unstaged (1.5x at stride 1: only the input
 is shared, across output channels; 0.58x at stride 2, where the staged patch holds the skipped pixels too), and so
 do CPU targets (PoCL: staging only adds copies and barriers to a core's cache-resident loads).
+
+Split-K (`threads_k` > 1, groups-1 convs, not staged; `splitk`): `threads_k` work-items (threadIdx.z; the output
+channels then share threadIdx.y with the rows) each sum a slice of the input channels (whole `tile_rc` steps), then
+a cross-thread sum in local memory adds them. The defaults split only where no unsplit config fills the device and
+a split one does (MobileNetV2's 1x1 convs on 14x14 and 7x7 maps for nvidia-h200).
 """
 
 from __future__ import annotations
 
 from ..options import Staging
-from . import _conv, occupancy, staging
+from . import _conv, occupancy, splitk, staging
 
 OP = "conv2d_direct"
 
@@ -36,6 +41,7 @@ KNOBS: dict[str, list] = {
     "tile_rc": [1, 2, 4, 8],
     "unroll_k": [0, 1],
     "stage": [0, 1],
+    splitk.KNOB: splitk.CHOICES,
     staging.KNOB: staging.CHOICES,
 }
 
@@ -49,7 +55,8 @@ def default_config(wl: _conv.ConvWorkload, target, policy: Staging = Staging.AUT
 
     Tiles that divide the output exactly come first (a ragged tile costs a guard on every accumulator); the
     register tile starts at 28-64 accumulators (tile_f x tile_y x tile_x) and shrinks (channels, then rows, then
-    columns) until the launch fills the device (`occupancy`); the workgroup is filled up to 64 work-items (x first,
+    columns) until the launch fills the device (`occupancy`), then (groups 1) the smallest tile's reduction split
+    over 2, 4, 8 work-items where that fills it (`splitk`); the workgroup is filled up to 64 work-items (x first,
     for coalesced / vectorisable loads, then y, then output channels); staged where the window overlaps
     (`staging.default` under `policy`)."""
     tile_x = next((t for t in (4, 2, 7) if wl.ow % t == 0), _conv.pick_tile(wl.ow, KNOBS["tile_x"], 4))
@@ -60,14 +67,19 @@ def default_config(wl: _conv.ConvWorkload, target, policy: Staging = Staging.AUT
                              [("tile_f", 2, per_group), ("tile_y", 1, wl.oh), ("tile_f", 1, per_group),
                               ("tile_x", 1, wl.ow)], KNOBS)
     rest = {"tile_rc": _conv.pick_tile(wl.cin_per_group, KNOBS["tile_rc"], 4 if wl.kh * wl.kw == 1 else 1),
-            "unroll_k": 1 if wl.kh * wl.kw <= 9 else 0, "stage": 0,
+            "unroll_k": 1 if wl.kh * wl.kw <= 9 else 0, "stage": 0, splitk.KNOB: 1,
             staging.KNOB: 0}
     candidates = [{**t, **_conv.tiled_threads(wl, t, KNOBS, target), **rest} for t in tiles]
-    config = occupancy.choose(occupancy.device(target), candidates, lambda c: _conv.tiled_launch(wl, c))
+    device = occupancy.device(target)
+    if wl.groups == 1:  # no unsplit config fills the device: split the reduction over 2, 4, 8 work-items
+        candidates += splitk.candidates(tiles[-1], wl.cin_per_group, rest["tile_rc"], lambda t, k: {
+            **t, **_conv.tiled_threads(wl, t, KNOBS, target, k), **rest, splitk.KNOB: k},
+            lambda c: occupancy.fills(device, _conv.tiled_launch(wl, c)))
+    config = occupancy.choose(device, candidates, lambda c: _conv.tiled_launch(wl, c))
     overlapping = wl.kh > wl.stride[0] or wl.kw > wl.stride[1]  # neighbouring outputs share input pixels
     return staging.default(config, target, overlapping, lambda c: FAMILY.check_config(wl, c, target), policy)
 
 
-# a record from before `cooperative` measured the unstaged kernel
+# records from before split-K or `cooperative` measured the unsplit, unstaged kernel
 FAMILY = _conv.tiled_family("conv2d_direct", OP, KNOBS, _handles, default_config, "Conv2dDirect",
-                            staging.OLDER_RECORDS)
+                            {**splitk.OLDER_RECORDS, **staging.OLDER_RECORDS})

@@ -14,7 +14,10 @@ channel block and reuses it across kh x kw taps (fewer reads for stride 1, more 
 `threads_cb x threads_y x threads_x` work-items (threadIdx.z/y/x), the tile's columns are contiguous.
 `cooperative=1` (groups-1 convs; `staging`): per input channel block the work-group first copies its input patch
 and its weights into local memory, each pixel read once by one of its work-items, and the register caches read
-local memory instead of the images.
+local memory instead of the images. Split-K (`threads_k` > 1, groups-1 convs; `splitk`): `threads_k` work-items
+(threadIdx.z; the channel blocks then share threadIdx.y with the rows) each sum a slice of the input channel blocks,
+then a cross-thread sum in local memory adds them; the defaults split only where no unsplit config fills the device
+and a split one does (ResNet-18's 256 and 512 channel convs on 14x14 and 7x7 maps for nvidia-h200).
 
 Workload keys (`conv2d_nchw4c|...`, `depthwise_nchw4c|...`) count channels padded to multiples of 4, so they never
 collide with the NCHW buffer families' keys, and the buffer path never produces a function this family handles.
@@ -26,7 +29,7 @@ from dataclasses import replace
 
 from ..layout import LANES
 from ..options import Staging
-from . import _conv, occupancy, staging
+from . import _conv, occupancy, splitk, staging
 from .family import Family
 
 OPS = {"conv2d_NCHW4c": "conv2d_nchw4c", "dwconv2d_NCHW4c": "depthwise_nchw4c"}
@@ -40,6 +43,7 @@ KNOBS: dict[str, list] = {
     "threads_x": [1, 2, 4, 7, 8, 14, 16, 28, 32],
     "unroll_k": [0, 1],
     "stage": [0, 1],
+    splitk.KNOB: splitk.CHOICES,
     staging.KNOB: staging.CHOICES,
 }
 
@@ -105,9 +109,10 @@ def match_packed(func, sch=None):
 def default_config(wl: _conv.ConvWorkload, target, policy: Staging = Staging.AUTO) -> dict:
     """Knobs without tuning: 8 output pixels (2 x 4, or a row of 7) x 2 channel blocks per work-item for groups-1
     convs (1 block for depthwise: nothing is shared across channels), tiles that divide the output first, shrunk
-    (channel blocks, rows, columns) until the launch fills the device (`occupancy`); the workgroup filled up to 64
-    work-items along x, then y, then channel blocks; staged in local memory on a GPU where the tile fits and
-    staging at least halves the image reads (`staging.default` under `policy`)."""
+    (channel blocks, rows, columns) until the launch fills the device (`occupancy`), then (groups 1) the smallest
+    tile's reduction split over 2, 4, 8 work-items where that fills it (`splitk`); the workgroup filled up to 64
+    work-items (64 / threads_k outputs) along x, then y, then channel blocks; staged in local memory on a GPU where
+    the tile fits and staging at least halves the image reads (`staging.default` under `policy`)."""
     blocks = wl.o // LANES
     tile_x = next((t for t in (4, 2, 7) if wl.ow % t == 0), _conv.pick_tile(wl.ow, KNOBS["tile_x"], 4))
     tile_y = 2 if tile_x <= 4 and wl.oh % 2 == 0 else 1
@@ -115,11 +120,16 @@ def default_config(wl: _conv.ConvWorkload, target, policy: Staging = Staging.AUT
     tiles = occupancy.ladder({"tile_f": tile_cb, "tile_y": tile_y, "tile_x": tile_x},
                              [("tile_f", 1, blocks), ("tile_y", 1, wl.oh), ("tile_x", 1, wl.ow)],
                              {**KNOBS, "tile_f": KNOBS["tile_cb"]})
-    rest = {"unroll_k": 1 if wl.kh * wl.kw <= 9 else 0, "stage": 0, staging.KNOB: 0}
+    rest = {"unroll_k": 1 if wl.kh * wl.kw <= 9 else 0, "stage": 0, splitk.KNOB: 1, staging.KNOB: 0}
     in_blocks = replace(wl, o=blocks)  # the output channel axis counted in blocks of 4: the tiled schedule's axis
     knobs = {**KNOBS, "threads_f": KNOBS["threads_cb"]}
     candidates = [_named({**t, **_conv.tiled_threads(in_blocks, t, knobs, target), **rest}) for t in tiles]
-    chosen = occupancy.choose(occupancy.device(target), candidates, lambda c: _launch(in_blocks, c))
+    device = occupancy.device(target)
+    if not wl.is_depthwise:  # no unsplit config fills the device: split the reduction over 2, 4, 8 work-items
+        candidates += splitk.candidates(tiles[-1], wl.c // LANES, 1, lambda t, k: _named(
+            {**t, **_conv.tiled_threads(in_blocks, t, knobs, target, k), **rest, splitk.KNOB: k}),
+            lambda c: occupancy.fills(device, _launch(in_blocks, c)))
+    chosen = occupancy.choose(device, candidates, lambda c: _launch(in_blocks, c))
     return staging.default(chosen, target, staging.halves(*_reads(wl, chosen)),
                            lambda c: check_config(wl, c, target), policy)
 
@@ -139,6 +149,9 @@ def _launch(in_blocks: _conv.ConvWorkload, cfg: dict) -> occupancy.Launch:
 def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
     """Raise ValueError when `config` is not a valid point of this family's space for `wl` on `target`."""
     _conv.validate(config, KNOBS, target)
+    if splitk.threads(config) > 1 and wl.is_depthwise:
+        raise ValueError(f"threads_k={splitk.threads(config)}: a depthwise block reduces over no channels to split")
+    splitk.check(config, wl.c // LANES, 1, "input channel blocks", staging.staged(config))
     if config["tile_cb"] * config["tile_y"] * config["tile_x"] > MAX_TILE:
         raise ValueError(f"register tile of {config['tile_cb']}x{config['tile_y']}x{config['tile_x']} float4 "
                          f"exceeds {MAX_TILE}")
@@ -186,39 +199,38 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     depthwise = match.workload.is_depthwise
     conv = match.conv
     out = _conv.output_from_registers(sch, match)
+    main = splitk.partial_sums(sch, conv, 5, cfg)  # split-K: partial sums per work-item, then a cross-thread sum
     staged = []  # cooperative: the local-memory copies of the input (the guarded padded read) and the weights
     if staging.staged(cfg):
         if match.pad is not None:
             sch.set_scope(match.pad, 0, "shared")
-        staged = [staging.stage_image(sch, conv, 0) if match.pad is None else match.pad,
-                  staging.stage_image(sch, conv, 1)]
+        staged = [staging.stage_image(sch, main, 0) if match.pad is None else match.pad,
+                  staging.stage_image(sch, main, 1)]
     if match.pad is not None and not staged:  # the guarded read of the unpadded input becomes the register cache
         data = match.pad
         sch.set_scope(data, 0, "local")
     else:
-        data = sch.cache_read(conv, 0, "local")
-    weight = sch.cache_read(conv, 1, "local")
+        data = sch.cache_read(main, 0, "local")
+    weight = sch.cache_read(main, 1, "local")
 
-    loops = sch.get_loops(conv)
-    n, f, y, x, lane = loops[:5]
+    loops = sch.get_loops(main)
+    n, f, y, x, lane, *kt = loops[:len(loops) - (2 if depthwise else 3)]
     fo, ft, fi = sch.split(f, [None, cfg["threads_cb"], cfg["tile_cb"]], preserve_unit_iters=True)
     yo, yt, yi = sch.split(y, [None, cfg["threads_y"], cfg["tile_y"]], preserve_unit_iters=True)
     xo, xt, xi = sch.split(x, [None, cfg["threads_x"], cfg["tile_x"]], preserve_unit_iters=True)
     if depthwise:
-        ry, rx = loops[5:]
+        ry, rx = loops[-2:]
         # per channel block: its taps, then the pixels; weights are per block, inputs per block and pixel
         reduction, inner = [fi, ry, rx, yi, xi], []
         weight_at, patch_at = rx, fi
     else:
-        rc, ry, rx = loops[5:]
+        rc, ry, rx = loops[-3:]
         rco, rci = sch.split(rc, [None, LANES], preserve_unit_iters=True)
         reduction, inner = [rco, ry, rx, yi, xi], [rci, fi]
         weight_at, patch_at = rx, rco
-    sch.reorder(n, fo, yo, xo, ft, yt, xt, *reduction, *inner, lane)
+    sch.reorder(n, fo, yo, xo, ft, yt, xt, *kt, *reduction, *inner, lane)
     sch.bind(sch.fuse(n, fo, yo, xo, preserve_unit_iters=True), "blockIdx.x")
-    sch.bind(ft, "threadIdx.z")
-    sch.bind(yt, "threadIdx.y")
-    sch.bind(xt, "threadIdx.x")
+    _conv.bind_threads(sch, ft, yt, xt, kt)
     sch.compute_at(weight, weight_at, preserve_unit_loops=True)
     sch.compute_at(data, xi if cfg["stage"] == 0 else patch_at, preserve_unit_loops=True)
     for copy, row_axis in zip(staged, (2, None)):  # after their readers: these must precede them in the step
@@ -230,8 +242,9 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
         sch.unroll(ry)
         sch.unroll(rx)
     sch.vectorize(lane)
+    splitk.sum_partials(sch, conv, main, xt, 3)
     sch.reverse_compute_at(out, xt, preserve_unit_loops=True)
-    init = sch.decompose_reduction(conv, reduction[0])
+    init = sch.decompose_reduction(main, reduction[0])
     # the block's own loops (5 per cached tensor, channel block x row x column x lane for the accumulators):
     # unrolled into registers, the 4 lanes vectorised (one float4 texture access per pixel)
     for block, own in ((data, 5), (weight, 5), (init, 4), (out, 4)):
@@ -239,6 +252,8 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     return sch
 
 
-FAMILY = Family("conv2d_texture", KNOBS, _conv.conv_match(match_packed, schedule, staging.OLDER_RECORDS),
+# records from before split-K or `cooperative` measured the unsplit, unstaged kernel
+FAMILY = Family("conv2d_texture", KNOBS, _conv.conv_match(match_packed, schedule,
+                                                          {**splitk.OLDER_RECORDS, **staging.OLDER_RECORDS}),
                 default_config, check_config, "Conv2dTexture", view="texture",
                 launch=lambda wl, cfg: _launch(replace(wl, o=wl.o // LANES), cfg))

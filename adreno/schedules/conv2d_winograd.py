@@ -38,7 +38,7 @@ from ..layout import LANES
 from ..options import Staging
 from ..records import direct_key, key_memory, layout_workload
 from ..winograd import PACKED
-from . import _conv, conv2d_direct, conv2d_texture, occupancy, staging
+from . import _conv, conv2d_direct, conv2d_texture, occupancy, splitk, staging
 from .family import Family, Matched
 
 OP = "conv2d_winograd"
@@ -371,7 +371,8 @@ def layout_config_in_space(key: str, config: dict) -> bool:
     if config.get("tile") not in KNOBS["tile"]:
         return False
     active = direct if config["tile"] == 0 else stage
-    required = set(active) - {"cooperative"}  # a record from before it: unstaged (`OLDER_KNOBS`)
+    # a record from before `cooperative` or `threads_k`: unstaged, unsplit
+    required = set(active) - set(staging.OLDER_RECORDS) - set(splitk.OLDER_RECORDS)
     return required <= set(config) and all(k in choices and v in choices[k] for k, v in config.items())
 
 

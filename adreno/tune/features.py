@@ -50,11 +50,12 @@ channels, with tile_f, tile_x, threads_f, threads_x, tile_rc = tile_o, tile_p, t
 work_reduction = KH*KW*OH*OW*N / (alpha^2 * P) (2.25 and 4 on maps divisible by m). The transforms are seen through
 their knob `threads_t` and the layout through `tile`.
 
-Split-K (`threads_k` > 1, `conv2d_1x1`): threads_k work-items of a workgroup each reduce a slice of the input
-channels, then sum their partials in local memory: wg and the launch grow by threads_k, every work-item runs
-ceil(Cg / (rc * threads_k)) reduction steps (branch_efficiency counts the ragged slice), and the final sum costs
-sync_efficiency (below). Cooperative staging (`cooperative` = 1): the workgroup loads its input patch and its
-weight tile (rc channels per step) into local memory once and every work-item reads them from there:
+Split-K (`threads_k` > 1: `conv2d_1x1`, `conv2d_texture`, `conv2d_direct`; each view passes it as it is):
+threads_k work-items of a workgroup each reduce a slice of the input channels, then sum their partials in local
+memory: wg and the launch grow by threads_k, every work-item runs ceil(Cg / (rc * threads_k)) reduction steps
+(branch_efficiency counts the ragged slice), and the final sum costs sync_efficiency (below). Cooperative staging
+(`cooperative` = 1): the workgroup loads its input patch and its weight tile (rc channels per step) into local
+memory once and every work-item reads them from there:
     local_reuse   = wg * (py*px + vf*KH*KW) / (Py*Px + tf*vf*KH*KW)   global loads saved by sharing
     local_fit     = min(1, L / (rc * (Py*Px + tf*vf*KH*KW) * dtype bytes))
     occupancy    *= min(1, floor(L / that) * wg / (F / CU))            local memory limits resident workgroups

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from adreno.schedules import _conv, conv2d_direct
+from adreno.target import tvm_target
 from tests.schedules.sched_helpers import (ConvCase, assert_close, compile_and_run, conv_model, model_inputs,
                                            record_claims, reference)
 
@@ -41,7 +42,10 @@ def test_conv_matches_onnxruntime_and_is_ours(case, tmp_path, monkeypatch):
     key = claims["conv2d_direct"][0]
     assert key.startswith("conv2d_direct|") and f"k{case.k}x{case.k}" in key and f"s{case.stride}x{case.stride}" in key
     sources = [p.read_text() for p in (artifact / "kernels").glob("*conv2d*.cl")]
-    assert sources and not any("red_buf" in s for s in sources)  # no cross-thread reduction (TVM's default)
+    # a cross-thread reduction only where the default splits K (an 8->24 conv on 7x7 outputs fills an Adreno 740
+    # only split), never TVM's default one
+    split = conv2d_direct.default_config(case.workload(), tvm_target("adreno-740"))["threads_k"] > 1
+    assert sources and any("red_buf" in s for s in sources) == split
 
 
 def test_knob_table_and_default_config_are_valid():
@@ -108,3 +112,60 @@ def test_knob_combinations_stay_correct(tmp_path, monkeypatch):
             _, outputs = compile_and_run(model, tmp_path / f"a{i}", inputs)
         assert claims["conv2d_direct"], cfg
         assert_close(outputs[0], ref)
+
+
+# Deep convs on tiny maps, too small to fill an H200 unsplit (its defaults split them), and a ragged corner: tiles
+# that overhang the 9x9 map, `stage` 1, tile_rc 4 inside each of the two reduction slices
+SPLIT_K = [
+    (ConvCase(1, 256, 7, 7, 256, 3, 1, (1, 1, 1, 1), epilogue="bias_residual_relu"), None),
+    (ConvCase(1, 960, 7, 7, 160, 1, epilogue="bias_residual_relu"), None),
+    (ConvCase(1, 24, 9, 9, 20, 3, 1, (1, 1, 1, 1), epilogue="bn_relu"),
+     {"tile_f": 4, "tile_y": 2, "tile_x": 4, "threads_f": 2, "threads_y": 2, "threads_x": 2, "tile_rc": 4,
+      "unroll_k": 0, "stage": 1, "threads_k": 2, "cooperative": 0}),
+]
+
+
+@pytest.mark.parametrize("case,config", SPLIT_K, ids=[c.id() for c, _ in SPLIT_K])
+def test_split_k_matches_onnxruntime(case, config, tmp_path, monkeypatch):
+    """Split-K (`threads_k`: partial sums of a slice of the input channels per work-item, then a cross-thread sum in
+    local memory) computes the conv and its fused epilogue; None: the nvidia-h200 default, which splits."""
+    config = config or conv2d_direct.default_config(case.workload(), tvm_target("nvidia-h200"))
+    assert config["threads_k"] > 1
+    model = conv_model(case)
+    inputs = model_inputs(model)
+    monkeypatch.setattr(conv2d_direct.FAMILY, "default_config", lambda _wl, _target, *_policy: dict(config))
+    with record_claims(monkeypatch, "conv2d_direct") as claims:
+        artifact, outputs = compile_and_run(model, tmp_path / "a", inputs)
+    assert_close(outputs[0], reference(model, inputs)[0])
+    assert len(claims["conv2d_direct"]) == 1
+    source = next((artifact / "kernels").glob("*conv2d*.cl")).read_text()
+    assert "red_buf" in source and "__local" in source  # the partial sums meet in local memory
+
+
+def test_split_k_defaults_and_refusals():
+    """Only a device that no unsplit config fills gets a split default; `check_config` refuses splits that do not
+    hold, each with its reason."""
+    from adreno.schedules import occupancy
+    from adreno.target import get_device
+
+    deep = ConvCase(1, 256, 7, 7, 256, 3, 1, (1, 1, 1, 1)).workload()
+    for name in ("pocl-cpu", "adreno-740", "adreno-640"):
+        assert conv2d_direct.default_config(deep, tvm_target(name))["threads_k"] == 1, name
+    h200 = tvm_target("nvidia-h200")
+    split = conv2d_direct.default_config(deep, h200)
+    unsplit = {**split, "threads_k": 1}
+    assert not occupancy.fills(get_device("nvidia-h200"), conv2d_direct.FAMILY.launch(deep, unsplit))
+    assert occupancy.fills(get_device("nvidia-h200"), conv2d_direct.FAMILY.launch(deep, split))
+    ragged = ConvCase(1, 24, 9, 9, 20, 3, 1, (1, 1, 1, 1)).workload()
+    grouped = ConvCase(1, 32, 7, 7, 32, 3, 1, (1, 1, 1, 1), groups=2).workload()
+    one_channel = ConvCase(1, 1, 7, 7, 32, 3, 1, (1, 1, 1, 1)).workload()
+    base = {**unsplit, "tile_rc": 4}
+    for wl, config, reason in (
+            (ragged, {**base, "threads_k": 4}, "does not divide the 24 input channels"),  # 4 x 4 channels
+            (one_channel, {**base, "tile_rc": 1, "threads_k": 2}, "does not divide the 1 input channels"),
+            (deep, {**base, "threads_k": 2, "cooperative": 1}, "not with split-K"),
+            (grouped, {**base, "tile_rc": 1, "threads_k": 2}, "groups-1 convs only"),
+            (deep, {**base, "threads_f": 16, "threads_y": 4, "threads_x": 16, "threads_k": 2}, "exceeds")):
+        with pytest.raises(ValueError, match=reason):
+            conv2d_direct.FAMILY.check_config(wl, config, h200)
+    assert conv2d_direct.FAMILY.check_config(deep, {**base, "threads_k": 8}, h200)["threads_k"] == 8

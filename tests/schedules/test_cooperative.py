@@ -138,12 +138,15 @@ def test_gemm_refuses_what_staging_cannot_do(config, reason):
 def test_gpu_defaults_stage_where_it_halves_the_reads_and_a_cpu_keeps_its_schedule():
     """adreno-740 and the H200 stage every ResNet-18 3x3 conv whose tile fits their local memory (the 7x7 stem's
     patch does not fit 32 KB) and the 1x1 GEMMs whose staged box at least halves the reads (not 64->128 at 56x56,
-    whose stride-2 box is mostly skipped pixels: 704 reads unstaged, 401 staged); pocl-cpu never stages."""
+    whose stride-2 box is mostly skipped pixels: 704 reads unstaged, 401 staged); pocl-cpu never stages. The 3x3
+    convs too small to fill the H200 unsplit split K there instead, which does not stage."""
     h200 = targets.tvm_target(targets.get_device("nvidia-h200"), host="native")
     cpu = targets.tvm_target(targets.get_device("pocl-cpu"), host="native")
-    for wl in (_wl(64, 56, 64, 3, 1), _wl(128, 28, 256, 3, 2), _wl(512, 7, 512, 3, 1)):
-        for target in (ADRENO, h200):
-            assert conv2d_texture.default_config(wl, target)["cooperative"] == 1, (wl, target)
+    for wl, h200_splits in ((_wl(64, 56, 64, 3, 1), False), (_wl(128, 28, 256, 3, 2), True),
+                            (_wl(512, 7, 512, 3, 1), True)):
+        assert conv2d_texture.default_config(wl, ADRENO)["cooperative"] == 1, wl
+        split = conv2d_texture.default_config(wl, h200)  # too small for the H200 unsplit: split-K, which never stages
+        assert (split["threads_k"] > 1, split["cooperative"]) == (h200_splits, int(not h200_splits)), wl
         assert conv2d_texture.default_config(wl, cpu)["cooperative"] == 0
     assert conv2d_texture.default_config(_wl(4, 224, 64, 7, 2), ADRENO)["cooperative"] == 0
     for wl, staged in ((_wl(64, 56, 128, 1, 2), 0), (_wl(128, 28, 256, 1, 2), 1), (_wl(256, 14, 512, 1, 2), 1)):

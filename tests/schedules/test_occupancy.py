@@ -3,6 +3,7 @@
 - every family's default, on every Adreno target and the H200 entry, fills the device (enough work-items for the
   waves in flight every compute unit needs, a work-group per unit), or the workload cannot: its tiles are then all
   at one output per work-item;
+- on the H200, the direct and texture convs that no unsplit config fills split their reduction (split-K) and fill it;
 - a CPU OpenCL device keeps the big register tiles (its rule holds for them as they are);
 - compiled for adreno-740 (with the defaults a compile gets there: ranked by the analytical model among configs that
   meet this rule, `adreno.ranked_defaults`), every conv and Winograd kernel of ResNet-18 and MobileNetV2 launches at
@@ -188,3 +189,20 @@ def test_conv_and_winograd_launches_reach_the_floor_on_adreno_740(model, memory)
     assert launches
     short = [launch for launch in launches if launch[0] < FLOOR]
     assert not short, short
+
+
+def test_split_k_fills_the_h200_where_no_unsplit_config_does():
+    """No direct or texture conv default of ResNet-18 and MobileNetV2 is short on the H200 any more: those whose
+    unsplit tiles cannot fill it (deep layers on 14x14 and 7x7 maps) split their reduction (`threads_k`), and only
+    those (the same tiles unsplit are short)."""
+    target, device = targets.tvm_target("nvidia-h200"), targets.get_device("nvidia-h200")
+    split = []
+    for family, wl, module, launch, _ in CASES:
+        if family not in ("conv2d_direct", "conv2d_texture"):
+            continue
+        cfg = module.default_config(wl, target)
+        assert occupancy.fills(device, launch(wl, cfg)), (family, wl, cfg)
+        if cfg["threads_k"] > 1:
+            assert not occupancy.fills(device, launch(wl, {**cfg, "threads_k": 1})), (family, wl, cfg)
+            split.append((family, wl.c, wl.o, wl.oh))
+    assert ("conv2d_texture", 512, 512, 7) in split and ("conv2d_direct", 960, 160, 7) in split, split

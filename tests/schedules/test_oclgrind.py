@@ -85,6 +85,12 @@ CASES = [
     ("conv3x3s2", "texture", "adreno-740", "off", {  # staged, stride 2, ragged, whole patch in registers
         "conv2d_texture": {"tile_cb": 1, "tile_y": 2, "tile_x": 2, "threads_cb": 2, "threads_y": 2, "threads_x": 4,
                            "unroll_k": 1, "stage": 1, "cooperative": 1}}),
+    ("conv3x3", "buffer", "adreno-740", "off", {  # split-K over 2 slices of 4 channels, ragged tiles, stage 1
+        "conv2d_direct": {"tile_f": 2, "tile_y": 2, "tile_x": 4, "threads_f": 2, "threads_y": 2, "threads_x": 2,
+                          "tile_rc": 2, "unroll_k": 1, "stage": 1, "threads_k": 2}}),
+    ("conv3x3s2", "texture", "adreno-740", "off", {  # split-K over the 2 input channel blocks, ragged tiles
+        "conv2d_texture": {"tile_cb": 1, "tile_y": 2, "tile_x": 2, "threads_cb": 2, "threads_y": 2, "threads_x": 2,
+                           "unroll_k": 1, "stage": 0, "threads_k": 2}}),
     ("winograd", "buffer", "adreno-740", "f4", {}),
     ("winograd", "buffer", "pocl-cpu", "f2", {}),
     ("winograd", "texture", "adreno-740", "f2", {}),

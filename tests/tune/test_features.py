@@ -153,3 +153,27 @@ def test_split_k_and_cooperative_staging_are_seen_by_the_features_and_the_model(
         assert shared["local_fit"] <= 1.0 and shared["occupancy"] <= alone["occupancy"]
         small = feats.layout_metrics(wl, {**config, "cooperative": 1}, {**LIMITS, "local_memory_bytes": 512}, view)
         assert small["local_fit"] < shared["local_fit"] and small["occupancy"] < shared["occupancy"]
+
+
+def test_split_k_of_the_tiled_families_is_seen_by_their_launch_and_features():
+    """`threads_k` of `conv2d_direct` and `conv2d_texture` (a 256@7x7 3x3 conv, too small for an H200 without it)
+    multiplies the work-group and the launch (`Family.launch`, what the occupancy rule judges), and the features of
+    both views see it as for the 1x1 GEMM: more parallelism, a cross-thread sum to pay."""
+    from adreno.schedules import conv2d_direct, conv2d_texture
+    from adreno.target import get_device
+
+    h200 = feats.device_limits(get_device("nvidia-h200"))
+    deep = conv(256, 7, 256, 3)
+    one = {"tile_f": 1, "tile_y": 1, "tile_x": 1, "threads_f": 1, "threads_y": 1, "threads_x": 7, "tile_rc": 1,
+           "unroll_k": 1, "stage": 0, "threads_k": 1, "cooperative": 0}
+    texture = {**{k: v for k, v in one.items() if k not in ("tile_f", "threads_f", "tile_rc")}, "tile_cb": 1,
+               "threads_cb": 1}
+    for family, view, config, wl in ((conv2d_direct.FAMILY, "direct", one, deep),
+                                     (conv2d_texture.FAMILY, "texture", texture, deep)):
+        launches = [family.launch(wl, {**config, "threads_k": k}) for k in (1, 4)]
+        assert (launches[1].work_items, launches[1].workgroup) == (4 * launches[0].work_items, 28)
+        rows = feats.featurize(wl, [config, {**config, "threads_k": 4}], h200, view)
+        assert rows[1, feats.FEATURE_NAMES.index("threads_k")] == 4
+        alone, split = (feats.layout_metrics(wl, {**config, "threads_k": k}, h200, view) for k in (1, 4))
+        assert split["parallelism"] > alone["parallelism"], view
+        assert split["sync_efficiency"] < alone["sync_efficiency"] == 1.0, view
