@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 import pytest
 from tests.conftest import single_op_model, without_tvm
+from tests.launch import local_size
 
 from adreno.records import Database
 from adreno.tune.batch import model_quality
@@ -108,7 +109,7 @@ def test_round_trip(models, no_tvm_path, tmp_path):
     manifest_art = json.loads((artifact / "manifest.json").read_text())
     assert manifest_art["tuned_kernels"] == 1
     conv = [k for s in plan["steps"] for k in s["kernels"] if "conv" in s["func"]]
-    threads = [best.config[k] for k in ("threads_x", "threads_y", "threads_f")]
+    threads = local_size(*(best.config.get(knob, 1) for knob in ("threads_x", "threads_y", "threads_f", "threads_k")))
     assert any(k["local_size"] == threads for k in conv), (conv, best.config)
     done = cli("run", artifact, "--check")
     assert done.returncode == 0, done.stderr + done.stdout

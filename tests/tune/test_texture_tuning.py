@@ -18,6 +18,7 @@ from adreno.records import Database
 from adreno.target import tvm_target
 from adreno.tune.extract import extract_tasks
 from tests.conftest import single_op_model
+from tests.launch import local_size
 
 TARGET = tvm_target("adreno-740")
 
@@ -84,7 +85,8 @@ def test_compile_keeps_texture_memory_and_applies_the_records(tuned):
     artifact = Artifact.load(work / "tuned")
     assert artifact.manifest["memory"] == "texture" and artifact.manifest["tuned_kernels"] == 1
     (conv,) = [s for s in artifact.plan.steps if s.op == "conv2d"]
-    assert conv.kernels[0].local_size == [best["threads_x"], best["threads_y"], best["threads_cb"]]
+    assert conv.kernels[0].local_size == local_size(best["threads_x"], best["threads_y"], best["threads_cb"],
+                                                    best.get("threads_k", 1))
     checked = _cli("run", work / "tuned", "--check", "--repeat", 1)
     assert checked.returncode == 0 and ": OK" in checked.stdout, checked.stdout + checked.stderr
 
