@@ -44,44 +44,46 @@ def environment(workdir: Path, **flags: bool) -> dict:
             **{f"OCLGRIND_{name.upper()}": "1" for name, on in flags.items() if on}}
 
 
-def global_load_bytes(report: str) -> dict[str, int]:
-    """Bytes each kernel loaded from global memory, buffers and images (summed over its launches), from an
-    `inst_counts` report."""
-    loads: dict[str, int] = {}
+def _per_kernel(report: str, count) -> dict[str, int]:
+    """Sum `count(line)` (a number, 0 for a line it does not count) over each kernel's section of an `inst_counts`
+    report (a kernel's launches add up), every kernel named in it listed."""
+    totals: dict[str, int] = {}
     kernel = None
     for line in report.splitlines():
         found = _KERNEL.search(line)
         if found:
             kernel = found.group(1)
-            loads.setdefault(kernel, 0)
-            continue
-        if kernel is None:
-            continue
-        load, vload, image = _LOAD.match(line), _VLOAD.match(line), _IMAGE.match(line)
-        if load:
-            loads[kernel] += int(load.group(2).replace(",", ""))
-        elif vload:
-            loads[kernel] += int(vload.group(1).replace(",", "")) * int(vload.group(2)) * FLOAT_BYTES
-        elif image:
-            loads[kernel] += int(image.group(1).replace(",", "")) * IMAGE_PIXEL_BYTES[image.group(2)]
-    return loads
+            totals.setdefault(kernel, 0)
+        elif kernel is not None:
+            totals[kernel] += count(line)
+    return totals
+
+
+def _number(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def _load_bytes(line: str) -> int:
+    load, vload, image = _LOAD.match(line), _VLOAD.match(line), _IMAGE.match(line)
+    if load:
+        return _number(load.group(2))
+    if vload:
+        return _number(vload.group(1)) * int(vload.group(2)) * FLOAT_BYTES
+    if image:
+        return _number(image.group(1)) * IMAGE_PIXEL_BYTES[image.group(2)]
+    return 0
+
+
+def global_load_bytes(report: str) -> dict[str, int]:
+    """Bytes each kernel loaded from global memory, buffers and images (summed over its launches), from an
+    `inst_counts` report."""
+    return _per_kernel(report, _load_bytes)
 
 
 def image_reads(report: str) -> dict[str, int]:
     """Pixels each kernel read from images (`read_imagef`/`read_imageh` calls, summed over its launches), from an
     `inst_counts` report."""
-    reads: dict[str, int] = {}
-    kernel = None
-    for line in report.splitlines():
-        found = _KERNEL.search(line)
-        if found:
-            kernel = found.group(1)
-            reads.setdefault(kernel, 0)
-            continue
-        image = _IMAGE.match(line)
-        if kernel is not None and image:
-            reads[kernel] += int(image.group(1).replace(",", ""))
-    return reads
+    return _per_kernel(report, lambda line: _number(image.group(1)) if (image := _IMAGE.match(line)) else 0)
 
 
 def run(args: list[str], workdir: Path, timeout: float = 600, **flags: bool) -> subprocess.CompletedProcess:
