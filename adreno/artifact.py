@@ -236,6 +236,48 @@ def _describe(array: np.ndarray) -> str:
     return f"[{', '.join(map(str, flat[:3]))}, ..., {', '.join(map(str, flat[-3:]))}] of shape {list(array.shape)}"
 
 
+def _check_replaceable(final: Path, given) -> None:
+    """`-o` writes only into a missing directory, an empty one, or an earlier artifact (one with a manifest): never
+    over a user's other files, which replacing the directory would delete."""
+    if not final.exists():
+        return
+    if not final.is_dir():
+        raise ArtifactError(f"{given} exists and is not a directory: choose another -o")
+    try:
+        entries = list(final.iterdir())
+    except OSError as err:
+        raise ArtifactError(f"cannot read {given}: {err.strerror or err}") from None
+    if entries and not (final / MANIFEST_NAME).is_file():
+        raise ArtifactError(f"{given} is a directory with other files in it (not an earlier artifact, no "
+                            f"{MANIFEST_NAME}): choose a new or empty -o, nothing was written")
+
+
+def _tmp_prefix(final: Path) -> str:
+    """The name prefix of the temporary siblings a writer of `final` makes (its build and the replaced artifact);
+    the writer's pid follows, so a later writer knows which ones a killed compile left behind."""
+    return f".{final.name}.adreno-tmp."
+
+
+def _remove_stale_siblings(final: Path) -> None:
+    """Remove temporary siblings of `final` whose writing process no longer runs (a compile killed mid-write)."""
+    prefix = _tmp_prefix(final)
+    for sibling in final.parent.glob(f"{prefix}*"):
+        pid = sibling.name[len(prefix):].split(".", 1)[0]
+        if not pid.isdigit() or _process_alive(int(pid)) or not sibling.is_dir() or sibling.is_symlink():
+            continue
+        shutil.rmtree(sibling, ignore_errors=True)
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _read_json(path: Path) -> dict:
     """The JSON of a regular file inside the artifact (never a FIFO, a device, or a link leading out)."""
     try:
@@ -254,12 +296,15 @@ class ArtifactWriter:
     so a failed compile never leaves a partial artifact behind (and never destroys the previous one)."""
 
     def __init__(self, final_path: str | os.PathLike):
+        if not str(final_path).strip():
+            raise ArtifactError("the artifact directory (-o) is empty: give a directory to write")
         self.final_path = Path(final_path).resolve()
-        if self.final_path.exists() and not self.final_path.is_dir():
-            raise ArtifactError(f"{final_path} exists and is not a directory: choose another -o")
+        _check_replaceable(self.final_path, final_path)
         try:
             self.final_path.parent.mkdir(parents=True, exist_ok=True)
-            self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.final_path.name}.", dir=self.final_path.parent))
+            _remove_stale_siblings(self.final_path)
+            self.tmp = Path(tempfile.mkdtemp(prefix=f"{_tmp_prefix(self.final_path)}{os.getpid()}.",
+                                             dir=self.final_path.parent))
         except OSError as err:
             raise ArtifactError(f"cannot create the artifact directory {final_path}: {err.strerror or err}"
                                 f"{f' ({err.filename})' if err.filename else ''}") from None
@@ -282,7 +327,9 @@ class ArtifactWriter:
         self.write_json(MANIFEST_NAME, {**manifest, "plan_format": PLAN_FORMAT, "files": files})
         old = None
         if self.final_path.exists():
-            old = self.final_path.with_name(f".{self.final_path.name}.old.{os.getpid()}")
+            old = Path(tempfile.mkdtemp(prefix=f"{_tmp_prefix(self.final_path)}{os.getpid()}.old.",
+                                        dir=self.final_path.parent))
+            old.rmdir()
             os.replace(self.final_path, old)
         os.replace(self.tmp, self.final_path)
         if old is not None:

@@ -97,7 +97,7 @@ def cmd_compile(args) -> int:
     from .compile import compile_model
     from .options import CompileOptions
 
-    output = args.output or f"build/{Path(str(args.model)).stem}"
+    output = f"build/{Path(str(args.model)).stem}" if args.output is None else args.output
     options = CompileOptions(target=args.target, host=args.host, cc=args.cc,
                              input_shapes=_parse_shapes(args.input_shape),
                              memory=args.memory, precision=args.precision, schedules=args.schedules,

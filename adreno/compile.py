@@ -231,6 +231,6 @@ def export_host_library(lowered, tvm_target, out_dir: Path, host: str, cc: str |
 
 
 def _cross_compiler(cc: str):
-    from tvm.contrib import cc as tvm_cc
+    from tvm.support import cc as tvm_cc  # TVM 0.27 moved it here from tvm.contrib
 
     return tvm_cc.cross_compiler(cc, options=["-shared", "-fPIC"])
