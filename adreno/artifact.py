@@ -26,12 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .artifact_check import check_files, check_plan, confined, sha256_file
+from .artifact_check import check_files, check_outputs, check_plan, confined, sha256_file
 from .errors import AdrenoError, ArtifactError
 from .layout import ImageSpec  # noqa: F401  (part of the contract: TensorSpec.image, Plan.images)
 
 PLAN_FORMAT = 3  # 2: image storage (TensorSpec.image, Plan.images) for --memory texture; 3: tensors without storage
 # (storage ""): empty outputs and inputs no kernel reads (adreno.empty)
+_NPY_HEADER_MAX = 64 * 1024  # an .npy header is 128 bytes here; numpy allows longer ones, never this long
 MANIFEST_NAME, PLAN_NAME, PARAMS_NAME, KERNEL_DIR = "manifest.json", "plan.json", "params.npz", "kernels"
 
 
@@ -161,6 +162,7 @@ class Artifact:
         try:
             plan = Plan.from_json(_read_json(path / PLAN_NAME))
             check_plan(plan, path, set(manifest["files"]))
+            check_outputs(plan, manifest)
         except (KeyError, TypeError, AttributeError, ValueError) as err:
             raise ArtifactError(f"{path / PLAN_NAME} is malformed ({type(err).__name__}: {str(err)[:120]}); "
                                 "recompile the model") from None
@@ -175,6 +177,7 @@ class Artifact:
     def params(self) -> dict[str, np.ndarray]:
         """The constant tensors, keyed by tensor name."""
         try:
+            self._check_params_index()
             with np.load(self.path / PARAMS_NAME) as npz:
                 params = {name: npz[name] for name in npz.files}
         except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as err:
@@ -185,6 +188,21 @@ class Artifact:
         if missing:
             raise ArtifactError(f"{self.path / PARAMS_NAME} lacks params {missing[:5]}; recompile the model")
         return params
+
+    def _check_params_index(self) -> None:
+        """Each member of params.npz, as its zip index declares it, is no larger than its param's bytes plus an
+        .npy header, checked before anything is decompressed (a tiny zip can declare gigabytes)."""
+        tensors = self.plan.tensors
+        with zipfile.ZipFile(self.path / PARAMS_NAME) as archive:
+            for member in archive.infolist():
+                spec = tensors.get(member.filename.removesuffix(".npy"))
+                if spec is None or spec.kind != "param":
+                    raise ArtifactError(f"{self.path / PARAMS_NAME} holds {member.filename!r}, which is no param of "
+                                        "the plan; recompile the model")
+                if member.file_size > spec.nbytes + _NPY_HEADER_MAX:
+                    raise ArtifactError(f"{self.path / PARAMS_NAME}: {member.filename} declares {member.file_size} "
+                                        f"bytes, param {spec.name} {spec.shape} {spec.dtype} has {spec.nbytes}; "
+                                        "recompile the model")
 
     def input_specs(self) -> list[TensorSpec]:
         return [self.plan.tensors[n] for n in self.plan.inputs]

@@ -33,6 +33,7 @@ SCOPES = {"global", "global.texture", "global.texture-nhwc", "global.texture-wei
 CHANNEL_TYPES = {"float32", "float16"}
 KINDS = {"input", "output", "param", "intermediate"}
 MAX_ELEMENTS = 1 << 40  # a tensor or launch beyond this is damage, not a model
+MAX_LAUNCH_ITEMS = (1 << 31) - 1  # TVM's OpenCL kernels index work-items with int: a larger launch wraps around
 
 
 def confined(root: Path, rel) -> Path:
@@ -137,6 +138,21 @@ def check_plan(plan, root: Path, listed: set[str]) -> None:
         _check_step(plan, index, step)
 
 
+def check_outputs(plan, manifest: dict) -> None:
+    """The plan's outputs are the model's: the tensor, shape and dtype the manifest recorded for each output, in
+    order (a plan edited to return another tensor, shape or dtype would be read as the model's output)."""
+    recorded = manifest.get("outputs")
+    if not isinstance(recorded, dict):
+        _fail("the manifest records no outputs")
+    if len(recorded) != len(plan.outputs):
+        _fail(f"{len(plan.outputs)} outputs, the manifest records {len(recorded)}")
+    for (name, entry), tensor in zip(recorded.items(), plan.outputs):
+        spec = plan.tensors[tensor]
+        if not isinstance(entry, dict) or entry.get("tensor", name) != tensor or entry.get("shape") != spec.shape \
+                or entry.get("dtype") != spec.dtype:
+            _fail(f"output {name!r} is {tensor} {spec.shape} {spec.dtype}, the manifest records {entry!r}")
+
+
 def _check_image(name: str, tensor, image, image_dims) -> None:
     if not isinstance(image, dict) or image != tensor.image:
         _fail(f"tensor {name}: its image differs from its storage's")
@@ -195,6 +211,9 @@ def check_launches(plan, device) -> None:
                     or any(w > s for w, s in zip(local, sizes)):
                 raise ArtifactError(f"kernel {launch.name}: work-group {local} exceeds {name}'s limits "
                                     f"({device.max_work_group_size} work-items, {list(sizes)})")
+            if math.prod(launch.global_size) > MAX_LAUNCH_ITEMS:
+                raise ArtifactError(f"kernel {launch.name}: global size {launch.global_size} is beyond the "
+                                    f"{MAX_LAUNCH_ITEMS} work-items its 32-bit indices address; recompile the model")
             if launch.local_mem_bytes > device.local_mem_size:
                 raise ArtifactError(f"kernel {launch.name}: {launch.local_mem_bytes} B of local memory, {name} has "
                                     f"{device.local_mem_size}")

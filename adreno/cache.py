@@ -103,6 +103,7 @@ import pyopencl as cl
 import adreno
 from adreno.errors import KernelBuildError
 from adreno.opencl.device import DeviceIdentity
+from adreno.opencl.signature import program_options
 
 CACHE_FORMAT_VERSION: int = 1
 BLOCK_AFTER_CRASHES: int = 2  # crashed loads of one key after which it is built from source only
@@ -920,7 +921,8 @@ def export_bundle(artifact, context: cl.Context, cache: ProgramCache | None = No
     `BundledBinaries`), replacing an earlier export for the same device; the directory appears complete
     or not at all.
 
-    Programs are built through ``cache`` (so a warm cache makes this fast; None: from source). TVM's blob
+    Programs are built through ``cache`` (so a warm cache makes this fast; None: from source), with the options
+    the executor builds them with (`adreno.opencl.signature.program_options` of ``options``). TVM's blob
     holds one binary per kernel launched by the plan: the binary of the program containing it. Returns a
     summary: the bundle path, device, counts, bytes and how each program was obtained.
     Raises `KernelBuildError` when a program does not build and `adreno.errors.ArtifactError` when two
@@ -928,6 +930,7 @@ def export_bundle(artifact, context: cl.Context, cache: ProgramCache | None = No
     """
     from adreno.errors import ArtifactError
 
+    options = program_options(options)
     if len(context.devices) != 1:
         raise ValueError(f"export_bundle needs a context with one device, got {len(context.devices)}")
     identity = DeviceIdentity.from_cl_device(context.devices[0])

@@ -185,6 +185,7 @@ def _build_programs(artifact: str, device_spec, cache_root: str) -> tuple[float,
     from .artifact import Artifact
     from .cache import ProgramCache
     from .opencl.device import select_device
+    from .opencl.signature import program_options
 
     started = time.perf_counter()
     try:
@@ -192,7 +193,7 @@ def _build_programs(artifact: str, device_spec, cache_root: str) -> tuple[float,
         context = cl.Context([select_device(device_spec)])
         cache = ProgramCache(Path(cache_root))
         for program in art.plan.programs:
-            cache.build(context, art.kernel_source(program))
+            cache.build(context, art.kernel_source(program), program_options(""))
     except (AdrenoError, cl.Error) as err:
         return time.perf_counter() - started, f"{type(err).__name__}: {str(err).strip()[:300]}"
     return time.perf_counter() - started, None

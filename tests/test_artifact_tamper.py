@@ -92,6 +92,14 @@ def _perturb(params):
     return {k: v + np.float32(0.01) for k, v in params.items()}
 
 
+def _zip_declaring(path: Path, member: str, nbytes: int) -> None:
+    """A params.npz whose `member` inflates to `nbytes` of zeros (a small file declaring a large one)."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(member, bytes(nbytes))
+
+
 def _first_kernel_file(root: Path) -> str:
     return sorted(p.name for p in (root / "kernels").iterdir())[0]
 
@@ -194,6 +202,16 @@ RESIGNED = {  # the manifest's hashes are rewritten too: the path and plan check
     "kernel source not text": lambda r: (r / "kernels" / _first_kernel_file(r)).write_bytes(b"\xff\xfe\x00\x80"),
     "kernel links to a sibling": lambda r: _replace(f"kernels/{_first_kernel_file(r)}", lambda p: p.symlink_to(
         sorted(os.listdir(r / "kernels"))[-1]))(r),
+    "global size 2^31": _plan(lambda p: p["steps"][0]["kernels"][0].update(global_size=[1 << 31], local_size=[64])),
+    "global size 2^40": _plan(lambda p: p["steps"][0]["kernels"][0].update(global_size=[1 << 20, 1 << 20],
+                                                                           local_size=[64, 1])),
+    "buffer and image argument swapped": _plan(lambda p: p["steps"][0]["kernels"][0].update(
+        args=list(reversed(p["steps"][0]["kernels"][0]["args"])))),
+    "scalar where a buffer goes": _arg(8, 1, scalar=1, dtype="int32"),
+    "output dtype int32": _tensor("gv", "dtype", "int32"),
+    "output shape changed": _tensor("gv", "shape", [1, 5]),
+    "output another tensor": _plan(lambda p: p.update(outputs=["lv4_1"])),
+    "params member declares 64 MiB": _replace("params.npz", lambda p: _zip_declaring(p, "param0.npy", 64 << 20)),
     # harmless edits: these must run, to exactly the untampered output
     "plan re-serialised": _plan(lambda p: json.loads(json.dumps(p, sort_keys=True))),
     "manifest metadata edited": _edit_json("manifest.json", lambda m: m.update(compiled_on="elsewhere")),

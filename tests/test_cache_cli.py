@@ -18,6 +18,7 @@ import pyopencl as cl
 import pytest
 
 from adreno.artifact import Artifact
+from adreno.opencl.signature import program_options
 from adreno.cache import (
     BUNDLE_DIR,
     BUNDLE_INDEX,
@@ -141,7 +142,7 @@ def test_export_writes_verified_bundle_and_tvm_blob(exported, identity, pocl_dev
     opened = BundledBinaries.open(exported["artifact"], pocl_device)
     binaries = {}
     for name, entry in index["programs"].items():
-        binary = opened.get(artifact.kernel_source(name), "")  # verified like a cache entry
+        binary = opened.get(artifact.kernel_source(name), program_options(""))  # verified like a cache entry
         assert binary is not None and len(binary) == entry["bytes"]
         binaries[name] = binary
 

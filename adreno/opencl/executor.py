@@ -17,6 +17,7 @@ from ..artifact_check import check_launches
 from ..errors import AdrenoError, ArtifactError, KernelBuildError
 from ..layout import ImageSpec, from_image, to_image
 from .device import select_device
+from .signature import argument_mismatch, kernel_params, program_options
 
 
 @dataclass
@@ -84,6 +85,7 @@ class Executor:
                         for sid, nbytes in plan.storage.items()}
         self.buffers = {name: self.storage[spec.storage] for name, spec in plan.tensors.items() if spec.storage}
         self.write_params(self.artifact.params())
+        self.unchecked_kernels = 0  # kernels whose driver reports no argument info (adreno.opencl.signature)
         workspace_sizes = [max(sizes) for sizes in _zip_longest_max(s.workspaces for s in plan.steps)]
         self.workspaces = [cl.Buffer(self.context, mf.READ_WRITE, max(n, 4)) for n in workspace_sizes]
         self.launches = [self._bind(step_index, step, launch)
@@ -145,7 +147,7 @@ class Executor:
     def _build(self, program: str, options: str):
         import pyopencl as cl
 
-        source = self.artifact.kernel_source(program)
+        source, options = self.artifact.kernel_source(program), program_options(options)
         if self.cache is not None:
             built, _how = self.cache.build(self.context, source, options)
             return built
@@ -165,6 +167,13 @@ class Executor:
         if kernel.num_args != len(launch.args) + bool(launch.local_mem_bytes):
             raise ArtifactError(f"{self.artifact.path}: kernel {launch.name} takes {kernel.num_args} arguments, the "
                                 f"plan gives {len(launch.args) + bool(launch.local_mem_bytes)}; recompile the model")
+        params = kernel_params(kernel)
+        if params is None:
+            self.unchecked_kernels += 1
+        else:
+            mismatch = argument_mismatch(params, launch, step, self.artifact.plan.tensors)
+            if mismatch:
+                raise ArtifactError(f"{self.artifact.path}: kernel {launch.name} {mismatch}; recompile the model")
         try:
             for position, arg in enumerate(launch.args):
                 if arg.arg is not None:

@@ -63,7 +63,10 @@ def _write_artifact(out_dir: str, plan: Plan, sources: dict, params: dict, task,
             writer.write_text(plan.programs[name], source)
         writer.write_json("plan.json", plan.to_json())
         writer.write_params(params)
+        outputs = {t: {"tensor": t, "shape": plan.tensors[t].shape, "dtype": plan.tensors[t].dtype}
+                   for t in plan.outputs}
         writer.commit({"kind": "kernel", "workload": task.key, "config": config, "target": task.target_name,
+                       "outputs": outputs,
                        "adreno_version": __import__("adreno").__version__, "tvm_version": tvm.__version__})
 
 
