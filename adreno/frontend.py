@@ -37,6 +37,8 @@ def load_model(model) -> tuple:
 
     try:
         proto = onnx.load(str(path))
+    except onnx.checker.ValidationError as err:  # external data that escapes the model's folder, is missing, ...
+        raise ModelError(f"{path}: its external weight data cannot be read: {str(err).splitlines()[0]}") from None
     except (DecodeError, ValueError, OSError) as err:  # not a protobuf / not a model / unreadable
         raise ModelError(f"{path} is not a valid ONNX model: {type(err).__name__}: {err}") from None
     if not proto.graph.node:

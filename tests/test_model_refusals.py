@@ -1,0 +1,55 @@
+"""Models that cannot be compiled are refused in one line, exit 2 (issue 22: each of these was a traceback):
+external weight data that escapes the model's folder, is missing or names a device; a graph of Constants only."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = [helper.make_opsetid("", 17)]
+
+
+def _external(path, location: str) -> None:
+    """A one-Add model whose weight `w` is external data at `location` (relative to the model's folder)."""
+    weight = numpy_helper.from_array(np.ones(4, np.float32), "w")
+    weight.ClearField("raw_data")
+    weight.data_location = TensorProto.EXTERNAL
+    entry = weight.external_data.add()
+    entry.key, entry.value = "location", location
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "ext",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [weight])
+    onnx.save(helper.make_model(graph, opset_imports=OPSET), path)
+
+
+def _constants_only(path) -> None:
+    value = numpy_helper.from_array(np.ones((2, 2), np.float32))
+    graph = helper.make_graph([helper.make_node("Constant", [], ["y"], value=value)], "c", [],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])])
+    onnx.save(helper.make_model(graph, opset_imports=OPSET), path)
+
+
+CASES = {
+    "escaping": (lambda p: _external(p, "../../etc/hostname"), "external weight data"),
+    "missing": (lambda p: _external(p, "nothere.bin"), "external weight data"),
+    "device": (lambda p: _external(p, "/dev/zero"), "external weight data"),
+    "constants only": (_constants_only, "is a constant"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_refused_in_one_line(tmp_path, case):
+    make, message = CASES[case]
+    model = tmp_path / "models" / "m.onnx"
+    model.parent.mkdir()
+    make(model)
+    proc = subprocess.run([sys.executable, "-m", "adreno.cli", "compile", model, "-o", tmp_path / "out", "-q"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().startswith("error:") and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert message in proc.stderr and not (tmp_path / "out").exists()
