@@ -58,7 +58,17 @@ def onnxruntime_outputs(model, inputs: list[np.ndarray], bound: dict[str, np.nda
     bound = bound or {}
     names = [i.name for i in session.get_inputs()]
     feed = {name: bound[name] for name in names if name in bound}
-    return session.run(None, {**feed, **dict(zip([n for n in names if n not in bound], inputs))})
+    free = [n for n in names if n not in bound]
+    if len(free) != len(inputs):
+        raise ModelError(f"the reference model takes {len(free)} inputs {free}, the artifact {len(inputs)}: is it "
+                         "the model that was compiled?")
+    try:
+        return session.run(None, {**feed, **dict(zip(free, inputs))})
+    except (ort_errors.Fail, ort_errors.InvalidArgument, ort_errors.RuntimeException,
+            ort_errors.NotImplemented) as err:
+        first = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
+        raise ModelError(f"onnxruntime cannot run the reference model on the artifact's inputs ({first[:160]}): "
+                         "is it the model that was compiled?") from None
 
 
 # `adreno run --check`'s default tolerance relative to the output's largest magnitude, by the artifact's image

@@ -53,3 +53,17 @@ def test_refused_in_one_line(tmp_path, case):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().startswith("error:") and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert message in proc.stderr and not (tmp_path / "out").exists()
+
+
+def test_check_against_another_model_is_one_line(tmp_path):
+    """`run --check --reference` with a model that takes other inputs: onnxruntime's refusal in one line."""
+    from adreno import zoo
+
+    other = tmp_path / "other.onnx"
+    onnx.save(zoo.get_model("mobilenetv2"), other)
+    cli = [sys.executable, "-m", "adreno.cli"]
+    subprocess.run([*cli, "compile", "tiny", "-o", tmp_path / "tiny", "-q"], check=True, timeout=120)
+    proc = subprocess.run([*cli, "run", tmp_path / "tiny", "--check", "--reference", other, "--repeat", "1", "-q"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "onnxruntime cannot run the reference model" in proc.stderr
