@@ -18,6 +18,10 @@ Functions a client calls over RPC (see `adreno/farm/runner.py`):
   program cache) and pack their binaries (`adreno cache export`'s bundle) as a tar to download
   (`adreno cache warm`).
 
+Every path a client names (TVM's own upload/download/remove/load_module and the functions above) is confined to
+the session's work directory (`confine`): an absolute path, `..` or a symlink leading out is refused with
+`PathEscape` before anything is read or written.
+
 Each `measure` arms a watchdog: if the call outlives `watchdog_s` (the host's run deadline plus a grace period)
 the session process exits, the worker notices that its server stopped and exits, and the supervisor starts a
 fresh one. The host does not wait for that: its own deadline has already recorded the timeout.
