@@ -18,6 +18,10 @@ Functions a client calls over RPC (see `adreno/farm/runner.py`):
   program cache) and pack their binaries (`adreno cache export`'s bundle) as a tar to download
   (`adreno cache warm`).
 
+Every path a client names (TVM's own upload/download/remove/load_module and the functions above) is confined to
+the session's work directory (`confine`): an absolute path, `..` or a symlink leading out is refused with
+`PathEscape` before anything is read or written.
+
 Each `measure` arms a watchdog: if the call outlives `watchdog_s` (the host's run deadline plus a grace period)
 the session process exits, the worker notices that its server stopped and exits, and the supervisor starts a
 fresh one. The host does not wait for that: its own deadline has already recorded the timeout.
@@ -40,8 +44,8 @@ import tarfile
 import threading
 import time
 
-from .common import (DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, format_addr, is_loopback,
-                     kill_group, parse_addr, python_module_command, set_parent_death_signal, warn_if_exposed)
+from .common import (DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, check_bind, format_addr,
+                     kill_group, parse_addr, python_module_command, set_parent_death_signal)
 from .uploads import safe_extract
 
 # --- the worker side: state of one worker process and of its forked session processes -------------------------
@@ -160,9 +164,52 @@ def _export(tar_name: str) -> str:
     return json.dumps({"download": packed, "summary": summary}, default=str)
 
 
+# --- confinement: every path a client names stays inside its session's work directory --------------------------
+
+# TVM's server globals that take a client's path first; TVM joins it to the work directory unchecked (an absolute
+# path or `..` goes anywhere). `workpath` is also what upload/download/remove resolve through and what our own
+# functions use (`_workpath`), so confining it covers prepare, measure and export too.
+_PATH_FUNCS = ("tvm.rpc.server.workpath", "tvm.rpc.server.upload", "tvm.rpc.server.download",
+               "tvm.rpc.server.remove", "tvm.rpc.server.load_module", "tvm.rpc.server.download_linked_module")
+
+
+class PathEscape(FarmError):
+    """A client's path leads outside the agent's work directory; nothing was read or written."""
+
+
+def confine(workdir: str, name) -> str:
+    """The real path of a client's `name` under `workdir`, or PathEscape (TVM sends its message back to the
+    client) when it is absolute or resolves outside (`..`, a symlink leading out)."""
+    root = os.path.realpath(workdir)
+    path = os.path.realpath(os.path.join(root, str(name)))
+    if os.path.isabs(str(name)) or os.path.commonpath([root, path]) != root:
+        raise PathEscape(f"path {str(name)!r} is outside the agent's work directory: refused")
+    return path
+
+
+def _confined(func, workdir: str):
+    """`func` (a path-taking server global) behind `confine`: the check runs before TVM touches the path."""
+    def call(name, *rest):
+        confine(workdir, name)
+        return func(name, *rest)
+
+    return call
+
+
+def _confine_session() -> None:
+    """TVM's `tvm.rpc.server.start` hook: it runs in each session process after TVM registered its server
+    globals for that session's work directory, so re-registering them confined here leaves no unconfined one."""
+    import tvm_ffi
+
+    workdir = tvm_ffi.get_global_func("tvm.rpc.server.workpath")("")
+    for name in _PATH_FUNCS:
+        tvm_ffi.register_global_func(name, _confined(tvm_ffi.get_global_func(name), workdir), override=True)
+
+
 def _register_functions() -> None:
     import tvm_ffi
 
+    tvm_ffi.register_global_func("tvm.rpc.server.start", _confine_session, override=True)
     tvm_ffi.register_global_func("adreno.agent.hello", _hello, override=True)
     tvm_ffi.register_global_func("adreno.agent.prepare", _prepare, override=True)
     tvm_ffi.register_global_func("adreno.agent.measure", _measure, override=True)
@@ -263,12 +310,9 @@ def _spawn_inherit(command, env):
 def run_agent(tracker: str, key: str | None = None, device=None, host: str = "127.0.0.1",
               port: int = DEFAULT_AGENT_PORT, port_end: int | None = None, custom_addr: str | None = None,
               faults: bool = False, expose: bool = False) -> int:
-    """The body of `adreno farm agent`. A bind beyond loopback needs `expose` (the agent runs what any client that
-    reaches it uploads), and warns even then."""
-    if not is_loopback(host) and not expose:
-        raise FarmError(f"--host {host} exposes the agent beyond this machine: {EXPOSE_HELP} Reach remote devices "
-                        "through `adreno farm ssh`, or pass --expose if this network is yours alone")
-    warn_if_exposed(host, "device agent")
+    """The body of `adreno farm agent`. A bind beyond loopback needs `expose` (`check_bind`: the agent runs what
+    any client that reaches it uploads), and warns even then."""
+    check_bind(host, "device agent", expose)
     tracker_addr = parse_addr(tracker, DEFAULT_TRACKER_PORT)
     device_name = None
     if not key:

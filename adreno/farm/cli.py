@@ -18,7 +18,7 @@ SECURITY_NOTE = ("TVM RPC has no authentication and lets any client write files 
 def _cmd_tracker(args) -> int:
     from .tracker import serve_tracker
 
-    serve_tracker(args.host, args.port)
+    serve_tracker(args.host, args.port, expose=args.expose)
     return 0
 
 
@@ -85,7 +85,10 @@ def register(subparsers, command=None) -> None:
     sub = farm.add_subparsers(dest="farm_command", metavar="FARM_COMMAND")
 
     p = sub.add_parser("tracker", help="run TVM's RPC tracker")
-    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1; anything else is exposed)")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1; anything else needs "
+                   "--expose)")
+    p.add_argument("--expose", action="store_true", help="allow --host beyond loopback. " + EXPOSE_HELP +
+                   " Prefer an SSH tunnel (`adreno farm ssh`)")
     p.add_argument("--port", type=int, default=DEFAULT_TRACKER_PORT, help=f"port (default {DEFAULT_TRACKER_PORT})")
     p.set_defaults(func=_cmd_tracker)
 

@@ -1,7 +1,8 @@
 """What every farm backend shares: its errors, address parsing, the loopback rule, process helpers.
 
 Security: TVM RPC has no authentication, and a client can write files and run code on the server. Every farm
-process binds to 127.0.0.1 unless told otherwise; `warn_if_exposed` prints a warning for any other bind.
+process binds to 127.0.0.1 unless told otherwise; `check_bind` refuses any other bind without --expose and
+warns even with it.
 Remote devices are reached through SSH tunnels (`adreno/farm/ssh.py`), never by opening a port to the network.
 """
 
@@ -71,8 +72,17 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-EXPOSE_HELP = ("TVM RPC has no authentication: any client that reaches the agent's port can upload files and run "
-               "them (a shared library it loads runs as this user).")
+EXPOSE_HELP = ("TVM RPC has no authentication: any client that reaches a farm port can lease devices, and on an "
+               "agent's port upload files and run them (a shared library it loads runs as this user).")
+
+
+def check_bind(host: str, what: str, expose: bool) -> None:
+    """The one rule for every farm server (tracker, agent): a bind beyond loopback needs `expose`, since TVM RPC
+    lets anyone who reaches the port in, and warns even then."""
+    if not is_loopback(host) and not expose:
+        raise FarmError(f"--host {host} exposes the {what} beyond this machine: {EXPOSE_HELP} Reach remote devices "
+                        "through `adreno farm ssh`, or pass --expose if this network is yours alone")
+    warn_if_exposed(host, what)
 
 
 def warn_if_exposed(host: str, what: str, stream=None) -> bool:

@@ -19,18 +19,19 @@ from .common import (
     FarmError,
     NoDeviceError,
     TrackerUnreachable,
+    check_bind,
     format_addr,
     parse_addr,
-    warn_if_exposed,
 )
 
 
 def serve_tracker(host: str = "127.0.0.1", port: int = DEFAULT_TRACKER_PORT, port_end: int | None = None,
-                  silent: bool = False) -> None:
-    """Run TVM's tracker in this process until interrupted (the body of `adreno farm tracker`)."""
+                  silent: bool = False, expose: bool = False) -> None:
+    """Run TVM's tracker in this process until interrupted (the body of `adreno farm tracker`); a bind beyond
+    loopback needs `expose` (`check_bind`: anyone reaching the tracker can lease or impersonate devices)."""
     from tvm.rpc.tracker import PopenTrackerServerState
 
-    warn_if_exposed(host, "tracker")
+    check_bind(host, "tracker", expose)
     state = PopenTrackerServerState(host, port, port_end or port + 1, silent=silent)
     print(f"adreno farm tracker: TVM RPC tracker listening on {host}:{state.port}", flush=True)
     try:
@@ -244,5 +245,6 @@ if __name__ == "__main__":  # python -m adreno.farm.tracker [--host H] [--port P
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=DEFAULT_TRACKER_PORT)
     parser.add_argument("--silent", action="store_true")
+    parser.add_argument("--expose", action="store_true")
     args = parser.parse_args()
-    serve_tracker(args.host, args.port, silent=args.silent)
+    serve_tracker(args.host, args.port, silent=args.silent, expose=args.expose)
