@@ -159,10 +159,18 @@ def lossless_input(spec, array: np.ndarray, where: str) -> None:
 
 
 def cmd_run(args) -> int:
+    """`adreno run` under --timeout: a spinning kernel or a hung driver call ends in one line, not a hang."""
+    from .deadline import deadline
+
+    require_positive(args, "repeat", "rtol", "atol", "top", "timeout", allow_zero=("rtol", "atol", "top"))
+    with deadline(args.timeout, f"run of {args.artifact}"):
+        return _run_artifact(args)
+
+
+def _run_artifact(args) -> int:
     from .artifact import Artifact
     from .opencl.executor import Executor
 
-    require_positive(args, "repeat", "rtol", "atol", "top", allow_zero=("rtol", "atol", "top"))
     artifact = Artifact.load(args.artifact, checked=not args.unchecked)
     if args.unchecked:
         print(f"warning: --unchecked: the sizes and SHA-256 of the {len(artifact.manifest['files'])} files of "
@@ -345,6 +353,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "magnitude (default 1e-3; 5e-2 for a --precision fp16 artifact, whose images hold half floats)")
     p.add_argument("--atol", type=float, default=1e-4, help="--check absolute tolerance (default 1e-4)")
     p.add_argument("--output", help="write the outputs to this .npz file")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="wall-clock limit of the whole "
+                   "run (build, runs, --check's onnxruntime reference); past it, or at Ctrl-C, the run stops at once "
+                   "(default 300)")
     p.add_argument("--top", type=int, default=15, help="kernels shown in the table (default 15)")
     p.add_argument("--no-cache", action="store_true", help="build programs from source, bypassing the program cache")
     p.add_argument("--unchecked", action="store_true", help="skip comparing every file's size and SHA-256 with the "

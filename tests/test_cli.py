@@ -124,3 +124,29 @@ def test_lossy_input_dtypes_are_refused(tiny_artifact, tmp_path, array, message)
 def test_devices_local():
     data = json.loads(adreno("devices", "--local", "--json").stdout)
     assert any(d["compiler_ok"] and "Portable Computing Language" in d["platform"] for d in data["local"])
+
+
+def test_run_past_its_timeout_stops_promptly_in_one_line(tiny_artifact):
+    """A run that cannot finish in --timeout (here: a million timed runs) ends at the deadline with exit 2."""
+    import time
+
+    started = time.monotonic()
+    proc = adreno("run", tiny_artifact, "--repeat", "1000000", "--timeout", "3", "-q", check_rc=2)
+    assert time.monotonic() - started < 60, "the deadline, not the million runs, ended it"
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error:") and "did not finish within --timeout 3 s" in last, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_ctrl_c_stops_a_run_at_once(tiny_artifact):
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "adreno.cli", "run", str(tiny_artifact), "--repeat", "1000000"],
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(8)  # in the timed runs by now
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and time.monotonic() - sent < 10, stderr
+    assert stderr.strip().splitlines()[-1] == "interrupted" and "Traceback" not in stderr
