@@ -10,12 +10,14 @@ import argparse
 import json
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from .errors import AdrenoError
 from .options import Defaults, Host, Memory, Precision, Schedules, Winograd, add_staging_argument, choices
+from .paths import regular_file
 
 EPILOG = """examples:
   adreno models
@@ -131,11 +133,7 @@ def _load_inputs(args, artifact) -> list[np.ndarray]:
     specs = artifact.input_specs()
     if not args.input:
         return random_inputs(specs, args.seed)
-    try:
-        with np.load(args.input) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-    except (OSError, ValueError) as err:
-        raise AdrenoError(f"--input {args.input}: cannot read it as .npz ({err})") from None
+    arrays = _read_npz(regular_file(args.input, "--input"))
     try:
         ordered = artifact.ordered_inputs(arrays)
     except AdrenoError as err:
@@ -143,6 +141,19 @@ def _load_inputs(args, artifact) -> list[np.ndarray]:
     for spec, array in zip(specs, ordered):
         lossless_input(spec, array, args.input)
     return ordered
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of an .npz file; a .npy (one unnamed array), a truncated or foreign file is one clear error."""
+    try:
+        loaded = np.load(path)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise AdrenoError(f"--input {path} holds one unnamed array (.npy); save the inputs with "
+                              "numpy.savez(FILE, NAME=array) so each has its input's name")
+        with loaded as npz:
+            return {k: npz[k] for k in npz.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
+        raise AdrenoError(f"--input {path}: cannot read it as .npz ({type(err).__name__}: {err})") from None
 
 
 def lossless_input(spec, array: np.ndarray, where: str) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from . import onnx_decompose, onnx_rewrites
 from .errors import TVM_ERRORS, DynamicShapeError, ModelError, UnsupportedOpError
+from .paths import regular_file
 
 
 def load_model(model) -> tuple:
@@ -33,6 +34,7 @@ def load_model(model) -> tuple:
     if not path.exists():
         known = ", ".join(sorted(zoo.MODELS))
         raise ModelError(f"{path}: no such file, and not a bundled model (bundled: {known})")
+    regular_file(path, "model", ModelError)
     from google.protobuf.message import DecodeError
 
     try:

@@ -150,3 +150,35 @@ def test_ctrl_c_stops_a_run_at_once(tiny_artifact):
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130 and time.monotonic() - sent < 10, stderr
     assert stderr.strip().splitlines()[-1] == "interrupted" and "Traceback" not in stderr
+
+
+def _odd_files(tmp_path) -> None:
+    """A FIFO, a directory, a .npy and a truncated .npz under tmp_path: files no model or --input may be."""
+    os.mkfifo(tmp_path / "fifo.onnx")
+    os.mkfifo(tmp_path / "fifo.npz")
+    (tmp_path / "dir.onnx").mkdir()
+    np.save(tmp_path / "x.npy", np.ones((1, 3, 32, 32), np.float32))
+    np.savez(tmp_path / "whole.npz", input=np.ones((1, 3, 32, 32), np.float32))
+    data = (tmp_path / "whole.npz").read_bytes()
+    (tmp_path / "cut.npz").write_bytes(data[:len(data) // 2])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["compile", "{tmp}/fifo.onnx", "-o", "{tmp}/x"], "is not a regular file"),
+    (["compile", "{tmp}/dir.onnx", "-o", "{tmp}/x"], "is not a regular file"),
+    (["compile", "/dev/zero", "-o", "{tmp}/x"], "is not a regular file"),
+    (["run", "{artifact}", "--input", "{tmp}/fifo.npz"], "is not a regular file"),
+    (["run", "{artifact}", "--input", "/dev/zero"], "is not a regular file"),
+    (["run", "{artifact}", "--input", "{tmp}"], "is not a regular file"),
+    (["run", "{artifact}", "--input", "{tmp}/x.npy"], "holds one unnamed array (.npy)"),
+    (["run", "{artifact}", "--input", "{tmp}/cut.npz"], "cannot read it as .npz (BadZipFile"),
+])
+def test_unreadable_models_and_inputs_are_one_line(tiny_artifact, tmp_path, args, message):
+    """Non-regular files are refused before anything opens them (a FIFO would block forever)."""
+    _odd_files(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "adreno.cli", *[a.format(tmp=tmp_path, artifact=tiny_artifact)
+                                                               for a in args]],
+                          capture_output=True, text=True, timeout=60)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 2 and last.startswith("error:") and message in last, proc.stderr
+    assert "Traceback" not in proc.stderr
