@@ -100,6 +100,8 @@ def test_check_tolerance_follows_the_image_precision(tmp_path):
     (["tune", "tiny", "--trials", "-5"], "--trials must be positive, not -5"),
     (["tune", "tiny", "--batch", "0"], "--batch must be positive"),
     (["tune", "tiny", "--repeat", "0"], "--repeat must be positive"),
+    (["tune", "tiny", "--tracker", "127.0.0.1:99999"], "port in 1..65535"),
+    (["tune", "tiny", "--tracker", "127.0.0.1:0"], "port in 1..65535"),
 ])
 def test_user_errors_are_one_clear_line(tmp_path, args, message):
     (tmp_path / "file").write_text("a file, not a directory")
@@ -182,3 +184,12 @@ def test_unreadable_models_and_inputs_are_one_line(tiny_artifact, tmp_path, args
     last = proc.stderr.strip().splitlines()[-1]
     assert proc.returncode == 2 and last.startswith("error:") and message in last, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_tune_that_measured_nothing_fails(tmp_path):
+    """A farm down past --outage leaves every candidate pending: that run failed, it must not exit 0."""
+    proc = adreno("tune", "tiny", "--tracker", "127.0.0.1:1", "--outage", "0", "--trials", "2", "-q",
+                  "--records", tmp_path / "r.jsonl", check_rc=2)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: measured nothing: the farm failed all") and "Traceback" not in proc.stderr, \
+        proc.stderr
