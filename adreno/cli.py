@@ -17,7 +17,7 @@ import numpy as np
 
 from .errors import AdrenoError
 from .options import Defaults, Host, Memory, Precision, Schedules, Winograd, add_staging_argument, choices
-from .paths import regular_file
+from .paths import output_file, regular_file
 
 EPILOG = """examples:
   adreno models
@@ -99,6 +99,8 @@ def cmd_compile(args) -> int:
     from .compile import compile_model
     from .options import CompileOptions
 
+    if args.output is not None and not args.output.strip():
+        raise AdrenoError("-o/--output is empty; name the artifact directory to write")
     output = args.output or f"build/{Path(str(args.model)).stem}"
     options = CompileOptions(target=args.target, host=args.host, cc=args.cc,
                              input_shapes=_parse_shapes(args.input_shape),
@@ -173,12 +175,14 @@ def cmd_run(args) -> int:
     """`adreno run` under --timeout: a spinning kernel or a hung driver call ends in one line, not a hang."""
     from .deadline import deadline
 
-    require_positive(args, "repeat", "rtol", "atol", "top", "timeout", allow_zero=("rtol", "atol", "top"))
+    require_positive(args, "repeat", "rtol", "atol", "top", "timeout", "seed",
+                     allow_zero=("rtol", "atol", "top", "seed"))
+    output = None if args.output is None else output_file(args.output, "--output")
     with deadline(args.timeout, f"run of {args.artifact}"):
-        return _run_artifact(args)
+        return _run_artifact(args, output)
 
 
-def _run_artifact(args) -> int:
+def _run_artifact(args, output: Path | None) -> int:
     from .artifact import Artifact
     from .opencl.executor import Executor
 
@@ -208,8 +212,8 @@ def _run_artifact(args) -> int:
     progress(f"profiling {args.repeat} runs")
     profile = executor.profile(inputs, repeat=args.repeat)
     progress.finish_step()
-    if args.output:
-        np.savez(args.output, **dict(zip(artifact.output_names(), outputs)))
+    if output:
+        _write_outputs(output, dict(zip(artifact.output_names(), outputs)))
     total = sum(k.median_ms for k in profile.kernels) or 1.0
     result = {
         "artifact": str(artifact.path), "device": executor.device.name.strip(),
@@ -222,6 +226,15 @@ def _run_artifact(args) -> int:
     }
     _emit(args, result, _run_text(result, args.top))
     return 0 if check is None or check["ok"] else 1
+
+
+def _write_outputs(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Save to exactly `path` (numpy.savez given a name would add .npz to it); a write the OS refuses is one line."""
+    try:
+        with open(path, "wb") as file:
+            np.savez(file, **arrays)
+    except OSError as err:
+        raise AdrenoError(f"--output {path}: cannot write it ({err.strerror or err})") from None
 
 
 def _run_text(result: dict, top: int) -> str:

@@ -18,3 +18,13 @@ def regular_file(path, what: str, error=AdrenoError) -> Path:
     if not path.is_file():
         raise error(f"{what} {path} is not a regular file (a directory, FIFO or device); give a file")
     return path
+
+
+def output_file(path, what: str) -> Path:
+    """`path` as a Path if a file can be written there: checked before a long run, not after it."""
+    path = Path(path)
+    if not str(path).strip() or path.is_dir():
+        raise AdrenoError(f"{what} {str(path)!r} is a directory or empty; name the file to write, e.g. out.npz")
+    if not path.parent.is_dir():
+        raise AdrenoError(f"{what} {path}: the directory {path.parent} does not exist")
+    return path

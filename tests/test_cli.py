@@ -174,9 +174,19 @@ def _odd_files(tmp_path) -> None:
     (["run", "{artifact}", "--input", "{tmp}"], "is not a regular file"),
     (["run", "{artifact}", "--input", "{tmp}/x.npy"], "holds one unnamed array (.npy)"),
     (["run", "{artifact}", "--input", "{tmp}/cut.npz"], "cannot read it as .npz (BadZipFile"),
+    (["run", "{artifact}", "--seed", "-1"], "--seed must be >= 0, not -1"),
+    (["run", "{artifact}", "--output", "{tmp}/missing/y.npz"], "the directory"),
+    (["run", "{artifact}", "--output", "/proc/y.npz", "--repeat", "1"], "--output /proc/y.npz: cannot write it"),
+    (["run", "{artifact}", "--output", "{tmp}"], "is a directory or empty"),
+    (["run", "{artifact}", "--device", ""], "an empty device name"),
+    (["compile", "tiny", "-o", ""], "-o/--output is empty"),
+    (["tune", "tiny", "--model", "bogus", "--trials", "1"], "unknown cost model 'bogus'"),
+    (["tune", "tiny", "--model", "transfer:/nonexistent", "--trials", "1"], "/nonexistent: no such file"),
+    (["tune", "tiny", "--records", "{tmp}", "--trials", "1"], "is not a regular file"),
 ])
-def test_unreadable_models_and_inputs_are_one_line(tiny_artifact, tmp_path, args, message):
-    """Non-regular files are refused before anything opens them (a FIFO would block forever)."""
+def test_bad_files_and_values_are_one_line(tiny_artifact, tmp_path, args, message):
+    """Non-regular files are refused before anything opens them (a FIFO would block forever); unusable paths and
+    values are one line, exit 2, not a traceback."""
     _odd_files(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "adreno.cli", *[a.format(tmp=tmp_path, artifact=tiny_artifact)
                                                                for a in args]],
@@ -193,3 +203,9 @@ def test_tune_that_measured_nothing_fails(tmp_path):
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: measured nothing: the farm failed all") and "Traceback" not in proc.stderr, \
         proc.stderr
+
+
+def test_run_output_is_written_to_exactly_the_named_file(tiny_artifact, tmp_path):
+    """numpy.savez given a name without .npz writes NAME.npz; --output writes the file it names."""
+    adreno("run", tiny_artifact, "--repeat", "1", "-q", "--output", tmp_path / "y")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["y"] and np.load(tmp_path / "y").files
