@@ -85,6 +85,8 @@ def _parse_shapes(items: list[str] | None) -> dict[str, list[int]]:
     shapes = {}
     for item in items or []:
         name, sep, dims = item.rpartition(":")
+        if name in shapes:
+            raise AdrenoError(f"--input-shape {item!r}: {name} already has a shape; give each input one")
         try:
             shapes[name] = [int(d) for d in dims.replace("x", ",").split(",") if d]
         except ValueError:

@@ -209,3 +209,33 @@ def test_run_output_is_written_to_exactly_the_named_file(tiny_artifact, tmp_path
     """numpy.savez given a name without .npz writes NAME.npz; --output writes the file it names."""
     adreno("run", tiny_artifact, "--repeat", "1", "-q", "--output", tmp_path / "y")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["y"] and np.load(tmp_path / "y").files
+
+
+@pytest.mark.parametrize("shapes, message", [
+    (["x:-1,4,8,8"], "every dimension must be positive"),
+    (["x:0,4,8,8"], "every dimension must be positive"),
+    (["x:1,4,8,8", "x:2,4,8,8"], "x already has a shape"),
+    (["x:1,4,16,16"], "the model's input is ?,4,8,8 (? dynamic)"),
+    (["x:1,4,8"], "the model's input is ?,4,8,8"),
+    (["x:100000000,4,8,8"], "more than 32-bit indexing holds"),
+])
+def test_bad_input_shapes_are_refused(tmp_path, shapes, message):
+    """--input-shape only fills dynamic dimensions, with positive sizes, once per input, within int32 indexing."""
+    from tests.conftest import single_op_model
+
+    onnx.save(single_op_model("Relu", {"x": ["batch", 4, 8, 8]}), tmp_path / "m.onnx")
+    flags = [f for shape in shapes for f in ("--input-shape", shape)]
+    proc = adreno("compile", tmp_path / "m.onnx", *flags, "-o", tmp_path / "out", "-q", check_rc=2)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error:") and message in last and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_input_shape_may_not_change_a_static_input(tmp_path):
+    from tests.conftest import single_op_model
+
+    onnx.save(single_op_model("Relu", {"x": [1, 4, 8, 8]}), tmp_path / "m.onnx")
+    proc = adreno("compile", tmp_path / "m.onnx", "--input-shape", "x:1,4,16,16", "-o", tmp_path / "out", "-q",
+                  check_rc=2)
+    assert "the model's input is 1,4,8,8" in proc.stderr.strip().splitlines()[-1], proc.stderr
+    adreno("compile", tmp_path / "m.onnx", "--input-shape", "x:1,4,8,8", "-o", tmp_path / "same", "-q",
+           "--memory", "buffer")
