@@ -10,12 +10,14 @@ import argparse
 import json
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from .errors import AdrenoError
 from .options import Defaults, Host, Memory, Precision, Schedules, Winograd, add_staging_argument, choices
+from .paths import output_file, regular_file
 
 EPILOG = """examples:
   adreno models
@@ -83,6 +85,8 @@ def _parse_shapes(items: list[str] | None) -> dict[str, list[int]]:
     shapes = {}
     for item in items or []:
         name, sep, dims = item.rpartition(":")
+        if name in shapes:
+            raise AdrenoError(f"--input-shape {item!r}: {name} already has a shape; give each input one")
         try:
             shapes[name] = [int(d) for d in dims.replace("x", ",").split(",") if d]
         except ValueError:
@@ -131,11 +135,7 @@ def _load_inputs(args, artifact) -> list[np.ndarray]:
     specs = artifact.input_specs()
     if not args.input:
         return random_inputs(specs, args.seed)
-    try:
-        with np.load(args.input) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-    except (OSError, ValueError) as err:
-        raise AdrenoError(f"--input {args.input}: cannot read it as .npz ({err})") from None
+    arrays = _read_npz(regular_file(args.input, "--input"))
     try:
         ordered = artifact.ordered_inputs(arrays)
     except AdrenoError as err:
@@ -143,6 +143,19 @@ def _load_inputs(args, artifact) -> list[np.ndarray]:
     for spec, array in zip(specs, ordered):
         lossless_input(spec, array, args.input)
     return ordered
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of an .npz file; a .npy (one unnamed array), a truncated or foreign file is one clear error."""
+    try:
+        loaded = np.load(path)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise AdrenoError(f"--input {path} holds one unnamed array (.npy); save the inputs with "
+                              "numpy.savez(FILE, NAME=array) so each has its input's name")
+        with loaded as npz:
+            return {k: npz[k] for k in npz.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
+        raise AdrenoError(f"--input {path}: cannot read it as .npz ({type(err).__name__}: {err})") from None
 
 
 def lossless_input(spec, array: np.ndarray, where: str) -> None:
@@ -159,10 +172,20 @@ def lossless_input(spec, array: np.ndarray, where: str) -> None:
 
 
 def cmd_run(args) -> int:
+    """`adreno run` under --timeout: a spinning kernel or a hung driver call ends in one line, not a hang."""
+    from .deadline import deadline
+
+    require_positive(args, "repeat", "rtol", "atol", "top", "timeout", "seed",
+                     allow_zero=("rtol", "atol", "top", "seed"))
+    output = None if args.output is None else output_file(args.output, "--output")
+    with deadline(args.timeout, f"run of {args.artifact}"):
+        return _run_artifact(args, output)
+
+
+def _run_artifact(args, output: Path | None) -> int:
     from .artifact import Artifact
     from .opencl.executor import Executor
 
-    require_positive(args, "repeat", "rtol", "atol", "top", allow_zero=("rtol", "atol", "top"))
     artifact = Artifact.load(args.artifact, checked=not args.unchecked)
     if args.unchecked:
         print(f"warning: --unchecked: the sizes and SHA-256 of the {len(artifact.manifest['files'])} files of "
@@ -189,8 +212,8 @@ def cmd_run(args) -> int:
     progress(f"profiling {args.repeat} runs")
     profile = executor.profile(inputs, repeat=args.repeat)
     progress.finish_step()
-    if args.output:
-        np.savez(args.output, **dict(zip(artifact.output_names(), outputs)))
+    if output:
+        _write_outputs(output, dict(zip(artifact.output_names(), outputs)))
     total = sum(k.median_ms for k in profile.kernels) or 1.0
     result = {
         "artifact": str(artifact.path), "device": executor.device.name.strip(),
@@ -203,6 +226,15 @@ def cmd_run(args) -> int:
     }
     _emit(args, result, _run_text(result, args.top))
     return 0 if check is None or check["ok"] else 1
+
+
+def _write_outputs(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Save to exactly `path` (numpy.savez given a name would add .npz to it); a write the OS refuses is one line."""
+    try:
+        with open(path, "wb") as file:
+            np.savez(file, **arrays)
+    except OSError as err:
+        raise AdrenoError(f"--output {path}: cannot write it ({err.strerror or err})") from None
 
 
 def _run_text(result: dict, top: int) -> str:
@@ -345,6 +377,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "magnitude (default 1e-3; 5e-2 for a --precision fp16 artifact, whose images hold half floats)")
     p.add_argument("--atol", type=float, default=1e-4, help="--check absolute tolerance (default 1e-4)")
     p.add_argument("--output", help="write the outputs to this .npz file")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="wall-clock limit of the whole "
+                   "run (build, runs, --check's onnxruntime reference); past it, or at Ctrl-C, the run stops at once "
+                   "(default 300)")
     p.add_argument("--top", type=int, default=15, help="kernels shown in the table (default 15)")
     p.add_argument("--no-cache", action="store_true", help="build programs from source, bypassing the program cache")
     p.add_argument("--unchecked", action="store_true", help="skip comparing every file's size and SHA-256 with the "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import io
+import math
 import os
 import sys
 import tempfile
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from . import onnx_decompose, onnx_rewrites
 from .errors import TVM_ERRORS, DynamicShapeError, ModelError, UnsupportedOpError
+from .paths import regular_file
 
 
 def load_model(model) -> tuple:
@@ -33,6 +35,7 @@ def load_model(model) -> tuple:
     if not path.exists():
         known = ", ".join(sorted(zoo.MODELS))
         raise ModelError(f"{path}: no such file, and not a bundled model (bundled: {known})")
+    regular_file(path, "model", ModelError)
     from google.protobuf.message import DecodeError
 
     try:
@@ -69,7 +72,7 @@ def input_shapes(model, overrides: dict[str, list[int]] | None = None) -> dict[s
     shapes = {}
     for inp in inputs:
         if inp.name in overrides:
-            shapes[inp.name] = [int(d) for d in overrides[inp.name]]
+            shapes[inp.name] = _override(inp, [int(d) for d in overrides[inp.name]])
             continue
         dims = inp.type.tensor_type.shape.dim
         shape = []
@@ -84,6 +87,28 @@ def input_shapes(model, overrides: dict[str, list[int]] | None = None) -> dict[s
                     f"--input-shape {inp.name}:{example}")
         shapes[inp.name] = shape
     return shapes
+
+
+INT32_MAX = 2 ** 31 - 1  # kernels index tensors with 32-bit ints: a larger input would wrap around
+
+
+def _override(inp, shape: list[int]) -> list[int]:
+    """An --input-shape for `inp`, refused unless it only fills the model's dynamic dimensions with positive sizes
+    and stays within 32-bit indexing: silently replacing a static dimension would compile another model."""
+    where = f"--input-shape {inp.name}:{','.join(map(str, shape))}"
+    if any(d < 1 for d in shape):
+        raise ModelError(f"{where}: every dimension must be positive")
+    if math.prod(shape) > INT32_MAX:
+        raise ModelError(f"{where}: {math.prod(shape)} elements, more than 32-bit indexing holds ({INT32_MAX})")
+    tensor = inp.type.tensor_type
+    if not tensor.HasField("shape"):  # the model says nothing about this input's shape: the override is it
+        return shape
+    declared = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+    model_shape = ",".join("?" if d is None else str(d) for d in declared)
+    if len(declared) != len(shape) or any(d is not None and d != s for d, s in zip(declared, shape)):
+        raise ModelError(f"{where}: the model's input is {model_shape} (? dynamic); --input-shape may only fix "
+                         "the dynamic dimensions")
+    return shape
 
 
 def check_supported_ops(model) -> None:

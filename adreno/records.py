@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from .layout import LANES
+from .paths import regular_file
 from .runner import INFRASTRUCTURE_STAGES
 from .workload import ConvWorkload, key_op
 
@@ -120,7 +121,8 @@ class Database:
         self.records: list[Record] = []
         self._seen: set[tuple] = set()
         self.skips: list[str] = []  # why each skipped line was skipped ("line 3: seconds: ...")
-        if self.path.exists():
+        if self.path.exists():  # a new file is created at the first append
+            regular_file(self.path, "records")
             self._load()
 
     @property

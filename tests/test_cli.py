@@ -100,6 +100,8 @@ def test_check_tolerance_follows_the_image_precision(tmp_path):
     (["tune", "tiny", "--trials", "-5"], "--trials must be positive, not -5"),
     (["tune", "tiny", "--batch", "0"], "--batch must be positive"),
     (["tune", "tiny", "--repeat", "0"], "--repeat must be positive"),
+    (["tune", "tiny", "--tracker", "127.0.0.1:99999"], "port in 1..65535"),
+    (["tune", "tiny", "--tracker", "127.0.0.1:0"], "port in 1..65535"),
 ])
 def test_user_errors_are_one_clear_line(tmp_path, args, message):
     (tmp_path / "file").write_text("a file, not a directory")
@@ -124,3 +126,116 @@ def test_lossy_input_dtypes_are_refused(tiny_artifact, tmp_path, array, message)
 def test_devices_local():
     data = json.loads(adreno("devices", "--local", "--json").stdout)
     assert any(d["compiler_ok"] and "Portable Computing Language" in d["platform"] for d in data["local"])
+
+
+def test_run_past_its_timeout_stops_promptly_in_one_line(tiny_artifact):
+    """A run that cannot finish in --timeout (here: a million timed runs) ends at the deadline with exit 2."""
+    import time
+
+    started = time.monotonic()
+    proc = adreno("run", tiny_artifact, "--repeat", "1000000", "--timeout", "3", "-q", check_rc=2)
+    assert time.monotonic() - started < 60, "the deadline, not the million runs, ended it"
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error:") and "did not finish within --timeout 3 s" in last, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_ctrl_c_stops_a_run_at_once(tiny_artifact):
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "adreno.cli", "run", str(tiny_artifact), "--repeat", "1000000"],
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(8)  # in the timed runs by now
+    proc.send_signal(signal.SIGINT)
+    sent = time.monotonic()
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and time.monotonic() - sent < 10, stderr
+    assert stderr.strip().splitlines()[-1] == "interrupted" and "Traceback" not in stderr
+
+
+def _odd_files(tmp_path) -> None:
+    """A FIFO, a directory, a .npy and a truncated .npz under tmp_path: files no model or --input may be."""
+    os.mkfifo(tmp_path / "fifo.onnx")
+    os.mkfifo(tmp_path / "fifo.npz")
+    (tmp_path / "dir.onnx").mkdir()
+    np.save(tmp_path / "x.npy", np.ones((1, 3, 32, 32), np.float32))
+    np.savez(tmp_path / "whole.npz", input=np.ones((1, 3, 32, 32), np.float32))
+    data = (tmp_path / "whole.npz").read_bytes()
+    (tmp_path / "cut.npz").write_bytes(data[:len(data) // 2])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["compile", "{tmp}/fifo.onnx", "-o", "{tmp}/x"], "is not a regular file"),
+    (["compile", "{tmp}/dir.onnx", "-o", "{tmp}/x"], "is not a regular file"),
+    (["compile", "/dev/zero", "-o", "{tmp}/x"], "is not a regular file"),
+    (["run", "{artifact}", "--input", "{tmp}/fifo.npz"], "is not a regular file"),
+    (["run", "{artifact}", "--input", "/dev/zero"], "is not a regular file"),
+    (["run", "{artifact}", "--input", "{tmp}"], "is not a regular file"),
+    (["run", "{artifact}", "--input", "{tmp}/x.npy"], "holds one unnamed array (.npy)"),
+    (["run", "{artifact}", "--input", "{tmp}/cut.npz"], "cannot read it as .npz (BadZipFile"),
+    (["run", "{artifact}", "--seed", "-1"], "--seed must be >= 0, not -1"),
+    (["run", "{artifact}", "--output", "{tmp}/missing/y.npz"], "the directory"),
+    (["run", "{artifact}", "--output", "/proc/y.npz", "--repeat", "1"], "--output /proc/y.npz: cannot write it"),
+    (["run", "{artifact}", "--output", "{tmp}"], "is a directory or empty"),
+    (["run", "{artifact}", "--device", ""], "an empty device name"),
+    (["compile", "tiny", "-o", ""], "-o/--output is empty"),
+    (["tune", "tiny", "--model", "bogus", "--trials", "1"], "unknown cost model 'bogus'"),
+    (["tune", "tiny", "--model", "transfer:/nonexistent", "--trials", "1"], "/nonexistent: no such file"),
+    (["tune", "tiny", "--records", "{tmp}", "--trials", "1"], "is not a regular file"),
+])
+def test_bad_files_and_values_are_one_line(tiny_artifact, tmp_path, args, message):
+    """Non-regular files are refused before anything opens them (a FIFO would block forever); unusable paths and
+    values are one line, exit 2, not a traceback."""
+    _odd_files(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "adreno.cli", *[a.format(tmp=tmp_path, artifact=tiny_artifact)
+                                                               for a in args]],
+                          capture_output=True, text=True, timeout=60)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 2 and last.startswith("error:") and message in last, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_tune_that_measured_nothing_fails(tmp_path):
+    """A farm down past --outage leaves every candidate pending: that run failed, it must not exit 0."""
+    proc = adreno("tune", "tiny", "--tracker", "127.0.0.1:1", "--outage", "0", "--trials", "2", "-q",
+                  "--records", tmp_path / "r.jsonl", check_rc=2)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: measured nothing: the farm failed all") and "Traceback" not in proc.stderr, \
+        proc.stderr
+
+
+def test_run_output_is_written_to_exactly_the_named_file(tiny_artifact, tmp_path):
+    """numpy.savez given a name without .npz writes NAME.npz; --output writes the file it names."""
+    adreno("run", tiny_artifact, "--repeat", "1", "-q", "--output", tmp_path / "y")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["y"] and np.load(tmp_path / "y").files
+
+
+@pytest.mark.parametrize("shapes, message", [
+    (["x:-1,4,8,8"], "every dimension must be positive"),
+    (["x:0,4,8,8"], "every dimension must be positive"),
+    (["x:1,4,8,8", "x:2,4,8,8"], "x already has a shape"),
+    (["x:1,4,16,16"], "the model's input is ?,4,8,8 (? dynamic)"),
+    (["x:1,4,8"], "the model's input is ?,4,8,8"),
+    (["x:100000000,4,8,8"], "more than 32-bit indexing holds"),
+])
+def test_bad_input_shapes_are_refused(tmp_path, shapes, message):
+    """--input-shape only fills dynamic dimensions, with positive sizes, once per input, within int32 indexing."""
+    from tests.conftest import single_op_model
+
+    onnx.save(single_op_model("Relu", {"x": ["batch", 4, 8, 8]}), tmp_path / "m.onnx")
+    flags = [f for shape in shapes for f in ("--input-shape", shape)]
+    proc = adreno("compile", tmp_path / "m.onnx", *flags, "-o", tmp_path / "out", "-q", check_rc=2)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error:") and message in last and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_input_shape_may_not_change_a_static_input(tmp_path):
+    from tests.conftest import single_op_model
+
+    onnx.save(single_op_model("Relu", {"x": [1, 4, 8, 8]}), tmp_path / "m.onnx")
+    proc = adreno("compile", tmp_path / "m.onnx", "--input-shape", "x:1,4,16,16", "-o", tmp_path / "out", "-q",
+                  check_rc=2)
+    assert "the model's input is 1,4,8,8" in proc.stderr.strip().splitlines()[-1], proc.stderr
+    adreno("compile", tmp_path / "m.onnx", "--input-shape", "x:1,4,8,8", "-o", tmp_path / "same", "-q",
+           "--memory", "buffer")

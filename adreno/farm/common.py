@@ -54,8 +54,9 @@ def parse_addr(text: str, default_port: int = DEFAULT_TRACKER_PORT) -> tuple[str
     host, sep, port = text.rpartition(":")
     if not sep:
         return text, default_port
-    if not port.isdigit():
-        raise FarmError(f"bad address {text!r}: expected HOST:PORT, e.g. 127.0.0.1:{default_port}")
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise FarmError(f"bad address {text!r}: expected HOST:PORT with a port in 1..65535, e.g. "
+                        f"127.0.0.1:{default_port}")
     return host or "127.0.0.1", int(port)
 
 

@@ -90,7 +90,9 @@ def select_device(spec: str | int | None = None):
     if not devices:
         raise DeviceError(f"no OpenCL platform found; {INSTALL_HINT}")
     listing = "; ".join(f"{i}: {d.name.strip()} ({d.platform.name.strip()})" for i, d in enumerate(devices))
-    spec = "pocl" if spec in (None, "") else str(spec)
+    spec = "pocl" if spec is None else str(spec).strip()
+    if not spec:
+        raise DeviceError(f"an empty device name; give pocl, gpu, cpu, an index or part of a name; devices: {listing}")
     if spec.isdigit():
         if int(spec) < len(devices):
             return devices[int(spec)]

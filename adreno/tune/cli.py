@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ..bind import add_bind_argument
+from ..farm.common import FarmError, parse_addr
 from ..options import CompileOptions, Memory, Precision, add_staging_argument, choices
 
 
@@ -24,6 +25,8 @@ def cmd_tune(args) -> int:
     from .tuner import plot_history, save_report
 
     require_positive(args, "trials", "batch", "repeat", "timeout", "outage", allow_zero=("outage",))
+    if args.tracker:  # a usage error now, not after extracting the tasks and waiting out --outage
+        parse_addr(args.tracker)
     records = Path(args.records)
     database = Database(records)
     quiet = args.json or args.quiet
@@ -50,6 +53,9 @@ def cmd_tune(args) -> int:
         report = tuner.tune(args.trials)
     finally:
         tuner.close()
+    if report.pending and not report.trials:
+        raise FarmError(f"measured nothing: the farm failed all {report.pending} candidates (tracker {args.tracker} "
+                        "or its devices unreachable past --outage); check `adreno devices --tracker` and run again")
     if args.save_model:
         tuner.model.save(args.save_model)
     report.plot = plot_history(report, args.plot or records.with_suffix(".png"))

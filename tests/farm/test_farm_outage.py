@@ -73,8 +73,8 @@ def test_tune_leaves_infrastructure_failures_pending_and_measures_them_on_resume
     records = tmp_path / "r.jsonl"
     dead = _tune("--tracker", f"127.0.0.1:{free_port()}", "--key", farm2.key, "--outage", "1", "--records", records,
                  cwd=tmp_path)
-    assert dead.returncode == 0, dead.stderr
-    assert "3 candidates were not measured" in dead.stderr and "Traceback" not in dead.stderr
+    assert dead.returncode == 2, dead.stderr  # measuring nothing is a failed run
+    assert "measured nothing: the farm failed all 3 candidates" in dead.stderr and "Traceback" not in dead.stderr
     assert not records.exists() or Database(records).records == [], "nothing recorded for the unreachable farm"
 
     # an older version recorded an infrastructure failure as the result of the first task's default config

@@ -318,8 +318,12 @@ def test_make_model_specs():
     assert type(make_model("learned")) is LearnedModel
     assert make_model("learned").params["objective"] == "lambdarank"
     assert make_model("learned-regression").params["objective"] == "regression"
-    with pytest.raises(ValueError, match="random.*analytical.*learned.*transfer"):
+    from adreno.errors import AdrenoError
+
+    with pytest.raises(AdrenoError, match="random.*analytical.*learned.*transfer"):  # a user's --model: one line
         make_model("xgboost")
+    with pytest.raises(AdrenoError, match="no such file"):
+        make_model("transfer:/nonexistent")
 
 
 def test_empty_batches_are_harmless(device_a):

@@ -27,6 +27,8 @@
 
 from __future__ import annotations
 
+from ...errors import AdrenoError
+from ...paths import regular_file
 from .analytical import AnalyticalModel
 from .base import CostModel, RandomModel, ranking_quality
 from .learned import LearnedModel, TransferModel
@@ -49,5 +51,5 @@ def make_model(spec: str) -> CostModel:
     if spec == "learned-regression":
         return LearnedModel(params={"objective": "regression"})
     if spec.startswith("transfer:") and len(spec) > len("transfer:"):
-        return TransferModel.from_model(spec[len("transfer:"):])
-    raise ValueError(f"unknown cost model {spec!r}; known: {', '.join(MODEL_NAMES)}")
+        return TransferModel.from_model(regular_file(spec[len("transfer:"):], "--model transfer:"))
+    raise AdrenoError(f"unknown cost model {spec!r}; known: {', '.join(MODEL_NAMES)}")

@@ -1,0 +1,68 @@
+"""A wall-clock deadline and a prompt Ctrl-C for work that may block inside native code.
+
+A spinning OpenCL kernel keeps the main thread inside `clFinish`/`clWaitForEvents`; Python runs neither a
+signal handler nor a timer there, so neither `KeyboardInterrupt` nor `signal.alarm` can stop it. The OS still
+delivers SIGINT to Python's C-level handler, which writes the signal number to the wakeup fd: a watchdog
+thread waiting on that fd (with the deadline as its timeout) is the one thing that still runs, and it ends the
+whole process with `os._exit` after printing one line. One process, nothing to pickle, nothing left running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+import time
+
+TIMEOUT_EXIT = 2  # a run over its deadline is a user-facing error, as every AdrenoError
+INTERRUPT_EXIT = 130  # 128 + SIGINT, as the shell reports a process ended by Ctrl-C
+
+
+@contextlib.contextmanager
+def deadline(seconds: float, what: str):
+    """Within the block, end the process after `seconds` (one `error:` line, exit 2) or at Ctrl-C (one
+    `interrupted` line, exit 130), however deeply the main thread is blocked. Call it from the main thread."""
+    reader, writer = socket.socketpair()
+    reader.setblocking(False)
+    writer.setblocking(False)
+    previous_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    # The watchdog alone answers Ctrl-C: a KeyboardInterrupt in the main thread as well would print twice.
+    previous_handler = signal.signal(signal.SIGINT, lambda signum, frame: None)
+    done = threading.Event()
+    ends = time.monotonic() + seconds
+
+    def watch() -> None:
+        while not done.is_set():
+            readable, _, _ = select.select([reader], [], [], max(0.0, ends - time.monotonic()))
+            if done.is_set():
+                return
+            if not readable:
+                _end(TIMEOUT_EXIT, f"\nerror: {what} did not finish within --timeout {seconds:g} s; stopped it "
+                                   "(raise --timeout for a slow device or a large --repeat)")
+            if signal.SIGINT in reader.recv(64):
+                _end(INTERRUPT_EXIT, "\ninterrupted")
+
+    watchdog = threading.Thread(target=watch, name="adreno-deadline", daemon=True)
+    watchdog.start()
+    try:
+        yield
+    finally:
+        done.set()
+        writer.send(b"\0")  # wake the watchdog so that it returns instead of ending the process
+        watchdog.join()
+        signal.set_wakeup_fd(previous_fd)
+        signal.signal(signal.SIGINT, previous_handler)
+        reader.close()
+        writer.close()
+
+
+def _end(status: int, line: str) -> None:
+    """Print `line` and end the process now: the main thread may be stuck in a driver call no exception reaches."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    print(line, file=sys.stderr, flush=True)
+    os._exit(status)
