@@ -85,6 +85,9 @@ def input_shapes(model, overrides: dict[str, list[int]] | None = None) -> dict[s
                 raise DynamicShapeError(
                     f"input {inp.name!r} has a dynamic dimension {axis} ({label!r}); give a static shape, e.g. "
                     f"--input-shape {inp.name}:{example}")
+        if math.prod(shape) > INT32_MAX:
+            raise ModelError(f"input {inp.name!r} of shape {shape} has {math.prod(shape)} elements, more than "
+                             f"32-bit indexing holds ({INT32_MAX})")
         shapes[inp.name] = shape
     return shapes
 

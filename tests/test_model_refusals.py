@@ -67,3 +67,16 @@ def test_check_against_another_model_is_one_line(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "onnxruntime cannot run the reference model" in proc.stderr
+
+
+@pytest.mark.parametrize("shape", [[1, 4, 1 << 20, 1 << 20], [1 << 31, 4]])
+def test_a_static_input_past_int32_is_one_line(tmp_path, shape):
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "big",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
+    model = tmp_path / "big.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=OPSET), model)
+    proc = subprocess.run([sys.executable, "-m", "adreno.cli", "compile", model, "-o", tmp_path / "out", "-q"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "32-bit indexing" in proc.stderr
