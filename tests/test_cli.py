@@ -179,7 +179,7 @@ def _odd_files(tmp_path) -> None:
     (["run", "{artifact}", "--output", "/proc/y.npz", "--repeat", "1"], "--output /proc/y.npz: cannot write it"),
     (["run", "{artifact}", "--output", "{tmp}"], "is a directory or empty"),
     (["run", "{artifact}", "--device", ""], "an empty device name"),
-    (["compile", "tiny", "-o", ""], "-o/--output is empty"),
+    (["compile", "tiny", "-o", ""], "the artifact directory (-o) is empty"),
     (["tune", "tiny", "--model", "bogus", "--trials", "1"], "unknown cost model 'bogus'"),
     (["tune", "tiny", "--model", "transfer:/nonexistent", "--trials", "1"], "/nonexistent: no such file"),
     (["tune", "tiny", "--records", "{tmp}", "--trials", "1"], "is not a regular file"),
