@@ -111,7 +111,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "schedules": options.schedules,
             "records": str(Path(options.records).resolve()) if options.records else None,
             "tuned_kernels": len(tuned.applied),
-            "records_skipped": tuned.skipped + len(tuned.refused),
+            "records_skipped": tuned.skipped,  # malformed, outside the space, or refused by a schedule
             "refused": [str(r) for r in refusals],
             "host": host,
             "host_library": library,

@@ -190,16 +190,25 @@ class Database:
         ok = [r for r in self.query(workload, device, precision) if r.ok and (accept is None or accept(r))]
         return min(ok, key=lambda r: r.median) if ok else None
 
+    def ranked_configs(self, device: str | None = None, precision: str | None = None,
+                       accept=None) -> dict[str, list[dict]]:
+        """workload key -> the distinct configs of its successful records, fastest first (on one device, or any;
+        of one precision, or any; among those `accept(record)` keeps, when given): what `adreno compile --records`
+        applies, the first a schedule accepts (`TunedConfigs.refuse` moves on to the next)."""
+        fastest: dict[str, dict[str, tuple[float, dict]]] = {}
+        for r in self.query(device=device, precision=precision):
+            if not r.ok or (accept is not None and not accept(r)):
+                continue
+            configs = fastest.setdefault(r.workload, {})
+            text = json.dumps(r.config, sort_keys=True)
+            if text not in configs or r.median < configs[text][0]:
+                configs[text] = (r.median, r.config)
+        return {key: [config for _, config in sorted(configs.values(), key=lambda pair: pair[0])]
+                for key, configs in fastest.items()}
+
     def best_configs(self, device: str | None = None, precision: str | None = None, accept=None) -> dict[str, dict]:
-        """workload key -> config of its best record: what `adreno compile --records` applies (`precision`: the
-        compile's, so that knobs measured on half-float images do not decide an fp32 build, nor the reverse;
-        `accept`: compile's check that the knobs are in today's space, so the best valid record wins)."""
-        best = {}
-        for workload in {r.workload for r in self.records}:
-            record = self.best(workload, device, precision, accept)
-            if record is not None:
-                best[workload] = record.config
-        return best
+        """workload key -> config of its best record (see `ranked_configs`)."""
+        return {key: ranked[0] for key, ranked in self.ranked_configs(device, precision, accept).items()}
 
     def next_trial(self, workload: str, device: str) -> int:
         return 1 + max((r.trial for r in self.query(workload, device)), default=0)
@@ -252,24 +261,30 @@ class TunedConfigs(dict):
     tuned, and which records were not applied: malformed lines, records outside today's space (`in_space`), and
     tuned knobs a schedule's check refused (`refuse`; the defaults apply instead)."""
 
-    def __init__(self, configs: dict | None = None, skipped: int = 0):
+    def __init__(self, configs: dict | None = None, skipped: int = 0, runners_up: dict | None = None):
         super().__init__(configs or {})
         self.ranker = None  # `adreno.ranked_defaults.RankedDefaults` under `--defaults model`
         self.staging = "auto"  # `--staging`: the staging policy of the families' defaults (`Family.defaults`)
         self.used: set[str] = set()
         self.skipped = skipped  # record lines not applied: malformed (the database skips them) or outside the space
         self.refused: dict[str, str] = {}  # key -> why a schedule refused its tuned knobs
+        # key -> the slower valid configs of its records, fastest first: what `refuse` falls back to
+        self.runners_up: dict[str, list[dict]] = runners_up or {}
 
     @classmethod
     def load(cls, records: str | os.PathLike, precision: str, expand, in_space) -> TunedConfigs:
-        """The best records of `precision` whose (workload, config) `in_space` accepts, expanded by `expand`."""
+        """The best records of `precision` whose (workload, config) `in_space` accepts, expanded by `expand`; the
+        slower ones of each plain (not layout) key are kept as runners-up for a schedule that refuses the best."""
         database = Database(records)
 
         def accept(record: Record) -> bool:
             return in_space(record.workload, record.config)
 
         outside = [r for r in database.query(precision=precision) if r.ok and not accept(r)]
-        return cls(expand(database.best_configs(precision=precision, accept=accept)), database.skipped + len(outside))
+        ranked = database.ranked_configs(precision=precision, accept=accept)
+        runners_up = {key: configs[1:] for key, configs in ranked.items() if layout_workload(key) is None}
+        return cls(expand({key: configs[0] for key, configs in ranked.items()}), database.skipped + len(outside),
+                   runners_up)
 
     def get(self, key, default=None):
         if key in self:
@@ -280,11 +295,18 @@ class TunedConfigs(dict):
         """The knobs of a kernel without tuned ones: the family's `rule` default, or the ranker's pick."""
         return rule if self.ranker is None else self.ranker(family, matched, rule, target)
 
-    def refuse(self, key: str, reason: str) -> None:
-        """A schedule's check refused the tuned knobs of `key` (`Family.apply`): drop them, so the defaults apply
-        and nothing counts them as applied (they count as skipped records)."""
-        self.pop(key, None)
+    def refuse(self, key: str, reason: str) -> dict | None:
+        """A schedule's check refused the tuned knobs of `key` (`Family.apply`): the refused record counts as
+        skipped and the next-fastest config of the key is returned for the schedule to check (None when none is
+        left: the key is dropped, so the defaults apply and nothing counts it as applied)."""
+        self.skipped += 1
         self.refused[key] = reason
+        runners_up = self.runners_up.get(key)
+        if runners_up:
+            self[key] = runners_up.pop(0)
+            return self[key]
+        self.pop(key, None)
+        return None
 
     @property
     def applied(self) -> set[str]:

@@ -107,3 +107,35 @@ def test_tuner_resume_ignores_malformed_records(records):
     resumed = [r for r in db.query(SOFTMAX, "dev") if _in_space(space, r)]
     assert [r.config for r in resumed] == [{"threads_x": 2, "threads_y": 1}]
     assert db.query(POOL) == []
+
+
+def test_a_faster_out_of_space_record_does_not_hide_the_valid_one(tmp_path):
+    """Issue 22: the fastest record of a workload has a knob outside today's space; the schedule refuses it and
+    the next-fastest valid record of the same workload is applied (not the defaults)."""
+    path = tmp_path / "records.jsonl"
+    path.write_text("\n".join([line(POINTWISE, {"tile_f": 2}, seconds=[2e-3], trial=1),
+                               line(POINTWISE, {"threads_x": 1024}, seconds=[1e-9], trial=2),
+                               line(POINTWISE, {"threads_x": 999}, seconds=[1e-8], trial=3)]) + "\n")
+    out = tmp_path / "tuned"
+    done = subprocess.run([sys.executable, "-m", "adreno.cli", "compile", "tiny", "--memory", "buffer", "--host",
+                           "native", "--records", str(path), "-o", str(out), "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["tuned_kernels"] == 1, "the valid record of the pointwise conv is applied"
+    assert summary["records_skipped"] == 2, "both faster out-of-space records are skipped, one by one"
+
+
+def test_refused_config_falls_back_to_the_next_fastest(tmp_path):
+    from adreno.records import TunedConfigs
+
+    path = tmp_path / "records.jsonl"
+    path.write_text("\n".join([line(SOFTMAX, {"threads_x": 2}, seconds=[3e-3], trial=1),
+                               line(SOFTMAX, {"threads_x": 4}, seconds=[2e-3], trial=2),
+                               line(SOFTMAX, {"threads_x": 4}, seconds=[5e-3], trial=3),
+                               line(SOFTMAX, {"threads_x": 8}, seconds=[1e-3], trial=4)]) + "\n")
+    tuned = TunedConfigs.load(path, "fp32", dict, lambda key, config: True)
+    assert tuned[SOFTMAX] == {"threads_x": 8}
+    assert tuned.refuse(SOFTMAX, "too wide") == {"threads_x": 4}
+    assert tuned.refuse(SOFTMAX, "too wide") == {"threads_x": 2}
+    assert tuned.refuse(SOFTMAX, "too wide") is None and SOFTMAX not in tuned and tuned.skipped == 3
