@@ -190,25 +190,24 @@ class Database:
         ok = [r for r in self.query(workload, device, precision) if r.ok and (accept is None or accept(r))]
         return min(ok, key=lambda r: r.median) if ok else None
 
-    def ranked_configs(self, device: str | None = None, precision: str | None = None,
-                       accept=None) -> dict[str, list[dict]]:
-        """workload key -> the distinct configs of its successful records, fastest first (on one device, or any;
-        of one precision, or any; among those `accept(record)` keeps, when given): what `adreno compile --records`
-        applies, the first a schedule accepts (`TunedConfigs.refuse` moves on to the next)."""
-        fastest: dict[str, dict[str, tuple[float, dict]]] = {}
-        for r in self.query(device=device, precision=precision):
+    def ranked_records(self, precision: str | None = None, accept=None) -> dict[str, list[Record]]:
+        """workload key -> its successful records of one precision (None: any), one per (device, config), fastest
+        first, among those `accept(record)` keeps when given: what `TunedConfigs.load` chooses from."""
+        fastest: dict[str, dict[tuple, Record]] = {}
+        for r in self.query(precision=precision):
             if not r.ok or (accept is not None and not accept(r)):
                 continue
             configs = fastest.setdefault(r.workload, {})
-            text = json.dumps(r.config, sort_keys=True)
-            if text not in configs or r.median < configs[text][0]:
-                configs[text] = (r.median, r.config)
-        return {key: [config for _, config in sorted(configs.values(), key=lambda pair: pair[0])]
-                for key, configs in fastest.items()}
+            identity = (r.device, json.dumps(r.config, sort_keys=True))
+            if identity not in configs or r.median < configs[identity].median:
+                configs[identity] = r
+        return {key: sorted(configs.values(), key=lambda r: r.median) for key, configs in fastest.items()}
 
     def best_configs(self, device: str | None = None, precision: str | None = None, accept=None) -> dict[str, dict]:
-        """workload key -> config of its best record (see `ranked_configs`)."""
-        return {key: ranked[0] for key, ranked in self.ranked_configs(device, precision, accept).items()}
+        """workload key -> config of its best record (on one device, or any; see `ranked_records`)."""
+        ranked = self.ranked_records(precision, accept)
+        chosen = {key: [r for r in records if device is None or r.device == device] for key, records in ranked.items()}
+        return {key: records[0].config for key, records in chosen.items() if records}
 
     def next_trial(self, workload: str, device: str) -> int:
         return 1 + max((r.trial for r in self.query(workload, device)), default=0)
@@ -254,6 +253,12 @@ def default_memory(keys) -> str:
     return "buffer" if keys and not any(key_memory(k) == "texture" for k in keys) else "texture"
 
 
+def device_target(device: str) -> str:
+    """The target a record's device fingerprint names: its first field, the RPC key (adreno-740, nvidia-h200, ...;
+    `DeviceIdentity.fingerprint`, `<farm key>|rpc`), which is what `adreno compile --target` names."""
+    return device.split("|", 1)[0]
+
+
 class TunedConfigs(dict):
     """workload key -> best tuned config from a records file, among the records of the compile's image precision,
     with layout records expanded into the keys the schedules look up (`expand`: `conv2d_winograd.kernel_configs`).
@@ -270,21 +275,31 @@ class TunedConfigs(dict):
         self.refused: dict[str, str] = {}  # key -> why a schedule refused its tuned knobs
         # key -> the slower valid configs of its records, fastest first: what `refuse` falls back to
         self.runners_up: dict[str, list[dict]] = runners_up or {}
+        self.elsewhere: dict[str, str] = {}  # key -> the device its record was measured on, not the target
 
     @classmethod
-    def load(cls, records: str | os.PathLike, precision: str, expand, in_space) -> TunedConfigs:
+    def load(cls, records: str | os.PathLike, precision: str, expand, in_space, target: str) -> TunedConfigs:
         """The best records of `precision` whose (workload, config) `in_space` accepts, expanded by `expand`; the
-        slower ones of each plain (not layout) key are kept as runners-up for a schedule that refuses the best."""
+        slower ones of each plain (not layout) key are kept as runners-up for a schedule that refuses the best.
+        A key's records measured on the compile's `target` (`device_target`) are used when it has any; otherwise
+        those of other devices are, and `elsewhere` says so (`adreno compile` says it in one line)."""
         database = Database(records)
 
         def accept(record: Record) -> bool:
             return in_space(record.workload, record.config)
 
         outside = [r for r in database.query(precision=precision) if r.ok and not accept(r)]
-        ranked = database.ranked_configs(precision=precision, accept=accept)
-        runners_up = {key: configs[1:] for key, configs in ranked.items() if layout_workload(key) is None}
-        return cls(expand({key: configs[0] for key, configs in ranked.items()}), database.skipped + len(outside),
-                   runners_up)
+        chosen, elsewhere = {}, {}
+        for key, ranked in database.ranked_records(precision, accept).items():
+            on_target = [r for r in ranked if device_target(r.device) == target]
+            if not on_target:
+                elsewhere[key] = ranked[0].device
+            chosen[key] = [r.config for r in on_target or ranked]
+        runners_up = {key: configs[1:] for key, configs in chosen.items() if layout_workload(key) is None}
+        tuned = cls(expand({key: configs[0] for key, configs in chosen.items()}), database.skipped + len(outside),
+                    runners_up)
+        tuned.elsewhere = elsewhere
+        return tuned
 
     def get(self, key, default=None):
         if key in self:
