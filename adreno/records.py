@@ -25,9 +25,11 @@ their op (`key_memory`), which is how a compile without `--memory` picks its mem
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -120,8 +122,9 @@ class Database:
         self.records: list[Record] = []
         self._seen: set[tuple] = set()
         self.skips: list[str] = []  # why each skipped line was skipped ("line 3: seconds: ...")
-        if self.path.exists():
-            self._load()
+        self._read = 0  # bytes of the file loaded so far (`refresh` reads what other writers appended since)
+        self._lines = 0
+        self.refresh()
 
     @property
     def skipped(self) -> int:
@@ -135,20 +138,40 @@ class Database:
         more = f"; {self.skipped - shown} more" if self.skipped > shown else ""
         return f"{self.path}: skipped {self.skipped} invalid record line(s) ({'; '.join(self.skips[:shown])}{more})"
 
-    def _load(self) -> None:
-        raw = self.path.read_bytes()
+    def refresh(self) -> None:
+        """Load the lines appended since the last load (by this process or another tuner on the same file)."""
+        if not self.path.exists():
+            return
+        with open(self.path, "rb") as f:
+            f.seek(self._read)
+            raw = f.read()
+        self._read += len(raw)
         lines = raw.split(b"\n")
-        for number, line in enumerate(lines, 1):
+        for number, line in enumerate(lines, self._lines + 1):
             if not line.strip():
                 continue
             try:
                 record = Record.from_json(json.loads(line))
             except (ValueError, UnicodeDecodeError, RecursionError) as err:  # JSONDecodeError is a ValueError
                 reason = "nested too deeply" if isinstance(err, RecursionError) else str(err)[:80]
-                where = "torn last line" if number >= len(lines) - 1 else f"line {number}"
+                where = "torn last line" if number >= self._lines + len(lines) - 1 else f"line {number}"
                 self.skips.append(f"{where}: {reason}")
                 continue
             self._add(record)
+        self._lines += len(lines) - 1
+
+    @contextmanager
+    def locked(self):
+        """Exclusive use of the file among processes (`flock` on a sibling `.lock` file), with the records others
+        appended loaded first: tuners sharing a file read, choose and append under it."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                self.refresh()
+                yield self
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     def _add(self, record: Record) -> bool:
         identity = record.identity()
@@ -159,11 +182,34 @@ class Database:
         return True
 
     def append(self, records: list[Record]) -> None:
-        """Append a batch durably (one write, flush, fsync). Records already present are not written again."""
-        fresh = [r for r in records if self._add(r)]
+        """Append a batch durably (one write, flush, fsync) under the lock. Records already present are not written
+        again."""
+        with self.locked():
+            self._write([r for r in records if self._add(r)])
+
+    def append_trials(self, records: list[Record]) -> list[Record]:
+        """A tuner's batch, numbered and appended under the lock: records whose (workload, device, precision,
+        config) another tuner on the file has measured meanwhile are dropped, the others get the next trial
+        numbers of their workload. Returns the records written (the tuner's measurements of this batch)."""
+        with self.locked():
+            fresh = []
+            for record in records:
+                if self.measured(record):
+                    continue
+                record.trial = self.next_trial(record.workload, record.device)
+                self._add(record)
+                fresh.append(record)
+            self._write(fresh)
+        return fresh
+
+    def measured(self, record: Record) -> bool:
+        """Whether the file holds a measurement (not an infrastructure failure) of `record`'s config."""
+        return any(r.config == record.config and not r.infrastructure
+                   for r in self.query(record.workload, record.device, record.precision))
+
+    def _write(self, fresh: list[Record]) -> None:
         if not fresh:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         data = "".join(json.dumps(asdict(r), sort_keys=True) + "\n" for r in fresh).encode()
         with open(self.path, "ab") as f:
             if f.tell() and not self._ends_with_newline():
@@ -171,6 +217,8 @@ class Database:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        self._read = self.path.stat().st_size  # ours: nobody else writes under the lock
+        self._lines += data.count(b"\n")
 
     def _ends_with_newline(self) -> bool:
         with open(self.path, "rb") as f:
