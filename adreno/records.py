@@ -117,14 +117,16 @@ def _is(value, kinds: tuple) -> bool:
 class Database:
     """Records in one JSON-lines file. Loading is lazy and tolerant; appends are durable per batch."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, load: bool = True):
+        """`load`: read the file now (False: `fastest` streams it instead)."""
         self.path = Path(path)
         self.records: list[Record] = []
         self._seen: set[tuple] = set()
         self.skips: list[str] = []  # why each skipped line was skipped ("line 3: seconds: ...")
         self._read = 0  # bytes of the file loaded so far (`refresh` reads what other writers appended since)
         self._lines = 0
-        self.refresh()
+        if load:
+            self.refresh()
 
     @property
     def skipped(self) -> int:
@@ -140,6 +142,12 @@ class Database:
 
     def refresh(self) -> None:
         """Load the lines appended since the last load (by this process or another tuner on the same file)."""
+        for record in self._scan():
+            self._add(record)
+
+    def _scan(self):
+        """The well-formed records of the lines appended since the last read, one at a time (skipped lines go to
+        `skips`): `refresh` keeps them all, compile's `TunedConfigs.load` only the fastest per config."""
         if not self.path.exists():
             return
         with open(self.path, "rb") as f:
@@ -157,8 +165,29 @@ class Database:
                 where = "torn last line" if number >= self._lines + len(lines) - 1 else f"line {number}"
                 self.skips.append(f"{where}: {reason}")
                 continue
-            self._add(record)
+            yield record
         self._lines += len(lines) - 1
+
+    @classmethod
+    def fastest(cls, path: str | os.PathLike, precision: str) -> tuple[Database, list[tuple[Record, int]]]:
+        """A database that keeps nothing, and each successful `precision` record that is the fastest of its
+        (workload, device, config) in the file, with how many such records there were: what a compile reads, in
+        one pass without holding a record per line (100,000 lines of a long tuning run)."""
+        database = cls(path, load=False)
+        best: dict[tuple, list] = {}
+        for r in database._scan():
+            if not r.ok or r.precision != precision:
+                continue
+            identity = (r.workload, r.device, tuple(sorted(r.config.items())))
+            seconds = r.median
+            kept = best.get(identity)
+            if kept is None:
+                best[identity] = [r, seconds, 1]
+            else:
+                kept[2] += 1
+                if seconds < kept[1]:
+                    kept[0], kept[1] = r, seconds
+        return database, [(r, count) for r, _, count in best.values()]
 
     @contextmanager
     def locked(self):
@@ -331,20 +360,22 @@ class TunedConfigs(dict):
         slower ones of each plain (not layout) key are kept as runners-up for a schedule that refuses the best.
         A key's records measured on the compile's `target` (`device_target`) are used when it has any; otherwise
         those of other devices are, and `elsewhere` says so (`adreno compile` says it in one line)."""
-        database = Database(records)
-
-        def accept(record: Record) -> bool:
-            return in_space(record.workload, record.config)
-
-        outside = [r for r in database.query(precision=precision) if r.ok and not accept(r)]
+        database, fastest = Database.fastest(records, precision)
+        outside, ranked = 0, {}
+        for record, count in fastest:
+            if in_space(record.workload, record.config):
+                ranked.setdefault(record.workload, []).append(record)
+            else:
+                outside += count
         chosen, elsewhere = {}, {}
-        for key, ranked in database.ranked_records(precision, accept).items():
-            on_target = [r for r in ranked if device_target(r.device) == target]
+        for key, records_ in ranked.items():
+            records_.sort(key=lambda r: r.median)
+            on_target = [r for r in records_ if device_target(r.device) == target]
             if not on_target:
-                elsewhere[key] = ranked[0].device
-            chosen[key] = [r.config for r in on_target or ranked]
+                elsewhere[key] = records_[0].device
+            chosen[key] = [r.config for r in on_target or records_]
         runners_up = {key: configs[1:] for key, configs in chosen.items() if layout_workload(key) is None}
-        tuned = cls(expand({key: configs[0] for key, configs in chosen.items()}), database.skipped + len(outside),
+        tuned = cls(expand({key: configs[0] for key, configs in chosen.items()}), database.skipped + outside,
                     runners_up)
         tuned.elsewhere = elsewhere
         return tuned

@@ -176,3 +176,16 @@ def test_compile_says_in_one_line_when_records_are_from_another_device(tmp_path)
                     "(--records-from-any-device: allow this silently)"]
     summary, said = compile_tiny("--records-from-any-device")
     assert summary["tuned_kernels"] == 1 and said == []
+
+
+def test_compile_keeps_only_the_fastest_record_per_config(tmp_path):
+    """Issue 22: compile streams the file and holds one record per (workload, device, config), not one per line
+    (speed: tools/bench_records.py)."""
+    path = tmp_path / "records.jsonl"
+    path.write_text("\n".join([*(line(SOFTMAX, {"threads_x": 2}, seconds=[t * 1e-3], trial=t) for t in range(1, 40)),
+                               line(SOFTMAX, {"threads_x": 4}, seconds=[5e-3], trial=41),
+                               line(SOFTMAX, {"threads_x": 4}, seconds=None, error="slow", trial=42),
+                               *MALFORMED.values()]) + "\n")
+    database, fastest = Database.fastest(path, "fp32")
+    assert database.records == [] and database.skipped == len(MALFORMED)
+    assert sorted((r.config["threads_x"], r.median, count) for r, count in fastest) == [(2, 1e-3, 39), (4, 5e-3, 1)]
