@@ -7,7 +7,9 @@ family's text key (`adreno.workload`), the fingerprint `adreno.opencl.device.Dev
 Every measurement, failed or not, is one line. Lines are written, flushed and fsynced per batch, so a killed
 tuner loses at most the batch in flight; a torn last line (the process died mid-write) is skipped on load, and
 the next append starts on a fresh line. Duplicates (same workload, device, config and trial id) are ignored on
-load, so a resumed run that re-writes a batch does not double-count it.
+load, so a resumed run that re-writes a batch does not double-count it. Appends hold an `flock` on the sibling
+`<file>.lock` and first read what other processes appended (`Database.locked`), so tuners sharing a file number
+their trials after each other's and drop a config another one recorded meanwhile (`Database.append_trials`).
 
 Every line is validated on load (`Record.from_json`): a line that is not JSON, nests deeper than the parser's
 recursion limit, or holds a record of the wrong shape (a config that is not a flat dict of scalars, a time that
@@ -20,7 +22,9 @@ Layout records. A Winograd-eligible 3x3 conv is tuned as a whole pipeline under 
 conv's key with the op `conv2d_winograd`, or `conv2d_winograd_nchw4c` when tuned in texture memory); the record's
 config holds `tile` (0 = direct, 2, 4) and that layout's knobs. Keys of texture-memory kernels have `nchw4c` in
 their op (`key_memory`), which is how a compile without `--memory` picks its memory from the records
-(`default_memory`). `TunedConfigs` is what a compile reads: the best config per key for its image precision.
+(`default_memory`). `TunedConfigs` is what a compile reads: the best config per key for its image precision, of
+the target device where the key has records of it, streamed in one pass (`Database.fastest`), with the slower
+valid configs kept for a schedule that refuses the best.
 """
 
 from __future__ import annotations
