@@ -237,12 +237,12 @@ class Tuner:
             if state is None:
                 break
             before, pending = state.trials, self.pending
-            self.run_round(state)
-            if state.trials == before and self.pending > pending:
+            ours = self.run_round(state)  # not what another tuner on the file measured meanwhile
+            if not ours and self.pending > pending:
                 break  # the farm is down past the runner's outage deadline: stop, leaving the candidates pending
             if state.trials == before:
                 state.done = True
-            spent += state.trials - before
+            spent += len(ours)
             self.progress(spent, trials, self._status(state))
         return self.report(spent)
 
