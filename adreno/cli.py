@@ -96,6 +96,18 @@ def _parse_shapes(items: list[str] | None) -> dict[str, list[int]]:
     return shapes
 
 
+def records_elsewhere_line(manifest: dict) -> str:
+    """One line saying how many workloads got records measured on devices other than the target ("" if none)."""
+    from .records import device_target
+
+    elsewhere = manifest["records_elsewhere"]
+    if not elsewhere:
+        return ""
+    devices = sorted({device_target(device) for device in elsewhere.values()})
+    return (f"warning: {len(elsewhere)} workload(s) use records measured on {', '.join(devices)}, none on "
+            f"{manifest['target']} (--records-from-any-device: allow this silently)")
+
+
 def cmd_compile(args) -> int:
     from .bind import read_bind
     from .compile import compile_model
@@ -116,8 +128,12 @@ def cmd_compile(args) -> int:
     summary = {"artifact": str(path), "target": manifest["target"], "kernels": manifest["kernels"],
                "memory": manifest["memory"], "tuned_kernels": manifest["tuned_kernels"],
                "host_library": manifest["host_library"], "records_skipped": manifest["records_skipped"],
-               "bound": list(manifest["bound"]), "seconds": round(time.perf_counter() - started, 2)}
+               "records_elsewhere": manifest["records_elsewhere"], "bound": list(manifest["bound"]),
+               "seconds": round(time.perf_counter() - started, 2)}
     tuned = f", {manifest['tuned_kernels']} tuned workloads" if args.records else ""
+    elsewhere = records_elsewhere_line(manifest)
+    if elsewhere and not args.records_from_any_device:
+        print(elsewhere, file=sys.stderr)
     if manifest["records_skipped"]:
         tuned += f" ({manifest['records_skipped']} records skipped: malformed or outside this version's knobs)"
     if manifest["bound"]:
@@ -342,7 +358,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fp16 stores texture images as CL_HALF_FLOAT (arithmetic stays fp32); needs --memory texture")
     p.add_argument("--schedules", choices=choices(Schedules)[:2], default="adreno",
                    help="adreno: our conv schedules first (default); tvm: TVM 0.27's default schedules only")
-    p.add_argument("--records", help="tuning records from `adreno tune`: the best config of each workload is used")
+    p.add_argument("--records", help="tuning records from `adreno tune`: the best config of each workload is used, "
+                   "among those measured on --target where the workload has any (else one line names the devices)")
+    p.add_argument("--records-from-any-device", action="store_true",
+                   help="apply records measured on other devices (where --target has none) without saying so")
     p.add_argument("--winograd", choices=choices(Winograd), default=None,
                    help="Winograd for 3x3 stride-1 convs, on buffers or packed in textures: auto (F(4x4) or F(2x2) "
                    "where both channel counts are >= 64 and the output is >= 7x7; the default), f2/f4 (every "

@@ -55,7 +55,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     say("importing to Relax")
     empty = EmptyTensors()
     mod = to_relax(onnx_model, options.input_shapes, empty)
-    tuned = tuned_configs(options.records, options.precision)
+    tuned = tuned_configs(options.records, options.precision, device.name)
     options = options.resolved(tuned)  # memory, Winograd and defaults decided; checked again (fp16 needs textures)
     memory, winograd, host = options.memory, options.winograd, options.host
     tuned.staging = options.staging
@@ -111,7 +111,8 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "schedules": options.schedules,
             "records": str(Path(options.records).resolve()) if options.records else None,
             "tuned_kernels": len(tuned.applied),
-            "records_skipped": tuned.skipped + len(tuned.refused),
+            "records_elsewhere": tuned.elsewhere,  # key -> device of its record, where none is of the target
+            "records_skipped": tuned.skipped,  # malformed, outside the space, or refused by a schedule
             "refused": [str(r) for r in refusals],
             "host": host,
             "host_library": library,
@@ -128,15 +129,16 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
         return writer.commit(manifest)
 
 
-def tuned_configs(records: str | None, precision: str) -> TunedConfigs:
-    """What the schedules read from `--records`: the best config per kernel key for the compile's precision."""
+def tuned_configs(records: str | None, precision: str, target: str) -> TunedConfigs:
+    """What the schedules read from `--records`: the best config per kernel key for the compile's precision,
+    measured on `target` where the records have one (`TunedConfigs.load`)."""
     if not records:
         return TunedConfigs()
     if not Path(records).is_file():
         raise AdrenoError(f"--records {records}: no such file (write one with `adreno tune`)")
     from .schedules.conv2d_winograd import kernel_configs, layout_config_in_space
 
-    return TunedConfigs.load(records, precision, kernel_configs, layout_config_in_space)
+    return TunedConfigs.load(records, precision, kernel_configs, layout_config_in_space, target)
 
 
 def _io_entries(plan: Plan, tensors: list[str], onnx_names: list[str]) -> dict:

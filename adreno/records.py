@@ -7,7 +7,9 @@ family's text key (`adreno.workload`), the fingerprint `adreno.opencl.device.Dev
 Every measurement, failed or not, is one line. Lines are written, flushed and fsynced per batch, so a killed
 tuner loses at most the batch in flight; a torn last line (the process died mid-write) is skipped on load, and
 the next append starts on a fresh line. Duplicates (same workload, device, config and trial id) are ignored on
-load, so a resumed run that re-writes a batch does not double-count it.
+load, so a resumed run that re-writes a batch does not double-count it. Appends hold an `flock` on the sibling
+`<file>.lock` and first read what other processes appended (`Database.locked`), so tuners sharing a file number
+their trials after each other's and drop a config another one recorded meanwhile (`Database.append_trials`).
 
 Every line is validated on load (`Record.from_json`): a line that is not JSON, nests deeper than the parser's
 recursion limit, or holds a record of the wrong shape (a config that is not a flat dict of scalars, a time that
@@ -20,14 +22,18 @@ Layout records. A Winograd-eligible 3x3 conv is tuned as a whole pipeline under 
 conv's key with the op `conv2d_winograd`, or `conv2d_winograd_nchw4c` when tuned in texture memory); the record's
 config holds `tile` (0 = direct, 2, 4) and that layout's knobs. Keys of texture-memory kernels have `nchw4c` in
 their op (`key_memory`), which is how a compile without `--memory` picks its memory from the records
-(`default_memory`). `TunedConfigs` is what a compile reads: the best config per key for its image precision.
+(`default_memory`). `TunedConfigs` is what a compile reads: the best config per key for its image precision, of
+the target device where the key has records of it, streamed in one pass (`Database.fastest`), with the slower
+valid configs kept for a schedule that refuses the best.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -110,20 +116,27 @@ _TYPES = {"workload": (str,), "device": (str,), "config": (dict,), "seconds": (l
 
 
 def _is(value, kinds: tuple) -> bool:
-    return isinstance(value, kinds) and not isinstance(value, bool)
+    """Whether a parsed JSON value is of one of `kinds` exactly (`json` makes no subclasses; bool is not int here);
+    a type lookup, not `isinstance`: it runs a dozen times per line of a 100,000-line file."""
+    return type(value) in kinds
 
 
 class Database:
     """Records in one JSON-lines file. Loading is lazy and tolerant; appends are durable per batch."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, load: bool = True):
+        """`load`: read the file now (False: `fastest` streams it instead)."""
         self.path = Path(path)
         self.records: list[Record] = []
         self._seen: set[tuple] = set()
+        self._by_workload: dict[str, list[Record]] = {}  # what `query` of one workload (the tuner's, per round) scans
         self.skips: list[str] = []  # why each skipped line was skipped ("line 3: seconds: ...")
+        self._read = 0  # bytes of the file loaded so far (`refresh` reads what other writers appended since)
+        self._lines = 0
         if self.path.exists():  # a new file is created at the first append
             regular_file(self.path, "records")
-            self._load()
+        if load:
+            self.refresh()
 
     @property
     def skipped(self) -> int:
@@ -137,20 +150,67 @@ class Database:
         more = f"; {self.skipped - shown} more" if self.skipped > shown else ""
         return f"{self.path}: skipped {self.skipped} invalid record line(s) ({'; '.join(self.skips[:shown])}{more})"
 
-    def _load(self) -> None:
-        raw = self.path.read_bytes()
+    def refresh(self) -> None:
+        """Load the lines appended since the last load (by this process or another tuner on the same file)."""
+        for record in self._scan():
+            self._add(record)
+
+    def _scan(self):
+        """The well-formed records of the lines appended since the last read, one at a time (skipped lines go to
+        `skips`): `refresh` keeps them all, compile's `TunedConfigs.load` only the fastest per config."""
+        if not self.path.exists():
+            return
+        with open(self.path, "rb") as f:
+            f.seek(self._read)
+            raw = f.read()
+        self._read += len(raw)
         lines = raw.split(b"\n")
-        for number, line in enumerate(lines, 1):
+        for number, line in enumerate(lines, self._lines + 1):
             if not line.strip():
                 continue
             try:
                 record = Record.from_json(json.loads(line))
             except (ValueError, UnicodeDecodeError, RecursionError) as err:  # JSONDecodeError is a ValueError
                 reason = "nested too deeply" if isinstance(err, RecursionError) else str(err)[:80]
-                where = "torn last line" if number >= len(lines) - 1 else f"line {number}"
+                where = "torn last line" if number >= self._lines + len(lines) - 1 else f"line {number}"
                 self.skips.append(f"{where}: {reason}")
                 continue
-            self._add(record)
+            yield record
+        self._lines += len(lines) - 1
+
+    @classmethod
+    def fastest(cls, path: str | os.PathLike, precision: str) -> tuple[Database, list[tuple[Record, int]]]:
+        """A database that keeps nothing, and each successful `precision` record that is the fastest of its
+        (workload, device, config) in the file, with how many such records there were: what a compile reads, in
+        one pass without holding a record per line (100,000 lines of a long tuning run)."""
+        database = cls(path, load=False)
+        best: dict[tuple, list] = {}
+        for r in database._scan():
+            if not r.ok or r.precision != precision:
+                continue
+            identity = (r.workload, r.device, tuple(sorted(r.config.items())))
+            seconds = r.median
+            kept = best.get(identity)
+            if kept is None:
+                best[identity] = [r, seconds, 1]
+            else:
+                kept[2] += 1
+                if seconds < kept[1]:
+                    kept[0], kept[1] = r, seconds
+        return database, [(r, count) for r, _, count in best.values()]
+
+    @contextmanager
+    def locked(self):
+        """Exclusive use of the file among processes (`flock` on a sibling `.lock` file), with the records others
+        appended loaded first: tuners sharing a file read, choose and append under it."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_name(self.path.name + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                self.refresh()
+                yield self
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     def _add(self, record: Record) -> bool:
         identity = record.identity()
@@ -158,14 +218,38 @@ class Database:
             return False
         self._seen.add(identity)
         self.records.append(record)
+        self._by_workload.setdefault(record.workload, []).append(record)
         return True
 
     def append(self, records: list[Record]) -> None:
-        """Append a batch durably (one write, flush, fsync). Records already present are not written again."""
-        fresh = [r for r in records if self._add(r)]
+        """Append a batch durably (one write, flush, fsync) under the lock. Records already present are not written
+        again."""
+        with self.locked():
+            self._write([r for r in records if self._add(r)])
+
+    def append_trials(self, records: list[Record]) -> list[Record]:
+        """A tuner's batch, numbered and appended under the lock: records whose (workload, device, precision,
+        config) another tuner on the file has measured meanwhile are dropped, the others get the next trial
+        numbers of their workload. Returns the records written (the tuner's measurements of this batch)."""
+        with self.locked():
+            fresh = []
+            for record in records:
+                if self.measured(record):
+                    continue
+                record.trial = self.next_trial(record.workload, record.device)
+                self._add(record)
+                fresh.append(record)
+            self._write(fresh)
+        return fresh
+
+    def measured(self, record: Record) -> bool:
+        """Whether the file holds a measurement (not an infrastructure failure) of `record`'s config."""
+        return any(r.config == record.config and not r.infrastructure
+                   for r in self.query(record.workload, record.device, record.precision))
+
+    def _write(self, fresh: list[Record]) -> None:
         if not fresh:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         data = "".join(json.dumps(asdict(r), sort_keys=True) + "\n" for r in fresh).encode()
         with open(self.path, "ab") as f:
             if f.tell() and not self._ends_with_newline():
@@ -173,6 +257,8 @@ class Database:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        self._read = self.path.stat().st_size  # ours: nobody else writes under the lock
+        self._lines += data.count(b"\n")
 
     def _ends_with_newline(self) -> bool:
         with open(self.path, "rb") as f:
@@ -182,8 +268,9 @@ class Database:
     def query(self, workload: str | None = None, device: str | None = None,
               precision: str | None = None) -> list[Record]:
         """Records of a workload, device and image precision (None: any)."""
-        return [r for r in self.records if (workload is None or r.workload == workload)
-                and (device is None or r.device == device) and (precision is None or r.precision == precision)]
+        scanned = self.records if workload is None else self._by_workload.get(workload, [])
+        return [r for r in scanned
+                if (device is None or r.device == device) and (precision is None or r.precision == precision)]
 
     def best(self, workload: str, device: str | None = None, precision: str | None = None,
              accept=None) -> Record | None:
@@ -192,16 +279,24 @@ class Database:
         ok = [r for r in self.query(workload, device, precision) if r.ok and (accept is None or accept(r))]
         return min(ok, key=lambda r: r.median) if ok else None
 
+    def ranked_records(self, precision: str | None = None, accept=None) -> dict[str, list[Record]]:
+        """workload key -> its successful records of one precision (None: any), one per (device, config), fastest
+        first, among those `accept(record)` keeps when given: what `TunedConfigs.load` chooses from."""
+        fastest: dict[str, dict[tuple, Record]] = {}
+        for r in self.query(precision=precision):
+            if not r.ok or (accept is not None and not accept(r)):
+                continue
+            configs = fastest.setdefault(r.workload, {})
+            identity = (r.device, json.dumps(r.config, sort_keys=True))
+            if identity not in configs or r.median < configs[identity].median:
+                configs[identity] = r
+        return {key: sorted(configs.values(), key=lambda r: r.median) for key, configs in fastest.items()}
+
     def best_configs(self, device: str | None = None, precision: str | None = None, accept=None) -> dict[str, dict]:
-        """workload key -> config of its best record: what `adreno compile --records` applies (`precision`: the
-        compile's, so that knobs measured on half-float images do not decide an fp32 build, nor the reverse;
-        `accept`: compile's check that the knobs are in today's space, so the best valid record wins)."""
-        best = {}
-        for workload in {r.workload for r in self.records}:
-            record = self.best(workload, device, precision, accept)
-            if record is not None:
-                best[workload] = record.config
-        return best
+        """workload key -> config of its best record (on one device, or any; see `ranked_records`)."""
+        ranked = self.ranked_records(precision, accept)
+        chosen = {key: [r for r in records if device is None or r.device == device] for key, records in ranked.items()}
+        return {key: records[0].config for key, records in chosen.items() if records}
 
     def next_trial(self, workload: str, device: str) -> int:
         return 1 + max((r.trial for r in self.query(workload, device)), default=0)
@@ -247,6 +342,12 @@ def default_memory(keys) -> str:
     return "buffer" if keys and not any(key_memory(k) == "texture" for k in keys) else "texture"
 
 
+def device_target(device: str) -> str:
+    """The target a record's device fingerprint names: its first field, the RPC key (adreno-740, nvidia-h200, ...;
+    `DeviceIdentity.fingerprint`, `<farm key>|rpc`), which is what `adreno compile --target` names."""
+    return device.split("|", 1)[0]
+
+
 class TunedConfigs(dict):
     """workload key -> best tuned config from a records file, among the records of the compile's image precision,
     with layout records expanded into the keys the schedules look up (`expand`: `conv2d_winograd.kernel_configs`).
@@ -254,24 +355,42 @@ class TunedConfigs(dict):
     tuned, and which records were not applied: malformed lines, records outside today's space (`in_space`), and
     tuned knobs a schedule's check refused (`refuse`; the defaults apply instead)."""
 
-    def __init__(self, configs: dict | None = None, skipped: int = 0):
+    def __init__(self, configs: dict | None = None, skipped: int = 0, runners_up: dict | None = None):
         super().__init__(configs or {})
         self.ranker = None  # `adreno.ranked_defaults.RankedDefaults` under `--defaults model`
         self.staging = "auto"  # `--staging`: the staging policy of the families' defaults (`Family.defaults`)
         self.used: set[str] = set()
         self.skipped = skipped  # record lines not applied: malformed (the database skips them) or outside the space
         self.refused: dict[str, str] = {}  # key -> why a schedule refused its tuned knobs
+        # key -> the slower valid configs of its records, fastest first: what `refuse` falls back to
+        self.runners_up: dict[str, list[dict]] = runners_up or {}
+        self.elsewhere: dict[str, str] = {}  # key -> the device its record was measured on, not the target
 
     @classmethod
-    def load(cls, records: str | os.PathLike, precision: str, expand, in_space) -> TunedConfigs:
-        """The best records of `precision` whose (workload, config) `in_space` accepts, expanded by `expand`."""
-        database = Database(records)
-
-        def accept(record: Record) -> bool:
-            return in_space(record.workload, record.config)
-
-        outside = [r for r in database.query(precision=precision) if r.ok and not accept(r)]
-        return cls(expand(database.best_configs(precision=precision, accept=accept)), database.skipped + len(outside))
+    def load(cls, records: str | os.PathLike, precision: str, expand, in_space, target: str) -> TunedConfigs:
+        """The best records of `precision` whose (workload, config) `in_space` accepts, expanded by `expand`; the
+        slower ones of each plain (not layout) key are kept as runners-up for a schedule that refuses the best.
+        A key's records measured on the compile's `target` (`device_target`) are used when it has any; otherwise
+        those of other devices are, and `elsewhere` says so (`adreno compile` says it in one line)."""
+        database, fastest = Database.fastest(records, precision)
+        outside, ranked = 0, {}
+        for record, count in fastest:
+            if in_space(record.workload, record.config):
+                ranked.setdefault(record.workload, []).append(record)
+            else:
+                outside += count
+        chosen, elsewhere = {}, {}
+        for key, records_ in ranked.items():
+            records_.sort(key=lambda r: r.median)
+            on_target = [r for r in records_ if device_target(r.device) == target]
+            if not on_target:
+                elsewhere[key] = records_[0].device
+            chosen[key] = [r.config for r in on_target or records_]
+        runners_up = {key: configs[1:] for key, configs in chosen.items() if layout_workload(key) is None}
+        tuned = cls(expand({key: configs[0] for key, configs in chosen.items()}), database.skipped + outside,
+                    runners_up)
+        tuned.elsewhere = elsewhere
+        return tuned
 
     def get(self, key, default=None):
         if key in self:
@@ -282,11 +401,18 @@ class TunedConfigs(dict):
         """The knobs of a kernel without tuned ones: the family's `rule` default, or the ranker's pick."""
         return rule if self.ranker is None else self.ranker(family, matched, rule, target)
 
-    def refuse(self, key: str, reason: str) -> None:
-        """A schedule's check refused the tuned knobs of `key` (`Family.apply`): drop them, so the defaults apply
-        and nothing counts them as applied (they count as skipped records)."""
-        self.pop(key, None)
+    def refuse(self, key: str, reason: str) -> dict | None:
+        """A schedule's check refused the tuned knobs of `key` (`Family.apply`): the refused record counts as
+        skipped and the next-fastest config of the key is returned for the schedule to check (None when none is
+        left: the key is dropped, so the defaults apply and nothing counts it as applied)."""
+        self.skipped += 1
         self.refused[key] = reason
+        runners_up = self.runners_up.get(key)
+        if runners_up:
+            self[key] = runners_up.pop(0)
+            return self[key]
+        self.pop(key, None)
+        return None
 
     @property
     def applied(self) -> set[str]:

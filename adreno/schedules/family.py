@@ -97,21 +97,8 @@ class Family:
         if matched is None:
             return None
         cfg = self.defaults(matched.workload, target, Staging(getattr(config, "staging", Staging.AUTO)))
-        tuned = {k: v for k, v in ((config or {}).get(matched.key) or {}).items()
-                 if matched.knobs is None or k in matched.knobs}
-        if tuned:
-            tuned = {**matched.older_records, **tuned}
-        try:
-            self.check_config(matched.workload, {**cfg, **tuned}, target)
-        except ValueError as err:
-            # compile's records (`TunedConfigs.refuse`: a record of an older knob table, or of another target) fall
-            # back to the defaults; a tuning candidate's config (a plain dict) is refused with the error
-            refuse = getattr(config, "refuse", None)
-            if not tuned or refuse is None:
-                raise
-            refuse(matched.key, str(err))
-            tuned = {}
-            self.check_config(matched.workload, cfg, target)
+        tuned = self._knobs(matched, (config or {}).get(matched.key))
+        tuned = self._checked(matched, cfg, tuned, target, config)
         if not tuned:  # compile's `TunedConfigs` may rank the space for a better default (`adreno.ranked_defaults`)
             cfg = getattr(config, "default", lambda family, matched, cfg, target: cfg)(self, matched, cfg, target)
         cfg.update(tuned)
@@ -120,6 +107,26 @@ class Family:
         except TVM_ERRORS as err:  # TVM's message ends a C++ traceback: its last line says why
             lines = str(err).strip().splitlines()
             return Refused(self.name, matched.key, cfg, lines[-1][:300] if lines else type(err).__name__)
+
+    def _checked(self, matched: Matched, cfg: dict, tuned: dict, target, config) -> dict:
+        """`tuned` if `check_config` accepts it over the defaults `cfg`. Compile's records (`TunedConfigs.refuse`: a
+        record of an older knob table, or of another target) move on to the key's next-fastest record, then to the
+        defaults ({}); a tuning candidate's config (a plain dict) is refused with the error."""
+        refuse = getattr(config, "refuse", None)
+        while True:
+            try:
+                self.check_config(matched.workload, {**cfg, **tuned}, target)
+                return tuned
+            except ValueError as err:
+                if not tuned or refuse is None:
+                    raise
+                tuned = self._knobs(matched, refuse(matched.key, str(err)))
+
+    @staticmethod
+    def _knobs(matched: Matched, tuned: dict | None) -> dict:
+        """The knobs of a tuned config that apply to `matched`, with the values older records imply."""
+        tuned = {k: v for k, v in (tuned or {}).items() if matched.knobs is None or k in matched.knobs}
+        return {**matched.older_records, **tuned} if tuned else {}
 
     def rule(self, target, config: dict | None = None, refusals: list | None = None):
         """This family as a dlight ScheduleRule (None off OpenCL). A refusal falls through to the next rule and is

@@ -109,9 +109,13 @@ class Tuner:
                 if _in_space(state.space, r) and not r.infrastructure]
 
     def _resume(self, state: TaskState) -> None:
+        """Take in the task's records not yet in `state.measured`: on start, and before each round those another
+        tuner on the same file appended (so no config is measured twice)."""
         candidates, seconds = [], []
         for record in self._records(state):
             candidate = state.space.candidate(record.config)
+            if candidate in state.measured:
+                continue
             state.measured.add(candidate)
             candidates.append(candidate)
             seconds.append(record.median)
@@ -174,6 +178,8 @@ class Tuner:
             state.inputs = task.inputs(self.seed)
             state.reference = task.reference(state.inputs)
             self.timing["reference"] += time.perf_counter() - started
+        self.database.refresh()
+        self._resume(state)
         started = time.perf_counter()
         proposed = [c for c in state.seeds if c not in state.measured and state.space.is_valid(c)][:self.batch]
         proposed += self._propose(state, self.batch - len(proposed), state.measured | set(proposed))
@@ -185,10 +191,9 @@ class Tuner:
         started = time.perf_counter()
         futures_ = [self.runner.submit(RunInput(b.artifact, state.inputs, state.reference, repeat=self.repeat,
                                                 tag=str(i))) if b.artifact else None for i, b in enumerate(builds)]
-        records, measured = [], []
-        trial = self.database.next_trial(task.key, self.device)
+        records = []
         precision = {"precision": "fp16"} if task.precision == "fp16" else {}
-        for candidate, config, build, future in zip(proposed, configs, builds, futures_):
+        for config, build, future in zip(configs, builds, futures_):
             if future is None:
                 record = Record(task.key, self.device, config, error=build.error, stage="build", extra=precision)
             else:
@@ -199,11 +204,11 @@ class Tuner:
                 record = Record(task.key, self.device, config, result.seconds, result.error, result.stage,
                                 extra={"max_error": result.max_error, "build_seconds": round(build.seconds, 3),
                                        **precision})
-            record.trial, record.strategy, record.timestamp = trial + len(records), self.strategy_name, time.time()
+            record.strategy, record.timestamp = self.strategy_name, time.time()
             records.append(record)
-            measured.append(candidate)
         self.timing["run"] += time.perf_counter() - started
-        self.database.append(records)
+        records = self.database.append_trials(records)  # numbered; minus what another tuner measured meanwhile
+        measured = [state.space.candidate(r.config) for r in records]
         state.strategy.observe(measured, [r.median for r in records])
         for candidate, record in zip(measured, records):
             state.measured.add(candidate)
@@ -232,12 +237,12 @@ class Tuner:
             if state is None:
                 break
             before, pending = state.trials, self.pending
-            self.run_round(state)
-            if state.trials == before and self.pending > pending:
+            ours = self.run_round(state)  # not what another tuner on the file measured meanwhile
+            if not ours and self.pending > pending:
                 break  # the farm is down past the runner's outage deadline: stop, leaving the candidates pending
             if state.trials == before:
                 state.done = True
-            spent += state.trials - before
+            spent += len(ours)
             self.progress(spent, trials, self._status(state))
         return self.report(spent)
 

@@ -107,3 +107,85 @@ def test_tuner_resume_ignores_malformed_records(records):
     resumed = [r for r in db.query(SOFTMAX, "dev") if _in_space(space, r)]
     assert [r.config for r in resumed] == [{"threads_x": 2, "threads_y": 1}]
     assert db.query(POOL) == []
+
+
+def test_a_faster_out_of_space_record_does_not_hide_the_valid_one(tmp_path):
+    """Issue 22: the fastest record of a workload has a knob outside today's space; the schedule refuses it and
+    the next-fastest valid record of the same workload is applied (not the defaults)."""
+    path = tmp_path / "records.jsonl"
+    path.write_text("\n".join([line(POINTWISE, {"tile_f": 2}, seconds=[2e-3], trial=1),
+                               line(POINTWISE, {"threads_x": 1024}, seconds=[1e-9], trial=2),
+                               line(POINTWISE, {"threads_x": 999}, seconds=[1e-8], trial=3)]) + "\n")
+    out = tmp_path / "tuned"
+    done = subprocess.run([sys.executable, "-m", "adreno.cli", "compile", "tiny", "--memory", "buffer", "--host",
+                           "native", "--records", str(path), "-o", str(out), "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["tuned_kernels"] == 1, "the valid record of the pointwise conv is applied"
+    assert summary["records_skipped"] == 2, "both faster out-of-space records are skipped, one by one"
+
+
+def test_refused_config_falls_back_to_the_next_fastest(tmp_path):
+    from adreno.records import TunedConfigs
+
+    path = tmp_path / "records.jsonl"
+    path.write_text("\n".join([line(SOFTMAX, {"threads_x": 2}, seconds=[3e-3], trial=1),
+                               line(SOFTMAX, {"threads_x": 4}, seconds=[2e-3], trial=2),
+                               line(SOFTMAX, {"threads_x": 4}, seconds=[5e-3], trial=3),
+                               line(SOFTMAX, {"threads_x": 8}, seconds=[1e-3], trial=4)]) + "\n")
+    tuned = TunedConfigs.load(path, "fp32", dict, lambda key, config: True, "dev")
+    assert tuned[SOFTMAX] == {"threads_x": 8}
+    assert tuned.refuse(SOFTMAX, "too wide") == {"threads_x": 4}
+    assert tuned.refuse(SOFTMAX, "too wide") == {"threads_x": 2}
+    assert tuned.refuse(SOFTMAX, "too wide") is None and SOFTMAX not in tuned and tuned.skipped == 3
+
+
+def test_records_of_the_target_device_come_first(tmp_path):
+    """Issue 22: a workload's records measured on the compile's target win over faster ones of another device;
+    a workload with records of other devices only takes those, and `elsewhere` names the device."""
+    from adreno.records import TunedConfigs
+
+    def measured(device, config, seconds):
+        return json.dumps({"workload": SOFTMAX if config["threads_x"] < 8 else POOL, "device": device,
+                           "config": config, "seconds": [seconds]})
+
+    path = tmp_path / "records.jsonl"
+    path.write_text("\n".join([measured("adreno-740|Adreno (TM) 740|0676.32", {"threads_x": 2}, 3e-3),
+                               measured("nvidia-h200|NVIDIA H200|570", {"threads_x": 4}, 1e-3),
+                               measured("nvidia-h200|NVIDIA H200|570", {"threads_x": 8}, 1e-3)]) + "\n")
+    tuned = TunedConfigs.load(path, "fp32", dict, lambda key, config: True, "adreno-740")
+    assert tuned[SOFTMAX] == {"threads_x": 2} and tuned.runners_up[SOFTMAX] == []
+    assert tuned[POOL] == {"threads_x": 8} and tuned.elsewhere == {POOL: "nvidia-h200|NVIDIA H200|570"}
+
+
+def test_compile_says_in_one_line_when_records_are_from_another_device(tmp_path):
+    path = tmp_path / "records.jsonl"
+    path.write_text(VALID[1] + "\n")  # device "dev": not adreno-740
+
+    def compile_tiny(*flags):
+        done = subprocess.run([sys.executable, "-m", "adreno.cli", "compile", "tiny", "--memory", "buffer",
+                               "--host", "native", "--records", str(path), "-o", str(tmp_path / "out"), "--json",
+                               *flags], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout), [line for line in done.stderr.splitlines() if "measured on" in line]
+
+    summary, said = compile_tiny()
+    assert summary["tuned_kernels"] == 1 and summary["records_elsewhere"] == {SOFTMAX: "dev"}
+    assert said == ["warning: 1 workload(s) use records measured on dev, none on adreno-740 "
+                    "(--records-from-any-device: allow this silently)"]
+    summary, said = compile_tiny("--records-from-any-device")
+    assert summary["tuned_kernels"] == 1 and said == []
+
+
+def test_compile_keeps_only_the_fastest_record_per_config(tmp_path):
+    """Issue 22: compile streams the file and holds one record per (workload, device, config), not one per line
+    (speed: tools/bench_records.py)."""
+    path = tmp_path / "records.jsonl"
+    path.write_text("\n".join([*(line(SOFTMAX, {"threads_x": 2}, seconds=[t * 1e-3], trial=t) for t in range(1, 40)),
+                               line(SOFTMAX, {"threads_x": 4}, seconds=[5e-3], trial=41),
+                               line(SOFTMAX, {"threads_x": 4}, seconds=None, error="slow", trial=42),
+                               *MALFORMED.values()]) + "\n")
+    database, fastest = Database.fastest(path, "fp32")
+    assert database.records == [] and database.skipped == len(MALFORMED)
+    assert sorted((r.config["threads_x"], r.median, count) for r, count in fastest) == [(2, 1e-3, 39), (4, 5e-3, 1)]
