@@ -83,13 +83,18 @@ def test_every_malformed_kind_is_skipped_and_counted(records):
     assert len(Database(records).records) == 7, "appending after skipped lines keeps every valid record"
 
 
-def test_compile_applies_only_valid_records_in_space(records, tmp_path):
-    out = tmp_path / "tuned"
+def _compile_tiny_with(records, out) -> dict:
+    """`adreno compile tiny --records RECORDS` (buffer memory, native host): its --json summary."""
     done = subprocess.run([sys.executable, "-m", "adreno.cli", "compile", "tiny", "--memory", "buffer", "--host",
                            "native", "--records", str(records), "-o", str(out), "--json"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
-    summary = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def test_compile_applies_only_valid_records_in_space(records, tmp_path):
+    out = tmp_path / "tuned"
+    summary = _compile_tiny_with(records, out)
     assert summary["tuned_kernels"] == 2, "the depthwise and softmax records; no malformed or out-of-space one"
     assert summary["records_skipped"] == SKIPPED + len(OUTSIDE_SPACE)
     plan = json.loads((out / "plan.json").read_text())
@@ -117,11 +122,7 @@ def test_a_faster_out_of_space_record_does_not_hide_the_valid_one(tmp_path):
                                line(POINTWISE, {"threads_x": 1024}, seconds=[1e-9], trial=2),
                                line(POINTWISE, {"threads_x": 999}, seconds=[1e-8], trial=3)]) + "\n")
     out = tmp_path / "tuned"
-    done = subprocess.run([sys.executable, "-m", "adreno.cli", "compile", "tiny", "--memory", "buffer", "--host",
-                           "native", "--records", str(path), "-o", str(out), "--json"],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
-    summary = json.loads(done.stdout)
+    summary = _compile_tiny_with(path, out)
     assert summary["tuned_kernels"] == 1, "the valid record of the pointwise conv is applied"
     assert summary["records_skipped"] == 2, "both faster out-of-space records are skipped, one by one"
 
