@@ -87,4 +87,5 @@ def test_tune_leaves_infrastructure_failures_pending_and_measures_them_on_resume
     measured = Database(records).records[1:]
     assert len(measured) == 3 and all(r.ok for r in measured), [r.error for r in measured]
     assert [r.config for r in measured if r.workload == task.key][0] == default, "measured again, first"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.jsonl", "r.png"], "no candidate directory left behind"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.jsonl", "r.jsonl.lock", "r.png"], \
+        "no candidate directory left behind (the lock file is the records file's, adreno.records)"
