@@ -96,11 +96,11 @@ INT32_MAX = 2 ** 31 - 1  # kernels index tensors with 32-bit ints: a larger inpu
 
 
 def _override(inp, shape: list[int]) -> list[int]:
-    """An --input-shape for `inp`, refused unless it only fills the model's dynamic dimensions with positive sizes
+    """An --input-shape for `inp`, refused unless it only fills the model's dynamic dimensions with sizes >= 0
     and stays within 32-bit indexing: silently replacing a static dimension would compile another model."""
     where = f"--input-shape {inp.name}:{','.join(map(str, shape))}"
-    if any(d < 1 for d in shape):
-        raise ModelError(f"{where}: every dimension must be positive")
+    if any(d < 0 for d in shape):  # 0 is allowed: an empty input (adreno.empty)
+        raise ModelError(f"{where}: a dimension cannot be negative")
     if math.prod(shape) > INT32_MAX:
         raise ModelError(f"{where}: {math.prod(shape)} elements, more than 32-bit indexing holds ({INT32_MAX})")
     tensor = inp.type.tensor_type
