@@ -72,7 +72,7 @@ def input_shapes(model, overrides: dict[str, list[int]] | None = None) -> dict[s
     shapes = {}
     for inp in inputs:
         if inp.name in overrides:
-            shapes[inp.name] = _override(inp, [int(d) for d in overrides[inp.name]])
+            shapes[inp.name] = _within_int32(inp.name, _override(inp, [int(d) for d in overrides[inp.name]]))
             continue
         dims = inp.type.tensor_type.shape.dim
         shape = []
@@ -85,24 +85,27 @@ def input_shapes(model, overrides: dict[str, list[int]] | None = None) -> dict[s
                 raise DynamicShapeError(
                     f"input {inp.name!r} has a dynamic dimension {axis} ({label!r}); give a static shape, e.g. "
                     f"--input-shape {inp.name}:{example}")
-        if math.prod(shape) > INT32_MAX:
-            raise ModelError(f"input {inp.name!r} of shape {shape} has {math.prod(shape)} elements, more than "
-                             f"32-bit indexing holds ({INT32_MAX})")
-        shapes[inp.name] = shape
+        shapes[inp.name] = _within_int32(inp.name, shape)
     return shapes
 
 
 INT32_MAX = 2 ** 31 - 1  # kernels index tensors with 32-bit ints: a larger input would wrap around
 
 
+def _within_int32(name: str, shape: list[int]) -> list[int]:
+    """`shape` of input `name`, static or from --input-shape, refused past what 32-bit indexing holds."""
+    if math.prod(shape) > INT32_MAX:
+        raise ModelError(f"input {name!r} of shape {shape} has {math.prod(shape)} elements, more than 32-bit "
+                         f"indexing holds ({INT32_MAX})")
+    return shape
+
+
 def _override(inp, shape: list[int]) -> list[int]:
-    """An --input-shape for `inp`, refused unless it only fills the model's dynamic dimensions with sizes >= 0
-    and stays within 32-bit indexing: silently replacing a static dimension would compile another model."""
+    """An --input-shape for `inp`, refused unless it only fills the model's dynamic dimensions with sizes >= 0:
+    silently replacing a static dimension would compile another model."""
     where = f"--input-shape {inp.name}:{','.join(map(str, shape))}"
     if any(d < 0 for d in shape):  # 0 is allowed: an empty input (adreno.empty)
         raise ModelError(f"{where}: a dimension cannot be negative")
-    if math.prod(shape) > INT32_MAX:
-        raise ModelError(f"{where}: {math.prod(shape)} elements, more than 32-bit indexing holds ({INT32_MAX})")
     tensor = inp.type.tensor_type
     if not tensor.HasField("shape"):  # the model says nothing about this input's shape: the override is it
         return shape
