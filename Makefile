@@ -3,9 +3,15 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: install demo test clean
+.PHONY: install native demo test clean
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed native
+
+# TVM's OpenCL runtime plugin and the app harness (native/), rebuilt when their sources or the TVM wheels change.
+native: $(VENV)/.installed
+	$(MAKE) -C native -j2 --no-print-directory \
+	  SITE="$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+	  VERSIONS="$$($(PY) -c 'from adreno.native.versions import wheel_versions; print(wheel_versions())')"
 
 $(VENV)/.installed: pyproject.toml tools/install_system_deps.sh
 	bash tools/install_system_deps.sh
@@ -23,4 +29,4 @@ test: install
 	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
 
 clean:
-	rm -rf build $(VENV)
+	rm -rf build $(VENV) adreno/native/lib
