@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from .errors import AdrenoError
-from .options import Defaults, Host, Memory, Precision, Schedules, Winograd, add_staging_argument, choices
+from .options import (Defaults, Host, Memory, Precision, Runtime, Schedules, Winograd, add_staging_argument,
+                      choices)
 from .paths import output_file, regular_file
 
 EPILOG = """examples:
@@ -200,16 +201,17 @@ def cmd_run(args) -> int:
 
 def _run_artifact(args, output: Path | None) -> int:
     from .artifact import Artifact
-    from .opencl.executor import Executor
 
+    runtime = Runtime(args.runtime)
     artifact = Artifact.load(args.artifact, checked=not args.unchecked)
     if args.unchecked:
         print(f"warning: --unchecked: the sizes and SHA-256 of the {len(artifact.manifest['files'])} files of "
               f"{artifact.path} were not compared with its manifest (paths and the plan were still checked)",
               file=sys.stderr)
     progress = Progress(not (args.json or args.quiet))
-    progress(f"building {len(artifact.plan.programs)} OpenCL programs")
-    executor = Executor(artifact, args.device, cache=_program_cache(args))
+    progress(f"building {len(artifact.plan.programs)} OpenCL programs" if runtime is Runtime.PLAN
+             else "loading the host library in TVM's runtime and building its OpenCL programs")
+    executor = runtime.executor(artifact, args.device, cache=_program_cache(args))
     inputs = _load_inputs(args, artifact)
     progress("first run")
     first_started = time.perf_counter()
@@ -232,7 +234,7 @@ def _run_artifact(args, output: Path | None) -> int:
         _write_outputs(output, dict(zip(artifact.output_names(), outputs)))
     total = sum(k.median_ms for k in profile.kernels) or 1.0
     result = {
-        "artifact": str(artifact.path), "device": executor.device.name.strip(),
+        "artifact": str(artifact.path), "runtime": runtime.value, "device": executor.device.name.strip(),
         "platform": executor.device.platform.name.strip(), "build_seconds": round(executor.build_seconds, 3),
         "first_run_ms": round(first_ms, 3), "median_ms": round(profile.median_ms, 3),
         "device_median_ms": round(profile.device_median_ms, 3), "repeat": args.repeat,
@@ -254,7 +256,8 @@ def _write_outputs(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 
 def _run_text(result: dict, top: int) -> str:
-    lines = [f"{result['artifact']} on {result['device']} ({result['platform']})",
+    how = "" if result["runtime"] == Runtime.PLAN else ", host library through TVM's runtime"
+    lines = [f"{result['artifact']} on {result['device']} ({result['platform']}){how}",
              f"  build {result['build_seconds']:.2f} s, first run {result['first_run_ms']:.1f} ms, "
              f"median {result['median_ms']:.2f} ms wall / {result['device_median_ms']:.2f} ms kernels "
              f"over {result['repeat']} runs", "",
@@ -388,6 +391,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "a device name")
     p.add_argument("--check", action="store_true", help="compare the output with onnxruntime on the same input "
                    "(exit status 1 on a mismatch)")
+    p.add_argument("--runtime", choices=choices(Runtime), default="plan", help="plan (default): the launch plan "
+                   "through pyopencl; tvm: the host library (lib.so, an artifact compiled with --host native) through "
+                   "TVM's Relax VM and adreno's OpenCL plugin, the program a phone app runs")
     p.add_argument("--repeat", type=int, default=10, help="timed runs (default 10)")
     p.add_argument("--input", help=".npz file with one array per model input (default: seeded random input)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
-import shutil
 import time
 from pathlib import Path
 from typing import Callable, Mapping
@@ -23,6 +22,7 @@ from .bind import bind_inputs, bound_entries
 from .empty import EmptyTensors
 from .errors import AdrenoError, UnsupportedOpError
 from .frontend import graph_inputs, load_model, to_relax
+from .host_library import export_host_library
 from .options import CompileOptions
 from .plan import bindings, extract_plan
 from .records import TunedConfigs
@@ -91,7 +91,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
         library = None
         if lowered is not None:
             say("building the host library")
-            library = export_host_library(lowered, tvm_target, writer.tmp, host, options.cc)
+            library = export_host_library(lowered, plan, tvm_target, writer.tmp, host, options.cc)
         import tvm
 
         manifest = {
@@ -205,34 +205,3 @@ def lower_relax(mod, tvm_target, schedules: str = "adreno", memory: str = "buffe
             raise UnsupportedOpError(f"operator {name} (producing {binding.var.name}) has no lowering for Adreno "
                                      "in this version; replace it in the model or file an issue with the model")
     return lowered
-
-
-def export_host_library(lowered, tvm_target, out_dir: Path, host: str, cc: str | None) -> str:
-    """Build the Relax VM executable and export it: `lib.so` where a compiler for the host is available
-    (the host's own for --host native; `--cc`/$TVM_NDK_CC, an Android NDK clang, for --host android),
-    otherwise `lib.tar` with the aarch64 objects, to be linked with the NDK later."""
-    import tvm
-    from tvm.relax.backend.adreno import pipeline
-
-    with tvm_target:
-        vm_module = tvm.transform.Sequential(pipeline.dataflow_lower_passes(tvm_target)
-                                             + pipeline.finalize_passes(tvm_target))(lowered)
-    executable = tvm.compile(vm_module, target=tvm_target, relax_pipeline=None)
-    cc = cc or os.environ.get("TVM_NDK_CC")
-    if host == "native":
-        executable.export_library(str(out_dir / "lib.so"), **({"cc": cc} if cc else {}))
-        return "lib.so"
-    if cc:
-        if not shutil.which(cc) and not Path(cc).is_file():
-            raise AdrenoError(f"compiler {cc!r} not found (from --cc or $TVM_NDK_CC); give the path of the NDK's "
-                              "aarch64-linux-android<API>-clang")
-        executable.export_library(str(out_dir / "lib.so"), fcompile=_cross_compiler(cc))
-        return "lib.so"
-    executable.export_library(str(out_dir / "lib.tar"))
-    return "lib.tar"
-
-
-def _cross_compiler(cc: str):
-    from tvm.support import cc as tvm_cc  # TVM 0.27 moved it here from tvm.contrib
-
-    return tvm_cc.cross_compiler(cc, options=["-shared", "-fPIC"])

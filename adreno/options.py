@@ -71,6 +71,25 @@ class Host(enum.StrEnum):
     NATIVE = "native"
 
 
+class Runtime(enum.StrEnum):
+    """What `adreno run` runs: the launch plan through pyopencl (the default), or the host library through TVM's
+    Relax VM and our OpenCL plugin (what a phone app runs; `adreno.native.vm_executor`)."""
+
+    PLAN = "plan"
+    TVM = "tvm"
+
+    def executor(self, artifact, device=None, cache=None):
+        """The executor of this runtime for an artifact on a local OpenCL device (`cache`: the program cache,
+        which only the launch plan's executor uses)."""
+        if self is Runtime.TVM:
+            from .native.vm_executor import VmExecutor
+
+            return VmExecutor(artifact, device)
+        from .opencl.executor import Executor
+
+        return Executor(artifact, device, cache=cache)
+
+
 def choices(kind: type[enum.Enum]) -> list[str]:
     """The legal values of an option, for argparse."""
     return [member.value for member in kind]

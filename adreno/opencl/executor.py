@@ -247,13 +247,19 @@ class Executor:
                 per_kernel.setdefault((bound.name, bound.op), []).append(kernel_ms)
                 run_ms += kernel_ms
             device_ms.append(run_ms)
-        kernels = []
-        for (name, op), times in per_kernel.items():
-            calls = len(times) // repeat
-            per_call = np.array(times).reshape(repeat, calls).sum(axis=1) if calls else np.zeros(1)
-            kernels.append(KernelTiming(name, op, calls, float(np.median(per_call)), float(np.sum(times))))
-        kernels.sort(key=lambda k: k.median_ms, reverse=True)
-        return Profile(kernels, device_ms, latencies, repeat, self.build_seconds)
+        return Profile(kernel_timings(per_kernel, repeat), device_ms, latencies, repeat, self.build_seconds)
+
+
+def kernel_timings(per_kernel: dict[tuple[str, str], list[float]], repeat: int) -> list[KernelTiming]:
+    """Per-kernel rows from every launch's device time (ms) keyed by (kernel, op) over `repeat` runs, slowest first:
+    a kernel launched several times per run gets the median of its per-run sums."""
+    kernels = []
+    for (name, op), times in per_kernel.items():
+        calls = len(times) // repeat
+        per_call = np.array(times[:calls * repeat]).reshape(repeat, calls).sum(axis=1) if calls else np.zeros(1)
+        kernels.append(KernelTiming(name, op, calls, float(np.median(per_call)), float(np.sum(times))))
+    kernels.sort(key=lambda k: k.median_ms, reverse=True)
+    return kernels
 
 
 def _zip_longest_max(lists):

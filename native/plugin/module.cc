@@ -10,6 +10,8 @@
 //   opencl.GetPreCompiledPrograms() -> bytes     the program blob of the current device (builds what is missing)
 //   opencl.SetPreCompiledPrograms(bytes) -> int  offers a blob; returns the binaries taken (bad ones rejected)
 //   adreno.opencl.program_stats() -> str         "from_source=N from_binary=N rejected=N[ last=<reason>]"
+// Globals: adreno.opencl.profile_kernels(bool) starts or stops recording every launch's device time;
+// adreno.opencl.take_kernel_times() -> [[kernel, ns], ...] waits for the recorded launches and clears them.
 #include <tvm/ffi/extra/module.h>
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/reflection/registry.h>
@@ -20,6 +22,7 @@
 #include <mutex>
 #include <vector>
 
+#include "kernel_profiler.h"
 #include "module_programs.h"
 #include "tvm_boundary.h"
 
@@ -133,8 +136,12 @@ class OpenCLModuleNode final : public ffi::ModuleObj {
     std::lock_guard<std::mutex> guard(programs.lock());
     cl_kernel kernel = programs.Kernel(info.name);
     for (size_t i = 0; i < count; ++i) SetArg(kernel, static_cast<cl_uint>(i), info.arg_types[i], args[i], info);
-    CheckCl(clEnqueueNDRangeKernel(queue, kernel, work_dim, nullptr, global, local, 0, nullptr, nullptr),
+    KernelProfiler& profiler = KernelProfiler::Global();
+    cl_event event = nullptr;
+    CheckCl(clEnqueueNDRangeKernel(queue, kernel, work_dim, nullptr, global, local, 0, nullptr,
+                                   profiler.recording() ? &event : nullptr),
             "clEnqueueNDRangeKernel", info.name);
+    if (event != nullptr) profiler.Record(info.name, event);
   }
 
   static void SetArg(cl_kernel kernel, cl_uint index, const ArgType& type, ffi::AnyView value,
@@ -169,12 +176,24 @@ class OpenCLModuleNode final : public ffi::ModuleObj {
 
 TVM_FFI_STATIC_INIT_BLOCK() {
   namespace refl = tvm::ffi::reflection;
-  refl::GlobalDef().def("ffi.Module.load_from_bytes.opencl", [](const ffi::Bytes& bytes) {
-    return AtTvmBoundary([&] {
-      SerializedModule module = ParseModule(std::string(bytes.data(), bytes.size()));
-      return ffi::Module(ffi::make_object<OpenCLModuleNode>(std::move(module)));
-    });
-  });
+  refl::GlobalDef()
+      .def("ffi.Module.load_from_bytes.opencl",
+           [](const ffi::Bytes& bytes) {
+             return AtTvmBoundary([&] {
+               SerializedModule module = ParseModule(std::string(bytes.data(), bytes.size()));
+               return ffi::Module(ffi::make_object<OpenCLModuleNode>(std::move(module)));
+             });
+           })
+      .def("adreno.opencl.profile_kernels", [](bool on) { KernelProfiler::Global().SetRecording(on); })
+      .def("adreno.opencl.take_kernel_times", []() {
+        return AtTvmBoundary([] {
+          ffi::Array<ffi::Array<ffi::Any>> out;
+          for (const auto& [kernel, ns] : KernelProfiler::Global().Take()) {
+            out.push_back(ffi::Array<ffi::Any>{ffi::String(kernel), ns});
+          }
+          return out;
+        });
+      });
 }
 
 }  // namespace adreno_native

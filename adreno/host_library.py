@@ -1,0 +1,156 @@
+"""The host library: a Relax VM executable built from the launch plan, so the program a phone app or TVM's
+`tvm_rpc` runs is the one every measurement ran.
+
+The VM's `main` is the plan, step by step: each step calls its PrimFunc, specialised to the memory scopes the plan
+gave its tensors (`adreno.texture.tir.specialize_scopes`, as `plan.lower_primfunc` lowers it), and each tensor is
+allocated in the plan's scope, so a texture artifact's activations and weights are OpenCL images in the host
+library too (TVM's runtime asks our plugin's allocator for them; `native/plugin/device_api.cc`).
+
+Calling convention (the README's "Calling the host library"):
+    main(*inputs, *params) -> output, or a tuple of the outputs
+inputs in `plan.inputs` order (buffers, the model's own shapes), then every param of `params.npz` in the plan's
+order (`param_order`), each a tensor of the param's shape and dtype in its plan scope (`TensorSpec.scope`:
+"global" or a texture scope). The library holds no weights: an app loads them once from the artifact's weight file
+and passes the same tensors to every call.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from .artifact import Plan
+from .errors import AdrenoError
+
+
+def param_order(plan: Plan) -> list[str]:
+    """The params `main` takes after the inputs, in order: every tensor of kind "param" in the plan."""
+    return [name for name, spec in plan.tensors.items() if spec.kind == "param"]
+
+
+def plan_module(lowered, plan: Plan, tvm_target):
+    """An IRModule whose `main` runs `plan` (see the module doc) with the PrimFuncs of `lowered`."""
+    from tvm import relax
+    from tvm.relax.global_info import VDevice
+
+    from .texture.tir import specialize_scopes
+
+    vdevices: dict[str, VDevice] = {}
+
+    def sinfo(name: str):
+        spec = plan.tensors[name]
+        if spec.scope not in vdevices:
+            vdevices[spec.scope] = VDevice(tvm_target, 0, spec.scope)
+        return relax.TensorType([int(d) for d in spec.shape], spec.dtype, vdevices[spec.scope])
+
+    scope_sets: dict[str, set] = {}
+    for step in plan.steps:
+        scope_sets.setdefault(step.func, set()).add(tuple(plan.tensors[a].scope for a in step.args))
+    bb = relax.BlockBuilder()
+    funcs: dict[tuple, relax.GlobalVar] = {}
+    names = plan.inputs + param_order(plan)
+    params = [relax.Var(name, sinfo(name)) for name in names]
+    values = dict(zip(names, params))
+    with bb.function("main", params):
+        for step in plan.steps:
+            scopes = tuple(plan.tensors[a].scope for a in step.args)
+            if (step.func, scopes) not in funcs:
+                func = lowered[step.func]
+                if any(scope != "global" for scope in scopes):
+                    func = specialize_scopes(func, list(scopes), tvm_target)
+                # A kernel's name comes from its function's: the plan's, unless one function has two scope sets.
+                name = step.func if len(scope_sets[step.func]) == 1 else step.program
+                funcs[(step.func, scopes)] = bb.add_func(func.with_attr("global_symbol", name), name)
+            # A step's arguments are its inputs, then its outputs: the tensors no earlier step made (the plan is SSA).
+            outputs = [a for a in step.args if a not in values]
+            inputs = [values[a] for a in step.args[:len(step.args) - len(outputs)]]
+            out_sinfo = [sinfo(o) for o in outputs]
+            call = relax.call_tir(funcs[(step.func, scopes)], inputs, out_sinfo if len(out_sinfo) > 1 else out_sinfo[0])
+            result = bb.emit(call)
+            if len(outputs) == 1:
+                values[outputs[0]] = result
+            else:
+                for index, name in enumerate(outputs):
+                    values[name] = bb.emit(relax.TupleGetItem(result, index))
+        missing = [o for o in plan.outputs if o not in values]
+        if missing:
+            raise AdrenoError(f"outputs {missing} are computed by no step; no host library can return them")
+        results = [values[o] for o in plan.outputs]
+        bb.emit_func_output(results[0] if len(results) == 1 else relax.Tuple(results))
+    module = bb.get()
+    module.update_global_info("vdevice", list(vdevices.values()))
+    return module
+
+
+def texture_allocations_pass():
+    """A Relax pass that gives each texture-scoped tensor its own image storage (after CallTIRRewrite).
+
+    TVM's memory lowering (StaticPlanBlockMemory, LowerAllocTensor) turns every `R.builtin.alloc_tensor` into a
+    byte buffer and drops its scope. A texture one becomes instead `vm.builtin.alloc_storage(shape, 0, dtype,
+    scope)` (the allocator makes an image of the tensor's geometry) and a scoped `vm.builtin.alloc_tensor` view of
+    it; the VM frees it after its last use (KillAfterLastUse), and the allocator's pool reuses the image."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.expr_functor import PyExprMutator, mutator
+
+    from .layout import TEXTURE_SCOPES
+
+    alloc_tensor = tvm.ir.Op.get("relax.builtin.alloc_tensor")
+
+    @mutator
+    class TextureAllocations(PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if call.op != alloc_tensor or str(call.args[3].value) not in TEXTURE_SCOPES:
+                return call
+            shape, dtype, scope = call.args[0], call.args[1], call.args[3]
+            storage = self.builder_.emit(relax.op.call_builtin_with_ctx(
+                "vm.builtin.alloc_storage", [shape, relax.prim_value(tvm.tirx.IntImm("int64", 0)), dtype, scope],
+                ty_args=relax.ObjectType()))
+            return relax.Call(relax.ExternFunc("vm.builtin.alloc_tensor"),
+                              [storage, relax.prim_value(tvm.tirx.IntImm("int64", 0)), shape, dtype, scope],
+                              ty_args=[relax.TensorType(shape.values, dtype.value)])
+
+    @tvm.transform.module_pass(opt_level=0, name="AdrenoTextureAllocations")
+    def rewrite(module, _context):
+        for gvar, func in list(module.functions.items()):
+            if isinstance(func, relax.Function):
+                module[gvar] = TextureAllocations().visit_expr(func)
+        return module
+
+    return rewrite
+
+
+def export_host_library(lowered, plan: Plan, tvm_target, out_dir: Path, host: str, cc: str | None) -> str:
+    """Build the plan's VM executable and export it: `lib.so` where a compiler for the host is available (the
+    host's own for --host native; `--cc`/$TVM_NDK_CC, an Android NDK clang, for --host android), otherwise
+    `lib.tar` with the aarch64 objects, to be linked with the NDK later."""
+    import tvm
+    from tvm.relax.backend.adreno import pipeline
+
+    from .texture.tir import register_pipeline
+
+    module = plan_module(lowered, plan, tvm_target)
+    with tvm_target:
+        vm_module = tvm.transform.Sequential(pipeline.dataflow_lower_passes(tvm_target) + [texture_allocations_pass()]
+                                             + pipeline.finalize_passes(tvm_target))(module)
+    executable = tvm.compile(vm_module, target=tvm_target, relax_pipeline=None, tir_pipeline=register_pipeline())
+    cc = cc or os.environ.get("TVM_NDK_CC")
+    if host == "native":
+        executable.export_library(str(out_dir / "lib.so"), **({"cc": cc} if cc else {}))
+        return "lib.so"
+    if cc:
+        if not shutil.which(cc) and not Path(cc).is_file():
+            raise AdrenoError(f"compiler {cc!r} not found (from --cc or $TVM_NDK_CC); give the path of the NDK's "
+                              "aarch64-linux-android<API>-clang")
+        executable.export_library(str(out_dir / "lib.so"), fcompile=_cross_compiler(cc))
+        return "lib.so"
+    executable.export_library(str(out_dir / "lib.tar"))
+    return "lib.tar"
+
+
+def _cross_compiler(cc: str):
+    from tvm.support import cc as tvm_cc  # TVM 0.27 moved it here from tvm.contrib
+
+    return tvm_cc.cross_compiler(cc, options=["-shared", "-fPIC"])
