@@ -143,8 +143,8 @@ def tuned_configs(records: str | None, precision: str, target: str) -> TunedConf
 
 def _io_entries(plan: Plan, tensors: list[str], onnx_names: list[str]) -> dict:
     """The model's inputs or outputs under their ONNX names (what the user's .npz files use), each with the plan
-    tensor that holds it: the importer renames inputs that are not identifiers (`0` -> `input_0`) and outputs are
-    bindings (`gv`)."""
+    tensor that holds it: names that are not C identifiers are renamed before import (`adreno.identifiers`: `0` ->
+    `input_0`, `gpu_0/data_0` -> `gpu_0_data_0`) and outputs are bindings (`gv`)."""
     names = onnx_names if len(onnx_names) == len(tensors) else tensors
     return {name: {"tensor": t, "shape": plan.tensors[t].shape, "dtype": plan.tensors[t].dtype}
             for name, t in zip(names, tensors)}

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import onnx_decompose, onnx_rewrites
 from .errors import TVM_ERRORS, DynamicShapeError, ModelError, UnsupportedOpError
+from .identifiers import identifiers
 from .paths import regular_file
 
 
@@ -173,10 +174,11 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None):
         return None
     shapes = {name: shape for name, shape in shapes.items() if name not in (empty.inputs if empty else ())}
     model = onnx_decompose.decompose(onnx_rewrites.rewrite(model, shapes), shapes)
+    model, shapes = identifiers(model, shapes)  # kernel argument names: `gpu_0/data_0` -> `gpu_0_data_0`
     failure = None
     # the importer prints "Error converting operator ..." on stdout before it raises: our error says it in one line
     with quiet_stderr(), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "Renaming name 0 to input_0": the artifact maps the names back
+        warnings.simplefilter("ignore")  # "Input x has unknown dimension shapes", ...: the shapes are static here
         try:
             mod = from_onnx(model, shape_dict=shapes, keep_params_in_input=True)
         except (*TVM_ERRORS, KeyError, IndexError, AttributeError, AssertionError) as err:
