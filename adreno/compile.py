@@ -23,6 +23,7 @@ from .bind import bind_inputs, bound_entries
 from .empty import EmptyTensors
 from .errors import AdrenoError, UnsupportedOpError
 from .frontend import graph_inputs, load_model, to_relax
+from .native_log import summarised_stderr
 from .options import CompileOptions
 from .plan import bindings, extract_plan
 from .records import TunedConfigs
@@ -194,7 +195,8 @@ def lower_relax(mod, tvm_target, schedules: str = "adreno", memory: str = "buffe
             from .winograd import rewrite_pass
 
             passes = [rewrite_pass(winograd, schedule_config)] + passes
-        lowered = tvm.transform.Sequential(passes)(mod)
+        with summarised_stderr():  # legalization's C++ warnings, once per Gather (adreno.native_log)
+            lowered = tvm.transform.Sequential(passes)(mod)
     if schedules == "none":
         return lowered
     call_tir = tvm.ir.Op.get("relax.call_tir")

@@ -10,14 +10,13 @@ import gc
 import io
 import math
 import os
-import sys
-import tempfile
 import warnings
 from pathlib import Path
 
 from . import onnx_decompose, onnx_rewrites
 from .errors import TVM_ERRORS, DynamicShapeError, ModelError, UnsupportedOpError
 from .identifiers import identifiers
+from .native_log import quiet_stderr
 from .paths import regular_file
 
 
@@ -178,7 +177,7 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None):
     failure = None
     # the importer prints "Error converting operator ..." on stdout before it raises: our error says it in one line
     with quiet_stderr(), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "Input x has unknown dimension shapes", ...: the shapes are static here
+        warnings.simplefilter("ignore")  # renamings, unknown dimensions: about the graph we give it, static here
         try:
             mod = from_onnx(model, shape_dict=shapes, keep_params_in_input=True)
         except (*TVM_ERRORS, KeyError, IndexError, AttributeError, AssertionError) as err:
@@ -194,20 +193,6 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None):
     return relax.transform.FoldBatchnormToConv2D()(mod)
 
 
-@contextlib.contextmanager
-def quiet_stderr():
-    """Silence file descriptor 2 for the block: TVM's C++ runtime logs warnings there (a failed import's
-    `BlockBuilder destroyed with remaining blocks!`), which would follow our one-line error as a second line."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as sink:
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
 def conv_nodes(model) -> list[tuple]:
     """Every Conv node of an ONNX model with static shapes, in graph order, as (node, attributes, input shape,
     weight shape, output shape) from ONNX shape inference: what benchmarks and occupancy tables list per layer."""

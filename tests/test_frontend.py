@@ -105,12 +105,38 @@ def test_runtime_parameter_is_one_line_error(tmp_path, op, label):
 
 def test_quiet_stderr_silences_native_writes(capfd):
     """What C++ code writes to file descriptor 2 inside the block is dropped; Python's stderr works after it."""
-    from adreno.frontend import quiet_stderr
+    from adreno.native_log import quiet_stderr
 
     with quiet_stderr():
         os.write(2, b"BlockBuilder destroyed with remaining blocks!\n")
     os.write(2, b"after\n")
     assert capfd.readouterr().err == "after\n"
+
+
+def test_summarised_stderr_drops_the_harmless_and_shows_the_rest_once(capfd):
+    """A TVM warning we do not know is one line with its count (glog's timestamps differ between repeats), the
+    harmless one is gone, and what was captured comes out even when the block raises."""
+    from adreno.native_log import summarised_stderr
+
+    with pytest.raises(ValueError), summarised_stderr():
+        for second in range(3):
+            os.write(2, f"[02:41:3{second}] transform.h:1261: Warning: Fast mode segfaults when there are "
+                        "out-of-bounds indices. Make sure input indices are in bound\n".encode())
+            os.write(2, f"[02:41:3{second}] pass.cc:7: Warning: something new\n".encode())
+        raise ValueError
+    assert capfd.readouterr().err == "pass.cc:7: Warning: something new (3 times)\n"
+
+
+@pytest.mark.parametrize("memory", ["buffer", "texture"])
+def test_a_compile_with_gather_prints_nothing(memory, tmp_path, capfd):
+    """The importer makes every Gather a `take` in TVM's fast mode, whose legalization warns on stderr from C++
+    (twice for this one Gather); a compile prints nothing."""
+    from adreno.compile import compile_model
+    from adreno.options import CompileOptions
+
+    model = one_node("Gather", {"x": [1, 4, 8]}, {"y": [1, 3, 8]}, {"idx": np.array([2, 0, -1])}, axis=1)
+    compile_model(model, tmp_path / "art", CompileOptions(memory=memory))
+    assert capfd.readouterr().err == ""
 
 
 def one_node(op: str, inputs: dict, outputs: dict, weights: dict | None = None, **attrs) -> onnx.ModelProto:
