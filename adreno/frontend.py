@@ -184,7 +184,7 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None):
         try:
             mod = from_onnx(model, shape_dict=shapes, keep_params_in_input=True)
         except (*TVM_ERRORS, KeyError, IndexError, AttributeError, AssertionError) as err:
-            message = str(err).strip() or "no message"  # TVM asserts without one (Upsample of a 3-D tensor)
+            message = str(err).strip() or "no message"  # a bare `assert` in a converter has none
             failure = f"the ONNX importer failed: {type(err).__name__}: {message.splitlines()[0]}"
         gc.collect()  # the failed import's BlockBuilder warns when destroyed: let that happen while stderr is quiet
     if failure:

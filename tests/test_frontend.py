@@ -280,6 +280,7 @@ def test_names_that_are_not_identifiers_build_and_keep_the_model_names(memory, t
     manifest = json.loads((tmp_path / "art" / "manifest.json").read_text())
     assert list(manifest["inputs"]) == ["gpu_0/data_0", "a/b", "a_b"]
     assert list(manifest["outputs"]) == ["out:0", "relu.1"]
+    assert (manifest["textures"]["image_tensors"] > 0) == (memory == "texture")  # the conv's tensors are images
     adreno("run", tmp_path / "art", "--input", tmp_path / "x.npz", "--output", tmp_path / "y.npz", "--check",
            "--repeat", "1", "-q")
     expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
@@ -287,3 +288,31 @@ def test_names_that_are_not_identifiers_build_and_keep_the_model_names(memory, t
         assert saved.files == ["out:0", "relu.1"]
         for name, value in zip(saved.files, expected):
             np.testing.assert_allclose(saved[name], value, rtol=1e-4, atol=1e-4)
+
+
+def test_bind_and_input_shape_take_the_model_names(tmp_path, rng, pocl_device):
+    """`--bind` and `--input-shape` name inputs as the model does, also where the kernels see other names."""
+    import json
+
+    import onnxruntime as ort
+
+    from adreno.compile import compile_model
+    from adreno.opencl.executor import Executor
+    from adreno.options import CompileOptions
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["gpu_0/data_0"], ["r"]), helper.make_node("Reshape", ["r", "shape:0"], ["out/0"])],
+        "bound", [helper.make_tensor_value_info("gpu_0/data_0", TensorProto.FLOAT, ["n", 6]),
+                  helper.make_tensor_value_info("shape:0", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("out/0", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    shape = np.array([3, 4], np.int64)
+    artifact = compile_model(model, tmp_path / "art", CompileOptions(memory="buffer",
+                             input_shapes={"gpu_0/data_0": [2, 6]}), bind={"shape:0": shape})
+    manifest = json.loads((artifact / "manifest.json").read_text())
+    assert list(manifest["inputs"]) == ["gpu_0/data_0"] and list(manifest["bound"]) == ["shape:0"]
+    x = rng.standard_normal((2, 6)).astype(np.float32)
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"gpu_0/data_0": x, "shape:0": shape})
+    np.testing.assert_allclose(Executor(artifact, pocl_device).run([x])[0], expected[0], rtol=1e-6)
