@@ -3,7 +3,9 @@
 TVM's importer has one Resize converter, written for opset 18's full-rank inputs (X, roi, scales, sizes); its
 Upsample converter reads the scales from an attribute, which only opset 7 has. So, once every parameter is a
 constant (`constfold`):
-- Upsample(X, scales) (opsets 9) becomes Resize(X, "", scales) with Upsample's coordinates (asymmetric, floor);
+- Upsample(X, scales) (opset 9), or Upsample(X) with a `scales` attribute (opsets 7, 8; the importer's own
+  converter rounds nearest's coordinates instead of flooring them), becomes Resize(X, "", scales) with Upsample's
+  coordinates (asymmetric, floor);
 - opset 10's Resize(X, scales) gets the empty roi its inputs lack;
 - Resize with an `axes` attribute gets full-rank scales, sizes and roi (the other axes unchanged);
 - Resize with sizes and keep_aspect_ratio_policy not_larger/not_smaller gets the sizes the policy gives."""
@@ -16,6 +18,8 @@ import numpy as np
 def canonicalise(graph, constants: dict[str, np.ndarray], shapes: dict[str, tuple]) -> None:
     """Rewrite the graph's Upsample and Resize nodes in place (see the module doc)."""
     for node in graph.node:
+        if node.op_type == "Upsample" and len(node.input) == 1:  # opsets 7, 8: scales is an attribute
+            _scales_input(graph, node, constants)
         if node.op_type == "Upsample" and len(node.input) > 1 and node.input[1] in constants:
             _upsample_to_resize(node)
         if node.op_type != "Resize":
@@ -25,6 +29,20 @@ def canonicalise(graph, constants: dict[str, np.ndarray], shapes: dict[str, tupl
         rank = len(shapes.get(node.input[0], ()))
         if rank:
             _full_rank(graph, node, constants, shapes[node.input[0]])
+
+
+def _scales_input(graph, node, constants: dict[str, np.ndarray]) -> None:
+    """Opset 7's `scales` attribute as opset 9's constant input (an attribute-less node is left to the checks)."""
+    from onnx import helper, numpy_helper
+
+    scales = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "scales"), None)
+    if scales is None:
+        return
+    name = f"{node.name or node.output[0]}_scales"
+    value = np.array(scales, np.float32)
+    graph.initializer.append(numpy_helper.from_array(value, name))
+    constants[name] = value
+    node.input.append(name)
 
 
 def _upsample_to_resize(node) -> None:

@@ -23,6 +23,7 @@ from .empty import EmptyTensors
 from .errors import AdrenoError, UnsupportedOpError
 from .frontend import graph_inputs, load_model, to_relax
 from .host_library import export_host_library
+from .native_log import summarised_stderr
 from .options import CompileOptions
 from .plan import bindings, extract_plan
 from .records import TunedConfigs
@@ -143,8 +144,8 @@ def tuned_configs(records: str | None, precision: str, target: str) -> TunedConf
 
 def _io_entries(plan: Plan, tensors: list[str], onnx_names: list[str]) -> dict:
     """The model's inputs or outputs under their ONNX names (what the user's .npz files use), each with the plan
-    tensor that holds it: the importer renames inputs that are not identifiers (`0` -> `input_0`) and outputs are
-    bindings (`gv`)."""
+    tensor that holds it: names that are not C identifiers are renamed before import (`adreno.identifiers`: `0` ->
+    `input_0`, `gpu_0/data_0` -> `gpu_0_data_0`) and outputs are bindings (`gv`)."""
     names = onnx_names if len(onnx_names) == len(tensors) else tensors
     return {name: {"tensor": t, "shape": plan.tensors[t].shape, "dtype": plan.tensors[t].dtype}
             for name, t in zip(names, tensors)}
@@ -194,7 +195,8 @@ def lower_relax(mod, tvm_target, schedules: str = "adreno", memory: str = "buffe
             from .winograd import rewrite_pass
 
             passes = [rewrite_pass(winograd, schedule_config)] + passes
-        lowered = tvm.transform.Sequential(passes)(mod)
+        with summarised_stderr():  # legalization's C++ warnings, once per Gather (adreno.native_log)
+            lowered = tvm.transform.Sequential(passes)(mod)
     if schedules == "none":
         return lowered
     call_tir = tvm.ir.Op.get("relax.call_tir")

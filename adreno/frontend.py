@@ -10,13 +10,13 @@ import gc
 import io
 import math
 import os
-import sys
-import tempfile
 import warnings
 from pathlib import Path
 
-from . import onnx_decompose, onnx_rewrites
+from . import old_opsets, onnx_decompose, onnx_rewrites
 from .errors import TVM_ERRORS, DynamicShapeError, ModelError, UnsupportedOpError
+from .identifiers import identifiers
+from .native_log import quiet_stderr
 from .paths import regular_file
 
 
@@ -137,6 +137,9 @@ UNSUPPORTED_FORMS = (
      lambda attrs, outputs: attrs.get("coordinate_transformation_mode", b"half_pixel") not in (
          b"half_pixel", b"half_pixel_symmetric", b"pytorch_half_pixel", b"align_corners", b"asymmetric",
          b"tf_half_pixel_for_nn", b"tf_crop_and_resize")),
+    ("Upsample", "is opset 1's experimental form (height_scale, width_scale), which neither TVM nor onnxruntime "
+     "runs; convert the model to opset 9 (onnx.version_converter)",
+     lambda attrs, outputs: "height_scale" in attrs or "width_scale" in attrs),
 )
 
 
@@ -172,15 +175,17 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None):
     if not model.graph.output:
         return None
     shapes = {name: shape for name, shape in shapes.items() if name not in (empty.inputs if empty else ())}
-    model = onnx_decompose.decompose(onnx_rewrites.rewrite(model, shapes), shapes)
+    model = old_opsets.current_forms(onnx_decompose.decompose(onnx_rewrites.rewrite(model, shapes), shapes))
+    model, shapes = identifiers(model, shapes)  # kernel argument names: `gpu_0/data_0` -> `gpu_0_data_0`
     failure = None
     # the importer prints "Error converting operator ..." on stdout before it raises: our error says it in one line
     with quiet_stderr(), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "Renaming name 0 to input_0": the artifact maps the names back
+        warnings.simplefilter("ignore")  # renamings, unknown dimensions: about the graph we give it, static here
         try:
             mod = from_onnx(model, shape_dict=shapes, keep_params_in_input=True)
         except (*TVM_ERRORS, KeyError, IndexError, AttributeError, AssertionError) as err:
-            failure = f"the ONNX importer failed: {type(err).__name__}: {str(err).strip().splitlines()[0]}"
+            message = str(err).strip() or "no message"  # a bare `assert` in a converter has none
+            failure = f"the ONNX importer failed: {type(err).__name__}: {message.splitlines()[0]}"
         gc.collect()  # the failed import's BlockBuilder warns when destroyed: let that happen while stderr is quiet
     if failure:
         raise ModelError(failure)
@@ -192,20 +197,6 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None):
     return relax.transform.FoldBatchnormToConv2D()(mod)
 
 
-@contextlib.contextmanager
-def quiet_stderr():
-    """Silence file descriptor 2 for the block: TVM's C++ runtime logs warnings there (a failed import's
-    `BlockBuilder destroyed with remaining blocks!`), which would follow our one-line error as a second line."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as sink:
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
 def conv_nodes(model) -> list[tuple]:
     """Every Conv node of an ONNX model with static shapes, in graph order, as (node, attributes, input shape,
     weight shape, output shape) from ONNX shape inference: what benchmarks and occupancy tables list per layer."""

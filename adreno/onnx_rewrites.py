@@ -174,6 +174,9 @@ def _exact_resize(model, node, shapes: dict[str, list[int]], prefix: str) -> lis
     label = f"node {node.name or '#' + prefix[len('resize'):]} (Resize)"
     if _attr(node, "antialias") and mode == "nearest":
         raise UnsupportedOpError(f"{label}: antialias=1 with mode nearest is undefined in ONNX; use antialias=0")
+    if _resizes_batch_or_channel(model, node, x_shape):
+        raise UnsupportedOpError(f"{label} resizes the batch or channel axis, which TVM 0.27's Resize leaves as they "
+                                 "are; resize the spatial axes only")
     ours = antialias or coords == "half_pixel_symmetric"  # forms TVM 0.27 lacks: only this rewrite computes them
     if x_shape is None or len(x_shape) != 4 or coords == "tf_crop_and_resize" or (roi is not None and roi.size):
         return _refused(label, ours, "a 4-D input of static shape and no roi")
@@ -230,6 +233,18 @@ def _exact_resize(model, node, shapes: dict[str, list[int]], prefix: str) -> lis
         return [helper.make_node("Identity", [node.input[0]], [node.output[0]])]
     nodes[-1].output[0] = node.output[0]
     return nodes
+
+
+def _resizes_batch_or_channel(model, node, x_shape: list[int] | None) -> bool:
+    """Whether the full-rank constant scales or sizes (`canonical` made them full rank) change axis 0 or 1: TVM's
+    converter resizes the spatial axes only and would return them unchanged, a wrong shape."""
+    if x_shape is None or _attr(node, "axes") is not None:
+        return False
+    scales = _constant(model, node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    sizes = _constant(model, node.input[3]) if len(node.input) > 3 and node.input[3] else None
+    if scales is not None and scales.size == len(x_shape):
+        return bool(np.any(scales[:2] != 1))
+    return sizes is not None and sizes.size == len(x_shape) and [int(v) for v in sizes[:2]] != list(x_shape[:2])
 
 
 def _refused(label: str, ours: bool, needs: str) -> None:

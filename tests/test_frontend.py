@@ -105,12 +105,38 @@ def test_runtime_parameter_is_one_line_error(tmp_path, op, label):
 
 def test_quiet_stderr_silences_native_writes(capfd):
     """What C++ code writes to file descriptor 2 inside the block is dropped; Python's stderr works after it."""
-    from adreno.frontend import quiet_stderr
+    from adreno.native_log import quiet_stderr
 
     with quiet_stderr():
         os.write(2, b"BlockBuilder destroyed with remaining blocks!\n")
     os.write(2, b"after\n")
     assert capfd.readouterr().err == "after\n"
+
+
+def test_summarised_stderr_drops_the_harmless_and_shows_the_rest_once(capfd):
+    """A TVM warning we do not know is one line with its count (glog's timestamps differ between repeats), the
+    harmless one is gone, and what was captured comes out even when the block raises."""
+    from adreno.native_log import summarised_stderr
+
+    with pytest.raises(ValueError), summarised_stderr():
+        for second in range(3):
+            os.write(2, f"[02:41:3{second}] transform.h:1261: Warning: Fast mode segfaults when there are "
+                        "out-of-bounds indices. Make sure input indices are in bound\n".encode())
+            os.write(2, f"[02:41:3{second}] pass.cc:7: Warning: something new\n".encode())
+        raise ValueError
+    assert capfd.readouterr().err == "pass.cc:7: Warning: something new (3 times)\n"
+
+
+@pytest.mark.parametrize("memory", ["buffer", "texture"])
+def test_a_compile_with_gather_prints_nothing(memory, tmp_path, capfd):
+    """The importer makes every Gather a `take` in TVM's fast mode, whose legalization warns on stderr from C++
+    (twice for this one Gather); a compile prints nothing."""
+    from adreno.compile import compile_model
+    from adreno.options import CompileOptions
+
+    model = one_node("Gather", {"x": [1, 4, 8]}, {"y": [1, 3, 8]}, {"idx": np.array([2, 0, -1])}, axis=1)
+    compile_model(model, tmp_path / "art", CompileOptions(memory=memory))
+    assert capfd.readouterr().err == ""
 
 
 def one_node(op: str, inputs: dict, outputs: dict, weights: dict | None = None, **attrs) -> onnx.ModelProto:
@@ -202,3 +228,91 @@ def test_importer_failure_is_one_line_and_nothing_else(tmp_path):
     assert result.stdout == ""
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: the ONNX importer failed: ValueError: Resize2D"), lines
+
+
+def unidentifiable_names(rng) -> onnx.ModelProto:
+    """Names that are not C identifiers where they reach the kernels: the input `gpu_0/data_0` (ONNX's ResNet-50),
+    `a/b` and `a_b`, which sanitise to the same identifier, a conv weight `conv/w`, an intermediate `relu/0` and
+    outputs `out:0` and `relu.1`, as TensorFlow converters name them."""
+    weight = numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype(np.float32), "conv/w")
+    nodes = [helper.make_node("Relu", ["gpu_0/data_0"], ["relu/0"], name="relu"),
+             helper.make_node("Conv", ["relu/0", "conv/w"], ["conv:0"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["conv:0", "a/b"], ["sum"], name="add"),
+             helper.make_node("Sub", ["sum", "a_b"], ["out:0"], name="sub"),
+             helper.make_node("Relu", ["a/b"], ["relu.1"], name="relu_b")]
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4, 8, 8]) for n in ("gpu_0/data_0", "a/b", "a_b")]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4, 8, 8]) for n in ("out:0", "relu.1")]
+    model = helper.make_model(helper.make_graph(nodes, "names", inputs, outputs, [weight]),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def test_identifier_renaming_keeps_identifiers_and_deduplicates():
+    """`a_b` is an identifier and keeps its name; `a/b` becomes the next free one, a leading digit gets `input_`."""
+    from adreno.identifiers import identifiers
+
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Add", ["a/b", "a_b"], ["0"])], "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in ("a/b", "a_b")],
+        [helper.make_tensor_value_info("0", TensorProto.FLOAT, [2])]))
+    renamed, shapes = identifiers(model, {"a/b": [2], "a_b": [2]})
+    assert [i.name for i in renamed.graph.input] == ["a_b_1", "a_b"]
+    assert list(renamed.graph.node[0].input) == ["a_b_1", "a_b"] and renamed.graph.output[0].name == "input_0"
+    assert shapes == {"a_b_1": [2], "a_b": [2]}
+    assert [i.name for i in model.graph.input] == ["a/b", "a_b"]  # the caller's model is untouched
+
+
+@pytest.mark.parametrize("memory", ["buffer", "texture"])
+def test_names_that_are_not_identifiers_build_and_keep_the_model_names(memory, tmp_path, rng):
+    """The kernels build (the names reached the OpenCL signatures as written before), `run --check` passes, the
+    manifest, `--input` and `--output` use the model's names."""
+    import json
+
+    import onnxruntime as ort
+
+    model = unidentifiable_names(rng)
+    onnx.save(model, tmp_path / "names.onnx")
+    feeds = {n: rng.standard_normal((1, 4, 8, 8)).astype(np.float32) for n in ("gpu_0/data_0", "a/b", "a_b")}
+    np.savez(tmp_path / "x.npz", **feeds)
+    adreno("compile", tmp_path / "names.onnx", "--memory", memory, "-o", tmp_path / "art", "-q")
+    manifest = json.loads((tmp_path / "art" / "manifest.json").read_text())
+    assert list(manifest["inputs"]) == ["gpu_0/data_0", "a/b", "a_b"]
+    assert list(manifest["outputs"]) == ["out:0", "relu.1"]
+    assert (manifest["textures"]["image_tensors"] > 0) == (memory == "texture")  # the conv's tensors are images
+    adreno("run", tmp_path / "art", "--input", tmp_path / "x.npz", "--output", tmp_path / "y.npz", "--check",
+           "--repeat", "1", "-q")
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    with np.load(tmp_path / "y.npz") as saved:
+        assert saved.files == ["out:0", "relu.1"]
+        for name, value in zip(saved.files, expected):
+            np.testing.assert_allclose(saved[name], value, rtol=1e-4, atol=1e-4)
+
+
+def test_bind_and_input_shape_take_the_model_names(tmp_path, rng, pocl_device):
+    """`--bind` and `--input-shape` name inputs as the model does, also where the kernels see other names."""
+    import json
+
+    import onnxruntime as ort
+
+    from adreno.compile import compile_model
+    from adreno.opencl.executor import Executor
+    from adreno.options import CompileOptions
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["gpu_0/data_0"], ["r"]), helper.make_node("Reshape", ["r", "shape:0"], ["out/0"])],
+        "bound", [helper.make_tensor_value_info("gpu_0/data_0", TensorProto.FLOAT, ["n", 6]),
+                  helper.make_tensor_value_info("shape:0", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("out/0", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    shape = np.array([3, 4], np.int64)
+    artifact = compile_model(model, tmp_path / "art", CompileOptions(memory="buffer",
+                             input_shapes={"gpu_0/data_0": [2, 6]}), bind={"shape:0": shape})
+    manifest = json.loads((artifact / "manifest.json").read_text())
+    assert list(manifest["inputs"]) == ["gpu_0/data_0"] and list(manifest["bound"]) == ["shape:0"]
+    x = rng.standard_normal((2, 6)).astype(np.float32)
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"gpu_0/data_0": x, "shape:0": shape})
+    np.testing.assert_allclose(Executor(artifact, pocl_device).run([x])[0], expected[0], rtol=1e-6)
