@@ -22,7 +22,7 @@ from .bind import bind_inputs, bound_entries
 from .empty import EmptyTensors
 from .errors import AdrenoError, UnsupportedOpError
 from .frontend import graph_inputs, load_model, to_relax
-from .host_library import export_host_library
+from .host_library import export_host_library, param_order
 from .native_log import summarised_stderr
 from .options import CompileOptions
 from .plan import bindings, extract_plan
@@ -117,6 +117,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "refused": [str(r) for r in refusals],
             "host": host,
             "host_library": library,
+            "host_params": param_order(plan) if library else [],  # main(*inputs, *these) (adreno.host_library)
             "adreno_version": __version__,
             "tvm_version": tvm.__version__,
             "compiled_on": platform.node(),

@@ -19,7 +19,6 @@ import numpy as np
 from ..artifact import Artifact
 from ..errors import TVM_ERRORS, ArtifactError, DeviceError
 from ..opencl.device import DeviceIdentity, select_device
-from ..host_library import param_order
 from ..opencl.executor import Profile, kernel_timings
 from . import plugin
 
@@ -98,13 +97,16 @@ class VmExecutor:
         self._params = self._upload_params()
 
     def _upload_params(self) -> list:
-        """The weights `main` takes after the inputs (`adreno.host_library.param_order`), uploaded once, each in its
-        plan scope (an image for a texture scope)."""
+        """The weights `main` takes after the inputs (manifest `host_params`, `adreno.host_library.param_order`),
+        uploaded once, each in its plan scope (an image for a texture scope)."""
         import tvm
 
         plan, arrays = self.artifact.plan, self.artifact.params()
+        if "host_params" not in self.artifact.manifest:
+            raise ArtifactError(f"{self.artifact.path} was compiled by an adreno whose host library embeds its "
+                                "weights; recompile it")
         tensors = []
-        for name in param_order(plan):
+        for name in self.artifact.manifest["host_params"]:
             spec = plan.tensors[name]
             scope = None if spec.scope == "global" else spec.scope
             tensor = tvm.runtime.empty(tuple(spec.shape), spec.dtype, self._tvm_device, mem_scope=scope)

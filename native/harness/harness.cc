@@ -6,7 +6,8 @@
 // 1. loads TVM's OpenCL plugin (dlopen; an app links it instead) and the artifact's host library (lib.so);
 // 2. with --blob, offers the program binaries of an earlier start when the file is for this device and these
 //    kernels and its checksum holds (blob_file.h); anything else is rejected and the programs are built from source;
-// 3. runs the Relax VM's `main` on the inputs (ONNX names, as in manifest.json; order from plan.json) and writes
+// 3. loads the weights from params.npz once, each in its plan scope (an image for a texture scope), and
+//    runs the Relax VM's `main` (inputs, then the weights in manifest.json's host_params order) on the inputs (ONNX names, as in manifest.json; order from plan.json) and writes
 //    each output to DIR/<output name>.npy;
 // 4. after a start that built anything from source, writes the binaries to --blob for the next start (atomically);
 // 5. prints one JSON line: the start's stages in milliseconds, where the programs came from, and the outputs.
@@ -31,6 +32,7 @@
 #include "atomic_file.h"
 #include "blob_file.h"
 #include "npy.h"
+#include "weights.h"
 
 namespace ffi = tvm::ffi;
 using adreno_harness::NpyArray;
@@ -285,6 +287,32 @@ int Run(const Options& o) {
                              [&](const Port& p) { return p.name == given.first || p.tensor == given.first; });
     if (!known) throw UsageError("--input " + given.first + ": the model has no input of that name");
   }
+  stage = std::chrono::steady_clock::now();
+  auto order = manifest.find(ffi::String("host_params"));
+  if (order == manifest.end()) {
+    throw std::runtime_error(o.artifact + " was compiled by an adreno whose host library embeds its weights; "
+                             "recompile it");
+  }
+  std::map<std::string, NpyArray> weights = adreno_harness::ReadNpz(o.artifact + "/params.npz");
+  ffi::json::Object tensors = Member<ffi::json::Object>(plan, "tensors", "plan.json");
+  for (const ffi::Any& item : (*order).second.cast<ffi::json::Array>()) {
+    std::string name = item.cast<ffi::String>();
+    auto weight = weights.find(name);
+    if (weight == weights.end()) throw std::runtime_error(o.artifact + "/params.npz has no " + name);
+    ffi::json::Object spec = Member<ffi::json::Object>(tensors, name.c_str(), "plan.json tensors");
+    std::string scope = Member<ffi::String>(spec, "scope", "plan.json tensor " + name);
+    if (Member<ffi::String>(spec, "dtype", "plan.json tensor " + name) != weight->second.dtype) {
+      throw std::runtime_error(name + " in params.npz is " + weight->second.dtype + ", the plan says otherwise");
+    }
+    ffi::Optional<ffi::String> mem_scope = std::nullopt;
+    if (scope != "global") mem_scope = ffi::String(scope);
+    tvm::runtime::Tensor tensor = tvm::runtime::Tensor::Empty(ffi::Shape(weight->second.shape),
+                                                              DataType(weight->second.dtype), device, mem_scope);
+    tensor.CopyFromBytes(weight->second.data.data(), weight->second.data.size());
+    args.push_back(tensor);
+  }
+  weights.clear();
+  double weights_ms = Ms(stage);
   ffi::Function main = vm->GetFunction("main").value();
   std::vector<ffi::AnyView> views(args.begin(), args.end());
   auto call = [&]() {
@@ -337,9 +365,11 @@ int Run(const Options& o) {
     written += (i ? ", " : "") + JsonString(outputs[i].name) + ": " + JsonString(path);
   }
   std::sort(runs.begin(), runs.end());
-  std::printf("{\"device\": %s, \"plugin_ms\": %.3f, \"load_ms\": %.3f, \"blob_ms\": %.3f, \"first_run_ms\": %.3f, "
-              "\"start_ms\": %.3f, \"median_ms\": %s, \"blob\": %s, \"programs\": %s, \"outputs\": {%s}}\n",
-              JsonString(identity).c_str(), plugin_ms, load_ms, blob_ms, first_run_ms, plugin_ms + load_ms + blob_ms + first_run_ms,
+  std::printf("{\"device\": %s, \"plugin_ms\": %.3f, \"load_ms\": %.3f, \"blob_ms\": %.3f, \"weights_ms\": %.3f, "
+              "\"first_run_ms\": %.3f, \"start_ms\": %.3f, \"median_ms\": %s, \"blob\": %s, \"programs\": %s, "
+              "\"outputs\": {%s}}\n",
+              JsonString(identity).c_str(), plugin_ms, load_ms, blob_ms, weights_ms, first_run_ms,
+              plugin_ms + load_ms + blob_ms + weights_ms + first_run_ms,
               runs.empty() ? "null" : std::to_string(runs[runs.size() / 2]).c_str(), JsonString(blob_state).c_str(),
               JsonString(stats).c_str(), written.c_str());
   return 0;

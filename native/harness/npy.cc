@@ -2,8 +2,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <stdexcept>
 
@@ -39,10 +37,9 @@ size_t DtypeBytes(const std::string& dtype) {
   throw std::invalid_argument("dtype " + dtype + " is not one the harness reads or writes");
 }
 
-NpyArray ReadNpy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open it");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+NpyArray ReadNpy(const std::string& path) { return ParseNpy(ReadFile(path), path); }
+
+NpyArray ParseNpy(const std::string& bytes, const std::string& path) {
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) throw std::runtime_error(path + ": not a .npy file");
   const int major = static_cast<unsigned char>(bytes[6]);
   size_t header_len = 0, start = 0;

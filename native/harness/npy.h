@@ -18,8 +18,9 @@ struct NpyArray {
 // Element size of a dtype name; throws std::invalid_argument for one the harness does not handle.
 size_t DtypeBytes(const std::string& dtype);
 
-// Throws std::runtime_error naming the file and what is wrong with it.
+// Throws std::runtime_error naming the file (`where`) and what is wrong with it.
 NpyArray ReadNpy(const std::string& path);
+NpyArray ParseNpy(const std::string& bytes, const std::string& where);
 // Writes atomically (a temporary file renamed into place).
 void WriteNpy(const std::string& path, const NpyArray& array);
 
