@@ -9,7 +9,8 @@ TVM RPC servers included, runs host libraries on OpenCL.
 Loading is refused, as a `PluginStatus` value and never an exception, when the plugin is not built, when it was
 built against other apache-tvm / apache-tvm-ffi wheels (it subclasses their C++ classes, so that would crash),
 or when another copy of an OpenCL runtime is already registered in this process (a second copy from another path
-aborts the process: one path only). ADRENO_NO_PLUGIN=1 skips loading (for checks of that refusal).
+aborts the process: one path only). ADRENO_NO_PLUGIN=1 skips loading (for checks of that refusal);
+ADRENO_PLUGIN_DIR loads the plugin from another directory.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from pathlib import Path
 
 from .versions import wheel_versions
 
-LIB_DIR = Path(__file__).resolve().parent / "lib"
+# Where `make native` puts the plugin and the harness; ADRENO_PLUGIN_DIR points elsewhere (another build of them).
+LIB_DIR = Path(os.environ.get("ADRENO_PLUGIN_DIR") or Path(__file__).resolve().parent / "lib")
 PLUGIN_PATH = LIB_DIR / "libtvm_runtime_opencl.so"
 HARNESS_PATH = LIB_DIR / "adreno-harness"
 BUILD_INFO = LIB_DIR / "BUILD_INFO"

@@ -1,0 +1,90 @@
+"""The host library runs what the launch plan runs: the launch-plan executor, TVM's Relax VM with our plugin
+(`adreno run --runtime tvm`) and the app harness give the same outputs on the same artifacts, both memories,
+Winograd on where the model has eligible convs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from adreno.artifact import Artifact
+from adreno.native.vm_executor import VmExecutor
+from adreno.opencl.executor import Executor
+
+from .harness_cli import report, run_harness
+
+
+def adreno_cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "adreno.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=600, env=env)
+
+
+@pytest.mark.parametrize("memory", ["buffer", "texture"])
+def test_run_runtime_tvm_checks_against_onnxruntime(native_tiny, memory):
+    proc = adreno_cli("run", native_tiny[memory], "--runtime", "tvm", "--check", "--repeat", "2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["runtime"] == "tvm" and result["check"]["ok"]
+    kernels = {k["name"] for k in result["kernels"]}
+    assert len(kernels) == Artifact.load(native_tiny[memory]).plan.kernel_count()
+
+
+@pytest.mark.parametrize("model", ["resnet18", "mobilenetv2", "efficientnet_se"])
+@pytest.mark.parametrize("memory", ["texture", "buffer"])
+def test_plan_tvm_runtime_and_harness_agree(model, memory, tmp_path):
+    from adreno.compile import compile_model
+    from adreno.options import CompileOptions
+
+    path = compile_model(model, tmp_path / "art", CompileOptions(memory=memory, host="native", winograd="auto"))
+    artifact = Artifact.load(path)
+    if memory == "texture":
+        assert artifact.plan.images, "a texture artifact keeps its activations in images"
+    inputs = {spec.name: np.random.default_rng(7).standard_normal(spec.shape).astype(spec.dtype)
+              for spec in artifact.input_specs()}
+    onnx_names = list(artifact.manifest["inputs"])
+    planned = Executor(artifact).run(list(inputs.values()))
+    through_tvm = VmExecutor(artifact).run(list(inputs.values()))
+    harness = report(run_harness(path, dict(zip(onnx_names, inputs.values())), tmp_path / "out"))
+    from_harness = [np.load(harness["outputs"][name]) for name in artifact.manifest["outputs"]]
+    for plan_out, tvm_out, app_out in zip(planned, through_tvm, from_harness, strict=True):
+        scale = max(float(np.abs(plan_out).max()), 1.0)
+        assert np.abs(tvm_out - plan_out).max() <= 1e-5 * scale
+        assert np.abs(app_out - plan_out).max() <= 1e-5 * scale
+
+
+def test_the_host_library_holds_no_weights(native_tiny):
+    artifact = Artifact.load(native_tiny["buffer"])
+    weights = sum(a.nbytes for a in artifact.params().values())
+    assert artifact.manifest["host_params"] == [n for n, t in artifact.plan.tensors.items() if t.kind == "param"]
+    library = (artifact.path / "lib.so").read_bytes()
+    first = next(a for a in artifact.params().values() if a.nbytes >= 64)
+    assert first.tobytes() not in library, f"a weight of {weights} bytes is embedded in lib.so"
+
+
+def one_line(proc) -> str:
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return errors[0]
+
+
+def test_run_runtime_tvm_refusals(native_tiny, tmp_path):
+    import os
+
+    from adreno.compile import compile_model
+    from adreno.options import CompileOptions
+
+    android = compile_model("tiny", tmp_path / "android")
+    assert "compile with --host native" in one_line(adreno_cli("run", android, "--runtime", "tvm"))
+    phone = compile_model("tiny", tmp_path / "phone", CompileOptions(cc="aarch64-linux-gnu-gcc"))
+    assert "is built for another host" in one_line(adreno_cli("run", phone, "--runtime", "tvm"))
+    env = {**os.environ, "ADRENO_NO_PLUGIN": "1"}
+    assert "plugin was not loaded" in one_line(adreno_cli("run", native_tiny["buffer"], "--runtime", "tvm", env=env))
+    env = {**os.environ, "ADRENO_PLUGIN_DIR": str(tmp_path)}
+    assert "make install" in one_line(adreno_cli("run", native_tiny["buffer"], "--runtime", "tvm", env=env))
+    env = {**os.environ, "OCL_ICD_VENDORS": str(tmp_path / "none")}
+    assert "OpenCL" in one_line(adreno_cli("run", native_tiny["buffer"], "--runtime", "tvm", env=env))
