@@ -88,3 +88,18 @@ def test_run_runtime_tvm_refusals(native_tiny, tmp_path):
     assert "make install" in one_line(adreno_cli("run", native_tiny["buffer"], "--runtime", "tvm", env=env))
     env = {**os.environ, "OCL_ICD_VENDORS": str(tmp_path / "none")}
     assert "OpenCL" in one_line(adreno_cli("run", native_tiny["buffer"], "--runtime", "tvm", env=env))
+
+
+@pytest.mark.parametrize("memory", ["texture", "buffer"])
+def test_empty_outputs_come_back_from_the_host_library(memory, tmp_path):
+    from adreno.compile import compile_model
+    from adreno.options import CompileOptions
+
+    from ..test_empty import conv_and_empty_slice
+
+    path = compile_model(conv_and_empty_slice(), tmp_path / "art", CompileOptions(memory=memory, host="native"))
+    x = np.random.default_rng(1).standard_normal((1, 8, 6, 6)).astype(np.float32)
+    planned, through_tvm = Executor(path).run([x]), VmExecutor(path).run([x])
+    assert [o.shape for o in through_tvm] == [o.shape for o in planned] == [(1, 8, 6, 6), (1, 8, 0, 6), (0,),
+                                                                            (1, 8, 6, 6)]
+    assert all(np.array_equal(a, b) for a, b in zip(planned, through_tvm, strict=True))
