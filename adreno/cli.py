@@ -130,7 +130,7 @@ def cmd_compile(args) -> int:
                "memory": manifest["memory"], "tuned_kernels": manifest["tuned_kernels"],
                "host_library": manifest["host_library"], "records_skipped": manifest["records_skipped"],
                "records_elsewhere": manifest["records_elsewhere"], "bound": list(manifest["bound"]),
-               "seconds": round(time.perf_counter() - started, 2)}
+               "sizes": manifest["sizes"], "seconds": round(time.perf_counter() - started, 2)}
     tuned = f", {manifest['tuned_kernels']} tuned workloads" if args.records else ""
     elsewhere = records_elsewhere_line(manifest)
     if elsewhere and not args.records_from_any_device:
@@ -140,10 +140,16 @@ def cmd_compile(args) -> int:
     if manifest["bound"]:
         tuned += f", bound inputs {', '.join(manifest['bound'])}"
     library = manifest["host_library"] or "none (nothing to compute)"
+    sizes = manifest["sizes"]
     _emit(args, summary, f"compiled {manifest['model']} for {manifest['target']} ({manifest['memory']} memory): "
                          f"{manifest['kernels']} kernels{tuned}, host library {library} -> {path} "
-                         f"({summary['seconds']} s)")
+                         f"({summary['seconds']} s)\n  size: weights {_megabytes(sizes['weights'])}, kernels "
+                         f"{_megabytes(sizes['kernels'])}, host library {_megabytes(sizes['host_library'])}")
     return 0
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1e6:.2f} MB" if size >= 10_000 else f"{size} B"
 
 
 def _load_inputs(args, artifact) -> list[np.ndarray]:

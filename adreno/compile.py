@@ -122,6 +122,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "tvm_version": tvm.__version__,
             "compiled_on": platform.node(),
             "compile_seconds": round(time.perf_counter() - start, 3),
+            "sizes": artifact_sizes(writer.tmp, library),
             "bound": bound_entries(bound),
             "inputs": _io_entries(plan, plan.inputs, [i.name for i in graph_inputs(onnx_model)]),
             "outputs": _io_entries(plan, plan.outputs, [o.name for o in onnx_model.graph.output]),
@@ -129,6 +130,16 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "empty_outputs": list(empty.outputs),  # no kernel writes them: zeros of their shape (see adreno.empty)
         }
         return writer.commit(manifest)
+
+
+def artifact_sizes(directory: Path, library: str | None) -> dict:
+    """Bytes of what an app ships: the weight file, the kernel sources, the host library (before the manifest)."""
+    from .artifact import KERNEL_DIR, PARAMS_NAME
+
+    kernels = directory / KERNEL_DIR
+    return {"weights": (directory / PARAMS_NAME).stat().st_size,
+            "kernels": sum(p.stat().st_size for p in kernels.iterdir()) if kernels.is_dir() else 0,
+            "host_library": (directory / library).stat().st_size if library else 0}
 
 
 def tuned_configs(records: str | None, precision: str, target: str) -> TunedConfigs:

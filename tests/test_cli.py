@@ -37,6 +37,11 @@ def test_compile_run_check_json(tmp_path):
     out = tmp_path / "tiny"
     compiled = adreno("compile", "tiny", "--target", "adreno-650", "-o", out)
     assert "compiled tiny for adreno-650" in compiled.stdout
+    sizes = json.loads((out / "manifest.json").read_text())["sizes"]
+    assert sizes["weights"] == (out / "params.npz").stat().st_size
+    assert sizes["host_library"] == (out / "lib.tar").stat().st_size
+    assert sizes["kernels"] == sum(p.stat().st_size for p in (out / "kernels").iterdir())
+    assert f"size: weights {sizes['weights']} B" in compiled.stdout
     assert "lowering for adreno-650" in compiled.stderr, "progress lines go to stderr"
     result = json.loads(adreno("run", out, "--check", "--repeat", "3", "--json", "--output", tmp_path / "y.npz").stdout)
     assert result["check"]["ok"] and result["check"]["outputs"][0]["max_abs_error"] < 1e-4

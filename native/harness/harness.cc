@@ -293,7 +293,8 @@ int Run(const Options& o) {
     throw std::runtime_error(o.artifact + " was compiled by an adreno whose host library embeds its weights; "
                              "recompile it");
   }
-  std::map<std::string, NpyArray> weights = adreno_harness::ReadNpz(o.artifact + "/params.npz");
+  std::optional<adreno_harness::WeightFile> weight_file(std::in_place, o.artifact + "/params.npz");
+  const std::map<std::string, adreno_harness::NpyView>& weights = weight_file->arrays();
   ffi::json::Object tensors = Member<ffi::json::Object>(plan, "tensors", "plan.json");
   for (const ffi::Any& item : (*order).second.cast<ffi::json::Array>()) {
     std::string name = item.cast<ffi::String>();
@@ -308,10 +309,10 @@ int Run(const Options& o) {
     if (scope != "global") mem_scope = ffi::String(scope);
     tvm::runtime::Tensor tensor = tvm::runtime::Tensor::Empty(ffi::Shape(weight->second.shape),
                                                               DataType(weight->second.dtype), device, mem_scope);
-    tensor.CopyFromBytes(weight->second.data.data(), weight->second.data.size());
+    tensor.CopyFromBytes(weight->second.data, weight->second.size);
     args.push_back(tensor);
   }
-  weights.clear();
+  weight_file.reset();  // every weight is on the device now
   double weights_ms = Ms(stage);
   ffi::Function main = vm->GetFunction("main").value();
   std::vector<ffi::AnyView> views(args.begin(), args.end());

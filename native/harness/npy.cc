@@ -1,5 +1,6 @@
 #include "npy.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -37,9 +38,14 @@ size_t DtypeBytes(const std::string& dtype) {
   throw std::invalid_argument("dtype " + dtype + " is not one the harness reads or writes");
 }
 
-NpyArray ReadNpy(const std::string& path) { return ParseNpy(ReadFile(path), path); }
+NpyArray ReadNpy(const std::string& path) {
+  const std::string bytes = ReadFile(path);
+  NpyView view = ParseNpy(bytes.data(), bytes.size(), path);
+  return {view.dtype, view.shape, std::string(view.data, view.size)};
+}
 
-NpyArray ParseNpy(const std::string& bytes, const std::string& path) {
+NpyView ParseNpy(const char* data, size_t size, const std::string& path) {
+  const std::string bytes(data, std::min<size_t>(size, 65536 + 12));  // the header (at most 64 KiB in v1)
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) throw std::runtime_error(path + ": not a .npy file");
   const int major = static_cast<unsigned char>(bytes[6]);
   size_t header_len = 0, start = 0;
@@ -57,7 +63,7 @@ NpyArray ParseNpy(const std::string& bytes, const std::string& path) {
   }
   if (start + header_len > bytes.size()) throw std::runtime_error(path + ": truncated .npy header");
   const std::string header = bytes.substr(start, header_len);
-  NpyArray array;
+  NpyView array;
   std::string descr = Field(header, "descr", path);
   size_t q1 = descr.find('\''), q2 = descr.find('\'', q1 + 1);
   descr = descr.substr(q1 + 1, q2 - q1 - 1);
@@ -83,11 +89,12 @@ NpyArray ParseNpy(const std::string& bytes, const std::string& path) {
     pos = comma + 1;
   }
   const size_t nbytes = count * DtypeBytes(array.dtype), data_start = start + header_len;
-  if (bytes.size() - data_start != nbytes) {
-    throw std::runtime_error(path + ": holds " + std::to_string(bytes.size() - data_start) + " data bytes, its shape "
+  if (size - data_start != nbytes) {
+    throw std::runtime_error(path + ": holds " + std::to_string(size - data_start) + " data bytes, its shape "
                              "needs " + std::to_string(nbytes));
   }
-  array.data = bytes.substr(data_start);
+  array.data = data + data_start;
+  array.size = nbytes;
   return array;
 }
 

@@ -15,12 +15,20 @@ struct NpyArray {
   std::string data;   // the elements, C order
 };
 
+// An array whose elements stay where they are (in a mapped file): what the weights are read as, with no copy.
+struct NpyView {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  const char* data = nullptr;
+  size_t size = 0;
+};
+
 // Element size of a dtype name; throws std::invalid_argument for one the harness does not handle.
 size_t DtypeBytes(const std::string& dtype);
 
 // Throws std::runtime_error naming the file (`where`) and what is wrong with it.
 NpyArray ReadNpy(const std::string& path);
-NpyArray ParseNpy(const std::string& bytes, const std::string& where);
+NpyView ParseNpy(const char* bytes, size_t size, const std::string& where);
 // Writes atomically (a temporary file renamed into place).
 void WriteNpy(const std::string& path, const NpyArray& array);
 

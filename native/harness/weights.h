@@ -1,6 +1,7 @@
 // The artifact's weight file, params.npz, read without Python or numpy: numpy.savez writes an uncompressed
 // (stored) zip archive whose members are "<param>.npy" files. This reader takes exactly that: stored members,
 // no ZIP64, each a .npy the harness's npy reader accepts; anything else is refused, naming the member.
+// The file is mapped, not read: each weight is copied once, from the page cache to the device.
 #ifndef ADRENO_HARNESS_WEIGHTS_H_
 #define ADRENO_HARNESS_WEIGHTS_H_
 
@@ -11,8 +12,23 @@
 
 namespace adreno_harness {
 
-// param name (the member name without ".npy") -> array. Throws std::runtime_error.
-std::map<std::string, NpyArray> ReadNpz(const std::string& path);
+class WeightFile {
+ public:
+  // Throws std::runtime_error naming the file and what is wrong with it.
+  explicit WeightFile(const std::string& path);
+  ~WeightFile();
+  WeightFile(const WeightFile&) = delete;
+  WeightFile& operator=(const WeightFile&) = delete;
+
+  // param name (the member name without ".npy") -> its elements, valid while this object lives.
+  const std::map<std::string, NpyView>& arrays() const { return arrays_; }
+
+ private:
+  void Index(const std::string& path);  // fills arrays_ from the mapped archive
+  void* map_ = nullptr;
+  size_t size_ = 0;
+  std::map<std::string, NpyView> arrays_;
+};
 
 }  // namespace adreno_harness
 
