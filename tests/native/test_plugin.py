@@ -146,3 +146,29 @@ def test_the_blob_of_adreno_cache_export_is_what_tvms_runtime_loads(native_tiny,
     module["opencl.GetPreCompiledPrograms"]()  # would build any kernel no binary served
     stats = module["adreno.opencl.program_stats"]()
     assert stats.startswith("from_source=0 ") and "rejected=0" in stats, stats
+
+
+def test_time_evaluator_times_the_kernels_on_the_device(tmp_path, tvm_opencl):
+    """`runtime.timer.opencl`: TVM's time_evaluator sums the launches' event times, which are shorter than the
+    wall-clock time of the calls around them."""
+    import time
+
+    import tvm
+    from tvm import te
+    from tvm.s_tir import dlight
+
+    a = te.placeholder((1 << 20,), name="a")
+    b = te.compute((1 << 20,), lambda i: a[i] * 2.0 + 1.0, name="b")
+    module = tvm.IRModule({"scale": te.create_prim_func([a, b]).with_attr("global_symbol", "scale")})
+    with tvm.target.Target("opencl"):
+        module = dlight.ApplyDefaultSchedule(dlight.gpu.Fallback())(module)
+    tvm.compile(module, target=tvm.target.Target("opencl", host="llvm")).export_library(str(tmp_path / "s.so"))
+    scale = tvm.runtime.load_module(str(tmp_path / "s.so"))
+    x = tvm.runtime.tensor(np.ones(1 << 20, "float32"), tvm_opencl)
+    y = tvm.runtime.empty((1 << 20,), "float32", tvm_opencl)
+    scale["scale"](x, y)
+    assert np.array_equal(y.numpy(), np.full(1 << 20, 3.0, "float32"))
+    started = time.perf_counter()
+    once = scale.time_evaluator("scale", tvm_opencl, number=1, repeat=5)(x, y).results
+    wall = (time.perf_counter() - started) / 5
+    assert all(0 < t < wall for t in once), (once, wall)
