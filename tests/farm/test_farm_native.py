@@ -59,18 +59,30 @@ def test_native_runner_measures_and_checks_over_rpc(axpy, rpc_server):
     assert missing.stage == "build" and not missing.infrastructure, "the candidate's failure, not the farm's"
 
 
-def test_native_runner_through_the_tracker(axpy, farm2):
+def test_native_runner_through_the_tracker(axpy, farm2, tiny_tasks, tmp_path):
+    """A server of a key leased from the tracker (as a phone's `tvm_rpc` under `adreno farm android`), with the
+    plugin: a CPU library and a texture candidate both run on it."""
     from tvm import rpc
 
-    server = rpc.Server(host="127.0.0.1", port=9700, port_end=9900, key="cpu-native", silent=True,
-                        tracker_addr=("127.0.0.1", farm2.tracker_port))
+    from adreno.native.plugin import PLUGIN_PATH
+    from adreno.target import tvm_target
+    from adreno.tune.native_build import NativeBuild
+
+    task = next(t for t in tiny_tasks if t.family == "conv2d_1x1")
+    built = task.build(task.default_config(tvm_target(task.target_name)), str(tmp_path / "c"), NativeBuild())
+    assert built.artifact, built.error
+    inputs = task.inputs(0)
+    server = rpc.Server(host="127.0.0.1", port=9700, port_end=9900, key="cl-native", silent=True,
+                        tracker_addr=("127.0.0.1", farm2.tracker_port), load_library=str(PLUGIN_PATH))
     try:
-        runner = NativeRunner(tracker=farm2.tracker, key="cpu-native", timeouts=Timeouts(request=10))
+        runner = NativeRunner(tracker=farm2.tracker, key="cl-native", timeouts=Timeouts(request=10, run=30))
         result = runner.run(RunInput(axpy, repeat=3, tag="t"))
+        texture = runner.run(RunInput(built.artifact, inputs, task.reference(inputs), repeat=2, tag="texture"))
         runner.close()
     finally:
         server.terminate()
-    assert result.ok and result.device.startswith("cpu-native@127.0.0.1:"), result.error
+    assert result.ok and result.device.startswith("cl-native@127.0.0.1:"), result.error
+    assert texture.ok and texture.max_error < 1e-4, texture.error
 
 
 def test_texture_arguments_are_allocated_in_their_memory_scope():
