@@ -286,15 +286,11 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None) -> tuple[list[Kerne
     private array beyond a register tile `private_arrays.PrivateArrayError`."""
     import tvm
 
-    capture = tvm.ir.instrument.pass_instrument(_SplitCapture)()
-    textured = scopes is not None and any(sc != "global" for sc in scopes)
-    if textured:
-        from .texture import tir as texture_tir
+    from .texture import tir as texture_tir
 
-        func = texture_tir.specialize_scopes(func, list(scopes), tvm_target)
-        pipeline_name = texture_tir.register_pipeline()
-    else:
-        pipeline_name = "s_tir"
+    capture = tvm.ir.instrument.pass_instrument(_SplitCapture)()
+    func, pipeline_name = texture_tir.for_scopes(func, scopes, tvm_target)
+    textured = pipeline_name != "s_tir"
     module = tvm.IRModule({name: func.with_attr("global_symbol", name)})
     module = tvm.tirx.transform.BindTarget(tvm_target)(module)
     pipeline, _, finalize_device = tvm.tirx.get_tir_pipeline(pipeline_name)

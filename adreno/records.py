@@ -2,7 +2,7 @@
 
 Records. An append-only JSON-lines database keyed by (workload key, device fingerprint): the workload key is a
 family's text key (`adreno.workload`), the fingerprint `adreno.opencl.device.DeviceIdentity.fingerprint` (or
-`<farm key>|rpc` for farm measurements).
+`<farm key>|rpc` for farm measurements, `<key>|tvm-rpc` for TVM-runtime ones: `adreno tune --runtime tvm`).
 
 Every measurement, failed or not, is one line. Lines are written, flushed and fsynced per batch, so a killed
 tuner loses at most the batch in flight; a torn last line (the process died mid-write) is skipped on load, and

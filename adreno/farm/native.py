@@ -13,7 +13,9 @@ allocate the arguments, `time_evaluator`, then run once and download the outputs
 host-side deadline; a stage that overruns drops the session (a fresh one is requested for the next candidate).
 
 `export_native` writes such a directory from a built `tvm.runtime.Module`; for a phone pass the NDK's clang
-as `cc` (see the README, "Phones (adb)").
+as `cc` (see the README, "Phones (adb)"). A tuner candidate's is written by `adreno.tune.native_build`. On this
+machine a `tvm.rpc` server that loaded adreno's OpenCL plugin stands in for a phone's `tvm_rpc`
+(tests/farm/test_farm_native.py).
 """
 
 from __future__ import annotations
@@ -125,10 +127,13 @@ class NativeRunner(Runner):
         self._session, self._loaded = None, {}
 
     def run(self, run_input: RunInput) -> RunResult:
+        try:  # an artifact that is not native is the candidate's failure; the farm's start at "request"
+            spec = load_native(run_input.artifact)
+        except FarmError as err:
+            return RunResult(error=str(err), stage="build", tag=run_input.tag)
         stage = "request"
         stages: dict[str, float] = {}
         try:
-            spec = load_native(run_input.artifact)
             session = self._connect()
             device = getattr(session, spec["device"])(0)
             lib_path = os.path.join(run_input.artifact, spec["library"])
@@ -182,10 +187,11 @@ class NativeRunner(Runner):
                 if problem:
                     return RunResult(error=problem, stage="check", max_error=max_error, tag=run_input.tag,
                                      device=self._where, extra={"stage_seconds": stages})
-        except StageTimeout as err:
+        except StageTimeout as err:  # a server that never answered the handshake is the farm's (`infrastructure`)
             self._drop()
-            return RunResult(error=f"timeout: {err} on {self._where}; the session was dropped", stage="timeout",
-                             tag=run_input.tag, device=self._where, extra={"stage": err.stage, "reason": "timeout"})
+            return RunResult(error=f"timeout: {err} on {self._where}; the session was dropped",
+                             stage="request" if err.stage == "request" else "timeout", tag=run_input.tag,
+                             device=self._where, extra={"stage": err.stage, "reason": "timeout"})
         except FarmError as err:
             self._drop()
             return RunResult(error=str(err), stage=stage, tag=run_input.tag, device=self._where)

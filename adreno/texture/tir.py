@@ -47,6 +47,16 @@ def specialize_scopes(func, scopes: list[str], tvm_target):
     return mod[mod.get_global_var("kernel")]
 
 
+def for_scopes(func, scopes, tvm_target):
+    """(`func` with its parameters in `scopes`, the name of the TIR pipeline that lowers it): the texture pipeline
+    when a parameter is an image, TVM's "s_tir" when all are buffers (`scopes` None or all "global"). The launch
+    plan (`plan.lower_primfunc`) and a tuner candidate's TVM library (`adreno.tune.native_build`) both lower
+    through this, so a kernel measured through TVM's runtime is the kernel the launch plan runs."""
+    if scopes is None or all(scope == "global" for scope in scopes):
+        return func, "s_tir"
+    return specialize_scopes(func, list(scopes), tvm_target), register_pipeline()
+
+
 def _dtype(expr):
     return expr.ty.dtype
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..bind import add_bind_argument
 from ..farm.common import FarmError, parse_addr
-from ..options import CompileOptions, Memory, Precision, add_staging_argument, choices
+from ..options import CompileOptions, Host, Memory, Precision, Runtime, add_staging_argument, choices
 
 
 def cmd_tune(args) -> int:
@@ -25,8 +25,11 @@ def cmd_tune(args) -> int:
     from .tuner import plot_history, save_report
 
     require_positive(args, "trials", "batch", "repeat", "timeout", "outage", allow_zero=("outage",))
-    if args.tracker:  # a usage error now, not after extracting the tasks and waiting out --outage
-        parse_addr(args.tracker)
+    for addr in (args.tracker, args.server):  # a usage error now, not after extracting the tasks and --outage
+        if addr:
+            parse_addr(addr)
+    runtime = Runtime(args.runtime)
+    native = native_build(args, runtime)
     records = Path(args.records)
     database = Database(records)
     quiet = args.json or args.quiet
@@ -40,10 +43,11 @@ def cmd_tune(args) -> int:
     say(f"extracting tasks of {args.model} for {args.target} ({args.memory} memory)")
     tasks = extract_tasks(args.model, CompileOptions(target=args.target, memory=args.memory, precision=args.precision,
                                                      staging=args.staging),
-                          layouts=not args.no_layouts, bind=read_bind(args.bind))
-    builder = Builder(workdir=args.keep_candidates)
+                          layouts=not args.no_layouts and native is None, bind=read_bind(args.bind))
+    builder = Builder(workdir=args.keep_candidates, native=native)
     tuner = open_tuner(tasks, database, target=args.target, device=args.device, tracker=args.tracker, key=args.key,
-                       outage_s=args.outage, timeout_s=args.timeout, cache=not args.no_cache, builder=builder,
+                       runtime=runtime, server=args.server, outage_s=args.outage, timeout_s=args.timeout,
+                       cache=not args.no_cache, builder=builder,
                        strategy=args.strategy, model=args.model_kind, batch=args.batch, seed=args.seed,
                        repeat=args.repeat, progress=lambda spent, total, text: say(f"  [{_bar(spent, total)}] {text}"))
     tuner.closing.append(builder.close)
@@ -54,8 +58,10 @@ def cmd_tune(args) -> int:
     finally:
         tuner.close()
     if report.pending and not report.trials:
-        raise FarmError(f"measured nothing: the farm failed all {report.pending} candidates (tracker {args.tracker} "
-                        "or its devices unreachable past --outage); check `adreno devices --tracker` and run again")
+        where = f"server {args.server} unreachable" if args.server else \
+            f"tracker {args.tracker} or its devices unreachable past --outage"
+        raise FarmError(f"measured nothing: the farm failed all {report.pending} candidates ({where}); check "
+                        "`adreno devices --tracker` and run again")
     if args.save_model:
         tuner.model.save(args.save_model)
     report.plot = plot_history(report, args.plot or records.with_suffix(".png"))
@@ -78,6 +84,28 @@ def cmd_tune(args) -> int:
               "unreachable); nothing was recorded for them. Run the same command again to measure them",
               file=sys.stderr)
     return 0
+
+
+def native_build(args, runtime: Runtime):
+    """How candidates' TVM libraries are built under `--runtime tvm` (a `NativeBuild`; None under plan), or a
+    FarmError (one line, exit 2) for options that do not go together."""
+    from .native_build import NativeBuild
+
+    if runtime is Runtime.PLAN:
+        if args.server:
+            raise FarmError("--server is a TVM RPC server (a phone's tvm_rpc): it needs --runtime tvm")
+        return None
+    if bool(args.tracker) == bool(args.server):
+        raise FarmError("--runtime tvm measures through TVM RPC: give --tracker HOST:PORT (with --key) or "
+                        "--server HOST:PORT, one of them")
+    if Precision(args.precision) is Precision.FP16:
+        raise FarmError("--runtime tvm measures fp32 images only: TVM's runtime gives a tensor an image of its "
+                        "own dtype, so --precision fp16 is tuned with --runtime plan")
+    native = NativeBuild(Host(args.host), args.cc)
+    if native.host is Host.ANDROID and not native.compiler:
+        raise FarmError("--runtime tvm --host android links each candidate for the phone: give --cc (an NDK "
+                        "aarch64-linux-android<API>-clang) or set $TVM_NDK_CC; --host native for this machine")
+    return native
 
 
 def _layouts(row: dict) -> str:
@@ -112,7 +140,19 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
     p.add_argument("--tracker", metavar="HOST:PORT", help="measure on the device farm instead (`adreno farm ...`): "
                    "every free device of --key in parallel")
     p.add_argument("--key", default="pocl-cpu", help="the farm's device key to measure on (with --tracker; e.g. "
-                   "adreno-740)")
+                   "adreno-740); with --server, the device name the records are keyed by")
+    p.add_argument("--runtime", choices=choices(Runtime), default="plan",
+                   help="plan (default): candidates are launch plans run through pyopencl (--device here, or the "
+                   "farm's agents with --tracker); tvm: they are TVM libraries run by TVM's own runtime over TVM "
+                   "RPC, what a phone's tvm_rpc runs (a tvm_rpc of --key from --tracker, or --server); fp32 only, "
+                   "layouts not searched (as --no-layouts)")
+    p.add_argument("--server", metavar="HOST:PORT", help="with --runtime tvm: measure on this one TVM RPC server "
+                   "(e.g. a phone's tvm_rpc through `adb forward`) instead of a tracker's")
+    p.add_argument("--host", choices=choices(Host), default="android", help="with --runtime tvm: host CPU the "
+                   "candidates' libraries are built for: android (aarch64 phone, default; needs --cc) or native "
+                   "(this machine, e.g. a loopback server)")
+    p.add_argument("--cc", help="with --runtime tvm --host android: the NDK aarch64-linux-android<API>-clang "
+                   "linking each candidate (default $TVM_NDK_CC)")
     p.add_argument("--memory", default="texture", choices=choices(Memory),
                    help="tune the kernels `adreno compile --memory MEMORY` runs (default texture, as compile's "
                    "default): texture tunes the packed convs on OpenCL images; buffer the NCHW buffer kernels; "

@@ -70,9 +70,10 @@ def _write_artifact(out_dir: str, plan: Plan, sources: dict, params: dict, task,
                        "adreno_version": __import__("adreno").__version__, "tvm_version": tvm.__version__})
 
 
-def build_kernel(task, config: dict, out_dir: str) -> BuildResult:
-    """Schedule a kernel task's function with `config`, lower it, and write a one-step artifact to `out_dir`. A
-    config the schedule refuses, or a lowering failure, is a BuildResult error, not an exception."""
+def build_kernel(task, config: dict, out_dir: str, native=None) -> BuildResult:
+    """Schedule a kernel task's function with `config`, lower it, and write a one-step artifact to `out_dir` (with
+    `native`, a `native_build.NativeBuild`, its TVM library too). A config the schedule refuses, or a lowering
+    failure, is a BuildResult error, not an exception."""
     from ..target import tvm_target
 
     started = time.perf_counter()
@@ -85,14 +86,16 @@ def build_kernel(task, config: dict, out_dir: str) -> BuildResult:
     if sch is None or isinstance(sch, Refused):  # our schedule refused: TVM's would run in its place
         return BuildResult(error=str(sch or "the schedule does not apply to this function"),
                            seconds=time.perf_counter() - started)
-    return build_scheduled(task, sch.mod["main"], out_dir, config, started)
+    return build_scheduled(task, sch.mod["main"], out_dir, config, started, native)
 
 
-def build_scheduled(task, scheduled, out_dir: str, config: dict, started: float | None = None) -> BuildResult:
+def build_scheduled(task, scheduled, out_dir: str, config: dict, started: float | None = None,
+                    native=None) -> BuildResult:
     """Lower `scheduled` (the task's function, already scheduled: by our family with `config`, or by MetaSchedule)
-    and write a one-step artifact to `out_dir`, its parameters in the task's images if it has any; a lowering
-    failure is a BuildResult error. `started`: when the caller's part of the build began (perf_counter), so that
-    BuildResult.seconds covers it."""
+    and write a one-step artifact to `out_dir`, its parameters in the task's images if it has any; with `native`
+    (a `native_build.NativeBuild`) also the native artifact TVM's runtime measures (`native_build`). A lowering
+    or library build failure is a BuildResult error. `started`: when the caller's part of the build began
+    (perf_counter), so that BuildResult.seconds covers it."""
     from ..plan import lower_primfunc, plan_storage
     from ..private_arrays import PrivateArrayError
     from ..target import tvm_target
@@ -116,6 +119,13 @@ def build_scheduled(task, scheduled, out_dir: str, config: dict, started: float 
     plan = Plan(inputs, outputs, tensors, storage, {task.func_name: f"kernels/{task.func_name}.cl"}, steps,
                 images=images)
     _write_artifact(out_dir, plan, {task.func_name: source}, {}, task, config)
+    if native is not None:
+        from .native_build import export_candidate
+
+        try:
+            export_candidate(task, scheduled, out_dir, native)
+        except (*TVM_ERRORS, OSError) as err:  # TVM's build, or the host compiler linking lib.so
+            return _failure(err, started)
     return BuildResult(artifact=out_dir, seconds=time.perf_counter() - started)
 
 
@@ -141,8 +151,12 @@ def layout_weight(task) -> np.ndarray:
     return (rng.standard_normal((wl.o, wl.c, wl.kh, wl.kw)) / np.sqrt(wl.c * wl.kh * wl.kw)).astype(wl.dtype)
 
 
-def build_layout(task, config: dict, out_dir: str) -> BuildResult:
-    """A layout task's candidate: its conv's whole pipeline under the config's layout (see the module doc)."""
+def build_layout(task, config: dict, out_dir: str, native=None) -> BuildResult:
+    """A layout task's candidate: its conv's whole pipeline under the config's layout (see the module doc). Not as
+    a TVM library (`native`): the TVM-native runner measures one function, a layout candidate is a pipeline."""
+    if native is not None:
+        return BuildResult(error="a layout candidate (a conv's whole pipeline) is not measured through TVM's "
+                                 "runtime: tune with --no-layouts")
     from ..compile import lower_relax
     from ..plan import extract_plan
     from ..schedules.conv2d_winograd import kernel_configs
@@ -219,22 +233,24 @@ def kernel_input_specs(task) -> list[dict]:
             for s in specs[: len(specs) - task.n_outputs]]
 
 
-def _build(task, config: dict, out_dir: str) -> BuildResult:
+def _build(task, config: dict, out_dir: str, native) -> BuildResult:
     """A build worker's job (a module-level function: a task's `build` is a plain function on its class, which a
     bound method does not pickle by)."""
-    return task.build(config, out_dir)
+    return task.build(config, out_dir, native)
 
 
 class Builder:
     """Builds candidates in worker processes (TVM lowering is CPU-bound and not thread-parallel). The workers die
     with the process that made the pool (parent-death signal), so a SIGKILLed tuner leaves none behind. Candidate
-    artifacts go to `workdir`, kept; without one, to a temporary directory removed by `close`."""
+    artifacts go to `workdir`, kept; without one, to a temporary directory removed by `close`. With `native` (a
+    `native_build.NativeBuild`) every candidate also gets its TVM library, for the TVM-native runner."""
 
-    def __init__(self, workers: int | None = None, workdir: str | os.PathLike | None = None):
+    def __init__(self, workers: int | None = None, workdir: str | os.PathLike | None = None, native=None):
         self._own_workdir = workdir is None
         self.workdir = Path(tempfile.mkdtemp(prefix="adreno-tune-") if workdir is None else workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.workers = workers or max(1, min(4, os.cpu_count() or 1))
+        self.native = native
         self._pool = self._new_pool()
         self._counter = 0
 
@@ -249,7 +265,7 @@ class Builder:
         for config in configs:
             self._counter += 1
             out = str(self.workdir / f"{os.getpid()}-{self._counter}")
-            jobs.append(self._pool.submit(_build, task, config, out))
+            jobs.append(self._pool.submit(_build, task, config, out, self.native))
         results = []
         for job in jobs:
             try:

@@ -1,10 +1,12 @@
 """One way to put a tuner together, for the CLI and the benchmark tools alike: where candidates are measured (a
-local OpenCL device or the farm), what the records are keyed by, and the limits the cost model's features use."""
+local OpenCL device, the farm's agents, or TVM RPC servers such as a phone's `tvm_rpc`), what the records are keyed
+by, and the limits the cost model's features use."""
 
 from __future__ import annotations
 
 import os
 
+from ..options import Runtime
 from ..records import Database
 from .task import Task
 from .tuner import Tuner, target_limits
@@ -12,18 +14,28 @@ from .tuner import Tuner, target_limits
 
 def open_tuner(tasks: list[Task], records: str | os.PathLike | Database, *, target: str = "adreno-740",
                device: str | None = None, tracker: str | None = None, key: str = "pocl-cpu", runner=None,
-               timeout_s: float = 60.0, cache: bool = True, outage_s: float | None = None, **options) -> Tuner:
-    """A Tuner of `tasks` writing to `records`. Candidates are measured on the farm's devices of `key` when
-    `tracker` (HOST:PORT) is given (records keyed `<key>|rpc`; `outage_s`: how long the farm may be unreachable
-    before a candidate is left pending), else on the local OpenCL `device` spec (records keyed by its
-    `DeviceIdentity.fingerprint`) through `runner`, by default an isolated local runner. `options` go to
-    `Tuner` (strategy, model, batch, builder, seed, repeat, progress). Closing the tuner closes what it opened."""
+               timeout_s: float = 60.0, cache: bool = True, outage_s: float | None = None,
+               runtime: Runtime = Runtime.PLAN, server: str | None = None, **options) -> Tuner:
+    """A Tuner of `tasks` writing to `records`. With `Runtime.TVM` candidates are TVM libraries measured through
+    TVM's runtime by the TVM-native runner, on a TVM RPC server of `key` from `tracker` or on `server` (HOST:PORT;
+    records keyed `<key>|tvm-rpc`; the builder must build them: `Builder(native=...)`). Else they are launch plans,
+    measured on the farm's agents of `key` when `tracker` (HOST:PORT) is given (records keyed `<key>|rpc`;
+    `outage_s`: how long the farm may be unreachable before a candidate is left pending), else on the local OpenCL
+    `device` spec (records keyed by its `DeviceIdentity.fingerprint`) through `runner`, by default an isolated
+    local runner. `options` go to `Tuner` (strategy, model, batch, builder, seed, repeat, progress). Closing the
+    tuner closes what it opened."""
+    from ..farm.deadline import Timeouts
+
     opened = runner is None
-    if tracker:
-        from ..farm.deadline import Timeouts
+    timeouts = Timeouts() if outage_s is None else Timeouts(outage=outage_s)
+    if runtime is Runtime.TVM:
+        from ..farm.native import NativeRunner
+
+        runner = runner or NativeRunner(tracker=tracker, key=key, server=server, timeouts=timeouts)
+        fingerprint, limits = f"{key}|tvm-rpc", target_limits(target)
+    elif tracker:
         from ..farm.runner import RPCRunner
 
-        timeouts = Timeouts() if outage_s is None else Timeouts(outage=outage_s)
         runner = runner or RPCRunner(tracker, key, timeouts=timeouts)
         fingerprint, limits = f"{key}|rpc", target_limits(target)
     else:

@@ -89,8 +89,8 @@ class Task:
         return [self.default_config(target)]
 
     # input_specs(): shape, dtype and storage of each input; inputs(seed): seeded inputs every candidate runs on;
-    # reference(inputs): the outputs every candidate must match; build(config, out_dir): a candidate's artifact (run
-    # in a build worker). See `measure`.
+    # reference(inputs): the outputs every candidate must match; build(config, out_dir, native=None): a candidate's
+    # artifact (run in a build worker; with `native`, its TVM library too). See `measure`.
     input_specs, inputs = measure.kernel_input_specs, measure.task_inputs
     reference, build = measure.kernel_reference, measure.build_kernel
 
