@@ -6,12 +6,14 @@ gave its tensors (`adreno.texture.tir.specialize_scopes`, as `plan.lower_primfun
 allocated in the plan's scope, so a texture artifact's activations and weights are OpenCL images in the host
 library too (TVM's runtime asks our plugin's allocator for them; `native/plugin/device_api.cc`).
 
-Calling convention (the README's "Calling the host library"):
+Calling convention (docs/native.md, "The host library and its calling convention"):
     main(*inputs, *params) -> output, or a tuple of the outputs
 inputs in `plan.inputs` order (buffers, the model's own shapes), then every param of `params.npz` in the plan's
-order (`param_order`), each a tensor of the param's shape and dtype in its plan scope (`TensorSpec.scope`:
-"global" or a texture scope). The library holds no weights: an app loads them once from the artifact's weight file
-and passes the same tensors to every call.
+order (`param_order`, the manifest's `host_params`), each a tensor of the param's shape and dtype in its plan scope
+(`TensorSpec.scope`: "global" or a texture scope). The library holds no weights: an app loads them once from the
+artifact's weight file and passes the same tensors to every call. An fp16 artifact's images hold half floats
+behind float32 tensors: its texture weights are allocated with `adreno.opencl.empty_image(..., 16)` and uploaded
+as half pixels (`adreno.opencl.write_pixels`), as `adreno.native.vm_executor` and the harness do.
 """
 
 from __future__ import annotations
@@ -87,13 +89,22 @@ def plan_module(lowered, plan: Plan, tvm_target):
     return module
 
 
-def texture_allocations_pass():
+def pixel_dtype(plan: Plan) -> str:
+    """The pixel storage of the plan's images: "float16" for an fp16 artifact, else "float32" (one for all)."""
+    kinds = {image["channel_type"] for image in plan.images.values()} or {"float32"}
+    if len(kinds) > 1:
+        raise AdrenoError(f"the plan's images mix pixel types {sorted(kinds)}; no host library can allocate them")
+    return kinds.pop()
+
+
+def texture_allocations_pass(pixels: str = "float32"):
     """A Relax pass that gives each texture-scoped tensor its own image storage (after CallTIRRewrite).
 
     TVM's memory lowering (StaticPlanBlockMemory, LowerAllocTensor) turns every `R.builtin.alloc_tensor` into a
-    byte buffer and drops its scope. A texture one becomes instead `vm.builtin.alloc_storage(shape, 0, dtype,
-    scope)` (the allocator makes an image of the tensor's geometry) and a scoped `vm.builtin.alloc_tensor` view of
-    it; the VM frees it after its last use (KillAfterLastUse), and the allocator's pool reuses the image."""
+    byte buffer and drops its scope. A texture one becomes instead `vm.builtin.alloc_storage(shape, 0, pixels,
+    scope)` (the allocator makes an image of the tensor's geometry whose pixels are `pixels`: half floats for an fp16
+    artifact, as in its plan) and a scoped `vm.builtin.alloc_tensor` view of it in the tensor's own dtype; the VM
+    frees it after its last use (KillAfterLastUse), and the allocator's pool reuses the image."""
     import tvm
     from tvm import relax
     from tvm.relax.expr_functor import PyExprMutator, mutator
@@ -109,8 +120,9 @@ def texture_allocations_pass():
             if call.op != alloc_tensor or str(call.args[3].value) not in TEXTURE_SCOPES:
                 return call
             shape, dtype, scope = call.args[0], call.args[1], call.args[3]
+            pixel_type = tvm.ir.expr.GenericConst(tvm.DataType(pixels), relax.AnyType())
             storage = self.builder_.emit(relax.op.call_builtin_with_ctx(
-                "vm.builtin.alloc_storage", [shape, relax.prim_value(tvm.tirx.IntImm("int64", 0)), dtype, scope],
+                "vm.builtin.alloc_storage", [shape, relax.prim_value(tvm.tirx.IntImm("int64", 0)), pixel_type, scope],
                 ty_args=relax.ObjectType()))
             return relax.Call(relax.ExternFunc("vm.builtin.alloc_tensor"),
                               [storage, relax.prim_value(tvm.tirx.IntImm("int64", 0)), shape, dtype, scope],
@@ -137,8 +149,9 @@ def export_host_library(lowered, plan: Plan, tvm_target, out_dir: Path, host: st
 
     module = plan_module(lowered, plan, tvm_target)
     with tvm_target:
-        vm_module = tvm.transform.Sequential(pipeline.dataflow_lower_passes(tvm_target) + [texture_allocations_pass()]
-                                             + pipeline.finalize_passes(tvm_target))(module)
+        passes = (pipeline.dataflow_lower_passes(tvm_target) + [texture_allocations_pass(pixel_dtype(plan))]
+                  + pipeline.finalize_passes(tvm_target))
+        vm_module = tvm.transform.Sequential(passes)(module)
     executable = tvm.compile(vm_module, target=tvm_target, relax_pipeline=None, tir_pipeline=register_pipeline())
     cc = cc or os.environ.get("TVM_NDK_CC")
     if host == "native":

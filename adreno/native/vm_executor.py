@@ -18,6 +18,7 @@ import numpy as np
 
 from ..artifact import Artifact
 from ..errors import TVM_ERRORS, ArtifactError, DeviceError
+from ..layout import ImageSpec, to_image
 from ..opencl.device import DeviceIdentity, select_device
 from ..opencl.executor import Profile, kernel_timings
 from . import plugin
@@ -83,6 +84,8 @@ class VmExecutor:
         self._tvm_device = tvm.opencl(_tvm_device_index(self.device))
         self._take_times = tvm_ffi.get_global_func("adreno.opencl.take_kernel_times")
         self._profile_kernels = tvm_ffi.get_global_func("adreno.opencl.profile_kernels")
+        self._empty_image = tvm_ffi.get_global_func("adreno.opencl.empty_image")
+        self._write_pixels = tvm_ffi.get_global_func("adreno.opencl.write_pixels")
         try:
             module = tvm.runtime.load_module(library)
             self.vm = relax.VirtualMachine(module, self._tvm_device)
@@ -108,10 +111,16 @@ class VmExecutor:
         tensors = []
         for name in self.artifact.manifest["host_params"]:
             spec = plan.tensors[name]
-            scope = None if spec.scope == "global" else spec.scope
-            tensor = tvm.runtime.empty(tuple(spec.shape), spec.dtype, self._tvm_device, mem_scope=scope)
-            self._call(lambda t=tensor, a=arrays[name]: t.copyfrom(np.require(a, spec.dtype, "C")),
-                       f"uploading weight {name}")
+            if spec.image is not None and spec.image["channel_type"] == "float16":  # half pixels, float32 tensor
+                tensor = self._call(lambda s=spec: self._empty_image(s.shape, s.dtype, self._tvm_device.index,
+                                                                     s.scope, 16), f"allocating weight {name}")
+                pixels = to_image(arrays[name], ImageSpec(**spec.image)).tobytes()
+                self._call(lambda t=tensor, p=pixels: self._write_pixels(t, p), f"uploading weight {name}")
+            else:
+                scope = None if spec.scope == "global" else spec.scope
+                tensor = tvm.runtime.empty(tuple(spec.shape), spec.dtype, self._tvm_device, mem_scope=scope)
+                self._call(lambda t=tensor, a=arrays[name], s=spec: t.copyfrom(np.require(a, s.dtype, "C")),
+                           f"uploading weight {name}")
             tensors.append(tensor)
         return tensors
 

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <optional>
 #include <chrono>
 #include <cstdio>
@@ -31,6 +32,7 @@
 
 #include "atomic_file.h"
 #include "blob_file.h"
+#include "half.h"
 #include "npy.h"
 #include "weights.h"
 
@@ -296,6 +298,8 @@ int Run(const Options& o) {
   std::optional<adreno_harness::WeightFile> weight_file(std::in_place, o.artifact + "/params.npz");
   const std::map<std::string, adreno_harness::NpyView>& weights = weight_file->arrays();
   ffi::json::Object tensors = Member<ffi::json::Object>(plan, "tensors", "plan.json");
+  ffi::Function empty_image = ffi::Function::GetGlobal("adreno.opencl.empty_image").value();
+  ffi::Function write_pixels = ffi::Function::GetGlobal("adreno.opencl.write_pixels").value();
   for (const ffi::Any& item : (*order).second.cast<ffi::json::Array>()) {
     std::string name = item.cast<ffi::String>();
     auto weight = weights.find(name);
@@ -304,6 +308,23 @@ int Run(const Options& o) {
     std::string scope = Member<ffi::String>(spec, "scope", "plan.json tensor " + name);
     if (Member<ffi::String>(spec, "dtype", "plan.json tensor " + name) != weight->second.dtype) {
       throw std::runtime_error(name + " in params.npz is " + weight->second.dtype + ", the plan says otherwise");
+    }
+    auto image = spec.find(ffi::String("image"));
+    auto image_spec = image == spec.end() ? std::nullopt : (*image).second.try_cast<ffi::json::Object>();
+    if (image_spec && Member<ffi::String>(*image_spec, "channel_type", "plan.json image") == "float16") {
+      // an fp16 artifact: a float32 tensor in a half-float image, uploaded as half pixels (host_library.py)
+      if (weight->second.dtype != "float32") throw std::runtime_error(name + ": a half image of " + weight->second.dtype);
+      std::string pixels(weight->second.size / 2, '\0');
+      const float* values = reinterpret_cast<const float*>(weight->second.data);
+      for (size_t i = 0; i < weight->second.size / 4; ++i) {
+        uint16_t half = adreno_harness::FloatToHalf(values[i]);
+        std::memcpy(pixels.data() + 2 * i, &half, 2);
+      }
+      ffi::Tensor tensor = empty_image(ffi::Shape(weight->second.shape), DataType("float32"), o.device,
+                                       ffi::String(scope), 16).cast<ffi::Tensor>();
+      write_pixels(tensor, ffi::Bytes(pixels));
+      args.push_back(tensor);
+      continue;
     }
     ffi::Optional<ffi::String> mem_scope = std::nullopt;
     if (scope != "global") mem_scope = ffi::String(scope);

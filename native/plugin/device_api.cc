@@ -1,7 +1,9 @@
 // TVM's DeviceAPI and memory allocator for OpenCL: buffers for the global scope, images for texture scopes.
 //
 // Registered as `device_api.opencl` (what TVM's runtime asks for an OpenCL tensor, copy or sync) and
-// `DeviceAllocator.opencl` (what the Relax VM's memory manager asks for its storage and tensor views).
+// `DeviceAllocator.opencl` (what the Relax VM's memory manager asks for its storage and tensor views), plus
+// `adreno.opencl.empty_image(shape, dtype, device_id, scope, pixel_bits)` and `adreno.opencl.write_pixels(tensor,
+// bytes)`: a tensor in an image of another pixel type than its dtype (fp16 artifacts), and its upload.
 #include <tvm/ffi/reflection/registry.h>
 #include <tvm/runtime/device_api.h>
 #include <tvm/runtime/memory/memory_manager.h>
@@ -319,7 +321,9 @@ class OpenCLAllocator final : public memory::Allocator {
     used_ += key.nbytes;
     memory::Buffer buffer;
     buffer.data = mem;
-    buffer.size = key.nbytes;
+    // A view's dtype may be wider than the pixels (a float32 tensor in a half image): the VM checks a view's bytes
+    // against this size, so an image reports what it holds in float32 elements.
+    buffer.size = key.image ? key.dims.width * key.dims.height * key.dims.layers * 4 * sizeof(float) : key.nbytes;
     buffer.device = dev;
     buffer.alloc_type = type();
     return buffer;
@@ -331,6 +335,27 @@ class OpenCLAllocator final : public memory::Allocator {
   size_t used_ = 0;
 };
 
+// A tensor whose data is an image of `pixels` storage: for an fp16 artifact's weights, float32 tensors (what its
+// kernels take) held in half-float images (what the launch plan holds them in). Kernels read and write images
+// with read_imagef/write_imagef, which convert, so only the allocation and the upload know the pixel type.
+struct ImageAlloc {
+  int device_id;
+  ImageDims dims;
+  PixelType pixels;
+  void AllocData(DLTensor* tensor) {
+    tensor->data = CreateImage(OpenCLDevices::Global().at(device_id), dims, pixels).release();
+  }
+  void FreeData(DLTensor* tensor) { ClMem(static_cast<cl_mem>(tensor->data)).reset(); }
+};
+
+ffi::Tensor EmptyImage(ffi::Shape shape, DLDataType dtype, int device_id, const std::string& scope, int pixel_bits) {
+  auto texture = ParseScope(scope);
+  if (!texture) throw std::invalid_argument("empty_image needs a texture scope, not '" + scope + "'");
+  ImageAlloc alloc{device_id, TextureDims(static_cast<int>(shape.size()), shape.data(), *texture),
+                   PixelTypeOf(kDLFloat, pixel_bits)};
+  return ffi::Tensor::FromNDAlloc(alloc, shape, dtype, Device{kDLOpenCL, device_id});
+}
+
 }  // namespace
 
 TVM_FFI_STATIC_INIT_BLOCK() {
@@ -340,6 +365,17 @@ TVM_FFI_STATIC_INIT_BLOCK() {
       .def("DeviceAllocator.opencl",
            [](Device, int type) {
              return static_cast<void*>(new OpenCLAllocator(static_cast<memory::AllocatorType>(type)));
+           })
+      .def("adreno.opencl.empty_image",
+           [](ffi::Shape shape, DLDataType dtype, int device_id, ffi::String scope, int pixel_bits) {
+             return AtTvmBoundary([&] { return EmptyImage(shape, dtype, device_id, scope, pixel_bits); });
+           })
+      .def("adreno.opencl.write_pixels",
+           [](DLTensor* image, ffi::Bytes pixels) {
+             AtTvmBoundary([&] {
+               ClDevice& device = OpenCLDevices::Global().at(image->device.device_id);
+               WriteFromHost(device.queue.get(), static_cast<cl_mem>(image->data), 0, pixels.data(), pixels.size());
+             });
            })
       .def("adreno.opencl.device_names", []() {
         return AtTvmBoundary([] {

@@ -103,3 +103,20 @@ def test_empty_outputs_come_back_from_the_host_library(memory, tmp_path):
     assert [o.shape for o in through_tvm] == [o.shape for o in planned] == [(1, 8, 6, 6), (1, 8, 0, 6), (0,),
                                                                             (1, 8, 6, 6)]
     assert all(np.array_equal(a, b) for a, b in zip(planned, through_tvm, strict=True))
+
+
+def test_an_fp16_artifact_runs_in_half_images_through_tvm_and_the_harness(tmp_path):
+    """`--precision fp16`: the host library's images hold half floats as the plan's do (activations through the
+    VM's allocator, weights through adreno.opencl.empty_image / write_pixels), so all three runs are bit-identical
+    (fp32 images would come out closer to fp32 and differ)."""
+    from adreno.compile import compile_model
+    from adreno.options import CompileOptions
+
+    path = compile_model("tiny", tmp_path / "art", CompileOptions(precision="fp16", host="native"))
+    artifact = Artifact.load(path)
+    assert {image["channel_type"] for image in artifact.plan.images.values()} == {"float16"}
+    x = np.random.default_rng(5).standard_normal(artifact.input_specs()[0].shape).astype("float32")
+    planned = Executor(artifact).run([x])[0]
+    through_tvm = VmExecutor(artifact).run([x])[0]
+    from_harness = np.load(report(run_harness(path, {"input": x}, tmp_path / "out"))["outputs"]["probs"])
+    assert np.array_equal(through_tvm, planned) and np.array_equal(from_harness, planned)
