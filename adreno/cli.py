@@ -389,9 +389,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
     p = command("run", cmd_run, "run an artifact on a local OpenCL device, time each kernel, check the output",
-                "Run ARTIFACT on an OpenCL device through pyopencl: builds its programs, runs it once, optionally "
-                "checks the output against onnxruntime on the same input, then times --repeat runs and prints a "
-                "per-kernel table.")
+                "Run ARTIFACT on an OpenCL device, through pyopencl (its launch plan) or with --runtime tvm through "
+                "TVM's runtime (its host library): builds its programs, runs it once, optionally checks the output "
+                "against onnxruntime on the same input, then times --repeat runs and prints a per-kernel table.")
     p.add_argument("artifact", help="artifact directory written by `adreno compile`")
     p.add_argument("--device", help="pocl (default), gpu, cpu, an index from `adreno devices --local`, or part of "
                    "a device name")

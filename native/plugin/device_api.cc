@@ -71,13 +71,13 @@ class OpenCLDeviceAPI final : public DeviceAPI {
       ClDevice& device = devices.at(dev.device_id);
       switch (kind) {
         case tvm::runtime::kMaxThreadsPerBlock:
-          *rv = static_cast<int64_t>(Info<size_t>(device, CL_DEVICE_MAX_WORK_GROUP_SIZE));
+          *rv = static_cast<int64_t>(DeviceInfoValue<size_t>(device.id, CL_DEVICE_MAX_WORK_GROUP_SIZE));
           break;
         case tvm::runtime::kWarpSize:
           *rv = static_cast<int64_t>(1);  // OpenCL exposes no warp; TVM's OpenCL schedules assume 1
           break;
         case tvm::runtime::kMaxSharedMemoryPerBlock:
-          *rv = static_cast<int64_t>(Info<cl_ulong>(device, CL_DEVICE_LOCAL_MEM_SIZE));
+          *rv = static_cast<int64_t>(DeviceInfoValue<cl_ulong>(device.id, CL_DEVICE_LOCAL_MEM_SIZE));
           break;
         case tvm::runtime::kComputeVersion:
         case tvm::runtime::kApiVersion:
@@ -87,10 +87,10 @@ class OpenCLDeviceAPI final : public DeviceAPI {
           *rv = ffi::String(device.name);
           break;
         case tvm::runtime::kMaxClockRate:
-          *rv = static_cast<int64_t>(Info<cl_uint>(device, CL_DEVICE_MAX_CLOCK_FREQUENCY));
+          *rv = static_cast<int64_t>(DeviceInfoValue<cl_uint>(device.id, CL_DEVICE_MAX_CLOCK_FREQUENCY));
           break;
         case tvm::runtime::kMultiProcessorCount:
-          *rv = static_cast<int64_t>(Info<cl_uint>(device, CL_DEVICE_MAX_COMPUTE_UNITS));
+          *rv = static_cast<int64_t>(DeviceInfoValue<cl_uint>(device.id, CL_DEVICE_MAX_COMPUTE_UNITS));
           break;
         case tvm::runtime::kMaxThreadDimensions: {
           size_t dims[3] = {0, 0, 0};
@@ -105,7 +105,7 @@ class OpenCLDeviceAPI final : public DeviceAPI {
           break;
         case tvm::runtime::kTotalGlobalMemory:
         case tvm::runtime::kAvailableGlobalMemory:
-          *rv = static_cast<int64_t>(Info<cl_ulong>(device, CL_DEVICE_GLOBAL_MEM_SIZE));
+          *rv = static_cast<int64_t>(DeviceInfoValue<cl_ulong>(device.id, CL_DEVICE_GLOBAL_MEM_SIZE));
           break;
         case tvm::runtime::kImagePitchAlignment:
         {
@@ -217,13 +217,6 @@ class OpenCLDeviceAPI final : public DeviceAPI {
     TVM_FFI_THROW(InternalError) << "adreno OpenCL plugin: pointer copies are not used; copies go through tensors";
   }
 
- private:
-  template <typename T>
-  static T Info(ClDevice& device, cl_device_info what) {
-    T value{};
-    CL_CALL(clGetDeviceInfo, device.id, what, sizeof(T), &value, nullptr);
-    return value;
-  }
 };
 
 // The Relax VM's allocator: keeps freed buffers and images for reuse by the next allocation of the same size

@@ -12,13 +12,6 @@ std::string Trim(std::string value) {
   return start == std::string::npos ? "" : value.substr(start);
 }
 
-template <typename T>
-T DeviceInfoValue(cl_device_id device, cl_device_info what) {
-  T value{};
-  CL_CALL(clGetDeviceInfo, device, what, sizeof(T), &value, nullptr);
-  return value;
-}
-
 }  // namespace
 
 std::string DeviceInfoString(cl_device_id device, cl_device_info what) {

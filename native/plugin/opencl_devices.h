@@ -47,6 +47,14 @@ class OpenCLDevices {
 // The device TVM last chose on this thread (DeviceAPI::SetDevice; TVM's host code sets it before each launch).
 int& CurrentDeviceId();
 
+// A fixed-size info value of a device (a number, a bool, a size).
+template <typename T>
+T DeviceInfoValue(cl_device_id device, cl_device_info what) {
+  T value{};
+  CL_CALL(clGetDeviceInfo, device, what, sizeof(T), &value, nullptr);
+  return value;
+}
+
 // A string info value of a device or platform, trimmed of the trailing NULs and spaces drivers leave.
 std::string DeviceInfoString(cl_device_id device, cl_device_info what);
 std::string PlatformInfoString(cl_platform_id platform, cl_platform_info what);
