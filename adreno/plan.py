@@ -42,7 +42,7 @@ def extract_plan(lowered, tvm_target, memory: str = "buffer", device=None, preci
                  weights: WinogradWeights | None = None) -> tuple[Plan, dict[str, str], dict[str, np.ndarray]]:
     """Walk `main` of a lowered module into a launch plan, the OpenCL source per program, and what params.npz
     stores for each param (`adreno.weights`: a weight of `weights`, the Winograd-transformed ones, as its 3x3 source;
-    a weight of a half-float image as float16).
+    the weights of an fp16 compile as float16).
 
     memory="texture": every packed 5-D tensor (NCHW4c activation, OIHW4o weight) that fits the device's image
     limits is an OpenCL image (`TensorSpec.image`); one that does not, or whose producing kernel cannot write
@@ -83,7 +83,8 @@ def extract_plan(lowered, tvm_target, memory: str = "buffer", device=None, preci
             spec = tensors[name] = TensorSpec(name, list(array.shape), str(array.dtype), "param", "")
             assign_image(spec)
             half_pixels = spec.image is not None and spec.image["channel_type"] == "float16"
-            stored, params[name] = stored_form(array, half_pixels, weights.source_of(array) if weights else None)
+            stored, params[name] = stored_form(array, precision == "fp16", half_pixels,
+                                               weights.source_of(array) if weights else None)
             spec.stored = stored.to_json() if stored else None
             return name
         try:

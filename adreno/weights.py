@@ -6,7 +6,9 @@ smallest thing it can be rebuilt from (`TensorSpec.stored`, a `StoredWeight`; No
 - a Winograd weight (`WeightTransform.WINOGRAD_F2`/`F4`) is stored as the model's own 3x3 weight g (O, C, 3, 3)
   and transformed at load, U = G g G^T ((alpha, alpha, O, C); packed for texture stages as
   `adreno.winograd.pack_weight` lays it out), instead of 4x (F4) or 1.8x (F2) as many transformed values;
-- a weight an fp16 artifact feeds to half-float images is stored as float16, the values its pixels hold.
+- a weight of an fp16 artifact is stored as float16: the values a half-float image's pixels hold, or, for a weight
+  a kernel reads from a float32 buffer, rounded to half and widened at load (unless a value is beyond half's
+  range: then it stays float32).
 
 Every loader (the launch-plan executor, TVM's runtime path, the C++ harness `native/harness/weight_forms.cc`)
 calls the same recipe (`adreno.winograd.transform_weight`: an explicit order of float64 operations, so that C++
@@ -88,18 +90,28 @@ def param_value(name: str, shape: list[int], dtype: str, stored: StoredWeight | 
     return value.astype(dtype, copy=False)
 
 
-def stored_form(array: np.ndarray, half_pixels: bool, source: tuple | None) -> tuple[StoredWeight | None, np.ndarray]:
+def stored_form(array: np.ndarray, fp16: bool, half_pixels: bool,
+                source: tuple | None) -> tuple[StoredWeight | None, np.ndarray]:
     """(the StoredWeight, the array params.npz stores) of a param of value `array`: its Winograd source when it has
-    one (`WinogradWeights.source_of`), in float16 when the param feeds half-float images; (None, array) for a param
-    stored as it is."""
-    narrow = half_pixels and array.dtype == np.float32
-    if source is not None:
-        g, transform, packed = source
-        g = g.astype(np.float16) if narrow else g
-        return StoredWeight(tuple(g.shape), str(g.dtype), transform, packed), g
-    if narrow:
-        return StoredWeight(tuple(array.shape), "float16"), array.astype(np.float16)
+    one (`WinogradWeights.source_of`); in float16 in an fp16 artifact (`fp16`) when it feeds half-float images
+    (which hold halves anyway) or when no value of it is beyond half's range (a buffer weight, widened at load);
+    (None, array) for a param stored as it is."""
+    stored = array if source is None else source[0]
+    narrow = fp16 and stored.dtype == np.float32 and (half_pixels or _fits_half(stored))
+    with np.errstate(over="ignore"):  # only into a half image, whose pixels hold the same infinities
+        if source is not None:
+            g, transform, packed = source
+            g = g.astype(np.float16) if narrow else g
+            return StoredWeight(tuple(g.shape), str(g.dtype), transform, packed), g
+        if narrow:
+            return StoredWeight(tuple(array.shape), "float16"), array.astype(np.float16)
     return None, array
+
+
+def _fits_half(array: np.ndarray) -> bool:
+    """No finite value becomes infinite in float16 (|x| <= 65504: e.g. no -1e9 mask, no "no limit" clip bound)."""
+    finite = array[np.isfinite(array)]
+    return not finite.size or float(np.abs(finite).max()) <= float(np.finfo(np.float16).max)
 
 
 class WinogradWeights:

@@ -101,11 +101,22 @@ def transform_weight(weight: np.ndarray, m: int) -> np.ndarray:
     g[o,c,r,1] G[b,1] + g[o,c,r,2] G[b,2], each sum left to right: weights are transformed when an artifact is loaded
     (`adreno.weights`), and the C++ loader (`native/harness/weight_forms.cc`) does these operations in this order."""
     _, gm, _ = matrices(m)
-    g = weight.astype(np.float64)
-    t = g[..., 0, None] * gm[:, 0] + g[..., 1, None] * gm[:, 1] + g[..., 2, None] * gm[:, 2]  # (O, C, r, b)
-    u = gm[:, 0, None] * t[:, :, None, 0, :] + gm[:, 1, None] * t[:, :, None, 1, :] \
-        + gm[:, 2, None] * t[:, :, None, 2, :]  # (O, C, a, b)
-    return np.ascontiguousarray(u.astype(np.float32).transpose(2, 3, 0, 1))
+    alpha = gm.shape[0]
+    g = weight.astype(np.float64).transpose(2, 3, 0, 1)  # (r, s, O, C): every term below is a whole (O, C) plane
+    t = np.empty((3, alpha) + g.shape[2:])
+    for r in range(3):
+        for b in range(alpha):
+            t[r, b] = g[r, 0] * gm[b, 0]
+            t[r, b] += g[r, 1] * gm[b, 1]
+            t[r, b] += g[r, 2] * gm[b, 2]
+    u = np.empty((alpha, alpha) + g.shape[2:], dtype=np.float32)
+    for a in range(alpha):
+        for b in range(alpha):
+            plane = gm[a, 0] * t[0, b]
+            plane += gm[a, 1] * t[1, b]
+            plane += gm[a, 2] * t[2, b]
+            u[a, b] = plane  # rounded once to float32
+    return u
 
 
 def tiles(oh: int, ow: int, m: int) -> tuple[int, int]:

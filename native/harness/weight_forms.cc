@@ -30,60 +30,44 @@ int64_t Elements(const std::vector<int64_t>& shape) {
   return n;
 }
 
-std::vector<double> Widened(const NpyView& stored) {
-  const size_t n = static_cast<size_t>(Elements(stored.shape));
-  std::vector<double> values(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (stored.dtype == "float16") {
-      uint16_t half;
-      std::memcpy(&half, stored.data + 2 * i, 2);
-      values[i] = HalfToFloat(half);
-    } else {
-      float value;
-      std::memcpy(&value, stored.data + 4 * i, 4);
-      values[i] = value;
-    }
+// Element i of a float32 or float16 member, as a double (exact).
+double Element(const NpyView& stored, size_t i) {
+  if (stored.dtype == "float16") {
+    uint16_t half;
+    std::memcpy(&half, stored.data + 2 * i, 2);
+    return HalfToFloat(half);
   }
-  return values;
+  float value;
+  std::memcpy(&value, stored.data + 4 * i, 4);
+  return value;
 }
 
-// U[a][b][o][c] = sum_r G[a][r] t[o][c][r][b], t[o][c][r][b] = sum_s g[o][c][r][s] G[b][s], sums left to right.
-std::vector<float> Winograd(const std::vector<double>& g, int64_t outs, int64_t ins, int tile) {
+// U[a][b][o][c] = sum_r G[a][r] t[o][c][r][b], t[o][c][r][b] = sum_s g[o][c][r][s] G[b][s], sums left to right,
+// written at U's index (alpha, alpha, O, C), or at the packed one (alpha, alpha, ceil(O/4), 4 ceil(C/4), 4).
+std::vector<float> Winograd(const NpyView& g, int64_t outs, int64_t ins, int tile, bool packed) {
   const std::vector<double> gm = WinogradG(tile);
-  const int64_t alpha = tile + 2;
-  std::vector<float> u(static_cast<size_t>(alpha * alpha * outs * ins));
+  const int64_t alpha = tile + 2, o4 = (outs + kLanes - 1) / kLanes, cp = (ins + kLanes - 1) / kLanes * kLanes;
+  const int64_t plane = packed ? o4 * cp * kLanes : outs * ins;
+  std::vector<float> u(static_cast<size_t>(alpha * alpha * plane), 0.0f);
   for (int64_t o = 0; o < outs; ++o) {
     for (int64_t c = 0; c < ins; ++c) {
-      const double* w = g.data() + (o * ins + c) * 9;
-      double t[3][6];
+      double w[9], t[3][6];
+      for (int k = 0; k < 9; ++k) w[k] = Element(g, static_cast<size_t>((o * ins + c) * 9 + k));
       for (int r = 0; r < 3; ++r) {
         for (int64_t b = 0; b < alpha; ++b) {
           t[r][b] = w[r * 3 + 0] * gm[b * 3 + 0] + w[r * 3 + 1] * gm[b * 3 + 1] + w[r * 3 + 2] * gm[b * 3 + 2];
         }
       }
+      const int64_t at = packed ? ((o / kLanes) * cp + c) * kLanes + o % kLanes : o * ins + c;
       for (int64_t a = 0; a < alpha; ++a) {
         for (int64_t b = 0; b < alpha; ++b) {
           const double value = gm[a * 3 + 0] * t[0][b] + gm[a * 3 + 1] * t[1][b] + gm[a * 3 + 2] * t[2][b];
-          u[((a * alpha + b) * outs + o) * ins + c] = static_cast<float>(value);
+          u[(a * alpha + b) * plane + at] = static_cast<float>(value);
         }
       }
     }
   }
   return u;
-}
-
-// (alpha, alpha, O, C) -> (alpha, alpha, ceil(O/4), 4 ceil(C/4), 4): output channel o at [.., o / 4, c, o % 4].
-std::vector<float> Packed(const std::vector<float>& u, int64_t alpha, int64_t outs, int64_t ins) {
-  const int64_t o4 = (outs + kLanes - 1) / kLanes, cp = (ins + kLanes - 1) / kLanes * kLanes;
-  std::vector<float> out(static_cast<size_t>(alpha * alpha * o4 * cp * kLanes), 0.0f);
-  for (int64_t ab = 0; ab < alpha * alpha; ++ab) {
-    for (int64_t o = 0; o < outs; ++o) {
-      for (int64_t c = 0; c < ins; ++c) {
-        out[(((ab * o4 + o / kLanes) * cp + c) * kLanes) + o % kLanes] = u[(ab * outs + o) * ins + c];
-      }
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -96,8 +80,8 @@ std::vector<float> ParamValues(const std::string& name, const NpyView& stored, c
   std::vector<float> values;
   std::vector<int64_t> got;
   if (form.transform == "none") {
-    const std::vector<double> wide = Widened(stored);
-    values.assign(wide.begin(), wide.end());
+    values.resize(static_cast<size_t>(Elements(stored.shape)));
+    for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(Element(stored, i));
     got = stored.shape;
   } else if (form.transform == "winograd2" || form.transform == "winograd4") {
     if (stored.shape.size() != 4 || stored.shape[2] != 3 || stored.shape[3] != 3) {
@@ -105,12 +89,10 @@ std::vector<float> ParamValues(const std::string& name, const NpyView& stored, c
     }
     const int tile = form.transform == "winograd2" ? 2 : 4;
     const int64_t alpha = tile + 2, outs = stored.shape[0], ins = stored.shape[1];
-    values = Winograd(Widened(stored), outs, ins, tile);
-    got = {alpha, alpha, outs, ins};
-    if (form.packed) {
-      values = Packed(values, alpha, outs, ins);
-      got = {alpha, alpha, (outs + kLanes - 1) / kLanes, (ins + kLanes - 1) / kLanes * kLanes, kLanes};
-    }
+    values = Winograd(stored, outs, ins, tile, form.packed);
+    got = form.packed ? std::vector<int64_t>{alpha, alpha, (outs + kLanes - 1) / kLanes,
+                                             (ins + kLanes - 1) / kLanes * kLanes, kLanes}
+                      : std::vector<int64_t>{alpha, alpha, outs, ins};
   } else {
     throw std::runtime_error("param " + name + ": unknown stored transform '" + form.transform + "'");
   }
