@@ -29,9 +29,11 @@ import numpy as np
 from .artifact_check import check_files, check_outputs, check_plan, confined, sha256_file
 from .errors import AdrenoError, ArtifactError
 from .layout import ImageSpec  # noqa: F401  (part of the contract: TensorSpec.image, Plan.images)
+from .weights import StoredWeight, param_value
 
-PLAN_FORMAT = 3  # 2: image storage (TensorSpec.image, Plan.images) for --memory texture; 3: tensors without storage
-# (storage ""): empty outputs and inputs no kernel reads (adreno.empty)
+PLAN_FORMAT = 4  # 2: image storage (TensorSpec.image, Plan.images) for --memory texture; 3: tensors without storage
+# (storage ""): empty outputs and inputs no kernel reads (adreno.empty); 4: params stored in another form
+# (TensorSpec.stored: Winograd weights as their 3x3 source, half-image weights as float16; adreno.weights)
 _NPY_HEADER_MAX = 64 * 1024  # an .npy header is 128 bytes here; numpy allows longer ones, never this long
 MANIFEST_NAME, PLAN_NAME, PARAMS_NAME, KERNEL_DIR = "manifest.json", "plan.json", "params.npz", "kernels"
 
@@ -52,6 +54,14 @@ class TensorSpec:
     scope: str = "global"
     image: dict | None = None
     fallback: str = ""
+    stored: dict | None = None  # a param's form in params.npz when it is not the param itself (adreno.weights)
+
+    @property
+    def stored_weight(self) -> StoredWeight:
+        """What params.npz holds for this param (`adreno.weights.StoredWeight`)."""
+        if self.stored is None:
+            return StoredWeight(tuple(self.shape), self.dtype)
+        return StoredWeight.from_json(self.stored)
 
     @property
     def nbytes(self) -> int:
@@ -175,7 +185,15 @@ class Artifact:
             raise ArtifactError(f"{self.path}: kernel source of {program} is not text; recompile the model") from None
 
     def params(self) -> dict[str, np.ndarray]:
-        """The constant tensors, keyed by tensor name."""
+        """The constant tensors, keyed by tensor name, as the kernels read them: each rebuilt from its stored form
+        (`adreno.weights`: Winograd weights are transformed here, float16 ones widened)."""
+        stored = self.stored_params()
+        tensors = self.plan.tensors
+        return {name: param_value(name, tensors[name].shape, tensors[name].dtype, tensors[name].stored_weight, array)
+                for name, array in stored.items()}
+
+    def stored_params(self) -> dict[str, np.ndarray]:
+        """params.npz as it is stored, keyed by param name (see `params`)."""
         try:
             self._check_params_index()
             with np.load(self.path / PARAMS_NAME) as npz:
@@ -199,10 +217,11 @@ class Artifact:
                 if spec is None or spec.kind != "param":
                     raise ArtifactError(f"{self.path / PARAMS_NAME} holds {member.filename!r}, which is no param of "
                                         "the plan; recompile the model")
-                if member.file_size > spec.nbytes + _NPY_HEADER_MAX:
+                stored = spec.stored_weight
+                if member.file_size > stored.nbytes + _NPY_HEADER_MAX:
                     raise ArtifactError(f"{self.path / PARAMS_NAME}: {member.filename} declares {member.file_size} "
-                                        f"bytes, param {spec.name} {spec.shape} {spec.dtype} has {spec.nbytes}; "
-                                        "recompile the model")
+                                        f"bytes, param {spec.name} is stored as {list(stored.shape)} {stored.dtype}, "
+                                        f"{stored.nbytes} bytes; recompile the model")
 
     def input_specs(self) -> list[TensorSpec]:
         return [self.plan.tensors[n] for n in self.plan.inputs]

@@ -97,6 +97,24 @@ def _ints(values, what: str, low: int = 0) -> list[int]:
     return values
 
 
+def _check_stored(name: str, t) -> None:
+    """A param's stored form (`adreno.weights`) names a known dtype, a shape of ints, and a transform that gives
+    the param's shape (a Winograd source is an (O, C, 3, 3) weight)."""
+    from .weights import WeightTransform
+
+    _ints(t.stored["shape"], f"tensor {name} stored shape")
+    stored = t.stored_weight  # KeyError / ValueError: malformed
+    if t.kind != "param" or stored.dtype not in DTYPES:
+        _fail(f"tensor {name}: a stored form for a {t.kind} of dtype {stored.dtype!r}")
+    if stored.transform is WeightTransform.NONE:
+        if list(stored.shape) != list(t.shape):
+            _fail(f"param {name} is stored as {list(stored.shape)}, not its shape {t.shape}")
+        return
+    alpha = stored.transform.tile + 2
+    if len(stored.shape) != 4 or list(stored.shape[2:]) != [3, 3] or list(t.shape[:2]) != [alpha, alpha]:
+        _fail(f"param {name}: a {stored.transform.value} weight stored as {list(stored.shape)} for {t.shape}")
+
+
 def check_plan(plan, root: Path, listed: set[str]) -> None:
     """The plan is consistent with itself and with the files the manifest lists (see the module doc). A field of
     the wrong JSON type surfaces as TypeError, AttributeError, KeyError or ValueError (`Artifact.load` says
@@ -116,6 +134,8 @@ def check_plan(plan, root: Path, listed: set[str]) -> None:
         _ints(t.shape, f"tensor {name} shape")
         if t.dtype not in DTYPES or t.kind not in KINDS or t.scope not in SCOPES:
             _fail(f"tensor {name}: unknown dtype, kind or scope ({t.dtype!r}, {t.kind!r}, {t.scope!r})")
+        if t.stored is not None:
+            _check_stored(name, t)
         if t.storage == "" and t.image is None and (t.kind == "input" or t.kind == "output" and not t.nbytes):
             continue  # no kernel touches it (_check_step: no step names it)
         if t.storage not in storage:

@@ -11,6 +11,7 @@ import hashlib
 import os
 import platform
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -27,6 +28,7 @@ from .native_log import summarised_stderr
 from .options import CompileOptions
 from .plan import bindings, extract_plan
 from .records import TunedConfigs
+from .weights import WinogradWeights
 
 Progress = Callable[[str], None]
 
@@ -71,8 +73,9 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     else:
         say(f"lowering for {device.name} ({memory} memory"
             f"{f', {len(tuned)} tuned workloads' if options.records else ''})")
+        transformed = WinogradWeights()  # stored as their 3x3 source, transformed at load (adreno.weights)
         lowered = lower_relax(mod, tvm_target, options.schedules, memory=memory, schedule_config=tuned,
-                              winograd=winograd, refusals=refusals)
+                              winograd=winograd, refusals=refusals, weights=transformed)
         for refusal in refusals:
             say(f"fallback: {refusal}; TVM's schedule runs it")
         ranked = tuned.ranker.summary() if tuned.ranker else None
@@ -81,7 +84,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
                 f"from the rule (slowest ranking {ranked['max_seconds']:.2f} s)")
         say("extracting the launch plan")
         plan, sources, params = extract_plan(lowered, tvm_target, memory=memory, device=device,
-                                             precision=options.precision)
+                                             precision=options.precision, weights=transformed)
     plan = empty.complete(plan, [i.name for i in graph_inputs(onnx_model)], [o.name for o in onnx_model.graph.output])
 
     with ArtifactWriter(output) as writer:
@@ -123,6 +126,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "compiled_on": platform.node(),
             "compile_seconds": round(time.perf_counter() - start, 3),
             "sizes": artifact_sizes(writer.tmp, library),
+            "weight_storage": weight_storage(plan),
             "bound": bound_entries(bound),
             "inputs": _io_entries(plan, plan.inputs, [i.name for i in graph_inputs(onnx_model)]),
             "outputs": _io_entries(plan, plan.outputs, [o.name for o in onnx_model.graph.output]),
@@ -140,6 +144,16 @@ def artifact_sizes(directory: Path, library: str | None) -> dict:
     return {"weights": (directory / PARAMS_NAME).stat().st_size,
             "kernels": sum(p.stat().st_size for p in kernels.iterdir()) if kernels.is_dir() else 0,
             "host_library": (directory / library).stat().st_size if library else 0}
+
+
+def weight_storage(plan: Plan) -> dict:
+    """How params.npz stores the params (`adreno.weights`): the count per stored dtype and per transform, and the
+    bytes of the params as the kernels read them next to the bytes stored."""
+    params = [t for t in plan.tensors.values() if t.kind == "param"]
+    forms = [t.stored_weight for t in params]
+    return {"dtypes": dict(Counter(f.dtype for f in forms)),
+            "transforms": dict(Counter(f.transform.value for f in forms)),
+            "param_bytes": sum(t.nbytes for t in params), "stored_bytes": sum(f.nbytes for f in forms)}
 
 
 def tuned_configs(records: str | None, precision: str, target: str) -> TunedConfigs:
@@ -175,14 +189,15 @@ def model_source(model, model_name: str) -> dict:
 
 
 def lower_relax(mod, tvm_target, schedules: str = "adreno", memory: str = "buffer", schedule_config=None,
-                winograd: str = "off", refusals: list | None = None):
+                winograd: str = "off", refusals: list | None = None, weights=None):
     """Run the Adreno Relax legalization pipeline (library dispatch, legalize, fuse, schedules).
 
     With schedules="adreno" our families (`adreno.schedules.FAMILIES`, with tuned knobs from `schedule_config`) get
     the first chance at every function and TVM's dlight rules schedule the rest (also what a family refuses: each
     refusal is appended to `refusals` when given); "tvm" keeps TVM 0.27's
     defaults (for comparisons); "none" stops before any schedule (what the tuner extracts tasks from).
-    The result's `main` is a flat dataflow of `call_tir`; any other call left there is an op we cannot lower."""
+    The result's `main` is a flat dataflow of `call_tir`; any other call left there is an op we cannot lower.
+    `weights` (an `adreno.weights.WinogradWeights`) collects the Winograd-transformed weights, for `extract_plan`."""
     import tvm
     from tvm.relax.backend.adreno import pipeline
 
@@ -198,7 +213,7 @@ def lower_relax(mod, tvm_target, schedules: str = "adreno", memory: str = "buffe
             from .texture.planning import relax_passes
 
             passes = relax_passes(tvm_target, ours, default_schedules=schedules != "none",
-                                  winograd=winograd, config=schedule_config)
+                                  winograd=winograd, config=schedule_config, weights=weights)
         else:
             passes = pipeline.library_dispatch_passes(tvm_target) + pipeline.legalize_passes(tvm_target)
             dlight_defaults = passes[-2:]  # TVM's dlight default-schedule passes close the list
@@ -206,7 +221,7 @@ def lower_relax(mod, tvm_target, schedules: str = "adreno", memory: str = "buffe
             # Relax-level rewrite of eligible 3x3 stride-1 convs before legalization (mode and tuned layout records)
             from .winograd import rewrite_pass
 
-            passes = [rewrite_pass(winograd, schedule_config)] + passes
+            passes = [rewrite_pass(winograd, schedule_config, weights)] + passes
         with summarised_stderr():  # legalization's C++ warnings, once per Gather (adreno.native_log)
             lowered = tvm.transform.Sequential(passes)(mod)
     if schedules == "none":

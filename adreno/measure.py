@@ -139,8 +139,9 @@ def travel_light(artifact: Path, seed: int = 0) -> dict[str, np.ndarray]:
     it) and replace its params by seeded normal values of the same shapes and dtypes, each drawn with that
     param's own mean and std (so activations keep their scale through a deep model), and write PARAM_SEEDS, how to
     draw them again with their checksums: the artifact can travel without its weights (`restore_params`); its
-    reference outputs must then be computed with the seeded values, which this returns. The kernels, and so the
-    timings, do not depend on the values."""
+    reference outputs must then be computed with the seeded values, which this returns (as the kernels read them:
+    the draws are of params.npz's stored forms, `adreno.weights`, so a Winograd weight travels as its 3x3 source).
+    The kernels, and so the timings, do not depend on the values."""
     from .artifact import Artifact
 
     artifact = Path(artifact)
@@ -150,7 +151,7 @@ def travel_light(artifact: Path, seed: int = 0) -> dict[str, np.ndarray]:
             (artifact / lib).unlink()
     manifest["host_library"] = None
     (artifact / "manifest.json").write_text(json.dumps(manifest, indent=1))
-    real = Artifact.load(artifact).params()
+    real = Artifact.load(artifact).stored_params()
     spec, seeded = {"seed": seed, "params": {}}, {}
     for index, name in enumerate(sorted(real)):
         array = real[name]
@@ -162,7 +163,7 @@ def travel_light(artifact: Path, seed: int = 0) -> dict[str, np.ndarray]:
         spec["params"][name] = {**entry, "sha": digest(seeded[name])}
     _write_params(artifact, seeded)
     (artifact / PARAM_SEEDS).write_text(json.dumps(spec, indent=1))
-    return seeded
+    return Artifact.load(artifact).params()
 
 
 def restore_params(artifact: Path) -> None:

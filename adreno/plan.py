@@ -19,6 +19,7 @@ from .artifact import KERNEL_DIR, ImageSpec, KernelArg, KernelLaunch, Plan, Step
 from .errors import DynamicShapeError, ModelError, UnsupportedOpError
 from .layout import LANES, tensor_image
 from .texture.tir import TextureLoweringError
+from .weights import WinogradWeights, stored_form
 
 
 def bindings(func):
@@ -37,9 +38,11 @@ def kernel_calls(lowered):
             yield binding, value.args[0], lowered[value.args[0]]
 
 
-def extract_plan(lowered, tvm_target, memory: str = "buffer", device=None,
-                 precision: str = "fp32") -> tuple[Plan, dict[str, str], dict[str, np.ndarray]]:
-    """Walk `main` of a lowered module into a launch plan, the OpenCL source per program, and the params.
+def extract_plan(lowered, tvm_target, memory: str = "buffer", device=None, precision: str = "fp32",
+                 weights: WinogradWeights | None = None) -> tuple[Plan, dict[str, str], dict[str, np.ndarray]]:
+    """Walk `main` of a lowered module into a launch plan, the OpenCL source per program, and what params.npz
+    stores for each param (`adreno.weights`: a weight of `weights`, the Winograd-transformed ones, as its 3x3 source;
+    the weights of an fp16 compile as float16).
 
     memory="texture": every packed 5-D tensor (NCHW4c activation, OIHW4o weight) that fits the device's image
     limits is an OpenCL image (`TensorSpec.image`); one that does not, or whose producing kernel cannot write
@@ -77,9 +80,12 @@ def extract_plan(lowered, tvm_target, memory: str = "buffer", device=None,
         if isinstance(expr, tvm.ir.expr.GenericConst) or isinstance(expr, tvm.ir.expr.Constant):
             name = f"param{len(params)}"
             array = expr.value.numpy()
-            params[name] = array
-            tensors[name] = TensorSpec(name, list(array.shape), str(array.dtype), "param", "")
-            assign_image(tensors[name])
+            spec = tensors[name] = TensorSpec(name, list(array.shape), str(array.dtype), "param", "")
+            assign_image(spec)
+            half_pixels = spec.image is not None and spec.image["channel_type"] == "float16"
+            stored, params[name] = stored_form(array, precision == "fp16", half_pixels,
+                                               weights.source_of(array) if weights else None)
+            spec.stored = stored.to_json() if stored else None
             return name
         try:
             return values[_expr_key(expr)]

@@ -95,10 +95,28 @@ def matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def transform_weight(weight: np.ndarray, m: int) -> np.ndarray:
-    """U = G g G^T for every (o, c): (O, C, 3, 3) -> (alpha, alpha, O, C), computed in float64, stored float32."""
-    _, g, _ = matrices(m)
-    u = np.einsum("ar,ocrs,bs->aboc", g, weight.astype(np.float64), g)
-    return np.ascontiguousarray(u.astype(np.float32))
+    """U = G g G^T for every (o, c): (O, C, 3, 3) -> (alpha, alpha, O, C), computed in float64, stored float32.
+
+    U[a, b, o, c] = G[a,0] t[o,c,0,b] + G[a,1] t[o,c,1,b] + G[a,2] t[o,c,2,b] with t[o,c,r,b] = g[o,c,r,0] G[b,0] +
+    g[o,c,r,1] G[b,1] + g[o,c,r,2] G[b,2], each sum left to right: weights are transformed when an artifact is loaded
+    (`adreno.weights`), and the C++ loader (`native/harness/weight_forms.cc`) does these operations in this order."""
+    _, gm, _ = matrices(m)
+    alpha = gm.shape[0]
+    g = weight.astype(np.float64).transpose(2, 3, 0, 1)  # (r, s, O, C): every term below is a whole (O, C) plane
+    t = np.empty((3, alpha) + g.shape[2:])
+    for r in range(3):
+        for b in range(alpha):
+            t[r, b] = g[r, 0] * gm[b, 0]
+            t[r, b] += g[r, 1] * gm[b, 1]
+            t[r, b] += g[r, 2] * gm[b, 2]
+    u = np.empty((alpha, alpha) + g.shape[2:], dtype=np.float32)
+    for a in range(alpha):
+        for b in range(alpha):
+            plane = gm[a, 0] * t[0, b]
+            plane += gm[a, 1] * t[1, b]
+            plane += gm[a, 2] * t[2, b]
+            u[a, b] = plane  # rounded once to float32
+    return u
 
 
 def tiles(oh: int, ow: int, m: int) -> tuple[int, int]:
@@ -210,16 +228,19 @@ def pack_weight(u: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(out.reshape(alpha, alpha, o4, LANES, c4 * LANES).transpose(0, 1, 2, 4, 3))
 
 
-def emit_stages(bb, data, weight: np.ndarray, m: int, n: int, padding, out_hw):
+def emit_stages(bb, data, weight: np.ndarray, m: int, n: int, padding, out_hw, weights=None):
     """Emit the three Winograd stages of a conv into the BlockBuilder `bb` (inside a dataflow block) and return the
     output transform's call (not emitted: the caller emits or returns it). `data` is NCHW or packed NCHW4c (then
-    the weight transform is packed too and every stage works on packed tensors)."""
+    the weight transform is packed too and every stage works on packed tensors). The transformed weight is
+    recorded with `weights` (an `adreno.weights.WinogradWeights`), so that the artifact stores `weight` instead."""
     from tvm import relax
 
-    u = transform_weight(weight, m)
     packed = len(data.ty.shape) == 5
+    u = pack_weight(transform_weight(weight, m)) if packed else transform_weight(weight, m)
+    if weights is not None:
+        weights.record(u, weight, m, packed)
     v = bb.emit_te(_input_transform_te, data, m, padding, out_hw, primfunc_name_hint=f"winograd{m}_input_transform")
-    mm = bb.emit_te(_gemm_te, relax.const(pack_weight(u) if packed else u), v,
+    mm = bb.emit_te(_gemm_te, relax.const(u), v,
                     primfunc_name_hint=f"winograd{m}_batch_gemm")
     return bb.call_te(_output_transform_te, mm, m, n, out_hw, primfunc_name_hint=f"winograd{m}_conv2d",
                       # a multiply-accumulate whose output is the conv's: its epilogue may fuse into it
@@ -325,9 +346,9 @@ def eligible_workloads(mod) -> list:
     return found
 
 
-def rewrite(mod, mode: str = "auto", config: dict | None = None):
+def rewrite(mod, mode: str = "auto", config: dict | None = None, weights=None):
     """Rewrite the eligible conv2d of `main` into Winograd stages (see the module doc); returns a new module (the
-    input module unchanged when nothing is rewritten)."""
+    input module unchanged when nothing is rewritten). `weights`: see `emit_stages`."""
     import tvm
     from tvm import relax
 
@@ -360,7 +381,7 @@ def rewrite(mod, mode: str = "auto", config: dict | None = None):
                 return call
             chosen.append((wl, m))
             n, _, _, _, _, padding, oh, ow = info
-            return emit_stages(self.builder_, call.args[0], array, m, n, padding, (oh, ow))
+            return emit_stages(self.builder_, call.args[0], array, m, n, padding, (oh, ow), weights)
 
     rewriter = _Rewriter(folded)
     func = rewriter.visit_expr(folded["main"])
@@ -370,12 +391,12 @@ def rewrite(mod, mode: str = "auto", config: dict | None = None):
     return rewriter.builder_.get()
 
 
-def rewrite_pass(mode: str = "auto", config: dict | None = None):
+def rewrite_pass(mode: str = "auto", config: dict | None = None, weights=None):
     """`rewrite` as a module pass (for a pass list)."""
     import tvm
 
     @tvm.transform.module_pass(opt_level=0, name="AdrenoWinograd")
     def _pass(mod, ctx):  # noqa: ARG001
-        return rewrite(mod, mode, config)
+        return rewrite(mod, mode, config, weights)
 
     return _pass

@@ -83,11 +83,13 @@ class LayoutPlanner:
     variable became: packed (a 5-D NCHW4c expression and its channel count), plain (an NCHW expression), or a tuple
     of old expressions. `winograd` and `config` (tuned records) choose which convs become Winograd stages."""
 
-    def __init__(self, mod, winograd: str = "off", config: dict | None = None, report: LayoutReport | None = None):
+    def __init__(self, mod, winograd: str = "off", config: dict | None = None, report: LayoutReport | None = None,
+                 weights=None):
         self.main = mod["main"]
         others = tvm.IRModule({gv: f for gv, f in mod.functions.items() if gv.name_hint != "main"}, attrs=mod.attrs)
         self.bb = relax.BlockBuilder(others)
         self.winograd, self.config = winograd, config
+        self.weights = weights  # adreno.weights.WinogradWeights: the transformed weights, stored as their source
         self.report = report if report is not None else LayoutReport()
         self.packed: dict[int, tuple] = {}  # old var key -> (packed expr, channels)
         self.plain: dict[int, object] = {}  # old var key -> NCHW expr in the new function
@@ -210,7 +212,8 @@ class LayoutPlanner:
                                                                 self.config, "texture")
         if tile:
             n, _, _, _, _, padding, oh, ow = info
-            return (self.bb.emit(winograd_rule.emit_stages(self.bb, p[0], w, tile, n, padding, (oh, ow))), o), ""
+            return (self.bb.emit(winograd_rule.emit_stages(self.bb, p[0], w, tile, n, padding, (oh, ow),
+                                                                   self.weights)), o), ""
         pad = [int(v) for v in attrs.padding]
         pad = pad * 2 if len(pad) == 2 else pad
         wpacked = relax.const(pack_oihw4o(w, depthwise=depthwise))
@@ -296,9 +299,10 @@ class LayoutPlanner:
         return self.try_elementwise(value, _shape(var))
 
 
-def plan_layouts(mod, report: LayoutReport | None = None, winograd: str = "off", config: dict | None = None):
+def plan_layouts(mod, report: LayoutReport | None = None, winograd: str = "off", config: dict | None = None,
+                 weights=None):
     """(the module with `main`'s conv-centred regions packed, the LayoutReport); see the module docstring."""
-    planner = LayoutPlanner(mod, winograd, config, report)
+    planner = LayoutPlanner(mod, winograd, config, report, weights)
     return planner.run(), planner.report
 
 
@@ -325,9 +329,10 @@ def _remap_arg(arg, lookup):
 
 
 def relax_passes(tvm_target, extra_schedule_passes=(), default_schedules: bool = True, winograd: str = "off",
-                 config: dict | None = None):
+                 config: dict | None = None, weights=None):
     """The Relax pipeline of the texture path: decompose, fold, our layout planning, legalize, fuse, schedules.
-    `winograd` and `config` (tuned records) choose which convs the layout planning turns into Winograd stages.
+    `winograd` and `config` (tuned records) choose which convs the layout planning turns into Winograd stages
+    (`weights`, an `adreno.weights.WinogradWeights`, collects their transformed weights).
 
     `extra_schedule_passes` (`schedules.schedule_pass`: our families, among them the register-tiled packed conv
     `conv2d_texture`, with tuned knobs) run before `schedule_packed`; TVM's dlight GPU rules take whatever is left.
@@ -339,7 +344,7 @@ def relax_passes(tvm_target, extra_schedule_passes=(), default_schedules: bool =
 
     @tvm.transform.module_pass(opt_level=0, name="adreno.PlanTextureLayouts")
     def _layouts(mod, _ctx):
-        return plan_layouts(mod, winograd=winograd, config=config)[0]
+        return plan_layouts(mod, winograd=winograd, config=config, weights=weights)[0]
 
     return (pipeline.library_dispatch_passes(tvm_target) + [
         tvm.tirx.transform.BindTarget(tvm_target),

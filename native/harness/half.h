@@ -32,6 +32,29 @@ inline uint16_t FloatToHalf(float value) {
   return static_cast<uint16_t>(half);
 }
 
+// IEEE half -> float (exact): a float16 weight of params.npz widened for a transform.
+inline float HalfToFloat(uint16_t half) {
+  const uint32_t sign = static_cast<uint32_t>(half & 0x8000u) << 16;
+  uint32_t exponent = (half >> 10) & 0x1fu, mantissa = half & 0x3ffu, bits;
+  if (exponent == 0x1f) {
+    bits = sign | 0x7f800000u | (mantissa << 13);  // inf, nan
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    bits = sign;
+  } else {  // a subnormal half is a normal float
+    exponent = 127 - 15 + 1;
+    while (!(mantissa & 0x400u)) {
+      mantissa <<= 1;
+      --exponent;
+    }
+    bits = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
+  }
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
 }  // namespace adreno_harness
 
 #endif  // ADRENO_HARNESS_HALF_H_

@@ -34,6 +34,7 @@
 #include "blob_file.h"
 #include "half.h"
 #include "npy.h"
+#include "weight_forms.h"
 #include "weights.h"
 
 namespace ffi = tvm::ffi;
@@ -306,31 +307,52 @@ int Run(const Options& o) {
     if (weight == weights.end()) throw std::runtime_error(o.artifact + "/params.npz has no " + name);
     ffi::json::Object spec = Member<ffi::json::Object>(tensors, name.c_str(), "plan.json tensors");
     std::string scope = Member<ffi::String>(spec, "scope", "plan.json tensor " + name);
-    if (Member<ffi::String>(spec, "dtype", "plan.json tensor " + name) != weight->second.dtype) {
-      throw std::runtime_error(name + " in params.npz is " + weight->second.dtype + ", the plan says otherwise");
+    std::string dtype = Member<ffi::String>(spec, "dtype", "plan.json tensor " + name);
+    std::vector<int64_t> shape;
+    for (const ffi::Any& d : Member<ffi::json::Array>(spec, "shape", "plan.json tensor " + name)) {
+      shape.push_back(d.cast<int64_t>());
+    }
+    // the stored form (adreno/weights.py): absent or null for a param stored as it is
+    auto stored_entry = spec.find(ffi::String("stored"));
+    auto stored = stored_entry == spec.end() ? std::nullopt : (*stored_entry).second.try_cast<ffi::json::Object>();
+    adreno_harness::StoredForm form;
+    if (stored) {
+      form.transform = Member<ffi::String>(*stored, "transform", "plan.json tensor " + name + " stored");
+      form.packed = Member<bool>(*stored, "packed", "plan.json tensor " + name + " stored");
     }
     auto image = spec.find(ffi::String("image"));
     auto image_spec = image == spec.end() ? std::nullopt : (*image).second.try_cast<ffi::json::Object>();
-    if (image_spec && Member<ffi::String>(*image_spec, "channel_type", "plan.json image") == "float16") {
+    bool half_pixels = image_spec && Member<ffi::String>(*image_spec, "channel_type", "plan.json image") == "float16";
+    if (!stored && !half_pixels) {  // the member is the param: copied from the mapped file as it is
+      if (dtype != weight->second.dtype || shape != weight->second.shape) {
+        throw std::runtime_error(name + " in params.npz is " + weight->second.dtype + ", the plan says otherwise");
+      }
+      ffi::Optional<ffi::String> mem_scope = std::nullopt;
+      if (scope != "global") mem_scope = ffi::String(scope);
+      tvm::runtime::Tensor tensor = tvm::runtime::Tensor::Empty(ffi::Shape(shape), DataType(dtype), device, mem_scope);
+      tensor.CopyFromBytes(weight->second.data, weight->second.size);
+      args.push_back(tensor);
+      continue;
+    }
+    if (dtype != "float32") throw std::runtime_error(name + ": a " + dtype + " param stored in another form");
+    std::vector<float> values = adreno_harness::ParamValues(name, weight->second, form, shape);
+    if (half_pixels) {
       // an fp16 artifact: a float32 tensor in a half-float image, uploaded as half pixels (host_library.py)
-      if (weight->second.dtype != "float32") throw std::runtime_error(name + ": a half image of " + weight->second.dtype);
-      std::string pixels(weight->second.size / 2, '\0');
-      const float* values = reinterpret_cast<const float*>(weight->second.data);
-      for (size_t i = 0; i < weight->second.size / 4; ++i) {
+      std::string pixels(values.size() * 2, '\0');
+      for (size_t i = 0; i < values.size(); ++i) {
         uint16_t half = adreno_harness::FloatToHalf(values[i]);
         std::memcpy(pixels.data() + 2 * i, &half, 2);
       }
-      ffi::Tensor tensor = empty_image(ffi::Shape(weight->second.shape), DataType("float32"), o.device,
-                                       ffi::String(scope), 16).cast<ffi::Tensor>();
+      ffi::Tensor tensor = empty_image(ffi::Shape(shape), DataType("float32"), o.device, ffi::String(scope), 16)
+                               .cast<ffi::Tensor>();
       write_pixels(tensor, ffi::Bytes(pixels));
       args.push_back(tensor);
       continue;
     }
     ffi::Optional<ffi::String> mem_scope = std::nullopt;
     if (scope != "global") mem_scope = ffi::String(scope);
-    tvm::runtime::Tensor tensor = tvm::runtime::Tensor::Empty(ffi::Shape(weight->second.shape),
-                                                              DataType(weight->second.dtype), device, mem_scope);
-    tensor.CopyFromBytes(weight->second.data, weight->second.size);
+    tvm::runtime::Tensor tensor = tvm::runtime::Tensor::Empty(ffi::Shape(shape), DataType(dtype), device, mem_scope);
+    tensor.CopyFromBytes(values.data(), values.size() * sizeof(float));
     args.push_back(tensor);
   }
   weight_file.reset();  // every weight is on the device now

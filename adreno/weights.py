@@ -1,0 +1,135 @@
+"""What the artifact's weight file stores for each param of the plan, and how a loader turns it into the param.
+
+A param of the launch plan is the tensor a kernel reads. What `params.npz` stores under the param's name is the
+smallest thing it can be rebuilt from (`TensorSpec.stored`, a `StoredWeight`; None: the param itself):
+
+- a Winograd weight (`WeightTransform.WINOGRAD_F2`/`F4`) is stored as the model's own 3x3 weight g (O, C, 3, 3)
+  and transformed at load, U = G g G^T ((alpha, alpha, O, C); packed for texture stages as
+  `adreno.winograd.pack_weight` lays it out), instead of 4x (F4) or 1.8x (F2) as many transformed values;
+- a weight of an fp16 artifact is stored as float16: the values a half-float image's pixels hold, or, for a weight
+  a kernel reads from a float32 buffer, rounded to half and widened at load (unless a value is beyond half's
+  range: then it stays float32).
+
+Every loader (the launch-plan executor, TVM's runtime path, the C++ harness `native/harness/weight_forms.cc`)
+calls the same recipe (`adreno.winograd.transform_weight`: an explicit order of float64 operations, so that C++
+compiled with `-ffp-contract=off` computes the same float32 values bit for bit).
+
+Compile-side: the Winograd rewrite registers each transformed weight it emits with a `WinogradWeights` collector,
+and `extract_plan` asks it which constants of the lowered module are such weights (by content: Relax passes may
+copy constants, a digest of the bytes survives them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+from .errors import ArtifactError
+
+
+class WeightTransform(str, Enum):
+    """How a stored weight becomes its param."""
+
+    NONE = "none"  # stored as the param is (perhaps in a narrower dtype: float16 for half images)
+    WINOGRAD_F2 = "winograd2"  # U = G g G^T of F(2x2, 3x3), alpha = 4
+    WINOGRAD_F4 = "winograd4"  # F(4x4, 3x3), alpha = 6
+
+    @property
+    def tile(self) -> int:
+        return {WeightTransform.WINOGRAD_F2: 2, WeightTransform.WINOGRAD_F4: 4}[self]
+
+    @classmethod
+    def winograd(cls, tile: int) -> "WeightTransform":
+        return {2: cls.WINOGRAD_F2, 4: cls.WINOGRAD_F4}[tile]
+
+
+@dataclass(frozen=True)
+class StoredWeight:
+    """A param's member of params.npz when it is not the param itself (`TensorSpec.stored`, as a dict in plan.json).
+    packed: the transformed weight is laid out for packed (NCHW4c) Winograd stages."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    transform: WeightTransform = WeightTransform.NONE
+    packed: bool = False
+
+    def to_json(self) -> dict:
+        return {"shape": list(self.shape), "dtype": self.dtype, "transform": self.transform.value,
+                "packed": self.packed}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "StoredWeight":
+        return cls(tuple(int(d) for d in data["shape"]), str(data["dtype"]), WeightTransform(data["transform"]),
+                   bool(data["packed"]))
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+
+def param_value(name: str, shape: list[int], dtype: str, stored: StoredWeight | None, array: np.ndarray) -> np.ndarray:
+    """The param `name` (of `shape` and `dtype`) from what params.npz holds for it."""
+    if stored is None:
+        stored = StoredWeight(tuple(shape), dtype)
+    if list(array.shape) != list(stored.shape) or str(array.dtype) != stored.dtype:
+        raise ArtifactError(f"params.npz holds {name} as {list(array.shape)} {array.dtype}, the plan stores it as "
+                            f"{list(stored.shape)} {stored.dtype}; recompile the model")
+    if stored.transform is WeightTransform.NONE:
+        value = array
+    else:
+        from .winograd import pack_weight, transform_weight
+
+        value = transform_weight(array, stored.transform.tile)
+        value = pack_weight(value) if stored.packed else value
+    if list(value.shape) != list(shape):
+        raise ArtifactError(f"param {name}: its stored form gives {list(value.shape)}, the plan says {shape}; "
+                            "recompile the model")
+    return value.astype(dtype, copy=False)
+
+
+def stored_form(array: np.ndarray, fp16: bool, half_pixels: bool,
+                source: tuple | None) -> tuple[StoredWeight | None, np.ndarray]:
+    """(the StoredWeight, the array params.npz stores) of a param of value `array`: its Winograd source when it has
+    one (`WinogradWeights.source_of`); in float16 in an fp16 artifact (`fp16`) when it feeds half-float images
+    (which hold halves anyway) or when no value of it is beyond half's range (a buffer weight, widened at load);
+    (None, array) for a param stored as it is."""
+    stored = array if source is None else source[0]
+    narrow = fp16 and stored.dtype == np.float32 and (half_pixels or _fits_half(stored))
+    with np.errstate(over="ignore"):  # only into a half image, whose pixels hold the same infinities
+        if source is not None:
+            g, transform, packed = source
+            g = g.astype(np.float16) if narrow else g
+            return StoredWeight(tuple(g.shape), str(g.dtype), transform, packed), g
+        if narrow:
+            return StoredWeight(tuple(array.shape), "float16"), array.astype(np.float16)
+    return None, array
+
+
+def _fits_half(array: np.ndarray) -> bool:
+    """No finite value becomes infinite in float16 (|x| <= 65504: e.g. no -1e9 mask, no "no limit" clip bound)."""
+    finite = array[np.isfinite(array)]
+    return not finite.size or float(np.abs(finite).max()) <= float(np.finfo(np.float16).max)
+
+
+class WinogradWeights:
+    """The Winograd-transformed weights one compile emitted: which constants of the lowered module can be stored as
+    their 3x3 source instead (see the module doc)."""
+
+    def __init__(self):
+        self._by_digest: dict[tuple, tuple[np.ndarray, WeightTransform, bool]] = {}
+
+    def record(self, transformed: np.ndarray, g: np.ndarray, tile: int, packed: bool) -> None:
+        self._by_digest[_digest(transformed)] = (g, WeightTransform.winograd(tile), packed)
+
+    def source_of(self, array: np.ndarray) -> tuple[np.ndarray, WeightTransform, bool] | None:
+        """(g, transform, packed) when `array` is a weight this compile transformed, else None."""
+        if not self._by_digest or not any(key[0] == array.shape for key in self._by_digest):
+            return None
+        return self._by_digest.get(_digest(array))
+
+
+def _digest(array: np.ndarray) -> tuple:
+    return array.shape, str(array.dtype), hashlib.blake2b(np.ascontiguousarray(array).data, digest_size=16).digest()

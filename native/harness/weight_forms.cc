@@ -1,0 +1,106 @@
+#include "weight_forms.h"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "half.h"
+
+namespace adreno_harness {
+
+namespace {
+
+constexpr int64_t kLanes = 4;  // channels of a packed tensor's pixel (adreno/layout.py LANES)
+
+// G of F(m x m, 3 x 3), as adreno/winograd.py's _MATRICES (each entry the same float64 division).
+std::vector<double> WinogradG(int tile) {
+  if (tile == 2) return {1, 0, 0, 1.0 / 2, 1.0 / 2, 1.0 / 2, 1.0 / 2, -1.0 / 2, 1.0 / 2, 0, 0, 1};
+  return {1.0 / 4,  0,        0,       -1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6, 1.0 / 6, -1.0 / 6,
+          1.0 / 24, 1.0 / 12, 1.0 / 6, 1.0 / 24, -1.0 / 12, 1.0 / 6, 0,        0,       1};
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+int64_t Elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// Element i of a float32 or float16 member, as a double (exact).
+double Element(const NpyView& stored, size_t i) {
+  if (stored.dtype == "float16") {
+    uint16_t half;
+    std::memcpy(&half, stored.data + 2 * i, 2);
+    return HalfToFloat(half);
+  }
+  float value;
+  std::memcpy(&value, stored.data + 4 * i, 4);
+  return value;
+}
+
+// U[a][b][o][c] = sum_r G[a][r] t[o][c][r][b], t[o][c][r][b] = sum_s g[o][c][r][s] G[b][s], sums left to right,
+// written at U's index (alpha, alpha, O, C), or at the packed one (alpha, alpha, ceil(O/4), 4 ceil(C/4), 4).
+std::vector<float> Winograd(const NpyView& g, int64_t outs, int64_t ins, int tile, bool packed) {
+  const std::vector<double> gm = WinogradG(tile);
+  const int64_t alpha = tile + 2, o4 = (outs + kLanes - 1) / kLanes, cp = (ins + kLanes - 1) / kLanes * kLanes;
+  const int64_t plane = packed ? o4 * cp * kLanes : outs * ins;
+  std::vector<float> u(static_cast<size_t>(alpha * alpha * plane), 0.0f);
+  for (int64_t o = 0; o < outs; ++o) {
+    for (int64_t c = 0; c < ins; ++c) {
+      double w[9], t[3][6];
+      for (int k = 0; k < 9; ++k) w[k] = Element(g, static_cast<size_t>((o * ins + c) * 9 + k));
+      for (int r = 0; r < 3; ++r) {
+        for (int64_t b = 0; b < alpha; ++b) {
+          t[r][b] = w[r * 3 + 0] * gm[b * 3 + 0] + w[r * 3 + 1] * gm[b * 3 + 1] + w[r * 3 + 2] * gm[b * 3 + 2];
+        }
+      }
+      const int64_t at = packed ? ((o / kLanes) * cp + c) * kLanes + o % kLanes : o * ins + c;
+      for (int64_t a = 0; a < alpha; ++a) {
+        for (int64_t b = 0; b < alpha; ++b) {
+          const double value = gm[a * 3 + 0] * t[0][b] + gm[a * 3 + 1] * t[1][b] + gm[a * 3 + 2] * t[2][b];
+          u[(a * alpha + b) * plane + at] = static_cast<float>(value);
+        }
+      }
+    }
+  }
+  return u;
+}
+
+}  // namespace
+
+std::vector<float> ParamValues(const std::string& name, const NpyView& stored, const StoredForm& form,
+                               const std::vector<int64_t>& shape) {
+  if (stored.dtype != "float32" && stored.dtype != "float16") {
+    throw std::runtime_error("param " + name + " is stored as " + stored.dtype + "; only float weights are rebuilt");
+  }
+  std::vector<float> values;
+  std::vector<int64_t> got;
+  if (form.transform == "none") {
+    values.resize(static_cast<size_t>(Elements(stored.shape)));
+    for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(Element(stored, i));
+    got = stored.shape;
+  } else if (form.transform == "winograd2" || form.transform == "winograd4") {
+    if (stored.shape.size() != 4 || stored.shape[2] != 3 || stored.shape[3] != 3) {
+      throw std::runtime_error("param " + name + ": a Winograd weight stored as " + ShapeText(stored.shape));
+    }
+    const int tile = form.transform == "winograd2" ? 2 : 4;
+    const int64_t alpha = tile + 2, outs = stored.shape[0], ins = stored.shape[1];
+    values = Winograd(stored, outs, ins, tile, form.packed);
+    got = form.packed ? std::vector<int64_t>{alpha, alpha, (outs + kLanes - 1) / kLanes,
+                                             (ins + kLanes - 1) / kLanes * kLanes, kLanes}
+                      : std::vector<int64_t>{alpha, alpha, outs, ins};
+  } else {
+    throw std::runtime_error("param " + name + ": unknown stored transform '" + form.transform + "'");
+  }
+  if (got != shape) {
+    throw std::runtime_error("param " + name + ": its stored form gives " + ShapeText(got) + ", the plan says " +
+                             ShapeText(shape));
+  }
+  return values;
+}
+
+}  // namespace adreno_harness

@@ -1,0 +1,30 @@
+// A param of the launch plan from what params.npz stores for it: the C++ half of adreno/weights.py's contract.
+// plan.json's tensor entry says the stored form ("stored": absent for a param stored as it is; else its shape,
+// dtype and transform): a float16 member is widened; a Winograd member is the model's 3x3 weight g (O, C, 3, 3),
+// transformed here to U = G g G^T (alpha, alpha, O, C), and laid out for packed stages when "packed" is set
+// (alpha, alpha, ceil(O/4), 4 ceil(C/4), 4). The float64 operations run in adreno.winograd.transform_weight's
+// order and this file is compiled with -ffp-contract=off, so U is the launch-plan executor's bit for bit.
+#ifndef ADRENO_HARNESS_WEIGHT_FORMS_H_
+#define ADRENO_HARNESS_WEIGHT_FORMS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "npy.h"
+
+namespace adreno_harness {
+
+struct StoredForm {
+  std::string transform = "none";  // "none", "winograd2", "winograd4"
+  bool packed = false;
+};
+
+// The param's float32 values, C order, `shape` being the plan's. Throws std::runtime_error naming the param when the
+// stored member does not give that shape.
+std::vector<float> ParamValues(const std::string& name, const NpyView& stored, const StoredForm& form,
+                               const std::vector<int64_t>& shape);
+
+}  // namespace adreno_harness
+
+#endif  // ADRENO_HARNESS_WEIGHT_FORMS_H_
