@@ -784,6 +784,13 @@ class ArtifactProgramCache:
             bundle = self._bundles[identity]
         return self.cache.build(context, source, options, bundle=bundle)
 
+    def has_bundle(self, device: cl.Device) -> bool:
+        """Whether the artifact bundles binaries for `device` (which are one per program) and the cache uses them."""
+        identity = DeviceIdentity.from_cl_device(device)
+        if identity not in self._bundles:
+            self._bundles[identity] = BundledBinaries.open(self.artifact_path, identity)
+        return self.cache.enabled and self._bundles[identity] is not None
+
     def for_artifact(self, artifact_path: str | os.PathLike) -> ArtifactProgramCache:
         return self.cache.for_artifact(artifact_path)
 

@@ -8,8 +8,8 @@ For each model and memory, `adreno compile` runs in a fresh process (imports inc
 its progress lines split it into stages: import (load the model, import to Relax), lowering (layout planning,
 Winograd, schedules), launch plan (every function through TVM's TIR pipeline and OpenCL codegen), writing (kernels,
 plan, weights) and host library (the VM executable, reusing the plan's lowering: `adreno.lowered`). Each stage has
-its wall time and the CPU time of the process (all threads), since this machine's 2 cores are shared: CPU seconds
-move less with other load than wall seconds.
+its wall time and the CPU time of the process (all threads, and the compiler it runs), since this machine's 2 cores
+are shared: CPU seconds move less with other load than wall seconds.
 
 "tvm" is TVM's own flow for the same model, in a fresh process too: the same import, then the Adreno backend's
 Relax passes with TVM's default (dlight) schedules (`lower_relax(..., schedules="tvm")`, what `--schedules tvm`
@@ -41,16 +41,22 @@ STAGES = {"loading model": "import", "importing to Relax": "import", "lowering f
 COLUMNS = ("import", "lowering", "launch plan", "writing", "host library")
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process (all threads) and of the children it waited for (the C compiler TVM runs)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
 class StageClock:
-    """Wall and CPU seconds per stage from a sequence of `mark(stage)` calls (the last stage ends at `stop`)."""
+    """Wall and CPU seconds per stage from a sequence of `mark(stage)` calls (`mark(None)` ends the last)."""
 
     def __init__(self):
         self.wall: dict[str, float] = {}
         self.cpu: dict[str, float] = {}
-        self.current, self.started = None, (time.perf_counter(), time.process_time())
+        self.current, self.started = None, (time.perf_counter(), cpu_seconds())
 
     def mark(self, stage: str | None) -> None:
-        now = (time.perf_counter(), time.process_time())
+        now = (time.perf_counter(), cpu_seconds())
         if self.current is not None:
             self.wall[self.current] = self.wall.get(self.current, 0.0) + now[0] - self.started[0]
             self.cpu[self.current] = self.cpu.get(self.current, 0.0) + now[1] - self.started[1]
