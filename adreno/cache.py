@@ -259,7 +259,8 @@ class ProgramCache:
             self._write(header, binary)
 
     def build(
-        self, context: cl.Context, source: str, options: str = "", bundle: BundledBinaries | None = None
+        self, context: cl.Context, source: str, options: str = "", bundle: BundledBinaries | None = None,
+        defer_store: bool = False,
     ) -> tuple[cl.Program, str]:
         """Build a program for the single device of ``context``, through the cache.
 
@@ -269,7 +270,9 @@ class ProgramCache:
         and a binary the driver rejected) or ``"disabled"`` (built from source without touching the cache
         or the bundle: disabled by the caller, or this program's entry quarantined after a crashed load). A bundled
         binary that fails verification or that the driver refuses is logged (one line) and the build
-        falls back to the cache. Binary loads go through the crash guard. Raises `KernelBuildError`
+        falls back to the cache. Binary loads go through the crash guard. With ``defer_store`` a miss is not
+        stored: the caller stores the program later with `store` (after a first run, whose work a driver's binary
+        then holds: PoCL's work-group functions). Raises `KernelBuildError`
         (with the build log) when the source itself does not build, and ValueError for a context with
         more than one device.
         """
@@ -297,12 +300,21 @@ class ProgramCache:
                 return program, "hit"
         self.stats["misses"] += 1
         program = _build_from_source(context, device, source, options)
+        if not defer_store:
+            self.store(program, source, options)
+        return program, "miss"
+
+    def store(self, program: cl.Program, source: str, options: str = "") -> None:
+        """Write the binary of ``program`` (built from ``source`` with ``options`` for one device) as its entry."""
+        if not self.enabled:
+            return
+        identity = DeviceIdentity.from_cl_device(program.devices[0])
+        header = _canonical_json(_key_fields(identity, source, options))
         built = program.get_info(cl.program_info.BINARIES)[0]
         if built:
             self._write(header, built)
         else:
             logger.warning("driver returned an empty binary for %s; not cached", _key_of(header)[:16])
-        return program, "miss"
 
     def for_artifact(self, artifact_path: str | os.PathLike) -> ArtifactProgramCache:
         """This cache seen through one artifact: its `build` first tries the binaries the artifact bundles
@@ -775,14 +787,22 @@ class ArtifactProgramCache:
         self.artifact_path = pathlib.Path(artifact_path)
         self._bundles: dict[DeviceIdentity, BundledBinaries | None] = {}
 
-    def build(self, context: cl.Context, source: str, options: str = "") -> tuple[cl.Program, str]:
+    def build(self, context: cl.Context, source: str, options: str = "",
+              defer_store: bool = False) -> tuple[cl.Program, str]:
         bundle = None
         if self.cache.enabled and len(context.devices) == 1:
             identity = DeviceIdentity.from_cl_device(context.devices[0])
             if identity not in self._bundles:
                 self._bundles[identity] = BundledBinaries.open(self.artifact_path, identity)
             bundle = self._bundles[identity]
-        return self.cache.build(context, source, options, bundle=bundle)
+        return self.cache.build(context, source, options, bundle=bundle, defer_store=defer_store)
+
+    def has_bundle(self, device: cl.Device) -> bool:
+        """Whether the artifact bundles binaries for `device` (which are one per program) and the cache uses them."""
+        identity = DeviceIdentity.from_cl_device(device)
+        if identity not in self._bundles:
+            self._bundles[identity] = BundledBinaries.open(self.artifact_path, identity)
+        return self.cache.enabled and self._bundles[identity] is not None
 
     def for_artifact(self, artifact_path: str | os.PathLike) -> ArtifactProgramCache:
         return self.cache.for_artifact(artifact_path)

@@ -215,14 +215,15 @@ def _run_artifact(args, output: Path | None) -> int:
               f"{artifact.path} were not compared with its manifest (paths and the plan were still checked)",
               file=sys.stderr)
     progress = Progress(not (args.json or args.quiet))
-    progress(f"building {len(artifact.plan.programs)} OpenCL programs" if runtime is Runtime.PLAN
+    progress(f"building the OpenCL programs of {len(artifact.plan.programs)} kernel files" if runtime is Runtime.PLAN
              else "loading the host library in TVM's runtime and building its OpenCL programs")
     executor = runtime.executor(artifact, args.device, cache=_program_cache(args))
     inputs = _load_inputs(args, artifact)
     progress("first run")
     first_started = time.perf_counter()
     outputs = executor.run(inputs)
-    first_ms = (time.perf_counter() - first_started) * 1e3
+    store_seconds = executor.store_seconds if runtime is Runtime.PLAN else 0.0  # the cache write after it
+    first_ms = (time.perf_counter() - first_started - store_seconds) * 1e3
     check = None
     if args.check:
         from .reference import compare, default_rtol, onnxruntime_outputs, reference_model, within
@@ -233,6 +234,10 @@ def _run_artifact(args, output: Path | None) -> int:
         rtol = default_rtol(artifact) if args.rtol is None else args.rtol
         ok = all(within(r, rtol, args.atol) for r in rows)
         check = {"ok": ok, "outputs": rows, "rtol": rtol, "atol": args.atol}
+    warm_build = None
+    if runtime is Runtime.PLAN and executor.cache is not None:
+        progress("building the programs again from the program cache (the next start's build)")
+        warm_build = executor.warm_build_seconds()
     progress(f"profiling {args.repeat} runs")
     profile = executor.profile(inputs, repeat=args.repeat)
     progress.finish_step()
@@ -242,6 +247,9 @@ def _run_artifact(args, output: Path | None) -> int:
     result = {
         "artifact": str(artifact.path), "runtime": runtime.value, "device": executor.device.name.strip(),
         "platform": executor.device.platform.name.strip(), "build_seconds": round(executor.build_seconds, 3),
+        "build_from": _build_sources(executor) if runtime is Runtime.PLAN else None,
+        "warm_build_seconds": None if warm_build is None else round(warm_build, 3),
+        "cache_store_seconds": round(store_seconds, 3),
         "first_run_ms": round(first_ms, 3), "median_ms": round(profile.median_ms, 3),
         "device_median_ms": round(profile.device_median_ms, 3), "repeat": args.repeat,
         "kernels": [{"name": k.name, "op": k.op, "calls": k.calls, "median_ms": round(k.median_ms, 4),
@@ -250,6 +258,15 @@ def _run_artifact(args, output: Path | None) -> int:
     }
     _emit(args, result, _run_text(result, args.top))
     return 0 if check is None or check["ok"] else 1
+
+
+def _build_sources(executor) -> dict[str, int]:
+    """How the launch-plan executor got its driver programs: count per `ProgramBuild.how` ("miss": built from source
+    and cached, "hit": from the program cache, "bundled", "source": no cache, "disabled")."""
+    counts: dict[str, int] = {}
+    for build in executor.builds:
+        counts[build.how] = counts.get(build.how, 0) + 1
+    return counts
 
 
 def _write_outputs(path: Path, arrays: dict[str, np.ndarray]) -> None:
@@ -264,8 +281,10 @@ def _write_outputs(path: Path, arrays: dict[str, np.ndarray]) -> None:
 def _run_text(result: dict, top: int) -> str:
     how = "" if result["runtime"] == Runtime.PLAN else ", host library through TVM's runtime"
     lines = [f"{result['artifact']} on {result['device']} ({result['platform']}){how}",
-             f"  build {result['build_seconds']:.2f} s, first run {result['first_run_ms']:.1f} ms, "
-             f"median {result['median_ms']:.2f} ms wall / {result['device_median_ms']:.2f} ms kernels "
+             f"  build {result['build_seconds']:.2f} s{_build_text(result)}, first run {result['first_run_ms']:.1f} ms"
+             + ("" if result["warm_build_seconds"] is None else
+                f", warm build {result['warm_build_seconds']:.2f} s (from the program cache)"),
+             f"  median {result['median_ms']:.2f} ms wall / {result['device_median_ms']:.2f} ms kernels "
              f"over {result['repeat']} runs", "",
              f"  {'kernel':<52} {'op':<14} {'calls':>5} {'median ms':>10} {'share':>7}"]
     kernels = result["kernels"]
@@ -288,6 +307,16 @@ def _run_text(result: dict, top: int) -> str:
                          f"(relative {row['max_rel_error']:.3g} of max |ref| {row['max_abs_ref']:.3g}), "
                          f"tolerance {tolerance:.3g}: {'OK' if row['max_abs_error'] <= tolerance else 'MISMATCH'}")
     return "\n".join(lines)
+
+
+def _build_text(result: dict) -> str:
+    words = {"miss": "from source", "source": "from source", "disabled": "from source", "hit": "from the cache",
+             "bundled": "bundled"}
+    if not result["build_from"]:
+        return ""
+    parts = [f"{n} {'program' if n == 1 else 'programs'} {words.get(how, how)}"
+             for how, n in result["build_from"].items()]
+    return f" ({', '.join(parts)})"
 
 
 def _program_cache(args):

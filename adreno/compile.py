@@ -24,6 +24,7 @@ from .empty import EmptyTensors
 from .errors import AdrenoError, UnsupportedOpError
 from .frontend import graph_inputs, load_model, to_relax
 from .host_library import export_host_library, param_order
+from .lowered import LoweredFunctions
 from .native_log import summarised_stderr
 from .options import CompileOptions
 from .plan import bindings, extract_plan
@@ -67,7 +68,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
 
         tuned.ranker = RankedDefaults(device, options.staging)
     tvm_target = targets.tvm_target(device, host=host)
-    refusals, lowered, plan, sources, params, ranked = [], None, None, {}, {}, None
+    refusals, lowered, plan, sources, params, ranked, store = [], None, None, {}, {}, None, None
     if mod is None:
         say("every output is empty: no kernels, no host library")
     else:
@@ -83,10 +84,12 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             say(f"defaults: {ranked['ranked']} kernels ranked by the analytical model, {ranked['changed']} differ "
                 f"from the rule (slowest ranking {ranked['max_seconds']:.2f} s)")
         say("extracting the launch plan")
+        store = LoweredFunctions()  # the plan's lowering of each function, reused by the host library's build
         plan, sources, params = extract_plan(lowered, tvm_target, memory=memory, device=device,
-                                             precision=options.precision, weights=transformed)
+                                             precision=options.precision, weights=transformed, store=store)
     plan = empty.complete(plan, [i.name for i in graph_inputs(onnx_model)], [o.name for o in onnx_model.graph.output])
 
+    say("writing the artifact")
     with ArtifactWriter(output) as writer:
         for name, source in sources.items():
             writer.write_text(plan.programs[name], source)
@@ -95,7 +98,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
         library = None
         if lowered is not None:
             say("building the host library")
-            library = export_host_library(lowered, plan, tvm_target, writer.tmp, host, options.cc)
+            library = export_host_library(lowered, plan, tvm_target, writer.tmp, host, options.cc, store)
         import tvm
 
         manifest = {

@@ -138,13 +138,18 @@ def texture_allocations_pass(pixels: str = "float32"):
     return rewrite
 
 
-def export_host_library(lowered, plan: Plan, tvm_target, out_dir: Path, host: str, cc: str | None) -> str:
+def export_host_library(lowered, plan: Plan, tvm_target, out_dir: Path, host: str, cc: str | None,
+                        store=None) -> str:
     """Build the plan's VM executable and export it: `lib.so` where a compiler for the host is available (the
     host's own for --host native; `--cc`/$TVM_NDK_CC, an Android NDK clang, for --host android), otherwise
-    `lib.tar` with the aarch64 objects, to be linked with the NDK later."""
+    `lib.tar` with the aarch64 objects, to be linked with the NDK later. With `store` (the `LoweredFunctions` the
+    plan's extraction filled) a function the plan lowered is not lowered again (`adreno.lowered`)."""
+    import contextlib
+
     import tvm
     from tvm.relax.backend.adreno import pipeline
 
+    from .lowered import reusing_pipeline
     from .texture.tir import register_pipeline
 
     module = plan_module(lowered, plan, tvm_target)
@@ -152,7 +157,10 @@ def export_host_library(lowered, plan: Plan, tvm_target, out_dir: Path, host: st
         passes = (pipeline.dataflow_lower_passes(tvm_target) + [texture_allocations_pass(pixel_dtype(plan))]
                   + pipeline.finalize_passes(tvm_target))
         vm_module = tvm.transform.Sequential(passes)(module)
-    executable = tvm.compile(vm_module, target=tvm_target, relax_pipeline=None, tir_pipeline=register_pipeline())
+    reuse = reusing_pipeline(store, register_pipeline()) if store is not None else contextlib.nullcontext(None)
+    with reuse as tir_pipeline:
+        executable = tvm.compile(vm_module, target=tvm_target, relax_pipeline=None,
+                                 tir_pipeline=tir_pipeline or register_pipeline())
     cc = cc or os.environ.get("TVM_NDK_CC")
     if host == "native":
         executable.export_library(str(out_dir / "lib.so"), **({"cc": cc} if cc else {}))

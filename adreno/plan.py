@@ -39,10 +39,13 @@ def kernel_calls(lowered):
 
 
 def extract_plan(lowered, tvm_target, memory: str = "buffer", device=None, precision: str = "fp32",
-                 weights: WinogradWeights | None = None) -> tuple[Plan, dict[str, str], dict[str, np.ndarray]]:
+                 weights: WinogradWeights | None = None,
+                 store=None) -> tuple[Plan, dict[str, str], dict[str, np.ndarray]]:
     """Walk `main` of a lowered module into a launch plan, the OpenCL source per program, and what params.npz
     stores for each param (`adreno.weights`: a weight of `weights`, the Winograd-transformed ones, as its 3x3 source;
     the weights of an fp16 compile as float16).
+
+    `store` (an `adreno.lowered.LoweredFunctions`) keeps every function's lowering for the host library's build.
 
     memory="texture": every packed 5-D tensor (NCHW4c activation, OIHW4o weight) that fits the device's image
     limits is an OpenCL image (`TensorSpec.image`); one that does not, or whose producing kernel cannot write
@@ -117,7 +120,8 @@ def extract_plan(lowered, tvm_target, memory: str = "buffer", device=None, preci
                 if key in lowered_funcs:
                     break
                 try:
-                    launches, workspaces, source = lower_primfunc(lowered[gvar], func_name, tvm_target, scopes)
+                    launches, workspaces, source = lower_primfunc(lowered[gvar], func_name, tvm_target, scopes,
+                                                                  store)
                 except TextureLoweringError as err:
                     demoted = [n for n in out_names if tensors[n].image is not None]
                     if not demoted:
@@ -283,13 +287,15 @@ class _SplitCapture:
             self.module = mod
 
 
-def lower_primfunc(func, name: str, tvm_target, scopes=None) -> tuple[list[KernelLaunch], list[int], str]:
+def lower_primfunc(func, name: str, tvm_target, scopes=None,
+                   store=None) -> tuple[list[KernelLaunch], list[int], str]:
     """Lower one scheduled PrimFunc with TVM's own TIR pipeline; return its kernel launches (in order),
     the byte sizes of the global workspaces it allocates, and the OpenCL source of its kernels.
 
     `scopes` (one memory scope per parameter) puts parameters in texture scopes and lowers with the texture TIR
     pipeline (`adreno.texture`); a texture store that is not one float4 per pixel raises TextureLoweringError, a
-    private array beyond a register tile `private_arrays.PrivateArrayError`."""
+    private array beyond a register tile `private_arrays.PrivateArrayError`. `store` (`adreno.lowered`) keeps the
+    pipeline's result, keyed by the function as it entered the pipeline."""
     import tvm
 
     from .texture import tir as texture_tir
@@ -301,7 +307,7 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None) -> tuple[list[Kerne
     module = tvm.tirx.transform.BindTarget(tvm_target)(module)
     pipeline, _, finalize_device = tvm.tirx.get_tir_pipeline(pipeline_name)
     with tvm.transform.PassContext(instruments=[capture]):
-        pipeline(module)
+        result = pipeline(module)
     split = capture.module
     host = split[name]
     device_funcs = {gv.name_hint: f for gv, f in split.functions.items() if gv.name_hint != name}
@@ -346,6 +352,8 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None) -> tuple[list[Kerne
         texture_tir.check_texture_stores(device_module)
     device_module = finalize_device()(device_module)
     source = tvm.get_global_func("target.build.opencl")(device_module, tvm_target).inspect_source()
+    if store is not None:
+        store.put(module[name], result)
     return launches, workspaces, source
 
 

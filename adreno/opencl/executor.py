@@ -1,8 +1,9 @@
 """Runs an artifact on an OpenCL device through pyopencl, driven by its launch plan.
 
-Everything that can be done once is done in the constructor: programs are built (through the program-binary
-cache when one is given), storage is allocated per the plan's storage plan, params are uploaded, and every
-kernel gets its arguments bound. A run is then: copy inputs in, enqueue the kernels in order, copy outputs out.
+Everything that can be done once is done in the constructor: programs are built (one OpenCL program for the whole
+model where the kernel names allow, `adreno.opencl.programs`; through the program-binary cache when one is given),
+storage is allocated per the plan's storage plan, params are uploaded, and every kernel gets its arguments bound.
+A run is then: copy inputs in, enqueue the kernels in order, copy outputs out.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..artifact_check import check_launches
 from ..errors import AdrenoError, ArtifactError, KernelBuildError
 from ..layout import ImageSpec, from_image, to_image
 from .device import select_device
+from .programs import Grouping, build_failure, group_source, groups, program_kernels
 from .signature import argument_mismatch, kernel_params, program_options
 
 
@@ -51,6 +53,16 @@ class Profile:
         return float(np.median(self.run_device_ms))
 
 
+@dataclass
+class ProgramBuild:
+    """One driver program the executor built: the plan programs in it, how (`ProgramCache.build`'s "hit", "miss",
+    "bundled", "disabled", or "source" without a cache) and its wall seconds."""
+
+    programs: list[str]
+    how: str
+    seconds: float
+
+
 class _BoundKernel:
     __slots__ = ("kernel", "global_size", "local_size", "name", "op", "step")
 
@@ -62,7 +74,8 @@ class _BoundKernel:
 class Executor:
     """An artifact loaded on one OpenCL device, ready to run."""
 
-    def __init__(self, artifact: Artifact | str, device=None, cache=None, build_options: str = ""):
+    def __init__(self, artifact: Artifact | str, device=None, cache=None, build_options: str = "",
+                 grouping: Grouping = Grouping.MODEL):
         import pyopencl as cl
 
         self.artifact = artifact if isinstance(artifact, Artifact) else Artifact.load(artifact)
@@ -72,8 +85,17 @@ class Executor:
         self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.cache = cache.for_artifact(self.artifact.path) if cache is not None else None
         plan = self.artifact.plan
+        if self.cache is not None and self.cache.has_bundle(self.device):
+            grouping = Grouping.EACH  # bundled binaries are one per program
+        self.build_options = build_options
+        self.program_groups = groups(self.artifact, grouping)
+        self.builds: list[ProgramBuild] = []
+        self.programs: dict = {}
+        self._unstored: list[tuple] = []  # (program, source) built from source: cached after the first run
+        self.store_seconds = 0.0
         started = time.perf_counter()
-        self.programs = {name: self._build(name, build_options) for name in plan.programs}
+        for members in self.program_groups:
+            self._build_group(members)
         self.build_seconds = time.perf_counter() - started
         mf = cl.mem_flags
         images = getattr(plan, "images", {}) or {}
@@ -144,17 +166,64 @@ class Executor:
                         region=(image.width, image.height, image.layers))
         return from_image(pixels, spec.shape, spec.dtype)
 
-    def _build(self, program: str, options: str):
+    def _build_group(self, members: list[str]) -> None:
+        """Build `members` as one program; when that fails, each alone, so the error names the one that fails (and a
+        group that fails only together, which TVM's sources should never do, still runs, one program each)."""
+        try:
+            program = self._build(members, group_source(self.artifact, members))
+        except KernelBuildError:
+            if len(members) == 1:
+                raise
+            for member in members:
+                self._build_group([member])
+            return
+        self.programs.update(dict.fromkeys(members, program))
+
+    def _build(self, members: list[str], source: str):
         import pyopencl as cl
 
-        source, options = self.artifact.kernel_source(program), program_options(options)
-        if self.cache is not None:
-            built, _how = self.cache.build(self.context, source, options)
-            return built
+        options, started = program_options(self.build_options), time.perf_counter()
         try:
-            return cl.Program(self.context, source).build(options=options)
-        except cl.RuntimeError as err:
-            raise KernelBuildError(f"OpenCL build of {program} failed on {self.device.name.strip()}:\n{err}") from None
+            if self.cache is not None:
+                program, how = self.cache.build(self.context, source, options, defer_store=True)
+                if how == "miss":
+                    self._unstored.append((program, source))
+            else:
+                program, how = cl.Program(self.context, source).build(options=options, cache_dir=False), "source"
+        except (KernelBuildError, cl.RuntimeError) as err:
+            if len(members) > 1:
+                raise KernelBuildError(str(err)) from None  # `_build_group` tries them one by one
+            program = members[0]
+            raise build_failure(program, program_kernels(self.artifact)[program], self.device.name.strip(),
+                                str(err)) from None
+        self.builds.append(ProgramBuild(members, how, time.perf_counter() - started))
+        return program
+
+    def _store_built(self) -> None:
+        """Put the programs built from source into the program cache, once, after the first run: a driver's binary
+        then holds what that run compiled (PoCL: the work-group functions of each launch's sizes, 5 s of ResNet-18's
+        first run), so the next start's first run is as fast as a second one (docs/compile.md)."""
+        if not self._unstored:
+            return
+        started = time.perf_counter()
+        options = program_options(self.build_options)
+        for program, source in self._unstored:
+            self.cache.store(program, source, options)
+        self._unstored = []
+        self.store_seconds = time.perf_counter() - started
+
+    def warm_build_seconds(self) -> float | None:
+        """Seconds to build this artifact's programs again through the program cache, now that this executor's build
+        filled it (what the next start pays); None without a cache. The programs in use are not replaced."""
+        if self.cache is None:
+            return None
+        import pyopencl as cl
+
+        context, options = cl.Context([self.device]), program_options(self.build_options)
+        started = time.perf_counter()
+        for members in self.program_groups:
+            self.cache.build(context, group_source(self.artifact, members), options)
+        return time.perf_counter() - started
 
     def _bind(self, step_index, step, launch) -> _BoundKernel:
         import pyopencl as cl
@@ -226,7 +295,9 @@ class Executor:
         """Run the model once; inputs by name (dict) or in order (list); returns the outputs in order."""
         self._set_inputs(inputs)
         self._enqueue_all()
-        return self._get_outputs()
+        outputs = self._get_outputs()
+        self._store_built()
+        return outputs
 
     def profile(self, inputs, repeat: int = 10, warmup: int = 1) -> Profile:
         """Run `warmup` + `repeat` times; per-kernel device times from profiling events, per-run wall time."""
@@ -234,6 +305,7 @@ class Executor:
         for _ in range(warmup):
             self._enqueue_all()
         self.queue.finish()
+        self._store_built()
         per_kernel: dict[tuple[str, str], list[float]] = {}
         latencies, device_ms = [], []
         for _ in range(repeat):
