@@ -180,12 +180,14 @@ def restore_params(artifact: Path) -> None:
 
 
 def _build_programs(artifact: str, device_spec, cache_root: str) -> tuple[float, str | None]:
-    """Worker: build every program of an artifact through the program cache (seconds, error or None)."""
+    """Worker: build the programs the executor builds for an artifact (`adreno.opencl.programs`: one of the whole
+    model) through the program cache (seconds, error or None)."""
     import pyopencl as cl
 
     from .artifact import Artifact
     from .cache import ProgramCache
     from .opencl.device import select_device
+    from .opencl.programs import Grouping, group_source, groups
     from .opencl.signature import program_options
 
     started = time.perf_counter()
@@ -193,8 +195,8 @@ def _build_programs(artifact: str, device_spec, cache_root: str) -> tuple[float,
         art = Artifact.load(artifact)
         context = cl.Context([select_device(device_spec)])
         cache = ProgramCache(Path(cache_root))
-        for program in art.plan.programs:
-            cache.build(context, art.kernel_source(program), program_options(""))
+        for members in groups(art, Grouping.MODEL):
+            cache.build(context, group_source(art, members), program_options(""))
     except (AdrenoError, cl.Error) as err:
         return time.perf_counter() - started, f"{type(err).__name__}: {str(err).strip()[:300]}"
     return time.perf_counter() - started, None
