@@ -26,12 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
+from . import kernel_contract
 from .artifact_check import check_files, check_outputs, check_plan, confined, sha256_file
 from .errors import AdrenoError, ArtifactError
 from .layout import ImageSpec  # noqa: F401  (part of the contract: TensorSpec.image, Plan.images)
 
-PLAN_FORMAT = 3  # 2: image storage (TensorSpec.image, Plan.images) for --memory texture; 3: tensors without storage
-# (storage ""): empty outputs and inputs no kernel reads (adreno.empty)
+PLAN_FORMAT = 4  # 2: image storage (TensorSpec.image, Plan.images) for --memory texture; 3: tensors without storage
+# (storage ""): empty outputs and inputs no kernel reads (adreno.empty); 4: each kernel source starts with its
+# contract line (adreno.kernel_contract)
 _NPY_HEADER_MAX = 64 * 1024  # an .npy header is 128 bytes here; numpy allows longer ones, never this long
 MANIFEST_NAME, PLAN_NAME, PARAMS_NAME, KERNEL_DIR = "manifest.json", "plan.json", "params.npz", "kernels"
 
@@ -163,10 +165,12 @@ class Artifact:
             plan = Plan.from_json(_read_json(path / PLAN_NAME))
             check_plan(plan, path, set(manifest["files"]))
             check_outputs(plan, manifest)
+            artifact = cls(path, manifest, plan)
+            kernel_contract.check(plan, artifact.kernel_source)
         except (KeyError, TypeError, AttributeError, ValueError) as err:
             raise ArtifactError(f"{path / PLAN_NAME} is malformed ({type(err).__name__}: {str(err)[:120]}); "
                                 "recompile the model") from None
-        return cls(path, manifest, plan)
+        return artifact
 
     def kernel_source(self, program: str) -> str:
         try:
@@ -330,6 +334,11 @@ class ArtifactWriter:
 
     def write_text(self, rel: str, text: str) -> None:
         (self.tmp / rel).write_text(text)
+
+    def write_kernels(self, plan: Plan, sources: dict[str, str]) -> None:
+        """The programs' OpenCL sources, each stamped with what it was lowered for (`adreno.kernel_contract`)."""
+        for name, source in kernel_contract.stamped(plan, sources).items():
+            self.write_text(plan.programs[name], source)
 
     def write_json(self, rel: str, data: dict) -> None:
         self.write_text(rel, json.dumps(data, indent=1, sort_keys=False) + "\n")

@@ -85,8 +85,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     plan = empty.complete(plan, [i.name for i in graph_inputs(onnx_model)], [o.name for o in onnx_model.graph.output])
 
     with ArtifactWriter(output) as writer:
-        for name, source in sources.items():
-            writer.write_text(plan.programs[name], source)
+        writer.write_kernels(plan, sources)
         writer.write_json(PLAN_NAME, plan.to_json())
         writer.write_params(params)
         library = None
