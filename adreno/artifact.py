@@ -29,6 +29,7 @@ import numpy as np
 from . import kernel_contract
 from .artifact_check import check_files, check_outputs, check_plan, confined, sha256_file
 from .errors import AdrenoError, ArtifactError
+from .processes import process_alive
 from .layout import ImageSpec  # noqa: F401  (part of the contract: TensorSpec.image, Plan.images)
 
 PLAN_FORMAT = 4  # 2: image storage (TensorSpec.image, Plan.images) for --memory texture; 3: tensors without storage
@@ -285,19 +286,9 @@ def _remove_stale_siblings(final: Path) -> None:
     prefix = _tmp_prefix(final)
     for sibling in final.parent.glob(f"{prefix}*"):
         pid = sibling.name[len(prefix):].split(".", 1)[0]
-        if not pid.isdigit() or _process_alive(int(pid)) or not sibling.is_dir() or sibling.is_symlink():
+        if not pid.isdigit() or process_alive(int(pid)) or not sibling.is_dir() or sibling.is_symlink():
             continue
         shutil.rmtree(sibling, ignore_errors=True)
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _read_json(path: Path) -> dict:

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..records import Database, Record
 from ..runner import RunInput, Runner
+from .claims import Claims
 from .cost_model import CostModel, make_model
 from .measure import Builder
 from .space import SearchSpace
@@ -62,6 +63,7 @@ class TuneReport:
     records: str
     plot: str | None = None
     pending: int = 0  # candidates the infrastructure failed (not recorded; measured again when the run resumes)
+    dropped: int = 0  # measurements another tuner on the records file had recorded first (time spent twice)
 
 
 def target_limits(target_name: str, device=None) -> dict:
@@ -87,10 +89,12 @@ class Tuner:
         self.batch, self.repeat, self.seed = batch, repeat, seed
         self.builder = builder or Builder()
         self.closing = [] if builder else [self.builder.close]  # what close() closes: what this tuner opened
+        self.claims = Claims(database)  # what other tuners on the records file are measuring
+        self.closing.append(self.claims.release)
         self.limits = limits or target_limits(tasks[0].target_name)
         self.progress = progress or (lambda spent, total, text: None)
         self.timing = {"reference": 0.0, "build": 0.0, "run": 0.0, "model": 0.0}
-        self.pending = 0
+        self.pending = self.dropped = 0
         self.strategy_name = strategy
         self.states = []
         for index, task in enumerate(tasks):
@@ -170,6 +174,16 @@ class Tuner:
         rng = np.random.default_rng(self.seed + state.trials)
         return state.task.choose(proposals, n, state.space, self._records(state), taken, rng)
 
+    def _claimed_by_others(self, state: TaskState) -> set:
+        """The candidates other tuners on the records file are measuring now (`Claims`)."""
+        claimed = set()
+        for config in self.claims.others(state.task.key, self.device, state.task.precision):
+            try:
+                claimed.add(state.space.candidate(config))
+            except (KeyError, ValueError):  # another tuner's older knob table
+                continue
+        return claimed
+
     def run_round(self, state: TaskState) -> list[Record]:
         """Propose, build, measure and record one batch for one task."""
         task = state.task
@@ -181,10 +195,11 @@ class Tuner:
         self.database.refresh()
         self._resume(state)
         started = time.perf_counter()
-        proposed = [c for c in state.seeds if c not in state.measured and state.space.is_valid(c)][:self.batch]
-        proposed += self._propose(state, self.batch - len(proposed), state.measured | set(proposed))
+        taken = state.measured | self._claimed_by_others(state)
+        proposed = [c for c in state.seeds if c not in taken and state.space.is_valid(c)][:self.batch]
+        proposed += self._propose(state, self.batch - len(proposed), taken | set(proposed))
         self.timing["model"] += time.perf_counter() - started
-        configs = [state.space.config(c) for c in proposed]
+        configs = self.claims.claim(task.key, self.device, task.precision, [state.space.config(c) for c in proposed])
         started = time.perf_counter()
         builds = self.builder.build(task, configs)
         self.timing["build"] += time.perf_counter() - started
@@ -207,7 +222,9 @@ class Tuner:
             record.strategy, record.timestamp = self.strategy_name, time.time()
             records.append(record)
         self.timing["run"] += time.perf_counter() - started
+        measured_count = len(records)
         records = self.database.append_trials(records)  # numbered; minus what another tuner measured meanwhile
+        self.dropped += measured_count - len(records)
         measured = [state.space.candidate(r.config) for r in records]
         state.strategy.observe(measured, [r.median for r in records])
         for candidate, record in zip(measured, records):
@@ -255,7 +272,8 @@ class Tuner:
                          "speedup_vs_default": (s.default_seconds / s.best_seconds)
                          if math.isfinite(s.default_seconds) and math.isfinite(s.best_seconds) else None,
                          "history": s.history, **s.task.layouts(self._records(s))})
-        return TuneReport(rows, spent, dict(self.timing), str(self.database.path), pending=self.pending)
+        return TuneReport(rows, spent, dict(self.timing), str(self.database.path), pending=self.pending,
+                          dropped=self.dropped)
 
     def close(self) -> None:
         for close in self.closing:
