@@ -46,6 +46,10 @@ class TaskState:
     inputs: list | None = None
     reference: list | None = None
     done: bool = False  # the strategy has nothing left to propose
+    # the task's records, read incrementally: the fastest per config (`Tuner._records`), with its feature row
+    observed: dict = field(default_factory=dict)  # config (JSON) -> record
+    features: dict = field(default_factory=dict)  # config (JSON) -> the cost model's feature row
+    consumed: int = 0  # how many of the database's records of the task were read into `observed`
 
     @property
     def trials(self) -> int:
@@ -107,10 +111,29 @@ class Tuner:
         self._retrain()
 
     def _records(self, state: TaskState) -> list[Record]:
-        """The task's measurements on this device and precision: records in its space that are not infrastructure
-        failures."""
-        return [r for r in self.database.query(state.task.key, self.device, state.task.precision)
-                if _in_space(state.space, r) and not r.infrastructure]
+        """The task's measurements on this device and precision, the fastest record per config: records in its
+        space that are not infrastructure failures. Read incrementally (only what was appended since the last
+        call), and one per config, so that a records file of 100,000 lines costs the cost model and each round
+        what its distinct configs cost, not every line again."""
+        fresh = self.database.query(state.task.key, self.device, state.task.precision)[state.consumed:]
+        state.consumed += len(fresh)
+        for record in fresh:
+            if record.infrastructure or not _in_space(state.space, record):
+                continue
+            config = json.dumps(record.config, sort_keys=True)
+            kept = state.observed.get(config)
+            if kept is None or record.median < kept.median:
+                state.observed[config] = record
+        return list(state.observed.values())
+
+    def _feature_rows(self, state: TaskState, records: list[Record]) -> np.ndarray:
+        """The feature rows of `records` (one per config), computed once per config."""
+        keys = [json.dumps(r.config, sort_keys=True) for r in records]
+        new = [(k, r.config) for k, r in zip(keys, records) if k not in state.features]
+        if new:
+            rows = state.task.featurize([config for _, config in new], self.limits)
+            state.features.update(zip([k for k, _ in new], rows))
+        return np.vstack([state.features[k] for k in keys])
 
     def _resume(self, state: TaskState) -> None:
         """Take in the task's records not yet in `state.measured`: on start, and before each round those another
@@ -139,7 +162,7 @@ class Tuner:
         for state in self.states:
             records = self._records(state)
             if records:
-                features.append(state.task.featurize([r.config for r in records], self.limits))
+                features.append(self._feature_rows(state, records))
                 seconds.extend(r.median for r in records)
                 groups.extend([state.task.key] * len(records))
         if features:
