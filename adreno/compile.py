@@ -25,6 +25,7 @@ from .frontend import graph_inputs, load_model, to_relax
 from .host_library import export_host_library, param_order
 from .native_log import summarised_stderr
 from .options import CompileOptions
+from .paths import regular_file
 from .plan import bindings, extract_plan
 from .records import TunedConfigs
 
@@ -146,8 +147,9 @@ def tuned_configs(records: str | None, precision: str, target: str) -> TunedConf
     measured on `target` where the records have one (`TunedConfigs.load`)."""
     if not records:
         return TunedConfigs()
-    if not Path(records).is_file():
+    if not Path(records).exists():
         raise AdrenoError(f"--records {records}: no such file (write one with `adreno tune`)")
+    regular_file(records, "--records")  # a FIFO would block the load, a directory is no records file
     from .schedules.conv2d_winograd import kernel_configs, layout_config_in_space
 
     return TunedConfigs.load(records, precision, kernel_configs, layout_config_in_space, target)

@@ -194,6 +194,10 @@ LONG_RUN = ["--repeat", "1000000", "--timeout", "20"]  # a refusal after the run
     (["tune", "tiny", "--model", "transfer:/nonexistent", "--trials", "1"], "/nonexistent: no such file"),
     (["tune", "tiny", "--model", "transfer:{tmp}/fifo.npz", "--trials", "1"], "is not a regular file"),
     (["tune", "tiny", "--records", "{tmp}", "--trials", "1"], "is not a regular file"),
+    (["compile", "tiny", "--records", "{tmp}", "-o", "{tmp}/x"], "is not a regular file (a directory"),
+    (["compile", "tiny", "--records", "{tmp}/fifo.npz", "-o", "{tmp}/x"], "fifo.npz is not a regular file"),
+    (["compile", "tiny", "--records", "{tmp}/none.jsonl", "-o", "{tmp}/x"], "no such file (write one with"),
+    (["run", "{artifact}", "--timeout", "0"], "--timeout must be positive"),
 ])
 def test_bad_files_and_values_are_one_line(tiny_artifact, tmp_path, args, message):
     """Non-regular files are refused before anything opens them (a FIFO would block forever); unusable paths and
