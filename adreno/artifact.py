@@ -26,14 +26,17 @@ from pathlib import Path
 
 import numpy as np
 
+from . import kernel_contract
 from .artifact_check import check_files, check_outputs, check_plan, confined, sha256_file
 from .errors import AdrenoError, ArtifactError
+from .processes import process_alive
 from .layout import ImageSpec  # noqa: F401  (part of the contract: TensorSpec.image, Plan.images)
 from .weights import StoredWeight, param_value
 
 PLAN_FORMAT = 4  # 2: image storage (TensorSpec.image, Plan.images) for --memory texture; 3: tensors without storage
 # (storage ""): empty outputs and inputs no kernel reads (adreno.empty); 4: params stored in another form
-# (TensorSpec.stored: Winograd weights as their 3x3 source, half-image weights as float16; adreno.weights)
+# (TensorSpec.stored: Winograd weights as their 3x3 source, fp16 weights as float16; adreno.weights), and each
+# kernel source starts with its contract line (adreno.kernel_contract)
 _NPY_HEADER_MAX = 64 * 1024  # an .npy header is 128 bytes here; numpy allows longer ones, never this long
 MANIFEST_NAME, PLAN_NAME, PARAMS_NAME, KERNEL_DIR = "manifest.json", "plan.json", "params.npz", "kernels"
 
@@ -173,10 +176,12 @@ class Artifact:
             plan = Plan.from_json(_read_json(path / PLAN_NAME))
             check_plan(plan, path, set(manifest["files"]))
             check_outputs(plan, manifest)
+            artifact = cls(path, manifest, plan)
+            kernel_contract.check(plan, artifact.kernel_source)
         except (KeyError, TypeError, AttributeError, ValueError) as err:
             raise ArtifactError(f"{path / PLAN_NAME} is malformed ({type(err).__name__}: {str(err)[:120]}); "
                                 "recompile the model") from None
-        return cls(path, manifest, plan)
+        return artifact
 
     def kernel_source(self, program: str) -> str:
         try:
@@ -300,19 +305,9 @@ def _remove_stale_siblings(final: Path) -> None:
     prefix = _tmp_prefix(final)
     for sibling in final.parent.glob(f"{prefix}*"):
         pid = sibling.name[len(prefix):].split(".", 1)[0]
-        if not pid.isdigit() or _process_alive(int(pid)) or not sibling.is_dir() or sibling.is_symlink():
+        if not pid.isdigit() or process_alive(int(pid)) or not sibling.is_dir() or sibling.is_symlink():
             continue
         shutil.rmtree(sibling, ignore_errors=True)
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _read_json(path: Path) -> dict:
@@ -349,6 +344,11 @@ class ArtifactWriter:
 
     def write_text(self, rel: str, text: str) -> None:
         (self.tmp / rel).write_text(text)
+
+    def write_kernels(self, plan: Plan, sources: dict[str, str]) -> None:
+        """The programs' OpenCL sources, each stamped with what it was lowered for (`adreno.kernel_contract`)."""
+        for name, source in kernel_contract.stamped(plan, sources).items():
+            self.write_text(plan.programs[name], source)
 
     def write_json(self, rel: str, data: dict) -> None:
         self.write_text(rel, json.dumps(data, indent=1, sort_keys=False) + "\n")

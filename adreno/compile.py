@@ -27,6 +27,7 @@ from .host_library import export_host_library, param_order
 from .lowered import LoweredFunctions
 from .native_log import summarised_stderr
 from .options import CompileOptions
+from .paths import regular_file
 from .plan import bindings, extract_plan
 from .records import TunedConfigs
 from .weights import WinogradWeights
@@ -91,8 +92,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
 
     say("writing the artifact")
     with ArtifactWriter(output) as writer:
-        for name, source in sources.items():
-            writer.write_text(plan.programs[name], source)
+        writer.write_kernels(plan, sources)
         writer.write_json(PLAN_NAME, plan.to_json())
         writer.write_params(params)
         library = None
@@ -164,8 +164,9 @@ def tuned_configs(records: str | None, precision: str, target: str) -> TunedConf
     measured on `target` where the records have one (`TunedConfigs.load`)."""
     if not records:
         return TunedConfigs()
-    if not Path(records).is_file():
+    if not Path(records).exists():
         raise AdrenoError(f"--records {records}: no such file (write one with `adreno tune`)")
+    regular_file(records, "--records")  # a FIFO would block the load, a directory is no records file
     from .schedules.conv2d_winograd import kernel_configs, layout_config_in_space
 
     return TunedConfigs.load(records, precision, kernel_configs, layout_config_in_space, target)

@@ -5,6 +5,9 @@ such path must be an existing regular file (a symlink to one is fine) before it 
 
 from __future__ import annotations
 
+import errno
+import os
+import tempfile
 from pathlib import Path
 
 from .errors import AdrenoError
@@ -21,10 +24,21 @@ def regular_file(path, what: str, error=AdrenoError) -> Path:
 
 
 def output_file(path, what: str) -> Path:
-    """`path` as a Path if a file can be written there: checked before a long run, not after it."""
+    """`path` as a Path if a file can be written there: checked before a long run, not after it. The check creates
+    and removes a probe file beside it, since only creating one tells (root passes `os.access` on /proc, where
+    no file can be created)."""
     path = Path(path)
     if not str(path).strip() or path.is_dir():
         raise AdrenoError(f"{what} {str(path)!r} is a directory or empty; name the file to write, e.g. out.npz")
     if not path.parent.is_dir():
         raise AdrenoError(f"{what} {path}: the directory {path.parent} does not exist")
+    if path.exists() and not path.is_file():
+        raise AdrenoError(f"{what} {path} exists and is not a regular file (a FIFO or device); name a file to write")
+    try:
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.adreno-probe."):
+            pass
+        if path.exists() and not os.access(path, os.W_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+    except OSError as err:
+        raise AdrenoError(f"{what} {path}: cannot write it ({err.strerror or err}); choose another file") from None
     return path

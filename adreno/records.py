@@ -9,7 +9,8 @@ tuner loses at most the batch in flight; a torn last line (the process died mid-
 the next append starts on a fresh line. Duplicates (same workload, device, config and trial id) are ignored on
 load, so a resumed run that re-writes a batch does not double-count it. Appends hold an `flock` on the sibling
 `<file>.lock` and first read what other processes appended (`Database.locked`), so tuners sharing a file number
-their trials after each other's and drop a config another one recorded meanwhile (`Database.append_trials`).
+their trials after each other's and drop a config another one recorded meanwhile (`Database.append_trials`);
+claims on configs (`adreno.tune.claims`) keep them from measuring the same config in the first place.
 
 Every line is validated on load (`Record.from_json`): a line that is not JSON, nests deeper than the parser's
 recursion limit, or holds a record of the wrong shape (a config that is not a flat dict of scalars, a time that

@@ -61,6 +61,45 @@ def _image(name, key, value):
     return _plan(change)
 
 
+def _swap(items, i, j):
+    items[i], items[j] = items[j], items[i]
+
+
+def _step_args(step, i, j):
+    return _plan(lambda p: _swap(p["steps"][step]["args"], i, j))
+
+
+def _launch_args(step, i, j):
+    return _plan(lambda p: _swap(p["steps"][step]["kernels"][0]["args"], i, j))
+
+
+def _update_all(entries: dict, change: dict) -> None:
+    for entry in entries.values():
+        entry.update(change)
+
+
+def _output_everywhere(key, value):
+    """The output tensor changed in the plan and in the manifest alike (so the manifest check agrees)."""
+    def tamper(root: Path):
+        _tensor("gv", key, value)(root)
+        _edit_json("manifest.json", lambda m: _update_all(m["outputs"], {key: value}))(root)
+    return tamper
+
+
+def _input_everywhere(shape):
+    def tamper(root: Path):
+        _tensor("input", "shape", shape)(root)
+        _edit_json("manifest.json", lambda m: _update_all(m["inputs"], {"shape": shape}))(root)
+    return tamper
+
+
+def _kernel_text(change):
+    def tamper(root: Path):
+        path = root / "kernels" / _first_kernel_file(root)
+        path.write_text(change(path.read_text()))
+    return tamper
+
+
 def _flip(rel, offset):
     def tamper(root: Path):
         data = bytearray((root / rel).read_bytes())
@@ -212,6 +251,26 @@ RESIGNED = {  # the manifest's hashes are rewritten too: the path and plan check
     "output shape changed": _tensor("gv", "shape", [1, 5]),
     "output another tensor": _plan(lambda p: p.update(outputs=["lv4_1"])),
     "params member declares 64 MiB": _replace("params.npz", lambda p: _zip_declaring(p, "param0.npy", 64 << 20)),
+    # consistent with themselves, so only the kernels' contract lines and the dataflow catch these
+    "weight and bias swapped": _step_args(1, 1, 2),
+    "weight and bias swapped in the launch": _launch_args(1, 1, 2),
+    "input and output of the same shape swapped": _step_args(3, 0, 3),
+    "input and output swapped in the launch": _launch_args(2, 0, 1),
+    "launch size halved": _kernel(1, "global_size", [512, 4, 1]),
+    "global and local size halved": _plan(lambda p: p["steps"][0]["kernels"][0].update(global_size=[512],
+                                                                                       local_size=[32])),
+    "steps reversed": _plan(lambda p: p["steps"].reverse()),
+    "two steps swapped": _plan(lambda p: _swap(p["steps"], 3, 4)),
+    "a middle step removed": _plan(lambda p: p["steps"].__delitem__(5)),
+    "the last step removed": _plan(lambda p: p["steps"].__delitem__(-1)),
+    "the first step removed": _plan(lambda p: p["steps"].__delitem__(0)),
+    "a step repeated": _plan(lambda p: p["steps"].insert(2, p["steps"][1])),
+    "output dtype int32, manifest too": _output_everywhere("dtype", "int32"),
+    "output shape changed, manifest too": _output_everywhere("shape", [1, 5]),
+    "input shape changed, manifest too": _input_everywhere([1, 3, 16, 16]),
+    "intermediate dtype float16": _tensor("lv3", "dtype", "float16"),
+    "kernel contract line removed": _kernel_text(lambda text: text.split("\n", 1)[1]),
+    "kernel contract line malformed": _kernel_text(lambda text: text.replace("{", "[", 1)),
     # harmless edits: these must run, to exactly the untampered output
     "plan re-serialised": _plan(lambda p: json.loads(json.dumps(p, sort_keys=True))),
     "manifest metadata edited": _edit_json("manifest.json", lambda m: m.update(compiled_on="elsewhere")),

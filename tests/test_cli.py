@@ -170,6 +170,9 @@ def _odd_files(tmp_path) -> None:
     (tmp_path / "cut.npz").write_bytes(data[:len(data) // 2])
 
 
+LONG_RUN = ["--repeat", "1000000", "--timeout", "20"]  # a refusal after the run would be this timeout instead
+
+
 @pytest.mark.parametrize("args, message", [
     (["compile", "{tmp}/fifo.onnx", "-o", "{tmp}/x"], "is not a regular file"),
     (["compile", "{tmp}/dir.onnx", "-o", "{tmp}/x"], "is not a regular file"),
@@ -181,17 +184,24 @@ def _odd_files(tmp_path) -> None:
     (["run", "{artifact}", "--input", "{tmp}/cut.npz"], "cannot read it as .npz (BadZipFile"),
     (["run", "{artifact}", "--seed", "-1"], "--seed must be >= 0, not -1"),
     (["run", "{artifact}", "--output", "{tmp}/missing/y.npz"], "the directory"),
-    (["run", "{artifact}", "--output", "/proc/y.npz", "--repeat", "1"], "--output /proc/y.npz: cannot write it"),
+    (["run", "{artifact}", "--output", "/proc/y.npz", *LONG_RUN], "--output /proc/y.npz: cannot write it"),
+    (["run", "{artifact}", "--output", "/dev/null/y.npz", *LONG_RUN], "the directory /dev/null does not"),
+    (["run", "{artifact}", "--output", "{tmp}/fifo.npz", *LONG_RUN], "exists and is not a regular file"),
     (["run", "{artifact}", "--output", "{tmp}"], "is a directory or empty"),
     (["run", "{artifact}", "--device", ""], "an empty device name"),
     (["compile", "tiny", "-o", ""], "the artifact directory (-o) is empty"),
     (["tune", "tiny", "--model", "bogus", "--trials", "1"], "unknown cost model 'bogus'"),
     (["tune", "tiny", "--model", "transfer:/nonexistent", "--trials", "1"], "/nonexistent: no such file"),
+    (["tune", "tiny", "--model", "transfer:{tmp}/fifo.npz", "--trials", "1"], "is not a regular file"),
     (["tune", "tiny", "--records", "{tmp}", "--trials", "1"], "is not a regular file"),
+    (["compile", "tiny", "--records", "{tmp}", "-o", "{tmp}/x"], "is not a regular file (a directory"),
+    (["compile", "tiny", "--records", "{tmp}/fifo.npz", "-o", "{tmp}/x"], "fifo.npz is not a regular file"),
+    (["compile", "tiny", "--records", "{tmp}/none.jsonl", "-o", "{tmp}/x"], "no such file (write one with"),
+    (["run", "{artifact}", "--timeout", "0"], "--timeout must be positive"),
 ])
 def test_bad_files_and_values_are_one_line(tiny_artifact, tmp_path, args, message):
     """Non-regular files are refused before anything opens them (a FIFO would block forever); unusable paths and
-    values are one line, exit 2, not a traceback."""
+    values are one line, exit 2, not a traceback, and before the work they would spoil (a run, task extraction)."""
     _odd_files(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "adreno.cli", *[a.format(tmp=tmp_path, artifact=tiny_artifact)
                                                                for a in args]],
@@ -199,6 +209,7 @@ def test_bad_files_and_values_are_one_line(tiny_artifact, tmp_path, args, messag
     last = proc.stderr.strip().splitlines()[-1]
     assert proc.returncode == 2 and last.startswith("error:") and message in last, proc.stderr
     assert "Traceback" not in proc.stderr
+    assert "extracting tasks" not in proc.stderr, "a bad tune value is reported before the tasks are extracted"
 
 
 def test_tune_that_measured_nothing_fails(tmp_path):

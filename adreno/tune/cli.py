@@ -19,6 +19,7 @@ def cmd_tune(args) -> int:
     from ..bind import read_bind
     from ..cli import require_positive
     from ..records import Database
+    from .cost_model import make_model
     from .extract import extract_tasks
     from .measure import Builder
     from .session import open_tuner
@@ -28,6 +29,7 @@ def cmd_tune(args) -> int:
     for addr in (args.tracker, args.server):  # a usage error now, not after extracting the tasks and --outage
         if addr:
             parse_addr(addr)
+    model = make_model(args.model_kind)  # a bad --model is a usage error before the tasks are extracted
     runtime = Runtime(args.runtime)
     native = native_build(args, runtime)
     records = Path(args.records)
@@ -48,7 +50,7 @@ def cmd_tune(args) -> int:
     tuner = open_tuner(tasks, database, target=args.target, device=args.device, tracker=args.tracker, key=args.key,
                        runtime=runtime, server=args.server, outage_s=args.outage, timeout_s=args.timeout,
                        cache=not args.no_cache, builder=builder,
-                       strategy=args.strategy, model=args.model_kind, batch=args.batch, seed=args.seed,
+                       strategy=args.strategy, model=model, batch=args.batch, seed=args.seed,
                        repeat=args.repeat, progress=lambda spent, total, text: say(f"  [{_bar(spent, total)}] {text}"))
     tuner.closing.append(builder.close)
     try:

@@ -59,8 +59,7 @@ def _write_artifact(out_dir: str, plan: Plan, sources: dict, params: dict, task,
     import tvm
 
     with ArtifactWriter(out_dir) as writer:
-        for name, source in sources.items():
-            writer.write_text(plan.programs[name], source)
+        writer.write_kernels(plan, sources)
         writer.write_json("plan.json", plan.to_json())
         writer.write_params(params)
         outputs = {t: {"tensor": t, "shape": plan.tensors[t].shape, "dtype": plan.tensors[t].dtype}

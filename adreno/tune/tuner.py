@@ -21,6 +21,7 @@ import numpy as np
 
 from ..records import Database, Record
 from ..runner import RunInput, Runner
+from .claims import Claims
 from .cost_model import CostModel, make_model
 from .measure import Builder
 from .space import SearchSpace
@@ -45,6 +46,10 @@ class TaskState:
     inputs: list | None = None
     reference: list | None = None
     done: bool = False  # the strategy has nothing left to propose
+    # the task's records, read incrementally: the fastest per config (`Tuner._records`), with its feature row
+    observed: dict = field(default_factory=dict)  # config (JSON) -> record
+    features: dict = field(default_factory=dict)  # config (JSON) -> the cost model's feature row
+    consumed: int = 0  # how many of the database's records of the task were read into `observed`
 
     @property
     def trials(self) -> int:
@@ -62,6 +67,7 @@ class TuneReport:
     records: str
     plot: str | None = None
     pending: int = 0  # candidates the infrastructure failed (not recorded; measured again when the run resumes)
+    dropped: int = 0  # measurements another tuner on the records file had recorded first (time spent twice)
 
 
 def target_limits(target_name: str, device=None) -> dict:
@@ -87,10 +93,12 @@ class Tuner:
         self.batch, self.repeat, self.seed = batch, repeat, seed
         self.builder = builder or Builder()
         self.closing = [] if builder else [self.builder.close]  # what close() closes: what this tuner opened
+        self.claims = Claims(database)  # what other tuners on the records file are measuring
+        self.closing.append(self.claims.release)
         self.limits = limits or target_limits(tasks[0].target_name)
         self.progress = progress or (lambda spent, total, text: None)
         self.timing = {"reference": 0.0, "build": 0.0, "run": 0.0, "model": 0.0}
-        self.pending = 0
+        self.pending = self.dropped = 0
         self.strategy_name = strategy
         self.states = []
         for index, task in enumerate(tasks):
@@ -103,10 +111,29 @@ class Tuner:
         self._retrain()
 
     def _records(self, state: TaskState) -> list[Record]:
-        """The task's measurements on this device and precision: records in its space that are not infrastructure
-        failures."""
-        return [r for r in self.database.query(state.task.key, self.device, state.task.precision)
-                if _in_space(state.space, r) and not r.infrastructure]
+        """The task's measurements on this device and precision, the fastest record per config: records in its
+        space that are not infrastructure failures. Read incrementally (only what was appended since the last
+        call), and one per config, so that a records file of 100,000 lines costs the cost model and each round
+        what its distinct configs cost, not every line again."""
+        fresh = self.database.query(state.task.key, self.device, state.task.precision)[state.consumed:]
+        state.consumed += len(fresh)
+        for record in fresh:
+            if record.infrastructure or not _in_space(state.space, record):
+                continue
+            config = json.dumps(record.config, sort_keys=True)
+            kept = state.observed.get(config)
+            if kept is None or record.median < kept.median:
+                state.observed[config] = record
+        return list(state.observed.values())
+
+    def _feature_rows(self, state: TaskState, records: list[Record]) -> np.ndarray:
+        """The feature rows of `records` (one per config), computed once per config."""
+        keys = [json.dumps(r.config, sort_keys=True) for r in records]
+        new = [(k, r.config) for k, r in zip(keys, records) if k not in state.features]
+        if new:
+            rows = state.task.featurize([config for _, config in new], self.limits)
+            state.features.update(zip([k for k, _ in new], rows))
+        return np.vstack([state.features[k] for k in keys])
 
     def _resume(self, state: TaskState) -> None:
         """Take in the task's records not yet in `state.measured`: on start, and before each round those another
@@ -135,7 +162,7 @@ class Tuner:
         for state in self.states:
             records = self._records(state)
             if records:
-                features.append(state.task.featurize([r.config for r in records], self.limits))
+                features.append(self._feature_rows(state, records))
                 seconds.extend(r.median for r in records)
                 groups.extend([state.task.key] * len(records))
         if features:
@@ -170,6 +197,16 @@ class Tuner:
         rng = np.random.default_rng(self.seed + state.trials)
         return state.task.choose(proposals, n, state.space, self._records(state), taken, rng)
 
+    def _claimed_by_others(self, state: TaskState) -> set:
+        """The candidates other tuners on the records file are measuring now (`Claims`)."""
+        claimed = set()
+        for config in self.claims.others(state.task.key, self.device, state.task.precision):
+            try:
+                claimed.add(state.space.candidate(config))
+            except (KeyError, ValueError):  # another tuner's older knob table
+                continue
+        return claimed
+
     def run_round(self, state: TaskState) -> list[Record]:
         """Propose, build, measure and record one batch for one task."""
         task = state.task
@@ -181,10 +218,11 @@ class Tuner:
         self.database.refresh()
         self._resume(state)
         started = time.perf_counter()
-        proposed = [c for c in state.seeds if c not in state.measured and state.space.is_valid(c)][:self.batch]
-        proposed += self._propose(state, self.batch - len(proposed), state.measured | set(proposed))
+        taken = state.measured | self._claimed_by_others(state)
+        proposed = [c for c in state.seeds if c not in taken and state.space.is_valid(c)][:self.batch]
+        proposed += self._propose(state, self.batch - len(proposed), taken | set(proposed))
         self.timing["model"] += time.perf_counter() - started
-        configs = [state.space.config(c) for c in proposed]
+        configs = self.claims.claim(task.key, self.device, task.precision, [state.space.config(c) for c in proposed])
         started = time.perf_counter()
         builds = self.builder.build(task, configs)
         self.timing["build"] += time.perf_counter() - started
@@ -207,7 +245,9 @@ class Tuner:
             record.strategy, record.timestamp = self.strategy_name, time.time()
             records.append(record)
         self.timing["run"] += time.perf_counter() - started
+        measured_count = len(records)
         records = self.database.append_trials(records)  # numbered; minus what another tuner measured meanwhile
+        self.dropped += measured_count - len(records)
         measured = [state.space.candidate(r.config) for r in records]
         state.strategy.observe(measured, [r.median for r in records])
         for candidate, record in zip(measured, records):
@@ -255,7 +295,8 @@ class Tuner:
                          "speedup_vs_default": (s.default_seconds / s.best_seconds)
                          if math.isfinite(s.default_seconds) and math.isfinite(s.best_seconds) else None,
                          "history": s.history, **s.task.layouts(self._records(s))})
-        return TuneReport(rows, spent, dict(self.timing), str(self.database.path), pending=self.pending)
+        return TuneReport(rows, spent, dict(self.timing), str(self.database.path), pending=self.pending,
+                          dropped=self.dropped)
 
     def close(self) -> None:
         for close in self.closing:

@@ -45,3 +45,29 @@ def test_append_trials_drops_what_another_writer_measured(tmp_path):
                                   Record(WORKLOAD, "dev", {"threads_x": 4}, [2e-3])])
     assert [(r.config, r.trial) for r in written] == [({"threads_x": 4}, 2)]
     assert len(Database(path).records) == 2 and len(ours.records) == 2
+
+
+def test_two_adreno_tune_processes_share_a_records_file(tmp_path):
+    """Two real `adreno tune` runs, started together with the same seed (so they propose the same configs), on one
+    records file: no config measured by both (none dropped), none recorded twice, no trial number reused."""
+    import json
+    import subprocess
+    import sys
+    from collections import Counter
+
+    records = tmp_path / "records.jsonl"
+    command = [sys.executable, "-m", "adreno.cli", "tune", "tiny", "--trials", "6", "--batch", "3", "--json",
+               "--no-layouts", "--records", str(records)]
+    runs = [subprocess.Popen([*command, "--plot", str(tmp_path / f"{i}.png")], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for i in range(2)]
+    reports = []
+    for run in runs:
+        out, err = run.communicate(timeout=600)
+        assert run.returncode == 0, err[-2000:]
+        reports.append(json.loads(out))
+    written = Database(records).records
+    configs = Counter((r.workload, json.dumps(r.config, sort_keys=True)) for r in written)
+    trials = Counter((r.workload, r.trial) for r in written)
+    assert max(configs.values()) == 1 and max(trials.values()) == 1
+    assert [r["dropped"] for r in reports] == [0, 0], "neither measured a config the other had measured"
+    assert sum(r["trials"] for r in reports) == len(written) >= 6
