@@ -82,7 +82,7 @@ def unroll(b, node, shapes: dict, label: str) -> None:
         projection = b.op("MatMul", [flat, b.op("Transpose", [pick(w)], perm=[1, 0])])
         if w_bias:
             projection = b.op("Add", [projection, w_bias])
-        projection = b.reshape(projection, [steps, batch, GATES[op] * hidden])
+        projection = b.reshape(projection, [steps, batch, GATES[op], hidden])  # a step takes its gates by index
         h = pick(initial_h) if initial_h else None
         c = pick(initial_c) if initial_c else None
         cell.direction(pick(r), r_bias, pick(peepholes) if peepholes else None,
@@ -90,10 +90,10 @@ def unroll(b, node, shapes: dict, label: str) -> None:
         outputs = [None] * steps
         for t in (reversed(range(steps)) if reverse else range(steps)):
             h, c = cell.step(b.op("Gather", [projection, b.constant(np.int64(t))], axis=0), h, c)
-            outputs[t] = b.reshape(h, [1, batch, hidden])
+            outputs[t] = h
         finals_h.append(b.reshape(h, [1, batch, hidden]))
         finals_c.append(b.reshape(c, [1, batch, hidden]) if c is not None else None)
-        sequences.append(b.reshape(_concat(b, outputs, 0), [steps, 1, batch, hidden]))
+        sequences.append(b.reshape(_concat(b, outputs, 0), [steps, 1, batch, hidden]))  # (T * batch) x hidden
     wanted = [*node.output, "", ""][:3]
     if wanted[0]:
         _output(b, _concat(b, sequences, 1), [2, 0, 1, 3] if layout else None, wanted[0])
@@ -135,7 +135,11 @@ def _output(b, value: str, perm: list[int] | None, name: str) -> None:
 
 
 class _Cell:
-    """One direction's step of an LSTM, GRU or RNN: gate arithmetic on ONNX ops appended to the builder."""
+    """One direction's step of an LSTM, GRU or RNN: gate arithmetic on ONNX ops appended to the builder.
+
+    Gates are taken by index (Gather) from batch x gates x hidden tensors, not sliced: a step fuses into one kernel
+    named after its ops, and PoCL fails to link a kernel whose name passes about 250 characters (13 characters of
+    `strided_slice` per gate would reach that in an LSTM step with peepholes)."""
 
     def __init__(self, b, op: str, hidden: int, batch: int, attrs: dict):
         self.b, self.op, self.hidden, self.batch = b, op, hidden, batch
@@ -144,28 +148,39 @@ class _Cell:
         self.before_reset = bool(attrs.get("linear_before_reset", 0))
 
     def direction(self, r: str, r_bias: str | None, peepholes: str | None, activations: list[str]) -> None:
-        """The recurrence weights of the next direction: R^T (of the gates the step multiplies by H_{t-1})."""
-        b, hidden = self.b, self.hidden
-        self.peepholes, self.activations = peepholes, activations
-        self.r_bias = b.reshape(r_bias, [1, GATES[self.op] * hidden]) if r_bias else None  # sliced as the rows are
+        """The next direction's recurrence weights R^T (of the gates the step multiplies by H_{t-1}), its R bias
+        (gates x hidden) and peepholes (3 x hidden)."""
+        b, hidden, gates = self.b, self.hidden, GATES[self.op]
+        self.activations = activations
+        self.peepholes = b.reshape(peepholes, [3, hidden]) if peepholes else None
+        self.r_bias = b.reshape(r_bias, [gates, hidden]) if r_bias else None
+        self.recurrent_gates, self.rh_bias = gates, None
         if self.op == "GRU" and not self.before_reset:  # r * H_{t-1} is multiplied by Rh on its own
+            self.recurrent_gates = 2
             self.r_t = b.op("Transpose", [b.slice(r, 0, 2 * hidden, 0)], perm=[1, 0])
             self.rh_t = b.op("Transpose", [b.slice(r, 2 * hidden, 3 * hidden, 0)], perm=[1, 0])
+            if self.r_bias:
+                self.rh_bias = self.take(self.r_bias, 2, 0)
+                self.r_bias = b.slice(self.r_bias, 0, 2, 0)
         else:
             self.r_t = b.op("Transpose", [r], perm=[1, 0])
 
+    def take(self, value: str, index: int, axis: int) -> str:
+        return self.b.op("Gather", [value, self.b.constant(np.int64(index))], axis=axis)
+
     def step(self, x_gates: str, h: str | None, c: str | None) -> tuple[str, str | None]:
-        """H_t (and C_t) from this step's input projection and the previous state (None: zero)."""
-        b, hidden = self.b, self.hidden
-        recurrent = b.op("MatMul", [h, self.r_t]) if h is not None else None
-        bias = self.r_bias
-        if self.op == "GRU" and not self.before_reset and bias:
-            bias = b.slice(bias, 0, 2 * hidden, 1)
-        if recurrent and bias:
-            recurrent = b.op("Add", [recurrent, bias])
-        recurrent = recurrent or bias
-        gate = lambda k: b.slice(x_gates, k * hidden, (k + 1) * hidden, 1)  # noqa: E731
-        state = lambda k: b.slice(recurrent, k * hidden, (k + 1) * hidden, 1) if recurrent else None  # noqa: E731
+        """H_t (and C_t) from this step's input projection (batch x gates x hidden) and the previous state (None:
+        zero)."""
+        b = self.b
+        recurrent = None
+        if h is not None:
+            recurrent = b.reshape(b.op("MatMul", [h, self.r_t]), [self.batch, self.recurrent_gates, self.hidden])
+        if recurrent and self.r_bias:
+            recurrent = b.op("Add", [recurrent, self.r_bias])
+        recurrent = recurrent or self.r_bias
+        axis = 1 if h is not None else 0  # the bias alone is gates x hidden
+        gate = lambda k: self.take(x_gates, k, 1)  # noqa: E731
+        state = lambda k: self.take(recurrent, k, axis) if recurrent else None  # noqa: E731
         total = lambda k: b.op("Add", [gate(k), state(k)]) if recurrent else gate(k)  # noqa: E731
         if self.op == "RNN":
             return self.act(0, total(0)), None
@@ -181,8 +196,7 @@ class _Cell:
     def _peephole(self, value: str, k: int, cell: str | None) -> str:
         if self.peepholes is None or cell is None:
             return value
-        weight = self.b.slice(self.peepholes, k * self.hidden, (k + 1) * self.hidden, 0)
-        return self.b.op("Add", [value, self.b.op("Mul", [weight, cell])])
+        return self.b.op("Add", [value, self.b.op("Mul", [self.take(self.peepholes, k, 0), cell])])
 
     def _lstm(self, c: str | None, total) -> tuple[str, str]:
         b = self.b
@@ -198,17 +212,18 @@ class _Cell:
         return b.op("Mul", [o, self.b.op(self.activations[2], [cell])]), cell
 
     def _gru(self, h: str | None, gate, state, total) -> str:
-        b, hidden = self.b, self.hidden
+        b = self.b
         z, reset = self.act(0, total(0)), self.act(0, total(1))
+        candidate = gate(2)
         if self.before_reset:
             hidden_state = state(2)
-            candidate = b.op("Add", [gate(2), b.op("Mul", [reset, hidden_state])]) if hidden_state else gate(2)
+            if hidden_state:
+                candidate = b.op("Add", [candidate, b.op("Mul", [reset, hidden_state])])
         else:
-            candidate = gate(2)
             if h is not None:
                 candidate = b.op("Add", [candidate, b.op("MatMul", [b.op("Mul", [reset, h]), self.rh_t])])
-            if self.r_bias:
-                candidate = b.op("Add", [candidate, b.slice(self.r_bias, 2 * hidden, 3 * hidden, 1)])
+            if self.rh_bias:
+                candidate = b.op("Add", [candidate, self.rh_bias])
         candidate = self.act(1, candidate)
         if h is None:  # (1 - z) * h~
             return b.op("Sub", [candidate, b.op("Mul", [z, candidate])])
