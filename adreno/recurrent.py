@@ -68,7 +68,7 @@ def unroll(b, node, shapes: dict, label: str) -> None:
     if layout:  # batch-major: unrolled time-major, the outputs transposed back
         x = b.op("Transpose", [x], perm=[1, 0, 2])
         initial_h, initial_c = (b.op("Transpose", [s], perm=[1, 0, 2]) if s else "" for s in (initial_h, initial_c))
-    cell = _Cell(b, op, hidden, batch, attrs)
+    cell = _Cell(b, op, hidden, attrs)
     flat = b.reshape(x, [steps * batch, x_shape[2]])
     finals_h, finals_c, sequences = [], [], []
     for d in range(count):
@@ -82,14 +82,14 @@ def unroll(b, node, shapes: dict, label: str) -> None:
         projection = b.op("MatMul", [flat, b.op("Transpose", [pick(w)], perm=[1, 0])])
         if w_bias:
             projection = b.op("Add", [projection, w_bias])
-        projection = b.reshape(projection, [steps, batch, GATES[op], hidden])  # a step takes its gates by index
+
         h = pick(initial_h) if initial_h else None
         c = pick(initial_c) if initial_c else None
         cell.direction(pick(r), r_bias, pick(peepholes) if peepholes else None,
                        [ACTIVATIONS[n.lower()] for n in names[d * per_direction:(d + 1) * per_direction]])
         outputs = [None] * steps
         for t in (reversed(range(steps)) if reverse else range(steps)):
-            h, c = cell.step(b.op("Gather", [projection, b.constant(np.int64(t))], axis=0), h, c)
+            h, c = cell.step(b.slice(projection, t * batch, (t + 1) * batch, 0), h, c)  # rows of step t
             outputs[t] = h
         finals_h.append(b.reshape(h, [1, batch, hidden]))
         finals_c.append(b.reshape(c, [1, batch, hidden]) if c is not None else None)
@@ -135,14 +135,11 @@ def _output(b, value: str, perm: list[int] | None, name: str) -> None:
 
 
 class _Cell:
-    """One direction's step of an LSTM, GRU or RNN: gate arithmetic on ONNX ops appended to the builder.
+    """One direction's step of an LSTM, GRU or RNN: gate arithmetic on ONNX ops appended to the builder. Gates are
+    column slices of batch x (gates * hidden) tensors, which fuse with the arithmetic into one kernel a step."""
 
-    Gates are taken by index (Gather) from batch x gates x hidden tensors, not sliced: a step fuses into one kernel
-    named after its ops, and PoCL fails to link a kernel whose name passes about 250 characters (13 characters of
-    `strided_slice` per gate would reach that in an LSTM step with peepholes)."""
-
-    def __init__(self, b, op: str, hidden: int, batch: int, attrs: dict):
-        self.b, self.op, self.hidden, self.batch = b, op, hidden, batch
+    def __init__(self, b, op: str, hidden: int, attrs: dict):
+        self.b, self.op, self.hidden = b, op, hidden
         self.clip = attrs.get("clip")
         self.input_forget = bool(attrs.get("input_forget", 0))
         self.before_reset = bool(attrs.get("linear_before_reset", 0))
@@ -152,35 +149,31 @@ class _Cell:
         (gates x hidden) and peepholes (3 x hidden)."""
         b, hidden, gates = self.b, self.hidden, GATES[self.op]
         self.activations = activations
-        self.peepholes = b.reshape(peepholes, [3, hidden]) if peepholes else None
-        self.r_bias = b.reshape(r_bias, [gates, hidden]) if r_bias else None
-        self.recurrent_gates, self.rh_bias = gates, None
+        self.peepholes = b.reshape(peepholes, [1, 3 * hidden]) if peepholes else None
+        self.r_bias = b.reshape(r_bias, [1, gates * hidden]) if r_bias else None
+        self.rh_bias = None
         if self.op == "GRU" and not self.before_reset:  # r * H_{t-1} is multiplied by Rh on its own
-            self.recurrent_gates = 2
             self.r_t = b.op("Transpose", [b.slice(r, 0, 2 * hidden, 0)], perm=[1, 0])
             self.rh_t = b.op("Transpose", [b.slice(r, 2 * hidden, 3 * hidden, 0)], perm=[1, 0])
             if self.r_bias:
-                self.rh_bias = self.take(self.r_bias, 2, 0)
-                self.r_bias = b.slice(self.r_bias, 0, 2, 0)
+                self.rh_bias = self.gate(self.r_bias, 2)
+                self.r_bias = b.slice(self.r_bias, 0, 2 * hidden, 1)
         else:
             self.r_t = b.op("Transpose", [r], perm=[1, 0])
 
-    def take(self, value: str, index: int, axis: int) -> str:
-        return self.b.op("Gather", [value, self.b.constant(np.int64(index))], axis=axis)
+    def gate(self, value: str, k: int) -> str:
+        return self.b.slice(value, k * self.hidden, (k + 1) * self.hidden, 1)
 
     def step(self, x_gates: str, h: str | None, c: str | None) -> tuple[str, str | None]:
-        """H_t (and C_t) from this step's input projection (batch x gates x hidden) and the previous state (None:
+        """H_t (and C_t) from this step's input projection (batch x (gates * hidden)) and the previous state (None:
         zero)."""
         b = self.b
-        recurrent = None
-        if h is not None:
-            recurrent = b.reshape(b.op("MatMul", [h, self.r_t]), [self.batch, self.recurrent_gates, self.hidden])
+        recurrent = b.op("MatMul", [h, self.r_t]) if h is not None else None
         if recurrent and self.r_bias:
             recurrent = b.op("Add", [recurrent, self.r_bias])
         recurrent = recurrent or self.r_bias
-        axis = 1 if h is not None else 0  # the bias alone is gates x hidden
-        gate = lambda k: self.take(x_gates, k, 1)  # noqa: E731
-        state = lambda k: self.take(recurrent, k, axis) if recurrent else None  # noqa: E731
+        gate = lambda k: self.gate(x_gates, k)  # noqa: E731
+        state = lambda k: self.gate(recurrent, k) if recurrent else None  # noqa: E731
         total = lambda k: b.op("Add", [gate(k), state(k)]) if recurrent else gate(k)  # noqa: E731
         if self.op == "RNN":
             return self.act(0, total(0)), None
@@ -196,7 +189,7 @@ class _Cell:
     def _peephole(self, value: str, k: int, cell: str | None) -> str:
         if self.peepholes is None or cell is None:
             return value
-        return self.b.op("Add", [value, self.b.op("Mul", [self.take(self.peepholes, k, 0), cell])])
+        return self.b.op("Add", [value, self.b.op("Mul", [self.gate(self.peepholes, k), cell])])
 
     def _lstm(self, c: str | None, total) -> tuple[str, str]:
         b = self.b
