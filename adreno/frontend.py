@@ -121,7 +121,7 @@ def check_supported_ops(model) -> None:
     """Raise `UnsupportedOpError` naming the first node whose op the ONNX importer does not know."""
     from tvm.relax.frontend.onnx import onnx_frontend
 
-    known = set(onnx_frontend._get_convert_map()) | {"Constant", "If"}
+    known = set(onnx_frontend._get_convert_map()) | {"Constant", "If", *onnx_decompose.RECURRENT_OPS}
     for index, node in enumerate(model.graph.node):
         if node.op_type not in known:
             raise UnsupportedOpError(f"operator {node.op_type} (node {node.name or f'#{index}'}) is not supported "

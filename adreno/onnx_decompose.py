@@ -11,6 +11,7 @@
   channel and per output position plus a constant per tap, so a Gather of the taps' offsets and two broadcast Adds
   finish it (int64): ((n C + c) H + h) W + w for storage_order 0, (n C + c) H W + h + w H for storage_order 1.
   A window whose maximum is -inf may name a padded tap (the reference skips padding).
+- LSTM, GRU and RNN: unrolled at the compiled sequence length into MatMuls and gate arithmetic (`adreno.recurrent`).
 
 `decompose(model, shapes)` returns a rewritten copy, or the model itself when nothing applies. Forms it cannot
 decompose (1-D/3-D pools, unknown shapes, opset < 10) are refused in one line naming the node.
@@ -21,10 +22,12 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import UnsupportedOpError
+from .recurrent import RECURRENT_OPS, unroll
 
 
 def decompose(model, shapes: dict[str, list[int]]):
-    targets = [n for n in model.graph.node if _training_batchnorm(n) or _maxpool_with_indices(n)]
+    targets = [n for n in model.graph.node
+               if _training_batchnorm(n) or _maxpool_with_indices(n) or n.op_type in RECURRENT_OPS]
     if not targets:
         return model
     import onnx
@@ -42,6 +45,8 @@ def decompose(model, shapes: dict[str, list[int]]):
             _batchnorm_training(builder, node, known, label)
         elif _maxpool_with_indices(node):
             _maxpool_indices(builder, node, known, label)
+        elif node.op_type in RECURRENT_OPS:
+            unroll(builder, node, known, label)
         else:
             nodes.append(node)
             continue
@@ -97,6 +102,19 @@ class _Builder:
 
     def reshape(self, value: str, shape: list[int], output: str | None = None) -> str:
         return self.op("Reshape", [value, self.constant(np.array(shape, np.int64))], output)
+
+    def slice(self, value: str, start: int, end: int, axis: int) -> str:
+        """value[start:end] along `axis`; starts, ends and axes became inputs in opset 10."""
+        if self.opset < 10:
+            return self.op("Slice", [value], starts=[start], ends=[end], axes=[axis])
+        bounds = [self.constant(np.array([v], np.int64)) for v in (start, end, axis)]
+        return self.op("Slice", [value, *bounds])
+
+    def clip(self, value: str, low: float, high: float) -> str:
+        """Clip to [low, high]; the bounds became inputs in opset 11."""
+        if self.opset < 11:
+            return self.op("Clip", [value], min=low, max=high)
+        return self.op("Clip", [value, self.constant(np.float32(low)), self.constant(np.float32(high))])
 
 
 def _batchnorm_training(b: _Builder, node, shapes: dict, label: str) -> None:

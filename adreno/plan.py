@@ -303,14 +303,15 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None,
     capture = tvm.ir.instrument.pass_instrument(_SplitCapture)()
     func, pipeline_name = texture_tir.for_scopes(func, scopes, tvm_target)
     textured = pipeline_name != "s_tir"
-    module = tvm.IRModule({name: func.with_attr("global_symbol", name)})
+    symbol = _file_stem(name)  # the kernels' names: PoCL fails to link one named past about 250 characters
+    module = tvm.IRModule({symbol: func.with_attr("global_symbol", symbol)})
     module = tvm.tirx.transform.BindTarget(tvm_target)(module)
     pipeline, _, finalize_device = tvm.tirx.get_tir_pipeline(pipeline_name)
     with tvm.transform.PassContext(instruments=[capture]):
         result = pipeline(module)
     split = capture.module
-    host = split[name]
-    device_funcs = {gv.name_hint: f for gv, f in split.functions.items() if gv.name_hint != name}
+    host = split[symbol]
+    device_funcs = {gv.name_hint: f for gv, f in split.functions.items() if gv.name_hint != symbol}
     alias: dict[int, object] = {}  # a declared buffer view -> the buffer it views (params, workspaces)
 
     def root(expr):
@@ -346,7 +347,7 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None,
                 visit(child)
 
     visit(host.body)
-    device_module = tvm.IRModule({gv: f for gv, f in split.functions.items() if gv.name_hint != name})
+    device_module = tvm.IRModule({gv: f for gv, f in split.functions.items() if gv.name_hint != symbol})
     private_arrays.check(device_module)
     if textured:
         texture_tir.check_texture_stores(device_module)
@@ -391,7 +392,8 @@ def _kernel_launch(call, device_funcs, param_of, workspace_of, root) -> KernelLa
 
 def _file_stem(program: str) -> str:
     """The program's name, or for a name past what file systems take (255 bytes; a fusion of many ops, e.g. the 25
-    strided slices of a MaxPool's argmax taps) its start and a digest of the whole."""
+    strided slices of a MaxPool's argmax taps, or an unrolled LSTM step) its start and a digest of the whole: the
+    kernel files' names and the kernels' own (PoCL fails to link a kernel named past about 250 characters)."""
     if len(program) <= 120:
         return program
     return f"{program[:100]}_{hashlib.sha256(program.encode()).hexdigest()[:16]}"

@@ -50,9 +50,10 @@ class _GraphBuilder:
         self.values = {input_name: self.rng.standard_normal(input_shape, dtype=np.float32)}
         self.relu6_bounds: list[str] | None = None
 
-    def param(self, prefix: str, value: np.ndarray) -> str:
+    def param(self, prefix: str, value: np.ndarray, dtype=np.float32) -> str:
         name = f"{prefix}_{len(self.initializers)}"
-        self.initializers.append(numpy_helper.from_array(np.asarray(value, dtype=np.float32), name))
+        self.values[name] = np.asarray(value, dtype=dtype)
+        self.initializers.append(numpy_helper.from_array(self.values[name], name))
         return name
 
     def node(self, op: str, inputs: list[str], value: np.ndarray, output: str | None = None, **attrs) -> str:
@@ -60,6 +61,18 @@ class _GraphBuilder:
         self.nodes.append(helper.make_node(op, inputs, [output], name=f"{op}_{len(self.nodes)}", **attrs))
         self.values[output] = value.astype(np.float32)
         return output
+
+    def evaluated(self, op: str, inputs: list[str], **attrs) -> str:
+        """A node whose calibration value ONNX's reference implementation computes (for ops without a numpy line
+        here: LSTM)."""
+        from onnx.reference import ReferenceEvaluator
+
+        graph = helper.make_graph([helper.make_node(op, inputs, ["y"], **attrs)], op,
+                                  [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in inputs],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        probe = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+        value = ReferenceEvaluator(probe).run(None, {n: self.values[n] for n in inputs})[0]
+        return self.node(op, inputs, value, **attrs)
 
     def he_normal(self, shape: tuple[int, ...]) -> np.ndarray:
         return self.rng.standard_normal(shape, dtype=np.float32) * np.float32(np.sqrt(2.0 / np.prod(shape[1:])))
@@ -211,6 +224,36 @@ def _efficientnet(g: _GraphBuilder, x: str, output: str) -> str:
     return g.classifier(g.relu6(g.conv_bn(x, 128, 1)), 100, output)
 
 
+def _crnn(g: _GraphBuilder, x: str, output: str) -> str:
+    """CRNN text recogniser (Shi et al.): conv-bn-relu stages pooled to height 1, the width as a sequence (T x 1 x
+    C), a bidirectional LSTM (PyTorch's init: uniform within 1 / sqrt(hidden)), a per-step linear classifier and
+    softmax over the characters."""
+    for cout, (pool_h, pool_w) in zip((32, 64, 96, 128), ((2, 2), (2, 2), (2, 1), (4, 1))):
+        x = g.relu(g.conv_bn(x, cout, 3))
+        v = g.values[x]
+        n, c, h, w = v.shape
+        pooled = v.reshape(n, c, h // pool_h, pool_h, w // pool_w, pool_w).max(axis=(3, 5))
+        x = g.node("MaxPool", [x], pooled, kernel_shape=[pool_h, pool_w], strides=[pool_h, pool_w])
+    n, c, _, steps = g.values[x].shape
+    x = g.node("Reshape", [x, g.param("shape", [n, c, steps], np.int64)], g.values[x].reshape(n, c, steps))
+    x = g.node("Transpose", [x], g.values[x].transpose(2, 0, 1), perm=[2, 0, 1])  # T x N x C
+    hidden, bound = CRNN_HIDDEN, 1 / np.sqrt(CRNN_HIDDEN)
+    weights = [g.param(name, g.rng.uniform(-bound, bound, shape)) for name, shape in (
+        ("lstm_w", (2, 4 * hidden, c)), ("lstm_r", (2, 4 * hidden, hidden)), ("lstm_b", (2, 8 * hidden)))]
+    y = g.evaluated("LSTM", [x, *weights], hidden_size=hidden, direction="bidirectional")  # T x 2 x N x hidden
+    y = g.node("Transpose", [y], g.values[y].transpose(0, 2, 1, 3), perm=[0, 2, 1, 3])
+    y = g.node("Reshape", [y, g.param("shape", [steps, n, 2 * hidden], np.int64)],
+               g.values[y].reshape(steps, n, 2 * hidden))
+    w, b = g.he_normal((CRNN_CLASSES, 2 * hidden)).T, 0.1 * g.rng.standard_normal(CRNN_CLASSES)  # fan-in 2 hidden
+    logits = g.node("MatMul", [y, g.param("fc_w", w)], g.values[y] @ w)
+    logits = g.node("Add", [logits, g.param("fc_b", b)], g.values[logits] + b)
+    e = np.exp(g.values[logits] - g.values[logits].max(axis=2, keepdims=True))
+    return g.node("Softmax", [logits], e / e.sum(axis=2, keepdims=True), output, axis=2)
+
+
+CRNN_HIDDEN, CRNN_CLASSES = 64, 37  # 26 letters, 10 digits and the CTC blank
+
+
 def _tiny(g: _GraphBuilder, x: str, output: str) -> str:
     x = g.maxpool(g.relu(g.conv_bn(x, 16, 3)), 2, 2)
     y = g.conv_bn(g.relu6(g.conv_bn(x, 16, 3, group=16)), 16, 1)
@@ -226,6 +269,9 @@ MODELS: dict[str, ModelSpec] = {m.name: m for m in [
               (1, 64, 56, 56), "output", (1, 64, 56, 56), lambda g, x, output: _basic_block(g, x, 64, 1, output)),
     ModelSpec("efficientnet_se", "EfficientNet-style: 4 MBConv blocks with squeeze-and-excitation, SiLU, ReLU6 head, "
               "100 classes", "input", (1, 3, 96, 96), "logits", (1, 100), _efficientnet),
+    ModelSpec("crnn", "CRNN text recogniser: 4 conv-bn-relu-maxpool stages to height 1, bidirectional LSTM (64), "
+              "per-step linear + softmax over 37 characters", "input", (1, 1, 32, 100), "probs",
+              (25, 1, CRNN_CLASSES), _crnn),
     ModelSpec("tiny", "small test model: conv, BN, maxpool, depthwise+ReLU6, 1x1 conv, residual, GAP, gemm, softmax",
               "input", (1, 3, 32, 32), "probs", (1, 10), _tiny),
 ]}

@@ -54,11 +54,11 @@ WORKER_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT
 
 OPS = ("Conv ConvTranspose MaxPool AveragePool GlobalAveragePool GlobalMaxPool Relu LeakyRelu Sigmoid HardSigmoid "
        "HardSwish Clip Tanh Elu Selu PRelu Softplus Add Mul Concat Reshape Flatten Gemm MatMul Softmax "
-       "BatchNormalization Resize Upsample Pad Transpose ReduceMean Split Slice DepthToSpace").split()
+       "BatchNormalization Resize Upsample Pad Transpose ReduceMean Split Slice DepthToSpace LSTM GRU RNN").split()
 # Positions of the inputs that real exports give as initializers (weights and shape parameters), besides the
 # compile-time parameters of `adreno.constfold.COMPILE_TIME_INPUTS`.
 WEIGHT_INPUTS = {"Conv": (1, 2), "ConvTranspose": (1, 2), "BatchNormalization": (1, 2, 3, 4), "PRelu": (1,),
-                 "Clip": (1, 2), "Gemm": (1, 2)}
+                 "Clip": (1, 2), "Gemm": (1, 2), "LSTM": (1, 2, 3, 7), "GRU": (1, 2, 3), "RNN": (1, 2, 3)}
 RTOL, ATOL = 1e-3, 1e-4
 STATUSES = ("pass", "wrong", "error", "unclear", "traceback", "timeout")
 PPOCR = {"det": ("ch_PP-OCRv4_det_infer.onnx", (1, 3, 640, 640)),
