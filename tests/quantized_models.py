@@ -86,3 +86,25 @@ class Agreement:
         difference = np.abs(ours.astype(np.float64) - reference.astype(np.float64))
         return cls(float(difference.max()), float(difference.max() / step) if step else None,
                    float(np.mean(difference == 0)))
+
+
+PPOCR_CLS = ("ch_ppocr_mobile_v2.0_cls_infer.onnx", (1, 3, 48, 192))  # in the rapidocr-onnxruntime wheel
+
+
+def float_model(name: str):
+    """A float model by name: a bundled zoo model, or `ppocr-cls`, PP-OCR's mobile text-direction classifier
+    (a real exported CNN, from the `rapidocr-onnxruntime` wheel) with its input fixed at 1x3x48x192."""
+    import importlib.util
+
+    import onnx
+
+    from adreno import zoo
+
+    if name != "ppocr-cls":
+        return zoo.get_model(name)
+    file, shape = PPOCR_CLS
+    model = onnx.load(str(Path(importlib.util.find_spec("rapidocr_onnxruntime").origin).parent / "models" / file))
+    for dim, size in zip(model.graph.input[0].type.tensor_type.shape.dim, shape):
+        dim.Clear()
+        dim.dim_value = size
+    return model

@@ -21,14 +21,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from adreno import zoo  # noqa: E402
 from adreno.artifact import PARAMS_NAME  # noqa: E402
 from adreno.compile import compile_model  # noqa: E402
 from adreno.opencl.device import select_device  # noqa: E402
 from adreno.opencl.executor import Executor  # noqa: E402
 from adreno.options import CompileOptions  # noqa: E402
 from adreno.reference import onnxruntime_outputs  # noqa: E402
-from tests.quantized_models import Agreement, Recipe, calibration_feeds, output_steps, quantize  # noqa: E402
+from tests.quantized_models import (Agreement, Recipe, calibration_feeds, float_model, output_steps,  # noqa: E402
+                                    quantize)
 
 
 def measure(model, label: str, memory: str, device, repeat: int, workdir: Path) -> dict:
@@ -49,7 +49,7 @@ def measure(model, label: str, memory: str, device, repeat: int, workdir: Path) 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("models", nargs="*", default=["tiny", "resnet18"])
+    parser.add_argument("models", nargs="*", default=["tiny", "resnet18"], help="zoo names or ppocr-cls")
     parser.add_argument("--recipes", default=",".join(Recipe), help=f"comma-separated, of {', '.join(Recipe)}")
     parser.add_argument("--memory", default="texture,buffer")
     parser.add_argument("--repeat", type=int, default=3)
@@ -58,9 +58,9 @@ def main(argv=None) -> int:
     device, rows = select_device("pocl"), []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models:
-            float_model = zoo.get_model(name)
-            calibration = calibration_feeds(float_model, 4)
-            variants = [(name, float_model)] + [(f"{name}/{r}", quantize(float_model, Recipe(r), calibration))
+            source = float_model(name)
+            calibration = calibration_feeds(source, 4)
+            variants = [(name, source)] + [(f"{name}/{r}", quantize(source, Recipe(r), calibration))
                                                 for r in args.recipes.split(",")]
             for label, model in variants:
                 for memory in args.memory.split(","):
