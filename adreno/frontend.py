@@ -13,7 +13,7 @@ import os
 import warnings
 from pathlib import Path
 
-from . import old_opsets, onnx_decompose, onnx_rewrites
+from . import old_opsets, onnx_decompose, onnx_quantized, onnx_rewrites
 from .errors import TVM_ERRORS, DynamicShapeError, ModelError, UnsupportedOpError
 from .identifiers import identifiers
 from .native_log import quiet_stderr
@@ -169,6 +169,7 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None):
     from .constfold import prepare
 
     shapes = input_shapes(model, overrides)
+    model = onnx_quantized.dequantize(model).model  # first: the op check and constfold know no com.microsoft op
     check_supported_ops(model)
     check_supported_forms(model)
     model = prepare(model, shapes, empty)

@@ -40,7 +40,8 @@ def decompose(model, shapes: dict[str, list[int]]):
     opset = next((o.version for o in out.opset_import if o.domain in ("", "ai.onnx")), 1)
     nodes = []
     for index, node in enumerate(out.graph.node):
-        label, builder = f"node {node.name or f'#{index}'} ({node.op_type})", _Builder(out, f"decomposed{index}", opset)
+        label = f"node {node.name or f'#{index}'} ({node.op_type})"
+        builder = NodeBuilder(out, f"decomposed{index}", opset)
         if _training_batchnorm(node):
             _batchnorm_training(builder, node, known, label)
         elif _maxpool_with_indices(node):
@@ -70,8 +71,9 @@ def _maxpool_with_indices(node) -> bool:
     return node.op_type == "MaxPool" and len(node.output) > 1 and bool(node.output[1])
 
 
-class _Builder:
-    """Appends nodes and constant initializers with unique names."""
+class NodeBuilder:
+    """Appends nodes and constant initializers with unique names (`prefix`_1, `prefix`_2, ...), for the passes
+    that replace one node by several (here and `onnx_quantized`)."""
 
     def __init__(self, model, prefix: str, opset: int):
         self.model, self.prefix, self.opset, self.nodes, self.count = model, prefix, opset, [], 0
@@ -117,7 +119,7 @@ class _Builder:
         return self.op("Clip", [value, self.constant(np.float32(low)), self.constant(np.float32(high))])
 
 
-def _batchnorm_training(b: _Builder, node, shapes: dict, label: str) -> None:
+def _batchnorm_training(b: NodeBuilder, node, shapes: dict, label: str) -> None:
     x_shape = shapes.get(node.input[0])
     if x_shape is None or len(x_shape) < 2 or b.opset < 14:
         raise UnsupportedOpError(f"{label}: training mode is computed for opset >= 14 and an input of static shape "
@@ -141,7 +143,7 @@ def _batchnorm_training(b: _Builder, node, shapes: dict, label: str) -> None:
             b.op("Add", [b.op("Mul", [old, keep]), blended], node.output[position])
 
 
-def _maxpool_indices(b: _Builder, node, shapes: dict, label: str) -> None:
+def _maxpool_indices(b: NodeBuilder, node, shapes: dict, label: str) -> None:
     x_shape = shapes.get(node.input[0])
     if x_shape is None or len(x_shape) != 4 or b.opset < 10:
         raise UnsupportedOpError(f"{label}: its argmax indices are computed for a 2-D pool of static shape in opset "

@@ -70,6 +70,7 @@ def schedule_packed(func, target=None):
             bx, tx = sch.split(fused, [None, threads])
             sch.bind(bx, "blockIdx.x")
             sch.bind(tx, "threadIdx.x")
+            _stage_bytes(sch, out_block, tx)
             sch.vectorize(loops[4])
             return sch
         loops = sch.get_loops(red)
@@ -113,3 +114,17 @@ def schedule_rule():
             return schedule_packed(func, target)
 
     return PackedTexture()
+
+
+def _stage_bytes(sch, block, thread) -> None:
+    """Read each 8-bit input of `block` (a quantized tensor) into registers, one lane at a time, before the
+    vectorised lanes loop: TVM 0.27's OpenCL codegen writes a strided 4-lane load of 8-bit values (a pack's 4
+    channels) as bits shifted into one int, which `convert_float4` then refuses ("call to '_cl_convert_float4' is
+    ambiguous"). From registers the 4 lanes are contiguous: one `uchar4`/`char4` load."""
+    reads = [region.source for region in sch.get(block).reads]
+    for index, buffer in enumerate(reads):
+        if buffer.dtype in ("int8", "uint8") and buffer.scope() == "global":
+            cache = sch.cache_read(block, index, "local")
+            sch.compute_at(cache, thread)
+            for loop in sch.get_loops(cache)[2:]:  # inside the fused block and thread loops
+                sch.unroll(loop)

@@ -1,0 +1,156 @@
+"""Quantized ONNX models on PoCL, against onnxruntime: ONNX's own node cases of the quantized ops, the `tiny` zoo
+model quantized by onnxruntime.quantization (dynamic, QDQ and QOperator; per tensor and per channel), the weight
+listing of `adreno.onnx_quantized`, and its refusals.
+
+Tolerance (docs/quantized.md): integer node outputs exactly; a static model's dequantized output within one output
+quantization step (a float accumulation rounded on the other side of a .5 boundary moves a value one step) with at
+least half the elements equal; a dynamic model's float output within `adreno run --check`'s 1e-4 + 1e-3 max|ref|."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from adreno import zoo
+from adreno.compile import compile_model
+from adreno.onnx_quantized import quantized_weights
+from adreno.opencl.executor import Executor
+from adreno.options import CompileOptions
+from adreno.reference import onnxruntime_outputs
+from tests.quantized_models import Agreement, Recipe, calibration_feeds, output_steps, quantize
+
+NODE_CASES = ["test_qlinearconv", "test_qlinearmatmul_2D_uint8_float32", "test_qlinearmatmul_3D_int8_float32",
+              "test_convinteger_with_padding", "test_convinteger_without_padding", "test_matmulinteger",
+              "test_dynamicquantizelinear", "test_dynamicquantizelinear_max_adjusted", "test_quantizelinear",
+              "test_quantizelinear_axis", "test_dequantizelinear", "test_dequantizelinear_axis"]
+
+
+def _node_cases() -> dict:
+    from onnx.backend.test.case import node
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {c.name: c for c in node.collect_testcases() if c.name in NODE_CASES or c.name.endswith("_blocked")}
+
+
+CASES = _node_cases()
+
+
+def with_constant_parameters(case):
+    """The case with every input but the first (the data) an initializer, as quantizers write them."""
+    model = onnx.ModelProto()
+    model.CopyFrom(case.model)
+    inputs, expected = case.data_sets[0]
+    names = [i.name for i in model.graph.input]
+    kept = model.graph.input[0]
+    model.graph.initializer.extend(numpy_helper.from_array(np.asarray(v), n) for n, v in zip(names[1:], inputs[1:]))
+    del model.graph.input[1:]
+    assert model.graph.input[0] == kept
+    return model, np.asarray(inputs[0]), [np.asarray(e) for e in expected]
+
+
+@pytest.mark.parametrize("memory", ["texture", "buffer"])
+@pytest.mark.parametrize("name", NODE_CASES)
+def test_onnx_node_cases_compute_exactly(name, memory, pocl_device, tmp_path):
+    model, x, expected = with_constant_parameters(CASES[name])
+    got = Executor(compile_model(model, tmp_path / "a", CompileOptions(memory=memory)), pocl_device).run([x])
+    for value, want in zip(got, expected):
+        assert value.dtype == want.dtype and value.shape == want.shape
+        np.testing.assert_array_equal(value, want)
+
+
+def test_rounding_half_to_even_and_saturation(pocl_device, tmp_path):
+    x = np.arange(-300, 300, 0.5, dtype=np.float32).reshape(1, 4, 10, 30)  # x / 2 hits every .5
+    scale, zero = np.array([2.0, 0.5, 1.0, 4.0], np.float32), np.array([3, -2, 0, 127], np.int8)
+    graph = helper.make_graph([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1)], "q",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.INT8, x.shape)],
+                              [numpy_helper.from_array(scale, "s"), numpy_helper.from_array(zero, "z")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    want = onnxruntime_outputs(model, [x])[0]
+    assert (want == 127).any() and (want == -128).any()
+    got = Executor(compile_model(model, tmp_path / "a", CompileOptions(memory="buffer")), pocl_device).run([x])[0]
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.fixture(scope="module")
+def tiny_quantized():
+    model = zoo.get_model("tiny")
+    calibration = calibration_feeds(model, 2)
+    return {recipe: quantize(model, recipe, calibration) for recipe in Recipe}
+
+
+@pytest.mark.parametrize("memory", ["texture", "buffer"])
+@pytest.mark.parametrize("recipe", list(Recipe))
+def test_tiny_quantized_by_onnxruntime_matches_it(recipe, memory, tiny_quantized, pocl_device, tmp_path):
+    model = tiny_quantized[recipe]
+    x = calibration_feeds(model, 1, seed=7)[0]["input"]
+    got = Executor(compile_model(model, tmp_path / "a", CompileOptions(memory=memory)), pocl_device).run([x])[0]
+    want = onnxruntime_outputs(model, [x])[0]
+    step = output_steps(model).get(model.graph.output[0].name)
+    agreement = Agreement.of(got, want, step)
+    if recipe in (Recipe.DYNAMIC, Recipe.DYNAMIC_UINT8):
+        assert step is None and agreement.max_abs <= 1e-4 + 1e-3 * np.abs(want).max(), agreement
+    else:
+        assert step is not None and agreement.max_steps <= 1 and agreement.exact_fraction >= 0.5, agreement
+
+
+def test_weights_are_listed_with_their_scales(tiny_quantized):
+    model = tiny_quantized[Recipe.QDQ_PER_CHANNEL]
+    weights = {w.name: w for w in quantized_weights(model)}
+    convs = [n for n in model.graph.node if n.op_type == "Conv"]
+    assert convs and all(n.input[1] in weights for n in convs)
+    for node in convs:
+        weight = weights[node.input[1]]
+        assert weight.values.dtype == np.int8 and weight.axis == 0
+        assert weight.scale.shape == (weight.values.shape[0],)
+        dq = next(n for n in model.graph.node if n.output[0] == node.input[1])
+        graph = helper.make_graph([dq], "dq", [], [helper.make_tensor_value_info(dq.output[0], TensorProto.FLOAT,
+                                                                                 None)],
+                                  [t for t in model.graph.initializer if t.name in dq.input])
+        reference = helper.make_model(graph, opset_imports=model.opset_import)
+        reference.ir_version = model.ir_version
+        np.testing.assert_array_equal(weight.dequantized(), onnxruntime_outputs(reference, [])[0])
+    operator_weights = quantized_weights(tiny_quantized[Recipe.QOPERATOR])  # integer domain: scale 1
+    assert operator_weights and all(np.all(w.scale == 1) for w in operator_weights)
+
+
+def _compile_cli(model, tmp_path):
+    onnx.save(model, tmp_path / "m.onnx")
+    return subprocess.run([sys.executable, "-m", "adreno.cli", "compile", str(tmp_path / "m.onnx"), "-o",
+                           str(tmp_path / "art"), "-q"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def _lstm_model():
+    inputs = ["x", "w", "r", "b", "", "", "", "", "", "", "", ""]
+    node = helper.make_node("DynamicQuantizeLSTM", inputs, ["y"], name="my_lstm", domain="com.microsoft",
+                            hidden_size=4)
+    graph = helper.make_graph([node], "lstm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 1, 1, 4])],
+                              [numpy_helper.from_array(np.zeros((1, 3, 16), np.int8), "w"),
+                               numpy_helper.from_array(np.zeros((1, 4, 16), np.int8), "r"),
+                               numpy_helper.from_array(np.zeros((1, 32), np.float32), "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("make, message", [
+    (_lstm_model, "node my_lstm (DynamicQuantizeLSTM) is not supported (LSTM)"),
+    (lambda: with_constant_parameters(CASES["test_dequantizelinear_blocked"])[0],
+     "(DequantizeLinear) uses blocked quantization (block_size)"),
+], ids=["dynamic-quantize-lstm", "blocked"])
+def test_refusals_are_one_line_naming_the_node(make, message, tmp_path):
+    proc = _compile_cli(make(), tmp_path)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
