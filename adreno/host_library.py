@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .artifact import Plan
 from .errors import AdrenoError
+from .plan import short_name
 
 
 def param_order(plan: Plan) -> list[str]:
@@ -62,7 +63,8 @@ def plan_module(lowered, plan: Plan, tvm_target):
                 if any(scope != "global" for scope in scopes):
                     func = specialize_scopes(func, list(scopes), tvm_target)
                 # A kernel's name comes from its function's: the plan's, unless one function has two scope sets.
-                name = step.func if len(scope_sets[step.func]) == 1 else step.program
+                # the plan's kernel names (`adreno.plan.short_name`: PoCL cannot link names past ~250 characters)
+                name = short_name(step.func if len(scope_sets[step.func]) == 1 else step.program)
                 funcs[(step.func, scopes)] = bb.add_func(func.with_attr("global_symbol", name), name)
             # A step's arguments are its inputs, then its outputs: the tensors no earlier step made (the plan is SSA).
             outputs = [a for a in step.args if a not in values]

@@ -135,7 +135,7 @@ def extract_plan(lowered, tvm_target, memory: str = "buffer", device=None, preci
                 if program in programs:
                     program = f"{program}_{len(programs)}"
                 lowered_funcs[key] = (launches, workspaces, source, program)
-                programs[program] = f"{KERNEL_DIR}/{_file_stem(program)}.cl"
+                programs[program] = f"{KERNEL_DIR}/{short_name(program)}.cl"
                 sources[program] = source
                 break
             launches, workspaces, _, program = lowered_funcs[key]
@@ -303,7 +303,7 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None,
     capture = tvm.ir.instrument.pass_instrument(_SplitCapture)()
     func, pipeline_name = texture_tir.for_scopes(func, scopes, tvm_target)
     textured = pipeline_name != "s_tir"
-    symbol = _file_stem(name)  # the kernels' names: PoCL fails to link one named past about 250 characters
+    symbol = short_name(name)  # the kernels' names: PoCL fails to link one named past about 250 characters
     module = tvm.IRModule({symbol: func.with_attr("global_symbol", symbol)})
     module = tvm.tirx.transform.BindTarget(tvm_target)(module)
     pipeline, _, finalize_device = tvm.tirx.get_tir_pipeline(pipeline_name)
@@ -354,7 +354,7 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None,
     device_module = finalize_device()(device_module)
     source = tvm.get_global_func("target.build.opencl")(device_module, tvm_target).inspect_source()
     if store is not None:
-        store.put(module[name], result)
+        store.put(module[symbol], result)
     return launches, workspaces, source
 
 
@@ -390,7 +390,7 @@ def _kernel_launch(call, device_funcs, param_of, workspace_of, root) -> KernelLa
     return KernelLaunch(kernel, args, [g * w for g, w in zip(groups, local)][:dims], local[:dims], dyn_local)
 
 
-def _file_stem(program: str) -> str:
+def short_name(program: str) -> str:
     """The program's name, or for a name past what file systems take (255 bytes; a fusion of many ops, e.g. the 25
     strided slices of a MaxPool's argmax taps, or an unrolled LSTM step) its start and a digest of the whole: the
     kernel files' names and the kernels' own (PoCL fails to link a kernel named past about 250 characters)."""
