@@ -9,7 +9,7 @@ claims from what it proposes and measures only what it was granted.
 A claim names its owner (`host:pid`). On this host a claim lives while its process runs, so a killed tuner's
 claims lapse at once; a claim of another host (a records file on a shared file system) lapses after `TTL_S`. A
 tuner's new claim replaces its earlier ones (their measurements are in the records by then), and `release` drops
-them when it closes."""
+them when it closes (the file is removed once no claim is left)."""
 
 from __future__ import annotations
 
@@ -80,6 +80,10 @@ class Claims:
         return [c for c in claims if _well_formed(c) and _alive(c, host, now)]
 
     def _write(self, claims: list[dict]) -> None:
+        """Replace the claims file whole; with no claims left, remove it (nothing is left beside the records)."""
+        if not claims:
+            self.path.unlink(missing_ok=True)
+            return
         staged = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         staged.write_text(json.dumps(claims))
         os.replace(staged, self.path)
