@@ -323,19 +323,15 @@ int Run(const Options& o) {
     auto image = spec.find(ffi::String("image"));
     auto image_spec = image == spec.end() ? std::nullopt : (*image).second.try_cast<ffi::json::Object>();
     bool half_pixels = image_spec && Member<ffi::String>(*image_spec, "channel_type", "plan.json image") == "float16";
-    if (!stored && !half_pixels) {  // the member is the param: copied from the mapped file as it is
-      if (dtype != weight->second.dtype || shape != weight->second.shape) {
-        throw std::runtime_error(name + " in params.npz is " + weight->second.dtype + ", the plan says otherwise");
-      }
-      ffi::Optional<ffi::String> mem_scope = std::nullopt;
-      if (scope != "global") mem_scope = ffi::String(scope);
-      tvm::runtime::Tensor tensor = tvm::runtime::Tensor::Empty(ffi::Shape(shape), DataType(dtype), device, mem_scope);
-      tensor.CopyFromBytes(weight->second.data, weight->second.size);
-      args.push_back(tensor);
-      continue;
+    // the member is the param when it has no stored form and no half pixels: copied from the mapped file as it is
+    const bool rebuilt = stored || half_pixels;
+    std::vector<float> values;
+    if (rebuilt) {
+      if (dtype != "float32") throw std::runtime_error(name + ": a " + dtype + " param stored in another form");
+      values = adreno_harness::ParamValues(name, weight->second, form, shape);
+    } else if (dtype != weight->second.dtype || shape != weight->second.shape) {
+      throw std::runtime_error(name + " in params.npz is " + weight->second.dtype + ", the plan says otherwise");
     }
-    if (dtype != "float32") throw std::runtime_error(name + ": a " + dtype + " param stored in another form");
-    std::vector<float> values = adreno_harness::ParamValues(name, weight->second, form, shape);
     if (half_pixels) {
       // an fp16 artifact: a float32 tensor in a half-float image, uploaded as half pixels (host_library.py)
       std::string pixels(values.size() * 2, '\0');
@@ -352,7 +348,11 @@ int Run(const Options& o) {
     ffi::Optional<ffi::String> mem_scope = std::nullopt;
     if (scope != "global") mem_scope = ffi::String(scope);
     tvm::runtime::Tensor tensor = tvm::runtime::Tensor::Empty(ffi::Shape(shape), DataType(dtype), device, mem_scope);
-    tensor.CopyFromBytes(values.data(), values.size() * sizeof(float));
+    if (rebuilt) {
+      tensor.CopyFromBytes(values.data(), values.size() * sizeof(float));
+    } else {
+      tensor.CopyFromBytes(weight->second.data, weight->second.size);
+    }
     args.push_back(tensor);
   }
   weight_file.reset();  // every weight is on the device now
