@@ -26,6 +26,7 @@ from .frontend import graph_inputs, load_model, to_relax
 from .host_library import export_host_library, param_order
 from .lowered import LoweredFunctions
 from .native_log import summarised_stderr
+from .numpy_fold import fold_pass
 from .options import CompileOptions
 from .paths import regular_file
 from .plan import bindings, extract_plan
@@ -220,6 +221,9 @@ def lower_relax(mod, tvm_target, schedules: str = "adreno", memory: str = "buffe
                                   winograd=winograd, config=schedule_config, weights=weights)
         else:
             passes = pipeline.library_dispatch_passes(tvm_target) + pipeline.legalize_passes(tvm_target)
+            # batch norms' constant arithmetic in numpy, right after TVM decomposes them (adreno.numpy_fold)
+            decomposed = next(i for i, p in enumerate(passes) if p.info.name == "DecomposeOps") + 1
+            passes.insert(decomposed, fold_pass())
             dlight_defaults = passes[-2:]  # TVM's dlight default-schedule passes close the list
             passes = passes[:-2] + ours + ([] if schedules == "none" else dlight_defaults)
             # Relax-level rewrite of eligible 3x3 stride-1 convs before legalization (mode and tuned layout records)

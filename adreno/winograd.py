@@ -38,6 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from .layout import LANES  # the channel lanes of a packed (NCHW4c) tensor's pixel
+from .numpy_fold import fold_constants
 from .records import direct_key, layout_key
 from .workload import ConvWorkload
 
@@ -332,11 +333,10 @@ def _const_array(expr):
 def eligible_workloads(mod) -> list:
     """The ConvWorkload of every conv2d in `main` that Winograd can replace, in order (repeats included)."""
     import tvm
-    from tvm import relax
 
     conv_op = tvm.ir.Op.get("relax.nn.conv2d")
     found = []
-    for block in relax.transform.FoldConstant()(mod)["main"].body.blocks:
+    for block in fold_constants(mod)["main"].body.blocks:
         for binding in block.bindings:
             call = binding.value
             if isinstance(call, tvm.ir.expr.Call) and isinstance(call.op, tvm.ir.Op) and call.op == conv_op:
@@ -359,7 +359,7 @@ def rewrite(mod, mode: str = "auto", config: dict | None = None, weights=None):
     if mode == "off" and not _has_layout_records(config):
         return mod
     conv_op = tvm.ir.Op.get("relax.nn.conv2d")
-    folded = relax.transform.FoldConstant()(mod)
+    folded = fold_constants(mod)
     chosen: list = []
 
     @relax.expr_functor.mutator

@@ -20,6 +20,7 @@ from tvm import relax
 
 from .. import winograd as winograd_rule
 from ..layout import LANES, channels4, pack_nchw4c, pack_oihw4o
+from ..numpy_fold import fold_pass
 from ..schedules.packed import schedule_rule
 from .compute import te_conv4c, te_maxpool4c, te_pack, te_unpack
 
@@ -350,6 +351,7 @@ def relax_passes(tvm_target, extra_schedule_passes=(), default_schedules: bool =
         tvm.tirx.transform.BindTarget(tvm_target),
         relax.transform.DecomposeOpsForInference(),
         relax.transform.Normalize(),
+        fold_pass(),  # batch norms' constant arithmetic in numpy: TVM's pass builds an LLVM function per call
         relax.transform.FoldConstant(),
         _layouts,
         relax.transform.Normalize(),
