@@ -14,8 +14,9 @@ check's cache entries are stored at the build: there is no first run whose work 
 kernel's work-group function at its first launch and keeps it in its own kernel cache; docs/compile.md).
 
 Which device stands for the target: a local one whose farm key is the target's name (`nvidia-h200` on that GPU,
-`pocl-cpu`), else PoCL, the correctness oracle `run` uses by default; a texture artifact needs image support. Where
-none does, the check is skipped, in one line.
+`pocl-cpu`), else PoCL, the correctness oracle `run` uses by default; a texture artifact needs image support, and a
+program computing in half (TVM enables `cl_khr_fp16` in it) a device with `cl_khr_fp16` where the target has it
+(PoCL has not: such a kernel is valid on an Adreno GPU). Where none does, the check is skipped, in one line.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .artifact import Artifact
+
+FP16_PRAGMA = "cl_khr_fp16"  # TVM's preamble enables it in a program that computes in half (and only there)
 
 
 @dataclass(frozen=True)
@@ -60,15 +63,20 @@ class BuildCheck:
         self.cache = cache
         self.result: BuildCheckResult | None = None  # of the last check
 
-    def __call__(self, directory: Path, target: str) -> BuildCheckResult:
-        """Check the artifact in `directory` (complete, manifest included) compiled for `target`; raises the
-        `KernelBuildError` of the first program that does not build."""
+    def __call__(self, directory: Path, target) -> BuildCheckResult:
+        """Check the artifact in `directory` (complete, manifest included) compiled for `target` (an
+        `adreno.target` device); raises the `KernelBuildError` of the first program that does not build."""
         import pyopencl as cl
 
         from .opencl.programs import Grouping, build_programs, groups
 
         artifact = Artifact.load(directory, checked=False)  # just written by this process
-        device, skipped = standing_device(target, textures=bool(artifact.plan.images))
+        device, skipped = standing_device(target.name, textures=bool(artifact.plan.images))
+        if device is not None and target.fp16 and "cl_khr_fp16" not in device.extensions:
+            half = [name for name in artifact.plan.programs if FP16_PRAGMA in artifact.kernel_source(name)]
+            if half:
+                device, skipped = None, (f"{device.name.strip()} has no cl_khr_fp16, which {len(half)} program(s) "
+                                         f"use ({half[0]}, ...) and {target.name} has")
         if device is None:
             self.result = BuildCheckResult(skipped=skipped)
             return self.result

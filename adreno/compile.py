@@ -144,7 +144,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
         sealed = writer.seal(manifest)
         if build_check is not None:
             say("building the kernels on a local OpenCL device (the build check)")
-            build_check(sealed, device.name)
+            build_check(sealed, device)
         return writer.install()
 
 

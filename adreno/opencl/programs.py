@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..artifact import Artifact
 from ..errors import KernelBuildError
+from ..native_log import DRIVER_NOISE, summarised_stderr
 from .signature import program_options
 
 
@@ -104,8 +105,10 @@ def build_programs(artifact: Artifact, context, program_groups: list[list[str]],
     listed in `unstored` (the executor stores it after its first run: docs/compile.md)."""
     built = BuiltPrograms()
     device = context.devices[0].name.strip()
-    for members in program_groups:
-        _build_group(artifact, context, members, cache, program_options(build_options), defer_store, built, device)
+    with summarised_stderr(DRIVER_NOISE):  # the compiler's "1 error generated." beside the log (adreno.native_log)
+        for members in program_groups:
+            _build_group(artifact, context, members, cache, program_options(build_options), defer_store, built,
+                         device)
     return built
 
 
