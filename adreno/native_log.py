@@ -9,6 +9,8 @@ can filter them; only redirecting the descriptor can. Two kinds reach a user tod
   "fast" mode. It is noise for an ONNX model: the importer normalises negative indices, and an index out of range
   is invalid ONNX (onnxruntime refuses it). `summarised_stderr` drops it and shows every other line once, with a
   count when TVM repeated it, so a warning we do not know about is still seen, in one line.
+The same warning comes from any `FoldConstant` of a constant Gather (the unrolled LSTM's weights): the Winograd
+workload scan `adreno tune` uses folds under `summarised_stderr` too (`adreno.winograd.eligible_workloads`).
 An OpenCL driver's compiler writes there too: PoCL's clang counts its diagnostics (`1 error generated.`) beside the
 build log; the program builds drop that count (`DRIVER_NOISE`)."""
 

@@ -342,9 +342,15 @@ def eligible_workloads(mod) -> list:
     import tvm
     from tvm import relax
 
+    from .native_log import summarised_stderr
+
     conv_op = tvm.ir.Op.get("relax.nn.conv2d")
     found = []
-    for block in relax.transform.FoldConstant()(mod)["main"].body.blocks:
+    if not _calls(mod["main"], conv_op):
+        return found
+    with summarised_stderr():  # the fold legalizes a constant Gather: TVM's fast-mode warning (adreno.native_log)
+        folded = relax.transform.FoldConstant()(mod)
+    for block in folded["main"].body.blocks:
         for binding in block.bindings:
             call = binding.value
             if isinstance(call, tvm.ir.expr.Call) and isinstance(call.op, tvm.ir.Op) and call.op == conv_op:
