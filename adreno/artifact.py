@@ -359,9 +359,19 @@ class ArtifactWriter:
     def commit(self, manifest: dict) -> Path:
         """Record every file with its size and SHA-256 in the manifest, then atomically replace the final
         directory."""
+        self.seal(manifest)
+        return self.install()
+
+    def seal(self, manifest: dict) -> Path:
+        """Write the manifest (every file with its size and SHA-256): the temporary directory is then a complete
+        artifact, which a check can load (`adreno.build_check`) before `install` moves it into place."""
         files = {str(p.relative_to(self.tmp)): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
                  for p in sorted(self.tmp.rglob("*")) if p.is_file()}
         self.write_json(MANIFEST_NAME, {**manifest, "plan_format": PLAN_FORMAT, "files": files})
+        return self.tmp
+
+    def install(self) -> Path:
+        """Atomically replace the final directory with the sealed temporary one."""
         old = None
         if self.final_path.exists():
             old = Path(tempfile.mkdtemp(prefix=f"{_tmp_prefix(self.final_path)}{os.getpid()}.old.",

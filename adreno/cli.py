@@ -111,6 +111,8 @@ def records_elsewhere_line(manifest: dict) -> str:
 
 def cmd_compile(args) -> int:
     from .bind import read_bind
+    from .build_check import BuildCheck
+    from .cache import ProgramCache
     from .compile import compile_model
     from .options import CompileOptions
 
@@ -123,14 +125,16 @@ def cmd_compile(args) -> int:
     bind = read_bind(args.bind)
     progress = Progress(not (args.json or args.quiet))
     started = time.perf_counter()
-    path = compile_model(args.model, output, options, progress=progress, bind=bind)
+    check = None if args.no_build_check else BuildCheck(ProgramCache())
+    path = compile_model(args.model, output, options, progress=progress, bind=bind, build_check=check)
     progress.finish_step()
     manifest = json.loads((path / "manifest.json").read_text())
     summary = {"artifact": str(path), "target": manifest["target"], "kernels": manifest["kernels"],
                "memory": manifest["memory"], "tuned_kernels": manifest["tuned_kernels"],
                "host_library": manifest["host_library"], "records_skipped": manifest["records_skipped"],
                "records_elsewhere": manifest["records_elsewhere"], "bound": list(manifest["bound"]),
-               "sizes": manifest["sizes"], "seconds": round(time.perf_counter() - started, 2)}
+               "sizes": manifest["sizes"], "seconds": round(time.perf_counter() - started, 2),
+               "build_check": check.result.to_json() if check else None}
     tuned = f", {manifest['tuned_kernels']} tuned workloads" if args.records else ""
     elsewhere = records_elsewhere_line(manifest)
     if elsewhere and not args.records_from_any_device:
@@ -144,7 +148,8 @@ def cmd_compile(args) -> int:
     _emit(args, summary, f"compiled {manifest['model']} for {manifest['target']} ({manifest['memory']} memory): "
                          f"{manifest['kernels']} kernels{tuned}, host library {library} -> {path} "
                          f"({summary['seconds']} s)\n  size: weights {_megabytes(sizes['weights'])}, kernels "
-                         f"{_megabytes(sizes['kernels'])}, host library {_megabytes(sizes['host_library'])}")
+                         f"{_megabytes(sizes['kernels'])}, host library {_megabytes(sizes['host_library'])}"
+                         f"\n  {check.result.line() if check else 'build check: off (--no-build-check)'}")
     return 0
 
 
@@ -415,6 +420,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="largest image width/height to use, e.g. a local check device's (PoCL: 8192): wider tensors "
                    "take another image scope or stay buffers (default: the target's limits, within 8192 where an "
                    "image scope fits)")
+    p.add_argument("--no-build-check", action="store_true", help="do not build the kernels on a local OpenCL "
+                   "device at the end of the compile (default: they are built, through the program cache, on a "
+                   "device of the target's name or PoCL, so a kernel that cannot build fails the compile and a later "
+                   "`adreno run` there loads them from the cache)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
     p = command("run", cmd_run, "run an artifact on a local OpenCL device, time each kernel, check the output",

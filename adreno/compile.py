@@ -20,6 +20,7 @@ import numpy as np
 from . import __version__
 from .artifact import PLAN_NAME, ArtifactWriter, Plan
 from .bind import bind_inputs, bound_entries
+from .build_check import BuildCheck
 from .empty import EmptyTensors
 from .errors import AdrenoError, UnsupportedOpError
 from .frontend import graph_inputs, load_model, to_relax
@@ -37,7 +38,8 @@ Progress = Callable[[str], None]
 
 
 def compile_model(model, output: str | os.PathLike, options: CompileOptions | None = None,
-                  progress: Progress | None = None, bind: Mapping[str, np.ndarray] | None = None) -> Path:
+                  progress: Progress | None = None, bind: Mapping[str, np.ndarray] | None = None,
+                  build_check: BuildCheck | None = None) -> Path:
     """Compile `model` (a zoo name, an .onnx path or an onnx.ModelProto) into an artifact directory.
 
     `bind` maps graph inputs to values baked into the compile (`adreno.bind`; `--bind`). It is an argument next to
@@ -45,8 +47,11 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     its initializers), while the options say what to compile for (target, memory, precision, ...), a frozen value
     of small fields that tuning and the records share across models.
 
-    Nothing is left at `output` unless the whole compile succeeds (the artifact is written to a temporary
-    sibling directory and renamed into place at the end)."""
+    `build_check` (`adreno.build_check`; `adreno compile` passes one unless `--no-build-check`) builds the finished
+    artifact's programs on a local OpenCL device before it is moved into place (its result: `build_check.result`).
+
+    Nothing is left at `output` unless the whole compile succeeds, the build check included (the artifact is written
+    to a temporary sibling directory and renamed into place at the end)."""
     from . import target as targets
 
     options = options or CompileOptions()
@@ -137,7 +142,11 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "kernels": plan.kernel_count(),
             "empty_outputs": list(empty.outputs),  # no kernel writes them: zeros of their shape (see adreno.empty)
         }
-        return writer.commit(manifest)
+        sealed = writer.seal(manifest)
+        if build_check is not None:
+            say("building the kernels on a local OpenCL device (the build check)")
+            build_check(sealed, device)
+        return writer.install()
 
 
 def artifact_sizes(directory: Path, library: str | None) -> dict:

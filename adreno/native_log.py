@@ -8,7 +8,11 @@ can filter them; only redirecting the descriptor can. Two kinds reach a user tod
   once per Gather and pass (eight lines for a large detector): the ONNX importer emits every Gather as `take` in
   "fast" mode. It is noise for an ONNX model: the importer normalises negative indices, and an index out of range
   is invalid ONNX (onnxruntime refuses it). `summarised_stderr` drops it and shows every other line once, with a
-  count when TVM repeated it, so a warning we do not know about is still seen, in one line."""
+  count when TVM repeated it, so a warning we do not know about is still seen, in one line.
+The same warning comes from any `FoldConstant` of a constant Gather (the unrolled LSTM's weights): the Winograd
+workload scan `adreno tune` uses folds under `summarised_stderr` too (`adreno.winograd.eligible_workloads`).
+An OpenCL driver's compiler writes there too: PoCL's clang counts its diagnostics (`1 error generated.`) beside the
+build log; the program builds drop that count (`DRIVER_NOISE`)."""
 
 from __future__ import annotations
 
@@ -20,6 +24,9 @@ import tempfile
 
 # Messages of TVM's C++ log that say nothing about an ONNX model (see the module doc).
 HARMLESS = ("Fast mode segfaults when there are out-of-bounds indices",)
+# What an OpenCL driver's compiler writes to file descriptor 2 beside the build log (PoCL's clang: `1 error
+# generated.`): a failed build is already one line with the whole log in a file (`adreno.opencl.programs`).
+DRIVER_NOISE = (" error generated.", " errors generated.", " warning generated.", " warnings generated.")
 _TIMESTAMP = re.compile(r"^\[\d\d:\d\d:\d\d\] ")  # glog's prefix, which differs between repeats of one warning
 
 

@@ -330,13 +330,27 @@ def _const_array(expr):
     return value.numpy() if hasattr(value, "numpy") else None
 
 
+def _calls(func, op) -> bool:
+    """Whether a binding of `func`'s body calls `op` (a conv needs the weights folded to constants first)."""
+    import tvm
+
+    return any(isinstance(b.value, tvm.ir.expr.Call) and b.value.op == op
+               for block in func.body.blocks for b in block.bindings)
+
+
 def eligible_workloads(mod) -> list:
     """The ConvWorkload of every conv2d in `main` that Winograd can replace, in order (repeats included)."""
     import tvm
 
+    from .native_log import summarised_stderr
+
     conv_op = tvm.ir.Op.get("relax.nn.conv2d")
     found = []
-    for block in fold_constants(mod)["main"].body.blocks:
+    if not _calls(mod["main"], conv_op):
+        return found
+    with summarised_stderr():  # the fold legalizes a constant Gather: TVM's fast-mode warning (adreno.native_log)
+        folded = fold_constants(mod)
+    for block in folded["main"].body.blocks:
         for binding in block.bindings:
             call = binding.value
             if isinstance(call, tvm.ir.expr.Call) and isinstance(call.op, tvm.ir.Op) and call.op == conv_op:
@@ -359,6 +373,8 @@ def rewrite(mod, mode: str = "auto", config: dict | None = None, weights=None):
     if mode == "off" and not _has_layout_records(config):
         return mod
     conv_op = tvm.ir.Op.get("relax.nn.conv2d")
+    if not _calls(mod["main"], conv_op):
+        return mod  # nothing to rewrite, so no fold
     folded = fold_constants(mod)
     chosen: list = []
 

@@ -139,6 +139,24 @@ def test_a_compile_with_gather_prints_nothing(memory, tmp_path, capfd):
     assert capfd.readouterr().err == ""
 
 
+def test_winograd_workloads_of_a_model_with_a_constant_gather_print_nothing(capfd):
+    """What `adreno tune` extracts its Winograd tasks from folds the constants first; folding a Gather of an
+    initializer (as the unrolled LSTM's weights are) legalizes a fast-mode `take`, whose warning is dropped."""
+    from adreno.frontend import to_relax
+    from adreno.winograd import eligible_workloads
+
+    rng = np.random.default_rng(0)
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["w2", "d"], ["w"], axis=0), helper.make_node("Conv", ["x", "w"], ["y"],
+                                                                                   pads=[1] * 4)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 8, 8])],
+        [numpy_helper.from_array(rng.standard_normal((2, 64, 64, 3, 3)).astype(np.float32), "w2"),
+         numpy_helper.from_array(np.int64(1), "d")])
+    workloads = eligible_workloads(to_relax(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])))
+    assert len(workloads) == 1 and capfd.readouterr().err == ""
+
+
 def one_node(op: str, inputs: dict, outputs: dict, weights: dict | None = None, **attrs) -> onnx.ModelProto:
     """One node named `bad` with graph inputs and outputs {name: shape} and initializers `weights`."""
     graph = helper.make_graph(

@@ -13,6 +13,8 @@ Suites (each case compiled with `--memory texture` and `--memory buffer`, run on
            two classifier heads (Linear): 32 cases, expected outputs from their `test_data_set_0`.
 - wide:    the ops behind a conv with 8 channels (the node cases have 1-3 channels, which never fill an NCHW4c
            image), built here with onnx.helper; expected outputs from onnxruntime.
+- recurrent: the zoo's `crnn` (a CRNN text recogniser ending in a bidirectional LSTM, unrolled before import:
+           adreno/recurrent.py); expected outputs from onnxruntime; a passing one is timed.
 - ppocr:   PP-OCRv4 det, PP-OCR mobile v2 cls and PP-OCRv4 rec from the `rapidocr-onnxruntime` wheel (the
            project's `test` extra), at their usual input sizes; expected outputs from onnxruntime; a passing one is
            timed (device time, median of 3 runs; `--schedules tvm` gives TVM's default schedules to compare).
@@ -96,6 +98,8 @@ CI_CASES = [
     "node/test_batchnorm_example_training_mode+init", "node/test_maxpool_with_argmax_2d_precomputed_strides",
     "node/test_slice_start_out_of_bounds+init", "node/test_split_zero_size_splits_opset18+init",
     "wide/conv_maxpool_indices", "wide/conv_resize_linear_antialias",
+    # recurrent ops, unrolled before import (adreno/recurrent.py): weights as run-time inputs and as initializers
+    "node/test_lstm_defaults", "node/test_gru_defaults+init",
 ]
 
 
@@ -302,7 +306,18 @@ def ppocr_cases() -> list[Case]:
                  timeout_scale=4.0, repeat=3) for name, (file, shape) in PPOCR.items()]
 
 
-SUITES = {"node": node_cases, "pytorch": pytorch_cases, "wide": wide_cases, "ppocr": ppocr_cases}
+def recurrent_cases() -> list[Case]:
+    """The zoo's CRNN text recogniser (conv stack, bidirectional LSTM, per-step linear and softmax; docs/recurrent.md)
+    at its input size, seeded input, expected outputs from onnxruntime; a passing one is timed."""
+    from adreno import zoo
+
+    spec = zoo.MODELS["crnn"]
+    x = np.random.default_rng(4).standard_normal(spec.input_shape).astype(np.float32)
+    return [Case("recurrent/crnn", zoo.get_model("crnn"), {spec.input_name: x}, timeout_scale=2.0, repeat=3)]
+
+
+SUITES = {"node": node_cases, "pytorch": pytorch_cases, "wide": wide_cases, "ppocr": ppocr_cases,
+          "recurrent": recurrent_cases}
 
 
 def select_cases(subset: str, only: str | None) -> list[Case]:

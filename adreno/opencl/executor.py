@@ -15,10 +15,10 @@ import numpy as np
 
 from ..artifact import Artifact
 from ..artifact_check import check_launches
-from ..errors import AdrenoError, ArtifactError, KernelBuildError
+from ..errors import AdrenoError, ArtifactError
 from ..layout import ImageSpec, from_image, to_image
 from .device import select_device
-from .programs import Grouping, build_failure, group_source, groups, program_kernels
+from .programs import Grouping, build_programs, group_source, groups
 from .signature import argument_mismatch, kernel_params, program_options
 
 
@@ -53,16 +53,6 @@ class Profile:
         return float(np.median(self.run_device_ms))
 
 
-@dataclass
-class ProgramBuild:
-    """One driver program the executor built: the plan programs in it, how (`ProgramCache.build`'s "hit", "miss",
-    "bundled", "disabled", or "source" without a cache) and its wall seconds."""
-
-    programs: list[str]
-    how: str
-    seconds: float
-
-
 class _BoundKernel:
     __slots__ = ("kernel", "global_size", "local_size", "name", "op", "step")
 
@@ -89,14 +79,13 @@ class Executor:
             grouping = Grouping.EACH  # bundled binaries are one per program
         self.build_options = build_options
         self.program_groups = groups(self.artifact, grouping)
-        self.builds: list[ProgramBuild] = []
-        self.programs: dict = {}
-        self._unstored: list[tuple] = []  # (program, source) built from source: cached after the first run
         self.store_seconds = 0.0
         started = time.perf_counter()
-        for members in self.program_groups:
-            self._build_group(members)
+        built = build_programs(self.artifact, self.context, self.program_groups, self.cache, build_options,
+                               defer_store=True)
         self.build_seconds = time.perf_counter() - started
+        self.programs, self.builds = built.programs, built.builds
+        self._unstored = built.unstored  # (program, source) built from source: cached after the first run
         mf = cl.mem_flags
         images = getattr(plan, "images", {}) or {}
         if images and not self.device.image_support:
@@ -165,39 +154,6 @@ class Executor:
         cl.enqueue_copy(self.queue, pixels, self.buffers[spec.name], origin=(0, 0, 0),
                         region=(image.width, image.height, image.layers))
         return from_image(pixels, spec.shape, spec.dtype)
-
-    def _build_group(self, members: list[str]) -> None:
-        """Build `members` as one program; when that fails, each alone, so the error names the one that fails (and a
-        group that fails only together, which TVM's sources should never do, still runs, one program each)."""
-        try:
-            program = self._build(members, group_source(self.artifact, members))
-        except KernelBuildError:
-            if len(members) == 1:
-                raise
-            for member in members:
-                self._build_group([member])
-            return
-        self.programs.update(dict.fromkeys(members, program))
-
-    def _build(self, members: list[str], source: str):
-        import pyopencl as cl
-
-        options, started = program_options(self.build_options), time.perf_counter()
-        try:
-            if self.cache is not None:
-                program, how = self.cache.build(self.context, source, options, defer_store=True)
-                if how == "miss":
-                    self._unstored.append((program, source))
-            else:
-                program, how = cl.Program(self.context, source).build(options=options, cache_dir=False), "source"
-        except (KernelBuildError, cl.RuntimeError) as err:
-            if len(members) > 1:
-                raise KernelBuildError(str(err)) from None  # `_build_group` tries them one by one
-            program = members[0]
-            raise build_failure(program, program_kernels(self.artifact)[program], self.device.name.strip(),
-                                str(err)) from None
-        self.builds.append(ProgramBuild(members, how, time.perf_counter() - started))
-        return program
 
     def _store_built(self) -> None:
         """Put the programs built from source into the program cache, once, after the first run: a driver's binary
