@@ -46,10 +46,20 @@ def primitive_graph(mod) -> PrimitiveGraph:
             if isinstance(rhs, relax.Var):
                 names[binding.var] = value(rhs)
                 continue
-            args = tuple(value(a) for a in getattr(rhs, "args", ()) if not isinstance(a, relax.ShapeExpr))
+            args = tuple(value(a) for a in _operands(getattr(rhs, "args", ())))
             op = getattr(getattr(rhs, "op", None), "name", "tuple")
             names[binding.var] = f"v{len(prims)}:{binding.var.name}"
             prims.append(Primitive(names[binding.var], args, heavy=op in HEAVY_OPS))
     body = func.body.body
     outs = body.fields if isinstance(body, relax.Tuple) else [body]
     return PrimitiveGraph(tuple(prims), tuple(value(o) for o in outs), frozenset(external))
+
+
+def _operands(args):
+    """The tensor operands of a call: tuples (call_tir's argument tuple, concat's) flattened; the callee and shapes
+    dropped, since they are not values a kernel reads."""
+    for arg in args:
+        if isinstance(arg, relax.Tuple):
+            yield from _operands(arg.fields)
+        elif not isinstance(arg, (relax.GlobalVar, relax.ShapeExpr)):
+            yield arg

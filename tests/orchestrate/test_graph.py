@@ -22,3 +22,23 @@ def test_attention_candidates_cover_the_graph():
     assert len(choice.kernels) >= 5 and choice.cost == len(choice.kernels)
     covered = set().union(*(k.primitives for k in choice.kernels))
     assert graph.outputs[0] in covered
+
+
+def test_zoo_graph_reads_only_its_inputs_and_weights():
+    """Every value a primitive reads is another primitive's output or external; the chain reaches the input."""
+    from adreno import zoo
+
+    graph = primitive_graph(fission(to_relax(zoo.get_model("efficientnet_se", seed=0))))
+    names = {p.name for p in graph.primitives}
+    assert all(v in names or v in graph.external for p in graph.primitives for v in p.inputs)
+    # the input image is read by the first conv, and the output depends on it through the whole network
+    depends = {p.name for p in graph.primitives if any(v in graph.external and not v.startswith("const")
+                                                         for v in p.inputs)}
+    for p in graph.primitives:
+        if any(v in depends for v in p.inputs):
+            depends.add(p.name)
+    assert graph.outputs[0] in depends
+    kernels = [kernel_of(g, graph.primitives, graph.outputs, 1.0, str(i))
+               for i, g in enumerate(enumerate_groups(list(graph.primitives), max_size=3))]
+    choice = solve(kernels, graph.outputs, graph.external)
+    assert isinstance(choice, Choice) and len(choice.kernels) * 3 >= len(depends)
