@@ -1,0 +1,1 @@
+"""Kernel orchestration in the manner of Korch: fission into primitives, candidate kernels, an exact BLP choice."""
