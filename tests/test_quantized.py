@@ -156,7 +156,7 @@ def test_refusals_are_one_line_naming_the_node(make, message, tmp_path):
     assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
 
 
-@pytest.mark.parametrize("recipe", [Recipe.QDQ_PER_CHANNEL, Recipe.DYNAMIC_UINT8, Recipe.QOPERATOR])
+@pytest.mark.parametrize("recipe", [Recipe.QDQ, Recipe.DYNAMIC_UINT8, Recipe.QOPERATOR_PER_CHANNEL])
 def test_buffer_artifact_stores_the_integer_weights(recipe, tiny_quantized, pocl_device, tmp_path):
     """Each conv weight is stored in its integer type with its scales (docs/weights.md) and dequantized at load to
     the float32 values the compile folded (the model still matches onnxruntime: the test above)."""
