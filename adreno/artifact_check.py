@@ -99,13 +99,18 @@ def _ints(values, what: str, low: int = 0) -> list[int]:
 
 def _check_stored(name: str, t) -> None:
     """A param's stored form (`adreno.weights`) names a known dtype, a shape of ints, and a transform that gives
-    the param's shape (a Winograd source is an (O, C, 3, 3) weight)."""
+    the param's shape (a Winograd source is an (O, C, 3, 3) weight); a quantized one is int8 / uint8 with a scale
+    and zero point per tensor or per index of its axis."""
     from .weights import WeightTransform
 
     _ints(t.stored["shape"], f"tensor {name} stored shape")
     stored = t.stored_weight  # KeyError / ValueError: malformed
     if t.kind != "param" or stored.dtype not in DTYPES:
         _fail(f"tensor {name}: a stored form for a {t.kind} of dtype {stored.dtype!r}")
+    quantization = stored.quantization
+    if quantization is not None and (stored.dtype not in ("int8", "uint8") or not quantization.fits(stored.shape)):
+        _fail(f"param {name}: an int8 / uint8 weight with one scale and zero point per tensor or per index of its "
+              f"axis is stored as {list(stored.shape)} {stored.dtype} with {len(quantization.scale)} scales")
     if stored.transform is WeightTransform.NONE:
         if list(stored.shape) != list(t.shape):
             _fail(f"param {name} is stored as {list(stored.shape)}, not its shape {t.shape}")

@@ -32,7 +32,7 @@ from .options import CompileOptions
 from .paths import regular_file
 from .plan import bindings, extract_plan
 from .records import TunedConfigs
-from .weights import WinogradWeights
+from .weights import QuantizedWeights, WinogradWeights
 
 Progress = Callable[[str], None]
 
@@ -65,7 +65,8 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     onnx_model, bound = bind_inputs(onnx_model, bind)
     say("importing to Relax")
     empty = EmptyTensors()
-    mod = to_relax(onnx_model, options.input_shapes, empty)
+    quantized = QuantizedWeights()  # stored in their integer type, dequantized at load (adreno.weights)
+    mod = to_relax(onnx_model, options.input_shapes, empty, quantized)
     tuned = tuned_configs(options.records, options.precision, device.name)
     options = options.resolved(tuned)  # memory, Winograd and defaults decided; checked again (fp16 needs textures)
     memory, winograd, host = options.memory, options.winograd, options.host
@@ -93,7 +94,8 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
         say("extracting the launch plan")
         store = LoweredFunctions()  # the plan's lowering of each function, reused by the host library's build
         plan, sources, params = extract_plan(lowered, tvm_target, memory=memory, device=device,
-                                             precision=options.precision, weights=transformed, store=store)
+                                             precision=options.precision, weights=transformed, quantized=quantized,
+                                             store=store)
     plan = empty.complete(plan, [i.name for i in graph_inputs(onnx_model)], [o.name for o in onnx_model.graph.output])
 
     say("writing the artifact")
@@ -160,12 +162,14 @@ def artifact_sizes(directory: Path, library: str | None) -> dict:
 
 
 def weight_storage(plan: Plan) -> dict:
-    """How params.npz stores the params (`adreno.weights`): the count per stored dtype and per transform, and the
+    """How params.npz stores the params (`adreno.weights`): the count per stored dtype and per transform, how many
+    are integer weights dequantized at load, and the
     bytes of the params as the kernels read them next to the bytes stored."""
     params = [t for t in plan.tensors.values() if t.kind == "param"]
     forms = [t.stored_weight for t in params]
     return {"dtypes": dict(Counter(f.dtype for f in forms)),
             "transforms": dict(Counter(f.transform.value for f in forms)),
+            "quantized": sum(f.quantization is not None for f in forms),
             "param_bytes": sum(t.nbytes for t in params), "stored_bytes": sum(f.nbytes for f in forms)}
 
 

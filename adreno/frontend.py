@@ -156,20 +156,24 @@ def check_supported_forms(model) -> None:
                 raise UnsupportedOpError(f"node {node.name or f'#{index}'} ({op}) {problem}")
 
 
-def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None):
+def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None, quantized=None):
     """Import an ONNX model into a Relax IRModule whose weights are bound as constants (so weight
     preprocessing such as transposes folds at compile time instead of running on the phone).
 
     The importer sees the model as `constfold.prepare` leaves it: static input shapes, shape subgraphs folded
     to constants, initializers no longer listed as inputs. Empty outputs are refused, or, with an
-    `empty.EmptyTensors` given, recorded there and left out (None when no output is left to compute)."""
+    `empty.EmptyTensors` given, recorded there and left out (None when no output is left to compute).
+    `quantized` (an `adreno.weights.QuantizedWeights`) collects the integer weights of a quantized model."""
     from tvm import relax
     from tvm.relax.frontend.onnx import from_onnx
 
     from .constfold import prepare
 
     shapes = input_shapes(model, overrides)
-    model = onnx_quantized.dequantize(model).model  # first: the op check and constfold know no com.microsoft op
+    dequantized = onnx_quantized.dequantize(model)  # first: the op check and constfold know no com.microsoft op
+    model = dequantized.model
+    for weight in dequantized.weights if quantized is not None else ():
+        quantized.record(weight.values, weight.scale, weight.zero_point, weight.axis)
     check_supported_ops(model)
     check_supported_forms(model)
     model = prepare(model, shapes, empty)

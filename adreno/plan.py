@@ -19,7 +19,7 @@ from .artifact import KERNEL_DIR, ImageSpec, KernelArg, KernelLaunch, Plan, Step
 from .errors import DynamicShapeError, ModelError, UnsupportedOpError
 from .layout import LANES, tensor_image
 from .texture.tir import TextureLoweringError
-from .weights import WinogradWeights, stored_form
+from .weights import QuantizedWeights, WinogradWeights, stored_form
 
 
 def bindings(func):
@@ -39,11 +39,11 @@ def kernel_calls(lowered):
 
 
 def extract_plan(lowered, tvm_target, memory: str = "buffer", device=None, precision: str = "fp32",
-                 weights: WinogradWeights | None = None,
+                 weights: WinogradWeights | None = None, quantized: QuantizedWeights | None = None,
                  store=None) -> tuple[Plan, dict[str, str], dict[str, np.ndarray]]:
     """Walk `main` of a lowered module into a launch plan, the OpenCL source per program, and what params.npz
     stores for each param (`adreno.weights`: a weight of `weights`, the Winograd-transformed ones, as its 3x3 source;
-    the weights of an fp16 compile as float16).
+    the weights of an fp16 compile as float16; a weight of `quantized` as its integer tensor).
 
     `store` (an `adreno.lowered.LoweredFunctions`) keeps every function's lowering for the host library's build.
 
@@ -87,7 +87,7 @@ def extract_plan(lowered, tvm_target, memory: str = "buffer", device=None, preci
             assign_image(spec)
             half_pixels = spec.image is not None and spec.image["channel_type"] == "float16"
             stored, params[name] = stored_form(array, precision == "fp16", half_pixels,
-                                               weights.source_of(array) if weights else None)
+                                               weights.source_of(array) if weights else None, quantized)
             spec.stored = stored.to_json() if stored else None
             return name
         try:

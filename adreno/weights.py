@@ -8,7 +8,12 @@ smallest thing it can be rebuilt from (`TensorSpec.stored`, a `StoredWeight`; No
   `adreno.winograd.pack_weight` lays it out), instead of 4x (F4) or 1.8x (F2) as many transformed values;
 - a weight of an fp16 artifact is stored as float16: the values a half-float image's pixels hold, or, for a weight
   a kernel reads from a float32 buffer, rounded to half and widened at load (unless a value is beyond half's
-  range: then it stays float32).
+  range: then it stays float32);
+- a weight of a quantized model (`adreno.onnx_quantized.QuantizedWeight`) is stored as its int8 / uint8 tensor q
+  with its scales and zero points (`Quantization`, per tensor or along one axis) and dequantized at load,
+  `float32(int32(q) - int32(zero_point)) * scale` in float32 (one exactly rounded multiply: every loader gets the
+  same values), before its transform when it has one (a quantized 3x3 weight that the Winograd rewrite
+  transformed is stored as its integer g).
 
 Every loader (the launch-plan executor, TVM's runtime path, the C++ harness `native/harness/weight_forms.cc`)
 calls the same recipe (`adreno.winograd.transform_weight`: an explicit order of float64 operations, so that C++
@@ -47,23 +52,62 @@ class WeightTransform(str, Enum):
 
 
 @dataclass(frozen=True)
+class Quantization:
+    """How an integer member becomes float32: `(q - zero_point) * scale`, per tensor (`axis` None: one of each) or
+    along `axis` of the member (one scale and zero point per index of that axis)."""
+
+    scale: tuple[float, ...]
+    zero_point: tuple[int, ...]
+    axis: int | None
+
+    def to_json(self) -> dict:
+        return {"scale": list(self.scale), "zero_point": list(self.zero_point), "axis": self.axis}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Quantization":
+        axis = data["axis"]
+        return cls(tuple(float(x) for x in data["scale"]), tuple(int(x) for x in data["zero_point"]),
+                   None if axis is None else int(axis))
+
+    def dequantize(self, q: np.ndarray) -> np.ndarray:
+        """float32(int32(q) - int32(zero_point)) * float32(scale): the fixed order every loader follows."""
+        shape = [1] * q.ndim
+        if self.axis is not None:
+            shape[self.axis] = -1
+        zero = np.asarray(self.zero_point, np.int32).reshape(shape)
+        scale = np.asarray(self.scale, np.float32).reshape(shape)
+        return ((q.astype(np.int32) - zero).astype(np.float32) * scale).astype(np.float32)
+
+    def fits(self, shape) -> bool:
+        """One scale and zero point per tensor, or per index of `axis` of a member of `shape`."""
+        count = 1 if self.axis is None else (shape[self.axis] if 0 <= self.axis < len(shape) else -1)
+        return len(self.scale) == len(self.zero_point) == count
+
+
+@dataclass(frozen=True)
 class StoredWeight:
     """A param's member of params.npz when it is not the param itself (`TensorSpec.stored`, as a dict in plan.json).
-    packed: the transformed weight is laid out for packed (NCHW4c) Winograd stages."""
+    packed: the transformed weight is laid out for packed (NCHW4c) Winograd stages; quantization: the member is
+    an integer tensor, dequantized before the transform."""
 
     shape: tuple[int, ...]
     dtype: str
     transform: WeightTransform = WeightTransform.NONE
     packed: bool = False
+    quantization: Quantization | None = None
 
     def to_json(self) -> dict:
-        return {"shape": list(self.shape), "dtype": self.dtype, "transform": self.transform.value,
+        data = {"shape": list(self.shape), "dtype": self.dtype, "transform": self.transform.value,
                 "packed": self.packed}
+        if self.quantization is not None:
+            data["quantization"] = self.quantization.to_json()
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> "StoredWeight":
+        quantization = data.get("quantization")
         return cls(tuple(int(d) for d in data["shape"]), str(data["dtype"]), WeightTransform(data["transform"]),
-                   bool(data["packed"]))
+                   bool(data["packed"]), None if quantization is None else Quantization.from_json(quantization))
 
     @property
     def nbytes(self) -> int:
@@ -77,6 +121,8 @@ def param_value(name: str, shape: list[int], dtype: str, stored: StoredWeight | 
     if list(array.shape) != list(stored.shape) or str(array.dtype) != stored.dtype:
         raise ArtifactError(f"params.npz holds {name} as {list(array.shape)} {array.dtype}, the plan stores it as "
                             f"{list(stored.shape)} {stored.dtype}; recompile the model")
+    if stored.quantization is not None:
+        array = stored.quantization.dequantize(array)
     if stored.transform is WeightTransform.NONE:
         value = array
     else:
@@ -90,13 +136,19 @@ def param_value(name: str, shape: list[int], dtype: str, stored: StoredWeight | 
     return value.astype(dtype, copy=False)
 
 
-def stored_form(array: np.ndarray, fp16: bool, half_pixels: bool,
-                source: tuple | None) -> tuple[StoredWeight | None, np.ndarray]:
+def stored_form(array: np.ndarray, fp16: bool, half_pixels: bool, source: tuple | None,
+                quantized: "QuantizedWeights | None" = None) -> tuple[StoredWeight | None, np.ndarray]:
     """(the StoredWeight, the array params.npz stores) of a param of value `array`: its Winograd source when it has
-    one (`WinogradWeights.source_of`); in float16 in an fp16 artifact (`fp16`) when it feeds half-float images
+    one (`WinogradWeights.source_of`); the integer tensor of that source or of the param when `quantized` knows it
+    as a dequantized weight; else in float16 in an fp16 artifact (`fp16`) when it feeds half-float images
     (which hold halves anyway) or when no value of it is beyond half's range (a buffer weight, widened at load);
     (None, array) for a param stored as it is."""
     stored = array if source is None else source[0]
+    integer = quantized.source_of(stored) if quantized else None
+    if integer is not None:
+        q, quantization = integer
+        transform, packed = (WeightTransform.NONE, False) if source is None else source[1:]
+        return StoredWeight(tuple(q.shape), str(q.dtype), transform, packed, quantization), q
     narrow = fp16 and stored.dtype == np.float32 and (half_pixels or _fits_half(stored))
     with np.errstate(over="ignore"):  # only into a half image, whose pixels hold the same infinities
         if source is not None:
@@ -127,6 +179,29 @@ class WinogradWeights:
     def source_of(self, array: np.ndarray) -> tuple[np.ndarray, WeightTransform, bool] | None:
         """(g, transform, packed) when `array` is a weight this compile transformed, else None."""
         if not self._by_digest or not any(key[0] == array.shape for key in self._by_digest):
+            return None
+        return self._by_digest.get(_digest(array))
+
+
+class QuantizedWeights:
+    """The dequantized weights of a quantized model (`adreno.onnx_quantized.QuantizedWeight`), by the content of
+    their float32 values: which constants of the lowered module can be stored as their integer tensor. A constant
+    that Relax changed (a transpose, a fold with another constant) no longer matches and is stored as it is."""
+
+    def __init__(self):
+        self._by_digest: dict[tuple, tuple[np.ndarray, Quantization]] = {}
+
+    def record(self, values: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, axis: int | None) -> None:
+        """The integer tensor `values` with its scale and zero point (per tensor, or along `axis`)."""
+        if values.dtype not in (np.int8, np.uint8):
+            return  # an int32 bias: as large as its float32 form
+        quantization = Quantization(tuple(float(x) for x in np.asarray(scale, np.float32).reshape(-1)),
+                                    tuple(int(x) for x in np.asarray(zero_point).reshape(-1)), axis)
+        self._by_digest[_digest(quantization.dequantize(values))] = (values, quantization)
+
+    def source_of(self, array: np.ndarray) -> tuple[np.ndarray, Quantization] | None:
+        """(q, quantization) when `array` is a recorded weight's dequantized value, else None."""
+        if array.dtype != np.float32 or not any(key[0] == array.shape for key in self._by_digest):
             return None
         return self._by_digest.get(_digest(array))
 

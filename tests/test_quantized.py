@@ -154,3 +154,32 @@ def test_refusals_are_one_line_naming_the_node(make, message, tmp_path):
     proc = _compile_cli(make(), tmp_path)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize("recipe", [Recipe.QDQ, Recipe.DYNAMIC_UINT8, Recipe.QOPERATOR_PER_CHANNEL])
+def test_buffer_artifact_stores_the_integer_weights(recipe, tiny_quantized, pocl_device, tmp_path):
+    """Each conv weight is stored in its integer type with its scales (docs/weights.md) and dequantized at load to
+    the float32 values the compile folded (the model still matches onnxruntime: the test above)."""
+    import json
+
+    from adreno.artifact import Artifact
+
+    model = tiny_quantized[recipe]
+    compile_model(model, tmp_path / "a", CompileOptions(memory="buffer"))
+    storage = json.loads((tmp_path / "a" / "manifest.json").read_text())["weight_storage"]
+    integer = "uint8" if recipe is Recipe.DYNAMIC_UINT8 else "int8"
+    assert storage["quantized"] == storage["dtypes"][integer] == 3 and storage["stored_bytes"] < storage["param_bytes"]
+    artifact = Artifact.load(tmp_path / "a")
+    stored, params = artifact.stored_params(), artifact.params()
+    folded = {w.dequantized().tobytes() for w in quantized_weights(model)}
+    quantized = [n for n, t in artifact.plan.tensors.items() if t.kind == "param" and t.stored_weight.quantization]
+    assert len(quantized) == 3
+    for name in quantized:
+        assert str(stored[name].dtype) == integer and params[name].dtype == np.float32
+        assert params[name].tobytes() in folded
+    x = calibration_feeds(model, 1, seed=7)[0]["input"]
+    got = Executor(artifact, pocl_device).run([x])[0]
+    want = onnxruntime_outputs(model, [x])[0]
+    step = output_steps(model).get(model.graph.output[0].name)
+    agreement = Agreement.of(got, want, step)
+    assert agreement.max_abs <= 1e-4 + 1e-3 * np.abs(want).max() if step is None else agreement.max_steps <= 1

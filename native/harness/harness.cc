@@ -319,6 +319,21 @@ int Run(const Options& o) {
     if (stored) {
       form.transform = Member<ffi::String>(*stored, "transform", "plan.json tensor " + name + " stored");
       form.packed = Member<bool>(*stored, "packed", "plan.json tensor " + name + " stored");
+      auto entry = (*stored).find(ffi::String("quantization"));
+      auto quantization = entry == (*stored).end() ? std::nullopt : (*entry).second.try_cast<ffi::json::Object>();
+      if (quantization) {
+        const std::string where = "plan.json tensor " + name + " quantization";
+        form.quantized = true;
+        for (const ffi::Any& x : Member<ffi::json::Array>(*quantization, "scale", where)) {
+          form.scale.push_back(static_cast<float>(x.cast<double>()));  // a float32's exact decimal: exact
+        }
+        for (const ffi::Any& x : Member<ffi::json::Array>(*quantization, "zero_point", where)) {
+          form.zero_point.push_back(static_cast<int32_t>(x.cast<int64_t>()));
+        }
+        auto axis = (*quantization).find(ffi::String("axis"));
+        auto value = axis == (*quantization).end() ? std::nullopt : (*axis).second.try_cast<int64_t>();
+        form.axis = value ? *value : -1;
+      }
     }
     auto image = spec.find(ffi::String("image"));
     auto image_spec = image == spec.end() ? std::nullopt : (*image).second.try_cast<ffi::json::Object>();

@@ -30,21 +30,47 @@ int64_t Elements(const std::vector<int64_t>& shape) {
   return n;
 }
 
-// Element i of a float32 or float16 member, as a double (exact).
-double Element(const NpyView& stored, size_t i) {
-  if (stored.dtype == "float16") {
-    uint16_t half;
-    std::memcpy(&half, stored.data + 2 * i, 2);
-    return HalfToFloat(half);
+// The member's values as float32: a float16 one widened (exact), an int8 / uint8 one dequantized in
+// adreno.weights.Quantization's order (one float32 multiply; -ffp-contract=off keeps it one).
+std::vector<float> SourceValues(const std::string& name, const NpyView& stored, const StoredForm& form) {
+  const size_t count = static_cast<size_t>(Elements(stored.shape));
+  std::vector<float> values(count);
+  const bool integer = stored.dtype == "int8" || stored.dtype == "uint8";
+  if (integer != form.quantized) {
+    throw std::runtime_error("param " + name + " is stored as " + stored.dtype +
+                             (form.quantized ? " with scales" : " without scales") + "; recompile the model");
   }
-  float value;
-  std::memcpy(&value, stored.data + 4 * i, 4);
-  return value;
+  if (integer) {
+    int64_t inner = 1, extent = 1;
+    if (form.axis >= 0) {
+      if (form.axis >= static_cast<int64_t>(stored.shape.size())) throw std::runtime_error("param " + name + ": axis");
+      extent = stored.shape[static_cast<size_t>(form.axis)];
+      for (size_t d = static_cast<size_t>(form.axis) + 1; d < stored.shape.size(); ++d) inner *= stored.shape[d];
+    }
+    if (form.scale.size() != static_cast<size_t>(extent) || form.zero_point.size() != form.scale.size()) {
+      throw std::runtime_error("param " + name + ": its scales do not fit its stored shape " + ShapeText(stored.shape));
+    }
+    for (size_t i = 0; i < count; ++i) {
+      const size_t k = static_cast<size_t>((static_cast<int64_t>(i) / inner) % extent);
+      const int32_t q = stored.dtype == "int8" ? static_cast<int32_t>(reinterpret_cast<const int8_t*>(stored.data)[i])
+                                               : static_cast<int32_t>(reinterpret_cast<const uint8_t*>(stored.data)[i]);
+      values[i] = static_cast<float>(q - form.zero_point[k]) * form.scale[k];
+    }
+  } else if (stored.dtype == "float16") {
+    for (size_t i = 0; i < count; ++i) {
+      uint16_t half;
+      std::memcpy(&half, stored.data + 2 * i, 2);
+      values[i] = HalfToFloat(half);
+    }
+  } else {
+    std::memcpy(values.data(), stored.data, 4 * count);
+  }
+  return values;
 }
 
 // U[a][b][o][c] = sum_r G[a][r] t[o][c][r][b], t[o][c][r][b] = sum_s g[o][c][r][s] G[b][s], sums left to right,
 // written at U's index (alpha, alpha, O, C), or at the packed one (alpha, alpha, ceil(O/4), 4 ceil(C/4), 4).
-std::vector<float> Winograd(const NpyView& g, int64_t outs, int64_t ins, int tile, bool packed) {
+std::vector<float> Winograd(const std::vector<float>& g, int64_t outs, int64_t ins, int tile, bool packed) {
   const std::vector<double> gm = WinogradG(tile);
   const int64_t alpha = tile + 2, o4 = (outs + kLanes - 1) / kLanes, cp = (ins + kLanes - 1) / kLanes * kLanes;
   const int64_t plane = packed ? o4 * cp * kLanes : outs * ins;
@@ -52,7 +78,7 @@ std::vector<float> Winograd(const NpyView& g, int64_t outs, int64_t ins, int til
   for (int64_t o = 0; o < outs; ++o) {
     for (int64_t c = 0; c < ins; ++c) {
       double w[9], t[3][6];
-      for (int k = 0; k < 9; ++k) w[k] = Element(g, static_cast<size_t>((o * ins + c) * 9 + k));
+      for (int k = 0; k < 9; ++k) w[k] = g[static_cast<size_t>((o * ins + c) * 9 + k)];
       for (int r = 0; r < 3; ++r) {
         for (int64_t b = 0; b < alpha; ++b) {
           t[r][b] = w[r * 3 + 0] * gm[b * 3 + 0] + w[r * 3 + 1] * gm[b * 3 + 1] + w[r * 3 + 2] * gm[b * 3 + 2];
@@ -74,14 +100,13 @@ std::vector<float> Winograd(const NpyView& g, int64_t outs, int64_t ins, int til
 
 std::vector<float> ParamValues(const std::string& name, const NpyView& stored, const StoredForm& form,
                                const std::vector<int64_t>& shape) {
-  if (stored.dtype != "float32" && stored.dtype != "float16") {
-    throw std::runtime_error("param " + name + " is stored as " + stored.dtype + "; only float weights are rebuilt");
+  if (stored.dtype != "float32" && stored.dtype != "float16" && stored.dtype != "int8" && stored.dtype != "uint8") {
+    throw std::runtime_error("param " + name + " is stored as " + stored.dtype + "; only float and int8 / uint8 "
+                             "weights are rebuilt");
   }
-  std::vector<float> values;
+  std::vector<float> values = SourceValues(name, stored, form);
   std::vector<int64_t> got;
   if (form.transform == "none") {
-    values.resize(static_cast<size_t>(Elements(stored.shape)));
-    for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(Element(stored, i));
     got = stored.shape;
   } else if (form.transform == "winograd2" || form.transform == "winograd4") {
     if (stored.shape.size() != 4 || stored.shape[2] != 3 || stored.shape[3] != 3) {
@@ -89,7 +114,7 @@ std::vector<float> ParamValues(const std::string& name, const NpyView& stored, c
     }
     const int tile = form.transform == "winograd2" ? 2 : 4;
     const int64_t alpha = tile + 2, outs = stored.shape[0], ins = stored.shape[1];
-    values = Winograd(stored, outs, ins, tile, form.packed);
+    values = Winograd(values, outs, ins, tile, form.packed);
     got = form.packed ? std::vector<int64_t>{alpha, alpha, (outs + kLanes - 1) / kLanes,
                                              (ins + kLanes - 1) / kLanes * kLanes, kLanes}
                       : std::vector<int64_t>{alpha, alpha, outs, ins};

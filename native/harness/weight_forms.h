@@ -18,6 +18,12 @@ namespace adreno_harness {
 struct StoredForm {
   std::string transform = "none";  // "none", "winograd2", "winograd4"
   bool packed = false;
+  // an int8 / uint8 member (adreno/weights.py Quantization): float(int32(q) - zero_point) * scale, in float32, per
+  // tensor (axis -1, one of each) or per index of `axis`; done before the transform
+  bool quantized = false;
+  std::vector<float> scale;
+  std::vector<int32_t> zero_point;
+  int64_t axis = -1;
 };
 
 // The param's float32 values, C order, `shape` being the plan's. Throws std::runtime_error naming the param when the
