@@ -28,14 +28,8 @@ def test_every_loader_rebuilds_the_stored_weights_bit_for_bit(memory, precision,
     forms = [t.stored_weight for t in artifact.plan.tensors.values() if t.kind == "param"]
     assert sum(f.transform is WeightTransform.winograd(tile) for f in forms) == 2
     assert any(f.dtype == "float16" for f in forms) == (precision == "fp16")
-    x = np.random.default_rng(5).standard_normal((1, 64, 16, 16)).astype(np.float32)
-    planned = Executor(artifact).run([x])[0]
-    through_tvm = VmExecutor(artifact).run([x])[0]
-    harness = report(run_harness(path, {"x": x}, tmp_path / "out"))
-    from_harness = np.load(harness["outputs"][next(iter(artifact.manifest["outputs"]))])
-    assert np.abs(planned).max() > 0
-    assert np.array_equal(through_tvm, planned)
-    assert np.array_equal(from_harness, planned)
+    _assert_loaders_agree(artifact, path, "x", np.random.default_rng(5).standard_normal((1, 64, 16, 16))
+                          .astype(np.float32), tmp_path)
 
 
 def test_every_loader_dequantizes_the_int8_weights_bit_for_bit(tmp_path):
@@ -53,10 +47,14 @@ def test_every_loader_dequantizes_the_int8_weights_bit_for_bit(tmp_path):
     artifact = Artifact.load(path)
     forms = [t.stored_weight for t in artifact.plan.tensors.values() if t.kind == "param"]
     assert sum(f.quantization is not None and f.quantization.axis == 0 and f.dtype == "int8" for f in forms) == 3
-    x = calibration_feeds(quantized, 1, seed=3)[0]["input"]
+    _assert_loaders_agree(artifact, path, "input", calibration_feeds(quantized, 1, seed=3)[0]["input"], tmp_path)
+
+
+def _assert_loaders_agree(artifact, path, name, x, tmp_path):
+    """The launch-plan executor, TVM's runtime and the C++ harness give the same (nonzero) output for input x."""
     planned = Executor(artifact).run([x])[0]
     through_tvm = VmExecutor(artifact).run([x])[0]
-    harness = report(run_harness(path, {"input": x}, tmp_path / "out"))
+    harness = report(run_harness(path, {name: x}, tmp_path / "out"))
     from_harness = np.load(harness["outputs"][next(iter(artifact.manifest["outputs"]))])
     assert np.abs(planned).max() > 0
     assert np.array_equal(through_tvm, planned)
