@@ -17,7 +17,7 @@ import numpy as np
 
 from .errors import AdrenoError
 from .options import (Defaults, Host, Memory, Precision, Runtime, Schedules, Winograd, add_staging_argument,
-                      choices)
+                      enum_argument)
 from .paths import output_file, regular_file
 
 EPILOG = """examples:
@@ -213,7 +213,7 @@ def cmd_run(args) -> int:
 def _run_artifact(args, output: Path | None) -> int:
     from .artifact import Artifact
 
-    runtime = Runtime(args.runtime)
+    runtime = args.runtime
     artifact = Artifact.load(args.artifact, checked=not args.unchecked)
     if args.unchecked:
         print(f"warning: --unchecked: the sizes and SHA-256 of the {len(artifact.manifest['files'])} files of "
@@ -250,7 +250,7 @@ def _run_artifact(args, output: Path | None) -> int:
         _write_outputs(output, dict(zip(artifact.output_names(), outputs)))
     total = sum(k.median_ms for k in profile.kernels) or 1.0
     result = {
-        "artifact": str(artifact.path), "runtime": runtime.value, "device": executor.device.name.strip(),
+        "artifact": str(artifact.path), "runtime": runtime, "device": executor.device.name.strip(),
         "platform": executor.device.platform.name.strip(), "build_seconds": round(executor.build_seconds, 3),
         "build_from": _build_sources(executor) if runtime is Runtime.PLAN else None,
         "warm_build_seconds": None if warm_build is None else round(warm_build, 3),
@@ -284,7 +284,7 @@ def _write_outputs(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 
 def _run_text(result: dict, top: int) -> str:
-    how = "" if result["runtime"] == Runtime.PLAN else ", host library through TVM's runtime"
+    how = "" if result["runtime"] is Runtime.PLAN else ", host library through TVM's runtime"
     lines = [f"{result['artifact']} on {result['device']} ({result['platform']}){how}",
              f"  build {result['build_seconds']:.2f} s{_build_text(result)}, first run {result['first_run_ms']:.1f} ms"
              + ("" if result["warm_build_seconds"] is None else
@@ -386,31 +386,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="artifact directory to write (default: build/<model name>)")
     p.add_argument("--target", default="adreno-740", help="Adreno GPU: adreno-640/650/660/730/740/750/830 "
                    "(default adreno-740)")
-    p.add_argument("--host", choices=choices(Host), default="android",
+    p.add_argument("--host", **enum_argument(Host), default=Host.ANDROID,
                    help="host CPU of the library: android (aarch64 phone, default) or native (this machine)")
     p.add_argument("--cc", help="compiler to link the host library (an NDK aarch64-linux-android<API>-clang for "
                    "--host android; default $TVM_NDK_CC; without one, lib.tar holds the objects)")
     p.add_argument("--input-shape", action="append", metavar="NAME:DIMS",
                    help="static shape for a model input with dynamic dimensions, e.g. input:1,3,224,224 (repeatable)")
     add_bind_argument(p)
-    p.add_argument("--memory", choices=choices(Memory), default=None,
+    p.add_argument("--memory", **enum_argument(Memory), default=None,
                    help="where tensors live on the GPU: texture (NCHW4c activations and OIHW4o weights in OpenCL "
                    "images; the default) or buffer (OpenCL buffers, the fallback); without --memory, --records of "
                    "buffer workloads only select buffer; see README")
-    p.add_argument("--precision", choices=choices(Precision), default="fp32",
+    p.add_argument("--precision", **enum_argument(Precision), default=Precision.FP32,
                    help="fp16 stores texture images as CL_HALF_FLOAT (arithmetic stays fp32); needs --memory texture")
-    p.add_argument("--schedules", choices=choices(Schedules)[:2], default="adreno",
+    p.add_argument("--schedules", **enum_argument(Schedules, (Schedules.ADRENO, Schedules.TVM)),
+                   default=Schedules.ADRENO,
                    help="adreno: our conv schedules first (default); tvm: TVM 0.27's default schedules only")
     p.add_argument("--records", help="tuning records from `adreno tune`: the best config of each workload is used, "
                    "among those measured on --target where the workload has any (else one line names the devices)")
     p.add_argument("--records-from-any-device", action="store_true",
                    help="apply records measured on other devices (where --target has none) without saying so")
-    p.add_argument("--winograd", choices=choices(Winograd), default=None,
+    p.add_argument("--winograd", **enum_argument(Winograd), default=None,
                    help="Winograd for 3x3 stride-1 convs, on buffers or packed in textures: auto (F(4x4) or F(2x2) "
                    "where both channel counts are >= 64 and the output is >= 7x7; the default), f2/f4 (every "
                    "eligible conv), off (direct convs; the default with --schedules tvm). Tuned layout records, and "
                    "tuned direct kernels, override auto and off per conv")
-    p.add_argument("--defaults", choices=choices(Defaults), default=None,
+    p.add_argument("--defaults", **enum_argument(Defaults), default=None,
                    help="knobs of kernels without --records: model (the analytical cost model ranks each kernel's "
                    "space for the target's device facts and its best legal config meeting the occupancy rule is "
                    "used; opt-in, not yet measured on a GPU) or rule (the family's rule default; the default). "
@@ -435,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "a device name")
     p.add_argument("--check", action="store_true", help="compare the output with onnxruntime on the same input "
                    "(exit status 1 on a mismatch)")
-    p.add_argument("--runtime", choices=choices(Runtime), default="plan", help="plan (default): the launch plan "
+    p.add_argument("--runtime", **enum_argument(Runtime), default=Runtime.PLAN, help="plan (default): the launch plan "
                    "through pyopencl; tvm: the host library (lib.so, an artifact compiled with --host native) through "
                    "TVM's Relax VM and adreno's OpenCL plugin, the program a phone app runs")
     p.add_argument("--repeat", type=int, default=10, help="timed runs (default 10)")

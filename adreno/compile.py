@@ -28,7 +28,7 @@ from .host_library import export_host_library, param_order
 from .lowered import LoweredFunctions
 from .native_log import summarised_stderr
 from .numpy_fold import fold_pass
-from .options import CompileOptions
+from .options import CompileOptions, Defaults, Memory, Precision, Schedules, Winograd
 from .paths import regular_file
 from .plan import bindings, extract_plan
 from .records import TunedConfigs
@@ -71,7 +71,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     options = options.resolved(tuned)  # memory, Winograd and defaults decided; checked again (fp16 needs textures)
     memory, winograd, host = options.memory, options.winograd, options.host
     tuned.staging = options.staging
-    if options.defaults == "model" and options.schedules == "adreno":
+    if options.defaults is Defaults.MODEL and options.schedules is Schedules.ADRENO:
         from .ranked_defaults import RankedDefaults
 
         tuned.ranker = RankedDefaults(device, options.staging)
@@ -173,7 +173,7 @@ def weight_storage(plan: Plan) -> dict:
             "param_bytes": sum(t.nbytes for t in params), "stored_bytes": sum(f.nbytes for f in forms)}
 
 
-def tuned_configs(records: str | None, precision: str, target: str) -> TunedConfigs:
+def tuned_configs(records: str | None, precision: Precision, target: str) -> TunedConfigs:
     """What the schedules read from `--records`: the best config per kernel key for the compile's precision,
     measured on `target` where the records have one (`TunedConfigs.load`)."""
     if not records:
@@ -206,31 +206,29 @@ def model_source(model, model_name: str) -> dict:
     return {}
 
 
-def lower_relax(mod, tvm_target, schedules: str = "adreno", memory: str = "buffer", schedule_config=None,
-                winograd: str = "off", refusals: list | None = None, weights=None):
+def lower_relax(mod, tvm_target, schedules: Schedules = Schedules.ADRENO, memory: Memory = Memory.BUFFER,
+                schedule_config=None, winograd: Winograd = Winograd.OFF, refusals: list | None = None, weights=None):
     """Run the Adreno Relax legalization pipeline (library dispatch, legalize, fuse, schedules).
 
-    With schedules="adreno" our families (`adreno.schedules.FAMILIES`, with tuned knobs from `schedule_config`) get
+    With schedules adreno our families (`adreno.schedules.FAMILIES`, with tuned knobs from `schedule_config`) get
     the first chance at every function and TVM's dlight rules schedule the rest (also what a family refuses: each
-    refusal is appended to `refusals` when given); "tvm" keeps TVM 0.27's
-    defaults (for comparisons); "none" stops before any schedule (what the tuner extracts tasks from).
+    refusal is appended to `refusals` when given); tvm keeps TVM 0.27's
+    defaults (for comparisons); none stops before any schedule (what the tuner extracts tasks from).
     The result's `main` is a flat dataflow of `call_tir`; any other call left there is an op we cannot lower.
     `weights` (an `adreno.weights.WinogradWeights`) collects the Winograd-transformed weights, for `extract_plan`."""
     import tvm
     from tvm.relax.backend.adreno import pipeline
 
-    if schedules not in ("adreno", "tvm", "none"):
-        raise AdrenoError(f"schedules must be 'adreno', 'tvm' or 'none', not {schedules!r}")
     ours = []
-    if schedules == "adreno":
+    if schedules is Schedules.ADRENO:
         from .schedules import schedule_pass
 
         ours = [schedule_pass(tvm_target, schedule_config, refusals)]
     with tvm_target:
-        if memory == "texture":
+        if memory is Memory.TEXTURE:
             from .texture.planning import relax_passes
 
-            passes = relax_passes(tvm_target, ours, default_schedules=schedules != "none",
+            passes = relax_passes(tvm_target, ours, default_schedules=schedules is not Schedules.NONE,
                                   winograd=winograd, config=schedule_config, weights=weights)
         else:
             passes = pipeline.library_dispatch_passes(tvm_target) + pipeline.legalize_passes(tvm_target)
@@ -238,14 +236,14 @@ def lower_relax(mod, tvm_target, schedules: str = "adreno", memory: str = "buffe
             decomposed = next(i for i, p in enumerate(passes) if p.info.name == "DecomposeOps") + 1
             passes.insert(decomposed, fold_pass())
             dlight_defaults = passes[-2:]  # TVM's dlight default-schedule passes close the list
-            passes = passes[:-2] + ours + ([] if schedules == "none" else dlight_defaults)
+            passes = passes[:-2] + ours + ([] if schedules is Schedules.NONE else dlight_defaults)
             # Relax-level rewrite of eligible 3x3 stride-1 convs before legalization (mode and tuned layout records)
             from .winograd import rewrite_pass
 
             passes = [rewrite_pass(winograd, schedule_config, weights)] + passes
         with summarised_stderr():  # legalization's C++ warnings, once per Gather (adreno.native_log)
             lowered = tvm.transform.Sequential(passes)(mod)
-    if schedules == "none":
+    if schedules is Schedules.NONE:
         return lowered
     call_tir = tvm.ir.Op.get("relax.call_tir")
     for binding in bindings(lowered["main"]):

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .artifact import Plan
 from .errors import AdrenoError
+from .options import Host
 from .plan import short_name
 
 
@@ -140,7 +141,7 @@ def texture_allocations_pass(pixels: str = "float32"):
     return rewrite
 
 
-def export_host_library(lowered, plan: Plan, tvm_target, out_dir: Path, host: str, cc: str | None,
+def export_host_library(lowered, plan: Plan, tvm_target, out_dir: Path, host: Host, cc: str | None,
                         store=None) -> str:
     """Build the plan's VM executable and export it: `lib.so` where a compiler for the host is available (the
     host's own for --host native; `--cc`/$TVM_NDK_CC, an Android NDK clang, for --host android), otherwise
@@ -164,7 +165,7 @@ def export_host_library(lowered, plan: Plan, tvm_target, out_dir: Path, host: st
         executable = tvm.compile(vm_module, target=tvm_target, relax_pipeline=None,
                                  tir_pipeline=tir_pipeline or register_pipeline())
     cc = cc or os.environ.get("TVM_NDK_CC")
-    if host == "native":
+    if host is Host.NATIVE:
         executable.export_library(str(out_dir / "lib.so"), **({"cc": cc} if cc else {}))
         return "lib.so"
     if cc:

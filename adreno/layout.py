@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .options import Precision
+
 LANES = 4  # the channels of one RGBA pixel: the last axis of a packed tensor
 
 # scope -> ((d0, d1, d2, d3) -> (width, height, layers), the pixel coordinates in words)
@@ -92,11 +94,10 @@ def choose_image(shape, dtype: str, kind: str, device, storage_dtype: str = "flo
                   + "; ".join(reasons))
 
 
-def tensor_image(shape, dtype: str, constant: bool, device, precision: str) -> tuple[ImageSpec | None, str]:
+def tensor_image(shape, dtype: str, constant: bool, device, precision: Precision) -> tuple[ImageSpec | None, str]:
     """The image a tensor of a texture compile gets (what the launch plan and the tuner's tasks both use):
-    constants prefer the weight scope, everything else the activation ones; `precision` "fp16" stores half floats."""
-    return choose_image(shape, dtype, "param" if constant else "act", device,
-                        "float16" if precision == "fp16" else "float32")
+    constants prefer the weight scope, everything else the activation ones; `precision` fp16 stores half floats."""
+    return choose_image(shape, dtype, "param" if constant else "act", device, precision.storage_dtype)
 
 
 def to_image(array: np.ndarray, spec: ImageSpec) -> np.ndarray:

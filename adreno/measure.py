@@ -34,6 +34,7 @@ import numpy as np
 
 from .artifact_check import sha256_file
 from .errors import AdrenoError
+from .options import Precision
 
 BATCH_FORMAT = 1
 MANIFEST_NAME, RESULTS_NAME, PARAM_SEEDS = "batch.json", "records.jsonl", "params.seed.json"
@@ -315,7 +316,7 @@ def measure_batch(batch: Path, device_spec=None, repeat: int = 20, jobs: int | N
             break
         task = manifest["tasks"][candidate["task"]]
         extra = {"batch": manifest["id"], "candidate": candidate["id"], "source": candidate["source"],
-                 **({"precision": "fp16"} if task["precision"] == "fp16" else {})}
+                 **({"precision": Precision.FP16} if Precision(task["precision"]) is Precision.FP16 else {})}
         path = str(batch / candidate["artifact"])
         if not candidate.get("error") and path not in built:
             continue  # not built within the budget: stays unmeasured

@@ -1,7 +1,9 @@
 """What a compile (or a tuning run, which must compile the kernels the same way) is for: one frozen, checked object.
 
 `CompileOptions` is checked once, when it is made: every consumer (the compiler, task extraction, the CLI) can then
-trust it. The enums below are the only lists of legal values; the CLI's `choices` come from them.
+trust it. The enums below are the only lists of legal values; the CLI's `choices` come from them (`enum_argument`),
+and a mode travels as its enum member from the command line to the kernel: code compares members (`is`), never
+their strings. They are `StrEnum`s, so JSON (records, plan.json, manifest.json) writes them as their values.
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ class Winograd(enum.StrEnum):
     AUTO = "auto"
     F2 = "f2"
     F4 = "f4"
+
+    @property
+    def forced_tile(self) -> int | None:
+        """The tile F2/F4 force on every eligible conv (None: off and auto leave it to records and the rule)."""
+        return {Winograd.F2: 2, Winograd.F4: 4}.get(self)
 
 
 class Schedules(enum.StrEnum):
@@ -95,9 +102,21 @@ def choices(kind: type[enum.Enum]) -> list[str]:
     return [member.value for member in kind]
 
 
+def enum_argument(kind: type[enum.Enum], legal=None) -> dict:
+    """argparse keywords of an option whose values are members of `kind` (`legal`: some of them; default all): the
+    parsed value is the member, the help and a refusal ("invalid choice") name the values."""
+    values = [member.value for member in legal or kind]
+
+    def member(text: str):
+        return kind(text) if text in values else text  # argparse refuses the text: not one of `choices`
+
+    member.__name__ = kind.__name__
+    return {"type": member, "choices": values}
+
+
 def add_staging_argument(parser) -> None:
     """`--staging` of `adreno compile` and `adreno tune` (an argparse parser)."""
-    parser.add_argument("--staging", choices=choices(Staging), default="auto",
+    parser.add_argument("--staging", **enum_argument(Staging), default=Staging.AUTO,
                         help="cooperative staging of conv tiles in local memory (knob cooperative) where no record "
                         "sets it: auto (on GPU targets where it pays; the default) or off (never, on any target: a "
                         "device whose local memory is slow or broken, a side-by-side measurement). Records still "
@@ -162,7 +181,7 @@ class CompileOptions:
         checked again as new options are."""
         from .records import default_memory
 
-        memory = self.memory or Memory(default_memory(record_keys))
+        memory = self.memory or default_memory(record_keys)
         winograd = self.winograd or (Winograd.AUTO if self.schedules is Schedules.ADRENO else Winograd.OFF)
         defaults = self.defaults or Defaults.RULE
         return replace(self, memory=memory, winograd=winograd, defaults=defaults)

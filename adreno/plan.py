@@ -18,6 +18,7 @@ from . import private_arrays
 from .artifact import KERNEL_DIR, ImageSpec, KernelArg, KernelLaunch, Plan, Step, TensorSpec
 from .errors import DynamicShapeError, ModelError, UnsupportedOpError
 from .layout import LANES, tensor_image
+from .options import Memory, Precision
 from .texture.tir import TextureLoweringError
 from .weights import QuantizedWeights, WinogradWeights, stored_form
 
@@ -38,8 +39,9 @@ def kernel_calls(lowered):
             yield binding, value.args[0], lowered[value.args[0]]
 
 
-def extract_plan(lowered, tvm_target, memory: str = "buffer", device=None, precision: str = "fp32",
-                 weights: WinogradWeights | None = None, quantized: QuantizedWeights | None = None,
+def extract_plan(lowered, tvm_target, memory: Memory = Memory.BUFFER, device=None,
+                 precision: Precision = Precision.FP32, weights: WinogradWeights | None = None,
+                 quantized: QuantizedWeights | None = None,
                  store=None) -> tuple[Plan, dict[str, str], dict[str, np.ndarray]]:
     """Walk `main` of a lowered module into a launch plan, the OpenCL source per program, and what params.npz
     stores for each param (`adreno.weights`: a weight of `weights`, the Winograd-transformed ones, as its 3x3 source;
@@ -47,12 +49,12 @@ def extract_plan(lowered, tvm_target, memory: str = "buffer", device=None, preci
 
     `store` (an `adreno.lowered.LoweredFunctions`) keeps every function's lowering for the host library's build.
 
-    memory="texture": every packed 5-D tensor (NCHW4c activation, OIHW4o weight) that fits the device's image
+    Texture memory: every packed 5-D tensor (NCHW4c activation, OIHW4o weight) that fits the device's image
     limits is an OpenCL image (`TensorSpec.image`); one that does not, or whose producing kernel cannot write
     whole pixels, stays a buffer with the reason in `TensorSpec.fallback`."""
     import tvm
 
-    textures = memory == "texture"
+    textures = memory is Memory.TEXTURE
     if textures:
         from .target import get_device
 
@@ -86,7 +88,7 @@ def extract_plan(lowered, tvm_target, memory: str = "buffer", device=None, preci
             spec = tensors[name] = TensorSpec(name, list(array.shape), str(array.dtype), "param", "")
             assign_image(spec)
             half_pixels = spec.image is not None and spec.image["channel_type"] == "float16"
-            stored, params[name] = stored_form(array, precision == "fp16", half_pixels,
+            stored, params[name] = stored_form(array, precision is Precision.FP16, half_pixels,
                                                weights.source_of(array) if weights else None, quantized)
             spec.stored = stored.to_json() if stored else None
             return name

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .options import Staging
+
 SAMPLES = 1500  # random configs per kernel on top of the rule default and its one-knob neighbours
 
 
@@ -63,7 +65,7 @@ class RankedDefaults:
     """Ranks each kernel's space once (cached by workload key) for `device` (an `adreno.target.AdrenoDevice`).
     Called by `TunedConfigs.default` as `ranker(family, matched, rule_config, target) -> config`."""
 
-    def __init__(self, device, policy: str = "auto", samples: int = SAMPLES):
+    def __init__(self, device, policy: Staging = Staging.AUTO, samples: int = SAMPLES):
         from .tune.features import device_limits
 
         self.device, self.policy, self.samples = device, policy, samples
@@ -88,10 +90,9 @@ class RankedDefaults:
 
 
 def rank(family, matched, rule: dict, target, device, limits: dict, samples: int = SAMPLES,
-         policy: str = "auto") -> Ranking | None:
+         policy: Staging = Staging.AUTO) -> Ranking | None:
     """The model's pick for the kernel `matched` of `family` (None: the model does not describe it), among the
     configs `policy` (`--staging`) allows."""
-    from .options import Staging
     from .schedules import staging
     from .tune.cost_model.analytical import AnalyticalModel
     from .tune.features import FEATURE_NAMES, featurize, seen
@@ -101,7 +102,7 @@ def rank(family, matched, rule: dict, target, device, limits: dict, samples: int
     rule_launch = family.launch(workload, rule)
     if family.view is None or rule_launch is None or seen(workload, rule, family.view) is None:
         return None
-    knobs = {k: v for k, v in staging.space(family.knobs, Staging(policy)).items()
+    knobs = {k: v for k, v in staging.space(family.knobs, policy).items()
              if matched.knobs is None or k in matched.knobs}
     legal = [c for c in _candidates(rule, knobs, samples, matched.key)
              if _legal(family, workload, c, target, device, rule_launch)]

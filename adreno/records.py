@@ -22,7 +22,7 @@ warning.
 Layout records. A Winograd-eligible 3x3 conv is tuned as a whole pipeline under its layout key (`layout_key`: the
 conv's key with the op `conv2d_winograd`, or `conv2d_winograd_nchw4c` when tuned in texture memory); the record's
 config holds `tile` (0 = direct, 2, 4) and that layout's knobs. Keys of texture-memory kernels have `nchw4c` in
-their op (`key_memory`), which is how a compile without `--memory` picks its memory from the records
+their op (`adreno.workload.key_memory`), which is how a compile without `--memory` picks its memory from the records
 (`default_memory`). `TunedConfigs` is what a compile reads: the best config per key for its image precision, of
 the target device where the key has records of it, streamed in one pass (`Database.fastest`), with the slower
 valid configs kept for a schedule that refuses the best.
@@ -39,9 +39,10 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from .layout import LANES
+from .options import Memory, Precision, Staging
 from .paths import regular_file
 from .runner import INFRASTRUCTURE_STAGES
-from .workload import ConvWorkload, key_op
+from .workload import ConvWorkload, key_memory, memory_op
 
 
 @dataclass
@@ -74,9 +75,9 @@ class Record:
         return self.stage in INFRASTRUCTURE_STAGES
 
     @property
-    def precision(self) -> str:
-        """The image storage it was measured with: "fp16" (half-float images, `extra["precision"]`) or "fp32"."""
-        return self.extra.get("precision", "fp32")
+    def precision(self) -> Precision:
+        """The image storage it was measured with: fp16 (half-float images, `extra["precision"]`) or fp32."""
+        return Precision(self.extra.get("precision", Precision.FP32))
 
     def identity(self) -> tuple:
         return (self.workload, self.device, json.dumps(self.config, sort_keys=True), self.trial)
@@ -106,6 +107,8 @@ class Record:
             raise ValueError("neither seconds nor an error")
         if not math.isfinite(data.get("timestamp", 0.0)) or data.get("trial", 0) < 0:
             raise ValueError("timestamp or trial out of range")
+        if data.get("extra", {}).get("precision", Precision.FP32) not in tuple(Precision):
+            raise ValueError(f"extra.precision: {str(data['extra']['precision'])[:40]!r} is no image precision")
         return cls(**data)
 
 
@@ -180,14 +183,14 @@ class Database:
         self._lines += len(lines) - 1
 
     @classmethod
-    def fastest(cls, path: str | os.PathLike, precision: str) -> tuple[Database, list[tuple[Record, int]]]:
+    def fastest(cls, path: str | os.PathLike, precision: Precision) -> tuple[Database, list[tuple[Record, int]]]:
         """A database that keeps nothing, and each successful `precision` record that is the fastest of its
         (workload, device, config) in the file, with how many such records there were: what a compile reads, in
         one pass without holding a record per line (100,000 lines of a long tuning run)."""
         database = cls(path, load=False)
         best: dict[tuple, list] = {}
         for r in database._scan():
-            if not r.ok or r.precision != precision:
+            if not r.ok or r.precision is not precision:
                 continue
             identity = (r.workload, r.device, tuple(sorted(r.config.items())))
             seconds = r.median
@@ -267,20 +270,20 @@ class Database:
             return f.read(1) == b"\n"
 
     def query(self, workload: str | None = None, device: str | None = None,
-              precision: str | None = None) -> list[Record]:
+              precision: Precision | None = None) -> list[Record]:
         """Records of a workload, device and image precision (None: any)."""
         scanned = self.records if workload is None else self._by_workload.get(workload, [])
         return [r for r in scanned
-                if (device is None or r.device == device) and (precision is None or r.precision == precision)]
+                if (device is None or r.device == device) and (precision is None or r.precision is precision)]
 
-    def best(self, workload: str, device: str | None = None, precision: str | None = None,
+    def best(self, workload: str, device: str | None = None, precision: Precision | None = None,
              accept=None) -> Record | None:
         """The fastest successful record of a workload (on one device, or any; of one precision, or any; among
         those `accept(record)` keeps, when given)."""
         ok = [r for r in self.query(workload, device, precision) if r.ok and (accept is None or accept(r))]
         return min(ok, key=lambda r: r.median) if ok else None
 
-    def ranked_records(self, precision: str | None = None, accept=None) -> dict[str, list[Record]]:
+    def ranked_records(self, precision: Precision | None = None, accept=None) -> dict[str, list[Record]]:
         """workload key -> its successful records of one precision (None: any), one per (device, config), fastest
         first, among those `accept(record)` keeps when given: what `TunedConfigs.load` chooses from."""
         fastest: dict[str, dict[tuple, Record]] = {}
@@ -293,7 +296,8 @@ class Database:
                 configs[identity] = r
         return {key: sorted(configs.values(), key=lambda r: r.median) for key, configs in fastest.items()}
 
-    def best_configs(self, device: str | None = None, precision: str | None = None, accept=None) -> dict[str, dict]:
+    def best_configs(self, device: str | None = None, precision: Precision | None = None,
+                     accept=None) -> dict[str, dict]:
         """workload key -> config of its best record (on one device, or any; see `ranked_records`)."""
         ranked = self.ranked_records(precision, accept)
         chosen = {key: [r for r in records if device is None or r.device == device] for key, records in ranked.items()}
@@ -305,15 +309,11 @@ class Database:
 
 # --- layout keys ---------------------------------------------------------------------------------------------------
 
-LAYOUT_OPS = {"buffer": "conv2d_winograd", "texture": "conv2d_winograd_nchw4c"}  # memory -> op of its layout keys
+LAYOUT_OPS = {memory: memory_op("conv2d_winograd", memory) for memory in Memory}  # memory -> op of its layout keys
+DIRECT_OPS = {Memory.BUFFER: "conv2d_direct", Memory.TEXTURE: memory_op("conv2d", Memory.TEXTURE)}
 
 
-def key_memory(key: str) -> str:
-    """The memory a workload key was tuned in: "texture" (packed kernels on images) or "buffer"."""
-    return "texture" if "nchw4c" in key_op(key) else "buffer"
-
-
-def layout_key(wl: ConvWorkload, memory: str = "buffer") -> str:
+def layout_key(wl: ConvWorkload, memory: Memory = Memory.BUFFER) -> str:
     """The key of a conv's layout record: the layout (`tile`) and its knobs, tuned in `memory`."""
     return wl.key(LAYOUT_OPS[memory])
 
@@ -331,16 +331,17 @@ def packed_workload(wl: ConvWorkload) -> ConvWorkload:
     return replace(wl, c=-(-wl.c // LANES) * LANES, o=-(-wl.o // LANES) * LANES)
 
 
-def direct_key(wl: ConvWorkload, memory: str = "buffer") -> str:
+def direct_key(wl: ConvWorkload, memory: Memory = Memory.BUFFER) -> str:
     """The key of the conv's direct kernel records in `memory` (`conv2d_direct` or the packed `conv2d_texture`)."""
-    return packed_workload(wl).key("conv2d_nchw4c") if memory == "texture" else wl.key("conv2d_direct")
+    return (packed_workload(wl) if memory is Memory.TEXTURE else wl).key(DIRECT_OPS[memory])
 
 
-def default_memory(keys) -> str:
-    """The memory a compile gets when none is asked for: "texture", except "buffer" for tuning records of which
-    none is a texture workload (records tuned with `adreno tune --memory buffer`)."""
+def default_memory(keys) -> Memory:
+    """The memory a compile gets when none is asked for: texture, except buffer for tuning records of which none
+    is a texture workload (records tuned with `adreno tune --memory buffer`)."""
     keys = list(keys)
-    return "buffer" if keys and not any(key_memory(k) == "texture" for k in keys) else "texture"
+    textures = any(key_memory(k) is Memory.TEXTURE for k in keys)
+    return Memory.BUFFER if keys and not textures else Memory.TEXTURE
 
 
 def device_target(device: str) -> str:
@@ -359,7 +360,7 @@ class TunedConfigs(dict):
     def __init__(self, configs: dict | None = None, skipped: int = 0, runners_up: dict | None = None):
         super().__init__(configs or {})
         self.ranker = None  # `adreno.ranked_defaults.RankedDefaults` under `--defaults model`
-        self.staging = "auto"  # `--staging`: the staging policy of the families' defaults (`Family.defaults`)
+        self.staging = Staging.AUTO  # `--staging`: the staging policy of the families' defaults (`Family.defaults`)
         self.used: set[str] = set()
         self.skipped = skipped  # record lines not applied: malformed (the database skips them) or outside the space
         self.refused: dict[str, str] = {}  # key -> why a schedule refused its tuned knobs
@@ -368,7 +369,7 @@ class TunedConfigs(dict):
         self.elsewhere: dict[str, str] = {}  # key -> the device its record was measured on, not the target
 
     @classmethod
-    def load(cls, records: str | os.PathLike, precision: str, expand, in_space, target: str) -> TunedConfigs:
+    def load(cls, records: str | os.PathLike, precision: Precision, expand, in_space, target: str) -> TunedConfigs:
         """The best records of `precision` whose (workload, config) `in_space` accepts, expanded by `expand`; the
         slower ones of each plain (not layout) key are kept as runners-up for a schedule that refuses the best.
         A key's records measured on the compile's `target` (`device_target`) are used when it has any; otherwise

@@ -8,6 +8,7 @@ import numpy as np
 
 from .artifact import Artifact
 from .errors import ArtifactError, ModelError
+from .options import Precision
 
 
 def reference_model(artifact: Artifact, override: str | None = None):
@@ -74,11 +75,11 @@ def onnxruntime_outputs(model, inputs: list[np.ndarray], bound: dict[str, np.nda
 # `adreno run --check`'s default tolerance relative to the output's largest magnitude, by the artifact's image
 # precision: fp32 kernels differ from onnxruntime by rounding only; half-float images (`--precision fp16`) round every
 # stored activation to 11 bits (MobileNetV2: 1.8% of the largest output), bounded at 5% (see README, fp16 storage).
-RTOL = {"fp32": 1e-3, "fp16": 5e-2}
+RTOL = {Precision.FP32: 1e-3, Precision.FP16: 5e-2}
 
 
 def default_rtol(artifact: Artifact) -> float:
-    return RTOL[artifact.manifest.get("precision", "fp32")]
+    return RTOL[Precision(artifact.manifest.get("precision", Precision.FP32))]
 
 
 def within(row: dict, rtol: float, atol: float) -> bool:

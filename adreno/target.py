@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import tvm
 
 from adreno.errors import UnknownTargetError
+from adreno.options import Host
 
 TEXTURE_CACHE_NOTE = ("read-only image2d/image2d_array reads go through the L1 texture cache (TP); "
                       "Qualcomm's OpenCL guide recommends images for weights and activations read many times")
@@ -128,7 +129,7 @@ OTHER_DEVICES: dict[str, AdrenoDevice] = {d.name: d for d in [
 # Entries `from_opencl` derived from live devices, by name: in this process they replace the table's.
 _MEASURED: dict[str, AdrenoDevice] = {}
 
-HOSTS = {"android": {"kind": "llvm", "mtriple": "aarch64-linux-android"}, "native": {"kind": "llvm"}}
+HOSTS = {Host.ANDROID: {"kind": "llvm", "mtriple": "aarch64-linux-android"}, Host.NATIVE: {"kind": "llvm"}}
 
 
 def get_device(name: str) -> AdrenoDevice:
@@ -171,8 +172,8 @@ def from_opencl(device) -> AdrenoDevice:
     return live
 
 
-def tvm_target(device: AdrenoDevice | str, host: str = "android") -> tvm.target.Target:
-    """The TVM OpenCL target for `device`, with an LLVM host: "android" (aarch64-linux-android) or "native"."""
+def tvm_target(device: AdrenoDevice | str, host: Host = Host.ANDROID) -> tvm.target.Target:
+    """The TVM OpenCL target for `device`, with an LLVM host: android (aarch64-linux-android) or native."""
     device = get_device(device) if isinstance(device, str) else device
     if host not in HOSTS:
         raise UnknownTargetError(f"unknown host {host!r}; known hosts: {', '.join(HOSTS)}")

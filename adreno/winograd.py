@@ -19,14 +19,14 @@ primitive function, as they did into the direct conv. The three stages are sched
 Texture memory: `adreno.texture.planning.plan_layouts` emits the same stages on packed tensors (`emit_stages` with
 NCHW4c data): V[a, b, C/4, p, 4], M[a, b, O/4, p, 4] and the weight transform packed as U[a, b, O/4, C, 4]
 (`pack_weight`), main blocks named with the suffix `_nchw4c`, each a 5-D tensor whose last axis is a pixel's 4 channels
-(an image). Layout records of texture convs are keyed `adreno.records.layout_key(wl, "texture")`, and their direct
+(an image). Layout records of texture convs are keyed `adreno.records.layout_key(wl, Memory.TEXTURE)`, and their direct
 layout is `conv2d_texture`.
 
-Modes: "off" (direct convs), "auto" (the selection rule `select_tile`), "f2"/"f4" (every eligible conv with that
-tile). A tuned layout record (`adreno tune`: `{"tile": 0|2|4, <knobs of that layout>}` under the conv's key
-`ConvWorkload.key("conv2d_winograd")`) decides for its conv under "off" and "auto"; "f2"/"f4" force every eligible
-conv. `adreno.schedules.conv2d_winograd.kernel_configs` turns such records into the per-kernel keys the schedules
-read.
+Modes (`adreno.options.Winograd`): off (direct convs), auto (the selection rule `select_tile`), f2/f4 (every
+eligible conv with that tile). A tuned layout record (`adreno tune`: `{"tile": 0|2|4, <knobs of that layout>}` under
+the conv's key `ConvWorkload.key("conv2d_winograd")`) decides for its conv under off and auto; f2/f4 force every
+eligible conv. `adreno.schedules.conv2d_winograd.kernel_configs` turns such records into the per-kernel keys the
+schedules read.
 
 Transform matrices (Lavin & Gray, interpolation points 0, +-1 for F(2,3) and 0, +-1, +-2 for F(4,3), plus infinity).
 fp32 error: F(2x2) stays near direct conv (~1e-6 relative), F(4x4) is larger (the matrices have entries up to 8 and
@@ -39,10 +39,10 @@ import numpy as np
 
 from .layout import LANES  # the channel lanes of a packed (NCHW4c) tensor's pixel
 from .numpy_fold import fold_constants
+from .options import Memory, Winograd
 from .records import direct_key, layout_key
-from .workload import ConvWorkload
+from .workload import PACKED, ConvWorkload  # PACKED: the suffix of the packed (texture) stages' main blocks
 
-MODES = ("off", "auto", "f2", "f4")
 OP = "conv2d_winograd"
 
 # (B^T, G, A^T) for F(m, 3)
@@ -141,7 +141,6 @@ def _const_matrix(values: np.ndarray, name: str):
     return te.compute((rows, cols), entry, name=name)
 
 
-PACKED = "_nchw4c"  # suffix of the main blocks' names in the packed (texture) stages
 
 
 def _input_transform_te(data, m: int, padding, out_hw):
@@ -297,18 +296,18 @@ def select_tile(wl) -> int:
     return 4 if min(wl.oh, wl.ow) >= F4_MIN_SPATIAL else 2
 
 
-def choose_tile(wl, mode: str, config: dict | None, memory: str = "buffer") -> int:
-    """The tile for an eligible conv compiled for `memory`: forced by "f2"/"f4", else its tuned layout record's (of
+def choose_tile(wl, mode: Winograd, config: dict | None, memory: Memory = Memory.BUFFER) -> int:
+    """The tile for an eligible conv compiled for `memory`: forced by f2/f4, else its tuned layout record's (of
     that memory), else 0 when it has a tuned direct-kernel record (a `--no-layouts` run), else the mode's rule
-    ("auto": `select_tile`, "off": 0)."""
-    if mode in ("f2", "f4"):
-        return int(mode[1])
+    (auto: `select_tile`, off: 0)."""
+    if mode.forced_tile is not None:
+        return mode.forced_tile
     config = config or {}
     tuned = config.get(layout_key(wl, memory))
     if tuned and "tile" in tuned:
         return int(tuned["tile"])
-    tile = select_tile(wl) if mode == "auto" and direct_key(wl, memory) not in config else 0
-    return portable_tile(wl, tile) if memory == "texture" else tile
+    tile = select_tile(wl) if mode is Winograd.AUTO and direct_key(wl, memory) not in config else 0
+    return portable_tile(wl, tile) if memory is Memory.TEXTURE else tile
 
 
 def portable_tile(wl, tile: int) -> int:
@@ -360,17 +359,13 @@ def eligible_workloads(mod) -> list:
     return found
 
 
-def rewrite(mod, mode: str = "auto", config: dict | None = None, weights=None):
+def rewrite(mod, mode: Winograd = Winograd.AUTO, config: dict | None = None, weights=None):
     """Rewrite the eligible conv2d of `main` into Winograd stages (see the module doc); returns a new module (the
     input module unchanged when nothing is rewritten). `weights`: see `emit_stages`."""
     import tvm
     from tvm import relax
 
-    if mode not in MODES:
-        from .errors import AdrenoError
-
-        raise AdrenoError(f"winograd must be one of {', '.join(MODES)}, not {mode!r}")
-    if mode == "off" and not _has_layout_records(config):
+    if mode is Winograd.OFF and not _has_layout_records(config):
         return mod
     conv_op = tvm.ir.Op.get("relax.nn.conv2d")
     if not _calls(mod["main"], conv_op):
@@ -407,7 +402,7 @@ def rewrite(mod, mode: str = "auto", config: dict | None = None, weights=None):
     return rewriter.builder_.get()
 
 
-def rewrite_pass(mode: str = "auto", config: dict | None = None, weights=None):
+def rewrite_pass(mode: Winograd = Winograd.AUTO, config: dict | None = None, weights=None):
     """`rewrite` as a module pass (for a pass list)."""
     import tvm
 

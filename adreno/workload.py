@@ -4,7 +4,8 @@ A conv family stores its tuned knobs under `ConvWorkload.key(op)`, e.g.
 `conv2d_direct|n1c64h56w56|o64k3x3|s1x1|p1x1x1x1|d1x1|g1|float32`: the family's op name, then the shapes,
 strides, padding (top, left, bottom, right), dilation, groups and dtype. `ConvWorkload.parse` reads one back.
 Pool and Winograd-stage families have keys of their own (`adreno.schedules.pool`, `conv2d_winograd.stage_key`);
-every key starts with its op name and a `|` (`key_op`).
+every key starts with its op name and a `|` (`key_op`). The op also says the memory the kernel runs in: ops of
+texture-memory (packed NCHW4c) kernels end in `PACKED` (`memory_op` writes it, `key_memory` reads it back).
 """
 
 from __future__ import annotations
@@ -12,13 +13,28 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .options import Memory
+
 _CONV_KEY = re.compile(r"(?P<op>[a-z0-9_]+)\|n(\d+)c(\d+)h(\d+)w(\d+)\|o(\d+)k(\d+)x(\d+)\|s(\d+)x(\d+)"
                        r"\|p(\d+)x(\d+)x(\d+)x(\d+)\|d(\d+)x(\d+)\|g(\d+)\|(?P<dtype>[a-z0-9]+)")
+
+
+PACKED = "_nchw4c"  # the op suffix of a texture-memory kernel's key
 
 
 def key_op(key: str) -> str:
     """The op (family) name a workload key starts with."""
     return key.split("|", 1)[0]
+
+
+def memory_op(op: str, memory: Memory) -> str:
+    """The op name of `op`'s kernel in `memory`: a texture kernel's ends in `PACKED`."""
+    return op + PACKED if memory is Memory.TEXTURE else op
+
+
+def key_memory(key: str) -> Memory:
+    """The memory a workload key's kernel was tuned in: texture (packed kernels on images) or buffer."""
+    return Memory.TEXTURE if key_op(key).endswith(PACKED) else Memory.BUFFER
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import onnx
 from onnx import helper
 
 from adreno import layout, winograd
+from adreno.options import Memory, Winograd
 from adreno.schedules._conv import ConvWorkload
 from adreno.target import get_device
 from tests.schedules.test_patterns import graph_model
@@ -28,10 +29,10 @@ def test_texture_winograd_keeps_its_tile_images_within_8192():
     def conv(hw: int) -> ConvWorkload:
         return ConvWorkload(1, 64, hw, hw, 64, 3, 3, hw, hw, (1, 1), (1, 1), (1, 1, 1, 1), 1, "float32")
 
-    assert winograd.choose_tile(conv(224), "auto", None, "texture") == 4  # 56x56 = 3136 tiles
+    assert winograd.choose_tile(conv(224), Winograd.AUTO, None, Memory.TEXTURE) == 4  # 56x56 = 3136 tiles
     assert winograd.portable_tile(conv(224), 2) == 4  # F(2x2): 112x112 = 12544 tiles; F(4x4): 3136
-    assert winograd.choose_tile(conv(448), "auto", None, "texture") == 0  # F(4x4): 12544 tiles: direct
-    assert winograd.choose_tile(conv(448), "auto", None, "buffer") == 4  # buffers have no such limit
+    assert winograd.choose_tile(conv(448), Winograd.AUTO, None, Memory.TEXTURE) == 0  # F(4x4): 12544 tiles: direct
+    assert winograd.choose_tile(conv(448), Winograd.AUTO, None, Memory.BUFFER) == 4  # buffers have no such limit
     assert winograd.portable_tile(conv(448), 0) == 0  # a direct conv stays direct
 
 

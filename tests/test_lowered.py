@@ -29,9 +29,9 @@ def test_host_library_reuses_the_plans_lowering(memory, tmp_path):
     device = options.device()
     tvm_target = targets.tvm_target(device, host=options.host)
     model, _ = load_model("tiny")
-    lowered = lower_relax(to_relax(model, options.input_shapes, EmptyTensors()), tvm_target, memory=memory)
+    lowered = lower_relax(to_relax(model, options.input_shapes, EmptyTensors()), tvm_target, memory=options.memory)
     store = LoweredFunctions()
-    plan, _, _ = extract_plan(lowered, tvm_target, memory=memory, device=device, store=store)
+    plan, _, _ = extract_plan(lowered, tvm_target, memory=options.memory, device=device, store=store)
     assert len(store) == len({(s.func, s.program) for s in plan.steps}) > 1
     (tmp_path / "reused").mkdir()
     (tmp_path / "fresh").mkdir()

@@ -14,7 +14,7 @@ import onnx
 import pytest
 
 from adreno import target as targets
-from adreno.options import Staging
+from adreno.options import Memory, Staging
 from tests.schedules.sched_helpers import ConvCase, check_against_onnxruntime, conv_model
 
 # a 3x3 conv whose adreno-740 default stages (buffers: overlapping windows; images: 8x fewer reads); 28x28: it fills
@@ -54,7 +54,7 @@ def test_a_bad_staging_value_is_a_usage_error(tmp_path):
     assert "invalid choice" in adreno("tune", "tiny", "--staging", "on", rc=2).stderr
 
 
-@pytest.mark.parametrize("memory", ["buffer", "texture"])
+@pytest.mark.parametrize("memory", [Memory.BUFFER, Memory.TEXTURE])
 def test_off_is_unstaged_and_records_still_win(memory, tmp_path):
     """Buffers (conv2d_direct) too, on a GPU target; a tuned record with `cooperative` 1 is still staged under off."""
     from adreno.records import Database, Record
@@ -64,7 +64,7 @@ def test_off_is_unstaged_and_records_still_win(memory, tmp_path):
     model = conv_model(LAYER)
     off = check_against_onnxruntime(model, tmp_path / "off", memory, winograd="off", staging="off")
     assert not any("__local" in source for source in _conv_sources(off))
-    family = conv2d_texture.FAMILY if memory == "texture" else conv2d_direct.FAMILY
+    family = conv2d_texture.FAMILY if memory is Memory.TEXTURE else conv2d_direct.FAMILY
     func, target = primitive_function(model, "fused_conv2d", memory=memory)
     wl = family.workload(func)
     staged = family.defaults(wl, target, Staging.AUTO)
@@ -92,6 +92,6 @@ def test_tune_and_model_defaults_under_off_stay_unstaged():
             assert {c["cooperative"] for c in task.seed_configs(target)} == seeds, (staging, task.key)
             assert task.space(target).knobs["cooperative"] == ([0] if staging == "off" else [0, 1])
     (task,) = extract_tasks(model, CompileOptions(target="adreno-740", memory="texture", staging="off"))
-    ranker = RankedDefaults(targets.get_device("adreno-740"), "off", samples=200)
+    ranker = RankedDefaults(targets.get_device("adreno-740"), Staging.OFF, samples=200)
     picked = ranker(task.schedule_family, Matched(task.workload, task.key, None), task.default_config(target), target)
     assert picked["cooperative"] == 0

@@ -18,7 +18,7 @@ from adreno.compile import compile_model, lower_relax
 from adreno.frontend import to_relax
 from adreno.layout import ImageSpec
 from adreno.opencl.executor import Executor
-from adreno.options import CompileOptions
+from adreno.options import CompileOptions, Memory, Schedules
 from adreno.target import get_device, tvm_target
 from adreno.texture import planning
 from adreno.texture import tir as texture_tir
@@ -136,7 +136,7 @@ def test_upstream_pipeline_would_write_per_lane(conv_artifact):
 
     model, _ = conv_artifact
     target = tvm_target("adreno-740", host="native")
-    lowered = lower_relax(to_relax(model), target, memory="texture")
+    lowered = lower_relax(to_relax(model), target, memory=Memory.TEXTURE)
     gvar = next(g for g in lowered.functions if "conv2d" in g.name_hint)
     func = texture_tir.specialize_scopes(lowered[gvar], ["global.texture", "global.texture-weight",
                                                     "global.texture-weight", "global.texture"], target)
@@ -368,7 +368,7 @@ def test_texture_family_interface():
     assert conv2d_texture.FAMILY in FAMILIES
     target = tvm_target("adreno-740", host="native")
     model, _, _ = _conv_model(SHAPES["c3_to_c10"])
-    buffer = lower_relax(to_relax(model), target, schedules="none")
+    buffer = lower_relax(to_relax(model), target, schedules=Schedules.NONE)
     assert all(conv2d_texture.FAMILY.workload_key(f) is None for f in buffer.functions.values())
     wl = SHAPES["dw_s2"].workload()
     config = conv2d_texture.default_config(wl, target)
@@ -443,7 +443,7 @@ def test_1x1_family_interface():
     target = tvm_target("adreno-740", host="native")
     for name, claimed in (("mbv2_1x1", True), ("r18_1x1_s2", True), ("r18_3x3", False), ("dw_s1", False)):
         model, _, _ = _conv_model(SHAPES[name])
-        packed = lower_relax(to_relax(model), target, schedules="none", memory="texture")
+        packed = lower_relax(to_relax(model), target, schedules=Schedules.NONE, memory=Memory.TEXTURE)
         keys = {conv2d_1x1.FAMILY.workload_key(f) for f in packed.functions.values()} - {None}
         assert keys == ({SHAPES[name].key()} if claimed else set())
         assert any(conv2d_texture.FAMILY.workload_key(f) for f in packed.functions.values())  # its fallback
@@ -523,7 +523,7 @@ def test_texture_records_from_before_split_k_stay_unsplit():
     from tests.schedules.sched_helpers import conv_model, primitive_function
 
     layer = Layer(1, 256, 7, 7, 256, 3, 1, (1, 1, 1, 1))
-    func, _ = primitive_function(conv_model(layer), "fused_conv2d", memory="texture")
+    func, _ = primitive_function(conv_model(layer), "fused_conv2d", memory=Memory.TEXTURE)
     h200 = tvm_target("nvidia-h200", host="native")
     default = conv2d_texture.FAMILY.defaults(conv2d_texture.FAMILY.workload(func), h200)
     assert default["threads_k"] > 1

@@ -12,7 +12,7 @@ its wall time and the CPU time of the process (all threads, and the compiler it 
 are shared: CPU seconds move less with other load than wall seconds.
 
 "tvm" is TVM's own flow for the same model, in a fresh process too: the same import, then the Adreno backend's
-Relax passes with TVM's default (dlight) schedules (`lower_relax(..., schedules="tvm")`, what `--schedules tvm`
+Relax passes with TVM's default (dlight) schedules (`lower_relax(..., Schedules.TVM)`, what `--schedules tvm`
 starts from), its dataflow-lowering and finalize passes and `tvm.compile` with TVM's default TIR pipeline, then
 `export_library`. It is buffer memory only (TVM 0.27's texture pipeline crashes; see docs/compile.md). The goals
 (issue 21): ResNet-18 at most 10 s, MobileNetV2 at most 6 s, or at most 2x TVM's own build.
@@ -99,14 +99,14 @@ def tvm_once(model: str, out: Path) -> dict:
     from adreno.compile import lower_relax
     from adreno.empty import EmptyTensors
     from adreno.frontend import load_model, to_relax
-    from adreno.options import CompileOptions
+    from adreno.options import CompileOptions, Memory, Schedules
 
     options = CompileOptions(memory="buffer")
     onnx_model, _ = load_model(model)
     mod = to_relax(onnx_model, options.input_shapes, EmptyTensors())
     tvm_target = targets.tvm_target(options.device(), host=options.host)
     clock.mark("lowering")
-    lowered = lower_relax(mod, tvm_target, "tvm", memory="buffer")
+    lowered = lower_relax(mod, tvm_target, Schedules.TVM, memory=Memory.BUFFER)
     clock.mark("host library")
     with tvm_target:
         passes = pipeline.dataflow_lower_passes(tvm_target) + pipeline.finalize_passes(tvm_target)

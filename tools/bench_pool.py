@@ -41,12 +41,13 @@ def pool_layers(model_name: str) -> dict[str, tuple]:
     """workload key -> (workload, calls) of the functions of `model_name` that the pool or reduce family claims."""
     from adreno.compile import lower_relax
     from adreno.frontend import load_model, to_relax
+    from adreno.options import Schedules
     from adreno.plan import kernel_calls
     from adreno.schedules import pool, reduce
     from adreno.target import tvm_target
 
     onnx_model, _ = load_model(model_name)
-    lowered = lower_relax(to_relax(onnx_model, {}), tvm_target("adreno-740"), schedules="none")
+    lowered = lower_relax(to_relax(onnx_model, {}), tvm_target("adreno-740"), schedules=Schedules.NONE)
     found: dict[str, tuple] = {}
     for _, _, func in kernel_calls(lowered):
         wl = pool.FAMILY.workload(func) or reduce.FAMILY.workload(func)
@@ -119,10 +120,11 @@ def check_key(model, key: str) -> None:
 
     from adreno.compile import lower_relax
     from adreno.frontend import to_relax
+    from adreno.options import Schedules
     from adreno.schedules import pool, reduce
     from adreno.target import tvm_target
 
-    lowered = lower_relax(to_relax(model, {}), tvm_target("adreno-740"), schedules="none")
+    lowered = lower_relax(to_relax(model, {}), tvm_target("adreno-740"), schedules=Schedules.NONE)
     keys = [pool.FAMILY.workload_key(f) or reduce.FAMILY.workload_key(f) for _, f in lowered.functions.items()
             if isinstance(f, tvm.tirx.PrimFunc)]
     if key not in keys:

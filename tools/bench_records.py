@@ -22,6 +22,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from adreno.options import Precision
 from adreno.records import Database, TunedConfigs
 
 DEVICE = "adreno-740|Adreno (TM) 740|0676.32"
@@ -75,7 +76,7 @@ def _loads(path: Path) -> str:
         return len(Database(path).records)
 
     def compile_load():
-        return len(TunedConfigs.load(path, "fp32", dict, lambda key, config: True, "adreno-740"))
+        return len(TunedConfigs.load(path, Precision.FP32, dict, lambda key, config: True, "adreno-740"))
 
     parts = []
     for name, load, unit in (("Database", database, "records held"), ("compile's TunedConfigs.load", compile_load,

@@ -23,12 +23,13 @@ register tiling is already this GEMM over (rows, columns). Workload keys: `conv2
 
 from __future__ import annotations
 
-from ..options import Staging
+from ..options import Memory, Staging
+from ..workload import memory_op
 from . import _conv, occupancy, splitk, staging
 from .family import Family
-from .conv2d_texture import LANES, match_packed
+from .conv2d_texture import LANES, OPS, match_packed
 
-OP = "conv2d_1x1_nchw4c"
+OP = memory_op("conv2d_1x1", Memory.TEXTURE)  # conv2d_1x1_nchw4c
 
 KNOBS: dict[str, list] = {
     "tile_cb": [1, 2, 4, 8],
@@ -47,7 +48,7 @@ MAX_TILE = 32
 def _match(func, sch=None):
     """(OP, ConvMatch) for a packed groups-1 1x1 conv without padding; else None."""
     found = match_packed(func, sch)
-    if found is None or found[0] != "conv2d_nchw4c":
+    if found is None or found[0] != OPS["conv2d_NCHW4c"]:
         return None
     wl = found[1].workload
     if (wl.kh, wl.kw) != (1, 1) or any(wl.padding) or found[1].pad is not None:

@@ -28,11 +28,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..layout import LANES
-from ..options import Staging
+from ..options import Memory, Staging
+from ..workload import memory_op
 from . import _conv, occupancy, splitk, staging
 from .family import Family
 
-OPS = {"conv2d_NCHW4c": "conv2d_nchw4c", "dwconv2d_NCHW4c": "depthwise_nchw4c"}
+# the texture planner's function name -> the op of its keys (conv2d_nchw4c, depthwise_nchw4c)
+OPS = {"conv2d_NCHW4c": memory_op("conv2d", Memory.TEXTURE), "dwconv2d_NCHW4c": memory_op("depthwise", Memory.TEXTURE)}
 
 KNOBS: dict[str, list] = {
     "tile_cb": [1, 2, 4, 8],

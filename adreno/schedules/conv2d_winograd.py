@@ -35,9 +35,9 @@ output of at least `MIN_SPATIAL` in both dimensions, with F(4x4) from `F4_MIN_SP
 from __future__ import annotations
 
 from ..layout import LANES
-from ..options import Staging
-from ..records import direct_key, key_memory, layout_workload
-from ..winograd import PACKED
+from ..options import Memory, Staging
+from ..records import direct_key, layout_workload
+from ..workload import PACKED, key_memory
 from . import _conv, conv2d_direct, conv2d_texture, occupancy, splitk, staging
 from .family import Family, Matched
 
@@ -365,7 +365,7 @@ def layout_config_in_space(key: str, config: dict) -> bool:
     knobs where it applies them)."""
     if layout_workload(key) is None:
         return True
-    direct = conv2d_texture.KNOBS if key_memory(key) == "texture" else conv2d_direct.KNOBS
+    direct = conv2d_texture.KNOBS if key_memory(key) is Memory.TEXTURE else conv2d_direct.KNOBS
     stage = {k: v for k, v in KNOBS.items() if k != "tile"}
     choices = {"tile": KNOBS["tile"], **direct, **stage}
     if config.get("tile") not in KNOBS["tile"]:
@@ -389,9 +389,9 @@ def kernel_configs(configs: dict) -> dict:
             continue
         memory, m = key_memory(key), int(config["tile"])
         if m == 0:
-            knobs = conv2d_texture.KNOBS if memory == "texture" else conv2d_direct.KNOBS
+            knobs = conv2d_texture.KNOBS if memory is Memory.TEXTURE else conv2d_direct.KNOBS
             out[direct_key(wl, memory)] = {k: v for k, v in config.items() if k in knobs}
             continue
-        for stage in stage_workloads(wl, m, packed=memory == "texture"):
+        for stage in stage_workloads(wl, m, packed=memory is Memory.TEXTURE):
             out[stage_key(stage)] = {k: config[k] for k in STAGE_KNOBS[base_stage(stage[0])] if k in config}
     return out

@@ -96,7 +96,7 @@ class Family:
         matched = self.matched(func)
         if matched is None:
             return None
-        cfg = self.defaults(matched.workload, target, Staging(getattr(config, "staging", Staging.AUTO)))
+        cfg = self.defaults(matched.workload, target, getattr(config, "staging", Staging.AUTO))
         tuned = self._knobs(matched, (config or {}).get(matched.key))
         tuned = self._checked(matched, cfg, tuned, target, config)
         if not tuned:  # compile's `TunedConfigs` may rank the space for a better default (`adreno.ranked_defaults`)

@@ -165,7 +165,7 @@ def default(config: dict, target, pays: bool, legal, policy: Staging = Staging.A
     of the unstaged default, so the occupancy rule still holds."""
     from ..target import device_of
 
-    if policy == Staging.AUTO and pays and device_of(target).device_class == "gpu":
+    if policy is Staging.AUTO and pays and device_of(target).device_class == "gpu":
         chosen = {**config, KNOB: 1}
         try:
             return legal(chosen)
@@ -176,6 +176,6 @@ def default(config: dict, target, pays: bool, legal, policy: Staging = Staging.A
 
 def space(knobs: dict[str, list], policy: Staging = Staging.AUTO) -> dict[str, list]:
     """A family's knob table as a search under `policy` sees it: `--staging off` keeps `cooperative` at 0."""
-    if policy == Staging.OFF and KNOB in knobs:
+    if policy is Staging.OFF and KNOB in knobs:
         return {**knobs, KNOB: [0]}
     return knobs

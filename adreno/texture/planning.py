@@ -21,6 +21,7 @@ from tvm import relax
 from .. import winograd as winograd_rule
 from ..layout import LANES, channels4, pack_nchw4c, pack_oihw4o
 from ..numpy_fold import fold_pass
+from ..options import Memory, Winograd
 from ..schedules.packed import schedule_rule
 from .compute import te_conv4c, te_maxpool4c, te_pack, te_unpack
 
@@ -84,8 +85,8 @@ class LayoutPlanner:
     variable became: packed (a 5-D NCHW4c expression and its channel count), plain (an NCHW expression), or a tuple
     of old expressions. `winograd` and `config` (tuned records) choose which convs become Winograd stages."""
 
-    def __init__(self, mod, winograd: str = "off", config: dict | None = None, report: LayoutReport | None = None,
-                 weights=None):
+    def __init__(self, mod, winograd: Winograd = Winograd.OFF, config: dict | None = None,
+                 report: LayoutReport | None = None, weights=None):
         self.main = mod["main"]
         others = tvm.IRModule({gv: f for gv, f in mod.functions.items() if gv.name_hint != "main"}, attrs=mod.attrs)
         self.bb = relax.BlockBuilder(others)
@@ -210,7 +211,7 @@ class LayoutPlanner:
             return None, "input cannot be packed"
         info = winograd_rule.eligible(value, w)
         tile = 0 if info is None else winograd_rule.choose_tile(winograd_rule.workload_of(info), self.winograd,
-                                                                self.config, "texture")
+                                                                self.config, Memory.TEXTURE)
         if tile:
             n, _, _, _, _, padding, oh, ow = info
             return (self.bb.emit(winograd_rule.emit_stages(self.bb, p[0], w, tile, n, padding, (oh, ow),
@@ -300,7 +301,7 @@ class LayoutPlanner:
         return self.try_elementwise(value, _shape(var))
 
 
-def plan_layouts(mod, report: LayoutReport | None = None, winograd: str = "off", config: dict | None = None,
+def plan_layouts(mod, report: LayoutReport | None = None, winograd: Winograd = Winograd.OFF, config: dict | None = None,
                  weights=None):
     """(the module with `main`'s conv-centred regions packed, the LayoutReport); see the module docstring."""
     planner = LayoutPlanner(mod, winograd, config, report, weights)
@@ -329,8 +330,8 @@ def _remap_arg(arg, lookup):
     return arg
 
 
-def relax_passes(tvm_target, extra_schedule_passes=(), default_schedules: bool = True, winograd: str = "off",
-                 config: dict | None = None, weights=None):
+def relax_passes(tvm_target, extra_schedule_passes=(), default_schedules: bool = True,
+                 winograd: Winograd = Winograd.OFF, config: dict | None = None, weights=None):
     """The Relax pipeline of the texture path: decompose, fold, our layout planning, legalize, fuse, schedules.
     `winograd` and `config` (tuned records) choose which convs the layout planning turns into Winograd stages
     (`weights`, an `adreno.weights.WinogradWeights`, collects their transformed weights).

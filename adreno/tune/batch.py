@@ -27,7 +27,7 @@ import numpy as np
 import adreno
 
 from ..measure import BATCH_FORMAT, MANIFEST_NAME, RESULTS_NAME, BatchError, digest, read_manifest, save_reference
-from ..options import CompileOptions
+from ..options import CompileOptions, Memory, Precision, Staging
 from ..records import Database
 
 
@@ -72,10 +72,11 @@ def _model_default(state):
     return None if ranked == rule else state.space.candidate(ranked)
 
 
-def export_batch(model, out: Path, *, target: str = "adreno-740", memory: str = "texture", precision: str = "fp32",
+def export_batch(model, out: Path, *, target: str = "adreno-740", memory: Memory = Memory.TEXTURE,
+                 precision: Precision = Precision.FP32,
                  layouts: bool = True, trials: int = 8, records: str | None = None, model_kind: str = "analytical",
                  fingerprint: str | None = None, seed: int = 0, save_model: str | None = None,
-                 say=lambda text: None, bind: dict | None = None, staging: str = "auto") -> dict:
+                 say=lambda text: None, bind: dict | None = None, staging: Staging = Staging.AUTO) -> dict:
     """Write a batch of `trials` candidates per tunable task of `model` into `out` (replaced if it exists).
     `save_model`: also save the cost model trained on the records (for `--model transfer:FILE` elsewhere); `bind`:
     graph inputs baked in (`extract_tasks`)."""
@@ -192,7 +193,7 @@ def import_batch(model, batch: Path, records: str, say=lambda text: None, bind: 
                          f"{adreno.__version__}: its workload keys may mean other kernels; export a new batch")
     tasks = extract_tasks(model, CompileOptions(target=manifest["target"], memory=manifest["memory"],
                                                 precision=manifest["precision"],
-                                                staging=manifest.get("staging", "auto")),
+                                                staging=manifest.get("staging", Staging.AUTO)),
                           layouts=manifest["layouts"], bind=bind)
     foreign = {t["key"] for t in manifest["tasks"]} - {t.key for t in tasks}
     if foreign:

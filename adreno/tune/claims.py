@@ -18,13 +18,14 @@ import os
 import socket
 import time
 
+from ..options import Precision
 from ..processes import process_alive
 from ..records import Database, Record
 
 TTL_S = 3600.0  # a claim of another host counts this long (a round of farm measurements takes minutes)
 
 
-def _identity(workload: str, device: str, precision: str, config: dict) -> tuple:
+def _identity(workload: str, device: str, precision: Precision, config: dict) -> tuple:
     return workload, device, precision, json.dumps(config, sort_keys=True)
 
 
@@ -36,13 +37,13 @@ class Claims:
         self.path = database.path.with_name(database.path.name + ".claims")
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
 
-    def others(self, workload: str, device: str, precision: str) -> list[dict]:
+    def others(self, workload: str, device: str, precision: Precision) -> list[dict]:
         """The configs of this workload that other live tuners claim (read without the lock: the file is replaced
         whole, and `claim` checks again under it)."""
         return [c["config"] for c in self._live() if c["owner"] != self.owner
                 and (c["workload"], c["device"], c["precision"]) == (workload, device, precision)]
 
-    def claim(self, workload: str, device: str, precision: str, configs: list[dict]) -> list[dict]:
+    def claim(self, workload: str, device: str, precision: Precision, configs: list[dict]) -> list[dict]:
         """The configs granted to this tuner, in order: those no record measured and no other live tuner claims.
         They replace this tuner's earlier claims."""
         with self.database.locked():
@@ -51,7 +52,7 @@ class Claims:
             granted = []
             for config in configs:
                 identity = _identity(workload, device, precision, config)
-                extra = {"precision": precision} if precision != "fp32" else {}
+                extra = {"precision": precision} if precision is not Precision.FP32 else {}
                 if identity in taken or self.database.measured(Record(workload, device, config, extra=extra)):
                     continue
                 taken.add(identity)

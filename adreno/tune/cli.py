@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..bind import add_bind_argument
 from ..farm.common import FarmError, parse_addr
-from ..options import CompileOptions, Host, Memory, Precision, Runtime, add_staging_argument, choices
+from ..options import CompileOptions, Host, Memory, Precision, Runtime, add_staging_argument, enum_argument
 
 
 def cmd_tune(args) -> int:
@@ -30,7 +30,7 @@ def cmd_tune(args) -> int:
         if addr:
             parse_addr(addr)
     model = make_model(args.model_kind)  # a bad --model is a usage error before the tasks are extracted
-    runtime = Runtime(args.runtime)
+    runtime = args.runtime
     native = native_build(args, runtime)
     records = Path(args.records)
     database = Database(records)
@@ -100,10 +100,10 @@ def native_build(args, runtime: Runtime):
     if bool(args.tracker) == bool(args.server):
         raise FarmError("--runtime tvm measures through TVM RPC: give --tracker HOST:PORT (with --key) or "
                         "--server HOST:PORT, one of them")
-    if Precision(args.precision) is Precision.FP16:
+    if args.precision is Precision.FP16:
         raise FarmError("--runtime tvm measures fp32 images only: TVM's runtime gives a tensor an image of its "
                         "own dtype, so --precision fp16 is tuned with --runtime plan")
-    native = NativeBuild(Host(args.host), args.cc)
+    native = NativeBuild(args.host, args.cc)
     if native.host is Host.ANDROID and not native.compiler:
         raise FarmError("--runtime tvm --host android links each candidate for the phone: give --cc (an NDK "
                         "aarch64-linux-android<API>-clang) or set $TVM_NDK_CC; --host native for this machine")
@@ -143,23 +143,23 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
                    "every free device of --key in parallel")
     p.add_argument("--key", default="pocl-cpu", help="the farm's device key to measure on (with --tracker; e.g. "
                    "adreno-740); with --server, the device name the records are keyed by")
-    p.add_argument("--runtime", choices=choices(Runtime), default="plan",
+    p.add_argument("--runtime", **enum_argument(Runtime), default=Runtime.PLAN,
                    help="plan (default): candidates are launch plans run through pyopencl (--device here, or the "
                    "farm's agents with --tracker); tvm: they are TVM libraries run by TVM's own runtime over TVM "
                    "RPC, what a phone's tvm_rpc runs (a tvm_rpc of --key from --tracker, or --server); fp32 only, "
                    "layouts not searched (as --no-layouts)")
     p.add_argument("--server", metavar="HOST:PORT", help="with --runtime tvm: measure on this one TVM RPC server "
                    "(e.g. a phone's tvm_rpc through `adb forward`) instead of a tracker's")
-    p.add_argument("--host", choices=choices(Host), default="android", help="with --runtime tvm: host CPU the "
+    p.add_argument("--host", **enum_argument(Host), default=Host.ANDROID, help="with --runtime tvm: host CPU the "
                    "candidates' libraries are built for: android (aarch64 phone, default; needs --cc) or native "
                    "(this machine, e.g. a loopback server)")
     p.add_argument("--cc", help="with --runtime tvm --host android: the NDK aarch64-linux-android<API>-clang "
                    "linking each candidate (default $TVM_NDK_CC)")
-    p.add_argument("--memory", default="texture", choices=choices(Memory),
+    p.add_argument("--memory", default=Memory.TEXTURE, **enum_argument(Memory),
                    help="tune the kernels `adreno compile --memory MEMORY` runs (default texture, as compile's "
                    "default): texture tunes the packed convs on OpenCL images; buffer the NCHW buffer kernels; "
                    "both the Winograd layouts of 3x3 stride-1 convs")
-    p.add_argument("--precision", default="fp32", choices=choices(Precision),
+    p.add_argument("--precision", default=Precision.FP32, **enum_argument(Precision),
                    help="image storage of texture tasks (fp16: half-float images, as `compile --precision fp16`)")
     add_staging_argument(p)
     p.add_argument("--trials", type=int, default=64, help="measurements to spend in all (default 64; with "

@@ -10,13 +10,13 @@ import numpy as np
 
 from ..errors import AdrenoError
 from ..layout import tensor_image
-from ..options import CompileOptions
+from ..options import CompileOptions, Memory, Precision, Schedules
 from ..records import layout_key, packed_workload
 from .layout_task import LAYOUT, LayoutTask
 from .task import Task
 
 
-def _images(func, args, n_outputs: int, device, precision: str) -> list:
+def _images(func, args, n_outputs: int, device, precision: Precision) -> list:
     """The image (ImageSpec dict) or None (buffer) of each parameter of `func` called with `args`, as the launch
     plan gives them (`layout.tensor_image`)."""
     import tvm
@@ -29,7 +29,7 @@ def _images(func, args, n_outputs: int, device, precision: str) -> list:
     return images
 
 
-BUFFER_TASKS = CompileOptions(memory="buffer")  # the API's default: tune the buffer kernels
+BUFFER_TASKS = CompileOptions(memory=Memory.BUFFER)  # the API's default: tune the buffer kernels
 
 
 def extract_tasks(model, options: CompileOptions = BUFFER_TASKS, layouts: bool = False,
@@ -37,15 +37,16 @@ def extract_tasks(model, options: CompileOptions = BUFFER_TASKS, layouts: bool =
     """The tunable kernels of `model`: one task per distinct workload key, heaviest (most calls x flops) first.
     With `layouts`, a Winograd-eligible conv is a `LayoutTask` (keyed by its conv workload and memory) instead of a
     kernel task of `conv2d_direct` / `conv2d_texture` (not with fp16 images). `options` (target, input shapes,
-    memory, precision) are what `adreno compile` gets: with memory "texture" the model is lowered as compile lowers
-    it (packed convs are `conv2d_texture` tasks) and each task records its parameters' images (`Task.images`;
-    precision "fp16": half-float images). `bind`: graph inputs baked in, as `compile_model(..., bind=)` takes."""
+    memory, precision, image_max) are what `adreno compile` gets: in texture memory the model is lowered as compile
+    lowers it (packed convs are `conv2d_texture` tasks) and each task records its parameters' images (`Task.images`,
+    within the device's image limits as `CompileOptions.device` caps them; precision fp16: half-float images).
+    `bind`: graph inputs baked in, as `compile_model(..., bind=)` takes."""
     from .. import schedules, winograd
     from ..compile import lower_relax
     from ..bind import bind_inputs
     from ..frontend import load_model, to_relax
     from ..plan import kernel_calls
-    from ..target import get_device, tvm_target
+    from ..target import tvm_target
 
     options = options.resolved()
     memory, precision, target_name = options.memory, options.precision, options.target
@@ -53,11 +54,12 @@ def extract_tasks(model, options: CompileOptions = BUFFER_TASKS, layouts: bool =
     relax_mod = to_relax(bind_inputs(onnx_model, bind)[0], options.input_shapes)
     # Winograd-eligible convs, by the workload their direct family sees (texture: channels padded to 4); with half
     # images a layout candidate's reference check (an NCHW fp32 input through a half image) is not exact: none
-    eligible = {} if not layouts or precision == "fp16" else {
-        packed_workload(wl) if memory == "texture" else wl: wl for wl in winograd.eligible_workloads(relax_mod)}
-    direct_family = "conv2d_texture" if memory == "texture" else "conv2d_direct"
-    lowered = lower_relax(relax_mod, tvm_target(target_name), schedules="none", memory=memory)
-    device = get_device(target_name)
+    textures = memory is Memory.TEXTURE
+    eligible = {} if not layouts or precision is Precision.FP16 else {
+        packed_workload(wl) if textures else wl: wl for wl in winograd.eligible_workloads(relax_mod)}
+    direct_family = "conv2d_texture" if textures else "conv2d_direct"
+    device = options.device()  # as compile's: the target's, its image limits capped at --image-max
+    lowered = lower_relax(relax_mod, tvm_target(device, host=options.host), schedules=Schedules.NONE, memory=memory)
     tasks: dict[str, Task] = {}
     for binding, gvar, func in kernel_calls(lowered):
         for family in schedules.FAMILIES:
@@ -76,10 +78,10 @@ def extract_tasks(model, options: CompileOptions = BUFFER_TASKS, layouts: bool =
                 fields = getattr(binding.var.ty, "fields", None)
                 n_outputs = len(fields) if fields else 1
                 images = _images(func, binding.value.args[1].fields, n_outputs, device, precision) \
-                    if memory == "texture" and kind is Task else []
+                    if textures and kind is Task else []
                 tasks[key] = kind(key, name, gvar.name_hint, func.script(), n_outputs,
                                   target_name=target_name, names=[gvar.name_hint], images=images,
-                                  staging=options.staging, **extra)
+                                  staging=options.staging, precision=precision, **extra)
             break
     if not tasks:
         raise AdrenoError("the model has no kernel any of our schedules can tune")

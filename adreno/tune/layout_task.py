@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 
-from ..options import Staging
+from ..options import Memory
 from ..records import layout_workload, packed_workload
 from ..schedules import staging
 from . import measure
@@ -31,7 +31,7 @@ class LayoutTask(Task):
     whole pipeline, built from a one-conv module (`measure.build_layout`; in texture memory with the packing of
     its NCHW input and the unpacking of its output, the same for every layout)."""
 
-    memory: str = "buffer"
+    memory: Memory = Memory.BUFFER
 
     @cached_property
     def workload(self):
@@ -39,14 +39,14 @@ class LayoutTask(Task):
 
     @property
     def view(self) -> str:
-        return "layout_texture" if self.memory == "texture" else "layout"
+        return "layout_texture" if self.memory is Memory.TEXTURE else "layout"
 
     @property
     def _direct(self):
         """(direct family module, the workload it sees)."""
         from ..schedules import conv2d_direct, conv2d_texture
 
-        if self.memory == "texture":
+        if self.memory is Memory.TEXTURE:
             return conv2d_texture.FAMILY, packed_workload(self.workload)
         return conv2d_direct.FAMILY, self.workload
 
@@ -57,7 +57,7 @@ class LayoutTask(Task):
         from ..schedules import conv2d_winograd
 
         direct, direct_wl = self._direct
-        packed = self.memory == "texture"
+        packed = self.memory is Memory.TEXTURE
         stage_knobs = {k: v for k, v in conv2d_winograd.KNOBS.items() if k != "tile"}
 
         def valid(config: dict) -> bool:
@@ -75,7 +75,7 @@ class LayoutTask(Task):
         shared = set(direct.knobs) & set(stage_knobs)  # `cooperative` of buffers: one knob for both layouts
         conditions = {**{k: ("tile", (0,)) for k in direct.knobs if k not in shared},
                       **{k: ("tile", TILES[1:]) for k in stage_knobs if k not in shared}}
-        knobs = staging.space({"tile": list(TILES), **direct.knobs, **stage_knobs}, Staging(self.staging))
+        knobs = staging.space({"tile": list(TILES), **direct.knobs, **stage_knobs}, self.staging)
         return SearchSpace(knobs, valid, conditions)
 
     def layout_default(self, tile: int, target) -> dict:
@@ -84,9 +84,9 @@ class LayoutTask(Task):
 
         if tile == 0:
             direct, direct_wl = self._direct
-            return {"tile": 0, **direct.defaults(direct_wl, target, Staging(self.staging))}
-        return conv2d_winograd.layout_default(self.workload, tile, target, packed=self.memory == "texture",
-                                              policy=Staging(self.staging))
+            return {"tile": 0, **direct.defaults(direct_wl, target, self.staging)}
+        return conv2d_winograd.layout_default(self.workload, tile, target, packed=self.memory is Memory.TEXTURE,
+                                              policy=self.staging)
 
     def default_config(self, target) -> dict:
         """The layout the fixed rule of `--winograd auto` picks, with its default knobs."""

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..artifact import ArtifactWriter, Plan, Step, TensorSpec
 from ..errors import TVM_ERRORS
+from ..options import Schedules
 from ..measure import seeded_inputs
 from ..schedules.family import Refused
 
@@ -165,8 +166,8 @@ def build_layout(task, config: dict, out_dir: str, native=None) -> BuildResult:
     target = tvm_target(task.target_name)
     refusals = []
     try:
-        lowered = lower_relax(conv_module(task.workload, layout_weight(task)), target, "adreno", memory=task.memory,
-                              schedule_config=kernel_configs({task.key: config}), refusals=refusals)
+        lowered = lower_relax(conv_module(task.workload, layout_weight(task)), target, Schedules.ADRENO,
+                              memory=task.memory, schedule_config=kernel_configs({task.key: config}), refusals=refusals)
         plan, sources, params = extract_plan(lowered, target, memory=task.memory, device=get_device(task.target_name))
     except TVM_ERRORS as err:
         return _failure(err, started)

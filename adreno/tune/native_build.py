@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..options import Host
+from ..options import Host, Precision
 
 
 @dataclass(frozen=True)
@@ -53,10 +53,10 @@ def export_candidate(task, scheduled, out_dir: str, build: NativeBuild) -> None:
     from ..target import tvm_target
     from ..texture.tir import for_scopes
 
-    if task.precision == "fp16":  # TVM's runtime gives a tensor an image of its own dtype: float32 here
+    if task.precision is Precision.FP16:  # TVM's runtime gives a tensor an image of its own dtype: float32 here
         raise ValueError("half-float image storage is not measured through TVM's runtime (its images have the "
                          "tensors' dtype, float32)")
-    target = tvm_target(task.target_name, host=build.host.value)
+    target = tvm_target(task.target_name, host=build.host)
     func, pipeline = for_scopes(scheduled.with_attr("tirx.is_scheduled", True), task.scopes, target)
     module = tvm.IRModule({task.func_name: func.with_attr("global_symbol", task.func_name)})
     library = tvm.tirx.build(module, target=target, pipeline=pipeline)

@@ -14,7 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..options import Staging
+from ..options import Precision, Staging
 from ..schedules import staging
 from . import measure
 from .features import featurize
@@ -34,7 +34,8 @@ class Task:
     target_name: str = "adreno-740"
     names: list[str] = field(default_factory=list)  # every function name sharing this workload
     images: list = field(default_factory=list)  # per parameter (outputs last): its ImageSpec dict, None for a buffer
-    staging: str = "auto"  # `--staging`: off keeps the default and the search unstaged (`staging.space`)
+    staging: Staging = Staging.AUTO  # `--staging`: off keeps the default and the search unstaged (`staging.space`)
+    precision: Precision = Precision.FP32  # the storage of its images (fp16: half floats); its records say so
 
     @property
     def scopes(self) -> list[str] | None:
@@ -42,11 +43,6 @@ class Task:
         if not any(self.images):
             return None
         return [image["scope"] if image else "global" for image in self.images]
-
-    @property
-    def precision(self) -> str:
-        """"fp16" when the task is measured on half-float images, else "fp32" (its records say so)."""
-        return "fp16" if any(image and image["channel_type"] == "float16" for image in self.images) else "fp32"
 
     @property
     def schedule_family(self):
@@ -78,11 +74,11 @@ class Task:
                 return False
             return True
 
-        return SearchSpace(dict(staging.space(family.knobs, Staging(self.staging))), valid)
+        return SearchSpace(dict(staging.space(family.knobs, self.staging)), valid)
 
     def default_config(self, target) -> dict:
         """What compiling without records uses (with the same `--staging`)."""
-        return self.schedule_family.defaults(self.workload, target, Staging(self.staging))
+        return self.schedule_family.defaults(self.workload, target, self.staging)
 
     def seed_configs(self, target) -> list[dict]:
         """Configs measured in the task's first round, before the strategy proposes any."""

@@ -19,6 +19,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..options import Precision
 from ..records import Database, Record
 from ..runner import RunInput, Runner
 from .claims import Claims
@@ -230,7 +231,7 @@ class Tuner:
         futures_ = [self.runner.submit(RunInput(b.artifact, state.inputs, state.reference, repeat=self.repeat,
                                                 tag=str(i))) if b.artifact else None for i, b in enumerate(builds)]
         records = []
-        precision = {"precision": "fp16"} if task.precision == "fp16" else {}
+        precision = {"precision": task.precision} if task.precision is not Precision.FP32 else {}
         for config, build, future in zip(configs, builds, futures_):
             if future is None:
                 record = Record(task.key, self.device, config, error=build.error, stage="build", extra=precision)

@@ -10,6 +10,7 @@ import onnx
 
 from adreno.conv_layers import Layer as ConvCase  # one conv layer description for the tests and the benchmarks
 from adreno.conv_layers import layer_model, layer_params
+from adreno.options import Memory, Schedules
 from adreno.schedules import family as schedule_family
 from adreno.schedules.family import Refused
 
@@ -87,7 +88,7 @@ def check_against_onnxruntime(model: onnx.ModelProto, out_dir, memory: str, rtol
     return artifact
 
 
-def primitive_function(model: onnx.ModelProto, name: str, memory: str = "buffer"):
+def primitive_function(model: onnx.ModelProto, name: str, memory: Memory = Memory.BUFFER):
     """The unscheduled fused PrimFunc of `model` whose name starts with `name` (what a family's `apply` sees)."""
     from adreno import target as targets
     from adreno.compile import lower_relax
@@ -95,7 +96,7 @@ def primitive_function(model: onnx.ModelProto, name: str, memory: str = "buffer"
     from adreno.frontend import to_relax
 
     tvm_target = targets.tvm_target(targets.get_device("adreno-740"), host="native")
-    lowered = lower_relax(to_relax(model), tvm_target, schedules="none", memory=memory)
+    lowered = lower_relax(to_relax(model), tvm_target, schedules=Schedules.NONE, memory=memory)
     found = [func for _, gv, func in kernel_calls(lowered) if gv.name_hint.startswith(name)]
     assert found, f"no function {name}* in {[gv.name_hint for _, gv, _ in kernel_calls(lowered)]}"
     return found[0], tvm_target

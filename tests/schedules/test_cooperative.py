@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from adreno import target as targets
+from adreno.options import Memory
 from adreno.schedules import conv2d_1x1, conv2d_texture
 from adreno.workload import ConvWorkload
 from tests.schedules.sched_helpers import ConvCase, conv_model, model_inputs, record_claims, reference, assert_close
@@ -162,13 +163,14 @@ def test_records_from_before_the_knob_stay_unstaged():
     from tests.schedules.sched_helpers import primitive_function
 
     layer = ConvCase(1, 16, 28, 28, 16, 3, 1, (1, 1, 1, 1))
-    func, target = primitive_function(conv_model(layer), "fused_conv2d", memory="texture")
+    func, target = primitive_function(conv_model(layer), "fused_conv2d", memory=Memory.TEXTURE)
     assert conv2d_texture.default_config(conv2d_texture.FAMILY.workload(func), target)["cooperative"] == 1
     old = dict(CASES[0][2])  # tiles and work-group, no `cooperative`
     key = conv2d_texture.FAMILY.workload_key(func)
     assert '"shared"' not in conv2d_texture.FAMILY.apply(func, target, {key: old}).mod.script()
     assert '"shared"' in conv2d_texture.FAMILY.apply(func, target, {key: {**old, "cooperative": 1}}).mod.script()
-    assert conv2d_winograd.layout_config_in_space(layout_key(CASES[0][0].workload(), "texture"), {"tile": 0, **old})
+    texture_key = layout_key(CASES[0][0].workload(), Memory.TEXTURE)
+    assert conv2d_winograd.layout_config_in_space(texture_key, {"tile": 0, **old})
 
 
 def test_the_1x1_gemm_refuses_work_items_beyond_a_one_pixel_map():

@@ -19,6 +19,7 @@ from dataclasses import replace
 import pytest
 
 from adreno import target as targets
+from adreno.options import Memory, Schedules, Winograd
 from adreno.schedules import _conv, conv2d_1x1, conv2d_direct, conv2d_texture, conv2d_winograd, depthwise, occupancy
 from adreno.schedules import packed, pool, reduce
 
@@ -162,7 +163,7 @@ def test_pool_and_softmax_defaults_add_lanes_when_rows_are_few():
     assert reduce.default_config(rows, gpu) == {"threads_x": 16, "threads_y": 4}  # lanes: 16 per row of 16
 
 
-def _plan_launches(model: str, memory: str):
+def _plan_launches(model: str, memory: Memory):
     from adreno.compile import lower_relax
     from adreno.plan import extract_plan
     from adreno.frontend import to_relax
@@ -174,15 +175,15 @@ def _plan_launches(model: str, memory: str):
     target = targets.tvm_target(device, host="native")
     defaults = TunedConfigs()  # as `adreno compile` (--defaults model) without records
     defaults.ranker = RankedDefaults(device)
-    lowered = lower_relax(to_relax(get_model(model)), target, "adreno", memory=memory, schedule_config=defaults,
-                          winograd="auto")
+    lowered = lower_relax(to_relax(get_model(model)), target, Schedules.ADRENO, memory=memory, schedule_config=defaults,
+                          winograd=Winograd.AUTO)
     assert defaults.ranker.summary()["changed"] > 0
     plan = extract_plan(lowered, target, memory=memory, device=device)[0].to_json()
     return [(math.prod(k["global_size"]), step["func"], k["name"]) for step in plan["steps"]
             for k in step["kernels"] if "conv" in step["func"] or "winograd" in step["func"]]
 
 
-@pytest.mark.parametrize("memory", ["texture", "buffer"])
+@pytest.mark.parametrize("memory", [Memory.TEXTURE, Memory.BUFFER])
 @pytest.mark.parametrize("model", ["resnet18", "mobilenetv2"])
 def test_conv_and_winograd_launches_reach_the_floor_on_adreno_740(model, memory):
     launches = _plan_launches(model, memory)

@@ -9,6 +9,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from adreno import target as targets
+from adreno.options import Schedules
 from adreno.schedules import pool
 from tests.conftest import single_op_model
 from tests.schedules.sched_helpers import assert_close, compile_and_run, model_inputs, record_claims, reference
@@ -162,6 +163,6 @@ def test_other_reductions_are_not_pools():
               single_op_model("ReduceSum", {"x": [4, 6]}, {"axes": np.array([0], np.int64)}, inputs=["x", "axes"],
                               keepdims=0)]
     for model in models:
-        lowered = lower_relax(to_relax(model, {}), targets.tvm_target("adreno-740"), schedules="none")
+        lowered = lower_relax(to_relax(model, {}), targets.tvm_target("adreno-740"), schedules=Schedules.NONE)
         funcs = [f for _, f in lowered.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
         assert funcs and all(pool.FAMILY.workload(f) is None for f in funcs)

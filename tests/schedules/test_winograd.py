@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from adreno import winograd
+from adreno.options import Winograd
 from adreno.schedules import conv2d_winograd
 from tests.schedules.sched_helpers import ConvCase, assert_close, conv_model, model_inputs, record_claims, reference
 
@@ -133,19 +134,20 @@ def test_selection_rule_and_tuned_override():
     assert winograd.select_tile(wl(64, 64, 4)) == 0  # too small
     small = ConvCase(1, 16, 14, 14, 16, 3, 1, (1, 1, 1, 1))
     mod = _relax(small)
-    assert winograd.rewrite(mod, "off") is mod
-    assert winograd.rewrite(mod, "auto") is mod  # 16 channels: below the threshold, nothing changes
+    assert winograd.rewrite(mod, Winograd.OFF) is mod
+    assert winograd.rewrite(mod, Winograd.AUTO) is mod  # 16 channels: below the threshold, nothing changes
     key = winograd.workload_of((1, 16, 14, 14, 16, (1, 1, 1, 1), 14, 14)).key(winograd.OP)
     assert key == "conv2d_winograd|n1c16h14w14|o16k3x3|s1x1|p1x1x1x1|d1x1|g1|float32"
-    assert _convs_left(winograd.rewrite(mod, "auto", {key: {"tile": 2}})) == 0  # the tuner forces Winograd
+    assert _convs_left(winograd.rewrite(mod, Winograd.AUTO, {key: {"tile": 2}})) == 0  # the tuner forces Winograd
     big = _relax(ConvCase(1, 64, 14, 14, 64, 3, 1, (1, 1, 1, 1)))
-    assert _convs_left(winograd.rewrite(big, "auto")) == 0
+    assert _convs_left(winograd.rewrite(big, Winograd.AUTO)) == 0
     big_key = winograd.workload_of((1, 64, 14, 14, 64, (1, 1, 1, 1), 14, 14)).key(winograd.OP)
-    assert _convs_left(winograd.rewrite(big, "auto", {big_key: {"tile": 0}})) == 1  # ... or keeps the direct conv
+    kept = winograd.rewrite(big, Winograd.AUTO, {big_key: {"tile": 0}})
+    assert _convs_left(kept) == 1  # ... or keeps the direct conv
     # not eligible whatever the mode: stride 2, 1x1, dilation 2
     for case in (ConvCase(1, 64, 14, 14, 64, 3, 2, (1, 1, 1, 1)), ConvCase(1, 64, 14, 14, 64, 1),
                  ConvCase(1, 64, 14, 14, 64, 3, 1, (2, 2, 2, 2), dilation=2)):
-        assert _convs_left(winograd.rewrite(_relax(case), "f4")) == 1, case
+        assert _convs_left(winograd.rewrite(_relax(case), Winograd.F4)) == 1, case
 
 
 def test_gemm_knobs_are_applied_and_checked():
@@ -155,7 +157,7 @@ def test_gemm_knobs_are_applied_and_checked():
     from adreno import target as targets
 
     target = targets.tvm_target("adreno-740")
-    mod = winograd.rewrite(_relax(ConvCase(1, 64, 14, 14, 64, 3, 1, (1, 1, 1, 1))), "f4")
+    mod = winograd.rewrite(_relax(ConvCase(1, 64, 14, 14, 64, 3, 1, (1, 1, 1, 1))), Winograd.F4)
     with target:
         passes = pipeline.library_dispatch_passes(target) + pipeline.legalize_passes(target)
         mod = tvm.transform.Sequential(passes[:-2])(mod)

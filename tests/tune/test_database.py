@@ -7,6 +7,7 @@ import multiprocessing
 import os
 import signal
 
+from adreno.options import Precision
 from adreno.records import Database, Record
 
 
@@ -82,6 +83,6 @@ def test_records_of_another_image_precision_are_kept_apart(tmp_path):
     db.append([rec(trial=1, seconds=[2.0]), rec(trial=2, seconds=[1.0], extra={"precision": "fp16"})])
     again = Database(tmp_path / "r.jsonl")
     assert [r.precision for r in again.records] == ["fp32", "fp16"]
-    assert again.best_configs(precision="fp32") == {"w": {"a": 1}}
-    assert again.best_configs(precision="fp16") == {"w": {"a": 2}}
-    assert again.best_configs() == {"w": {"a": 2}} and len(again.query("w", "dev", "fp16")) == 1
+    assert again.best_configs(precision=Precision.FP32) == {"w": {"a": 1}}
+    assert again.best_configs(precision=Precision.FP16) == {"w": {"a": 2}}
+    assert again.best_configs() == {"w": {"a": 2}} and len(again.query("w", "dev", Precision.FP16)) == 1

@@ -15,13 +15,14 @@ import onnx
 import pytest
 
 from adreno import winograd
-from adreno.options import CompileOptions
-from adreno.records import LAYOUT_OPS, Database, Record, key_memory, layout_key, layout_workload
+from adreno.options import CompileOptions, Memory, Winograd
+from adreno.records import LAYOUT_OPS, Database, Record, layout_key, layout_workload
 from adreno.schedules import conv2d_winograd
 from adreno.target import tvm_target
 from adreno.tune.extract import extract_tasks
 from adreno.tune.layout_task import LAYOUT, LayoutTask, layout_quota
 from adreno.tune.strategies import get_strategy
+from adreno.workload import key_memory
 from tests.conftest import single_op_model
 
 KEY = "conv2d_winograd|n1c64h8w8|o64k3x3|s1x1|p1x1x1x1|d1x1|g1|float32"
@@ -75,8 +76,8 @@ def test_stride2_conv_gets_no_layout_choice(tmp_path):
     assert [c["tile"] for c in task.seed_configs(TARGET)] == [4, 0, 2]  # the auto rule's choice first
     # packed stages or conv2d_texture
     (task,) = extract_tasks(tmp_path / "s1.onnx", CompileOptions(memory="texture"), layouts=True)
-    assert isinstance(task, LayoutTask) and task.memory == "texture"
-    assert task.key == KEY.replace(winograd.OP, LAYOUT_OPS["texture"])
+    assert isinstance(task, LayoutTask) and task.memory is Memory.TEXTURE
+    assert task.key == KEY.replace(winograd.OP, LAYOUT_OPS[Memory.TEXTURE])
     seeds = task.seed_configs(TARGET)
     assert [c["tile"] for c in seeds] == [4, 0, 2] and "tile_cb" in seeds[1] and "tile_f" not in seeds[1]
     (task,) = extract_tasks(tmp_path / "s1.onnx", CompileOptions(memory="texture", precision="fp16"), layouts=True)
@@ -92,20 +93,21 @@ def test_layout_records_route_to_the_kernels_schedules_read():
     assert f4["winograd_input_transform|6x6x64x16x6x6|float32"] == {"threads_t": 32}
     direct = conv2d_winograd.kernel_configs({key: {"tile": 0, "tile_f": 4}})
     assert direct[key.replace(winograd.OP, "conv2d_direct")] == {"tile_f": 4}
-    assert winograd.choose_tile(layout_workload(key), "off", direct) == 0
-    assert winograd.choose_tile(layout_workload(key), "off", f4) == 4  # records win over off/auto
-    assert winograd.choose_tile(layout_workload(key), "f2", f4) == 2  # ... forcing wins over records
+    assert winograd.choose_tile(layout_workload(key), Winograd.OFF, direct) == 0
+    assert winograd.choose_tile(layout_workload(key), Winograd.OFF, f4) == 4  # records win over off/auto
+    assert winograd.choose_tile(layout_workload(key), Winograd.F2, f4) == 2  # ... forcing wins over records
     # texture layout records: packed stage keys, the packed direct conv's key; buffer records do not decide there
     wl = layout_workload(key)
-    texture_key = layout_key(wl, "texture")
-    assert layout_workload(texture_key) == wl and key_memory(texture_key) == "texture"
+    texture_key = layout_key(wl, Memory.TEXTURE)
+    assert layout_workload(texture_key) == wl and key_memory(texture_key) is Memory.TEXTURE
     t4 = conv2d_winograd.kernel_configs({texture_key: {"tile": 4, "threads_t": 32, "tile_k": 2}})
     assert t4["winograd_input_transform_nchw4c|6x6x16x16x4x6x6|float32"] == {"threads_t": 32}
     assert t4["winograd_batch_gemm_nchw4c|6x6x16x16x4x64|float32"] == {"tile_k": 2}
     t0 = conv2d_winograd.kernel_configs({texture_key: {"tile": 0, "tile_cb": 2}})
     assert t0["conv2d_nchw4c|n1c64h14w14|o64k3x3|s1x1|p1x1x1x1|d1x1|g1|float32"] == {"tile_cb": 2}
-    assert winograd.choose_tile(wl, "auto", t0, "texture") == 0 and winograd.choose_tile(wl, "auto", {}, "texture") == 4
-    assert winograd.choose_tile(wl, "off", t4, "texture") == 4 and winograd.choose_tile(wl, "off", f4, "texture") == 0
+    auto, off, texture = Winograd.AUTO, Winograd.OFF, Memory.TEXTURE
+    assert winograd.choose_tile(wl, auto, t0, texture) == 0 and winograd.choose_tile(wl, auto, {}, texture) == 4
+    assert winograd.choose_tile(wl, off, t4, texture) == 4 and winograd.choose_tile(wl, off, f4, texture) == 0
 
 
 def test_quota_explores_then_concentrates_on_the_winning_layout():
@@ -116,7 +118,7 @@ def test_quota_explores_then_concentrates_on_the_winning_layout():
     assert layout_quota({0: float("inf"), 2: None, 4: 1.0}, 4)[0] == 0
 
 
-@pytest.mark.parametrize("memory", ["buffer", "texture"])
+@pytest.mark.parametrize("memory", [Memory.BUFFER, Memory.TEXTURE])
 def test_tuning_chooses_the_fastest_layout_and_compile_applies_it(memory, tmp_path):
     from adreno.artifact import Artifact
 

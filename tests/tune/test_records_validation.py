@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from adreno.options import Precision
 from adreno.records import Database
 
 DEPTHWISE = "depthwise_conv2d|n1c16h16w16|o16k3x3|s1x1|p1x1x1x1|d1x1|g16|float32"  # keys of the bundled `tiny`
@@ -47,6 +48,8 @@ MALFORMED = {  # kind -> line; each would be the "best" record of its workload i
     "unknown field": line(POOL, {}, colour="red"),
     "trial is text": line(POOL, {}, trial="one"),
     "negative trial": line(POOL, {}, trial=-3),
+    "unknown image precision": line(POOL, {"threads_x": 4}, extra={"precision": "fp8"}),
+    "unhashable image precision": line(POOL, {"threads_x": 4}, extra={"precision": ["fp16"]}),
     "a list, not a record": json.dumps([POOL, {}, [1e-3]]),
     "a number": "42",
     "not JSON": "{workload: oops",
@@ -135,7 +138,7 @@ def test_refused_config_falls_back_to_the_next_fastest(tmp_path):
                                line(SOFTMAX, {"threads_x": 4}, seconds=[2e-3], trial=2),
                                line(SOFTMAX, {"threads_x": 4}, seconds=[5e-3], trial=3),
                                line(SOFTMAX, {"threads_x": 8}, seconds=[1e-3], trial=4)]) + "\n")
-    tuned = TunedConfigs.load(path, "fp32", dict, lambda key, config: True, "dev")
+    tuned = TunedConfigs.load(path, Precision.FP32, dict, lambda key, config: True, "dev")
     assert tuned[SOFTMAX] == {"threads_x": 8}
     assert tuned.refuse(SOFTMAX, "too wide") == {"threads_x": 4}
     assert tuned.refuse(SOFTMAX, "too wide") == {"threads_x": 2}
@@ -155,7 +158,7 @@ def test_records_of_the_target_device_come_first(tmp_path):
     path.write_text("\n".join([measured("adreno-740|Adreno (TM) 740|0676.32", {"threads_x": 2}, 3e-3),
                                measured("nvidia-h200|NVIDIA H200|570", {"threads_x": 4}, 1e-3),
                                measured("nvidia-h200|NVIDIA H200|570", {"threads_x": 8}, 1e-3)]) + "\n")
-    tuned = TunedConfigs.load(path, "fp32", dict, lambda key, config: True, "adreno-740")
+    tuned = TunedConfigs.load(path, Precision.FP32, dict, lambda key, config: True, "adreno-740")
     assert tuned[SOFTMAX] == {"threads_x": 2} and tuned.runners_up[SOFTMAX] == []
     assert tuned[POOL] == {"threads_x": 8} and tuned.elsewhere == {POOL: "nvidia-h200|NVIDIA H200|570"}
 
@@ -187,6 +190,6 @@ def test_compile_keeps_only_the_fastest_record_per_config(tmp_path):
                                line(SOFTMAX, {"threads_x": 4}, seconds=[5e-3], trial=41),
                                line(SOFTMAX, {"threads_x": 4}, seconds=None, error="slow", trial=42),
                                *MALFORMED.values()]) + "\n")
-    database, fastest = Database.fastest(path, "fp32")
+    database, fastest = Database.fastest(path, Precision.FP32)
     assert database.records == [] and database.skipped == len(MALFORMED)
     assert sorted((r.config["threads_x"], r.median, count) for r, count in fastest) == [(2, 1e-3, 39), (4, 5e-3, 1)]
