@@ -199,3 +199,15 @@ def test_artifact_stores_the_integer_weights(recipe, memory, tiny_quantized, poc
         assert agreement.max_abs <= 1e-4 + 1e-3 * np.abs(want).max(), agreement
     else:
         assert agreement.max_steps <= STATIC_STEPS and int(np.argmax(got)) == int(np.argmax(want)), agreement
+
+
+def test_dynamic_models_long_fused_kernels_are_named_short_for_pocl(tiny_quantized, tmp_path):
+    """A dynamically quantized model fuses DynamicQuantizeLinear's arithmetic into long-named functions in texture
+    memory (ResNet-18's up to 306 characters); PoCL fails to link a kernel named past about 250 ("Final linking of
+    kernel ... failed", docs/quantized.md), so every kernel is named by `adreno.plan.short_name` (at most 124)."""
+    from adreno.artifact import Artifact
+
+    path = compile_model(tiny_quantized[Recipe.DYNAMIC], tmp_path / "a", CompileOptions(memory="texture"))
+    steps = Artifact.load(path).plan.steps
+    assert max(len(s.func) for s in steps) > 120  # the rule shortens these
+    assert max(len(k.name) for s in steps for k in s.kernels) <= 124
