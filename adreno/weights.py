@@ -13,7 +13,8 @@ smallest thing it can be rebuilt from (`TensorSpec.stored`, a `StoredWeight`; No
   with its scales and zero points (`Quantization`, per tensor or along one axis) and dequantized at load,
   `float32(int32(q) - int32(zero_point)) * scale` in float32 (one exactly rounded multiply: every loader gets the
   same values), before its transform when it has one (a quantized 3x3 weight that the Winograd rewrite
-  transformed is stored as its integer g).
+  transformed is stored as its integer g) or its packing (`packed` with no transform: a conv weight the texture
+  planner packed to OIHW4o is stored as its integer (O, I, KH, KW) tensor and packed by `pack_oihw4o` at load).
 
 Every loader (the launch-plan executor, TVM's runtime path, the C++ harness `native/harness/weight_forms.cc`)
 calls the same recipe (`adreno.winograd.transform_weight`: an explicit order of float64 operations, so that C++
