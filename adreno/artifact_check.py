@@ -99,9 +99,9 @@ def _ints(values, what: str, low: int = 0) -> list[int]:
 
 def _check_stored(name: str, t) -> None:
     """A param's stored form (`adreno.weights`) names a known dtype, a shape of ints, and a transform that gives
-    the param's shape (a Winograd source is an (O, C, 3, 3) weight); a quantized one is int8 / uint8 with a scale
-    and zero point per tensor or per index of its axis."""
-    from .weights import WeightTransform
+    the param's shape (a Winograd source is an (O, C, 3, 3) weight, a packed one an (O, I, KH, KW) weight for
+    OIHW4o); a quantized one is int8 / uint8 with a scale and zero point per tensor or per index of its axis."""
+    from .weights import WeightTransform, packed_shapes
 
     _ints(t.stored["shape"], f"tensor {name} stored shape")
     stored = t.stored_weight  # KeyError / ValueError: malformed
@@ -112,8 +112,9 @@ def _check_stored(name: str, t) -> None:
         _fail(f"param {name}: an int8 / uint8 weight with one scale and zero point per tensor or per index of its "
               f"axis is stored as {list(stored.shape)} {stored.dtype} with {len(quantization.scale)} scales")
     if stored.transform is WeightTransform.NONE:
-        if list(stored.shape) != list(t.shape):
-            _fail(f"param {name} is stored as {list(stored.shape)}, not its shape {t.shape}")
+        if list(t.shape) not in (packed_shapes(stored.shape) if stored.packed else [list(stored.shape)]):
+            _fail(f"param {name} is stored as {list(stored.shape)}{' packed' if stored.packed else ''}, "
+                  f"not its shape {t.shape}")
         return
     alpha = stored.transform.tile + 2
     if len(stored.shape) != 4 or list(stored.shape[2:]) != [3, 3] or list(t.shape[:2]) != [alpha, alpha]:

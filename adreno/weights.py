@@ -13,7 +13,8 @@ smallest thing it can be rebuilt from (`TensorSpec.stored`, a `StoredWeight`; No
   with its scales and zero points (`Quantization`, per tensor or along one axis) and dequantized at load,
   `float32(int32(q) - int32(zero_point)) * scale` in float32 (one exactly rounded multiply: every loader gets the
   same values), before its transform when it has one (a quantized 3x3 weight that the Winograd rewrite
-  transformed is stored as its integer g).
+  transformed is stored as its integer g) or its packing (`packed` with no transform: a conv weight the texture
+  planner packed to OIHW4o is stored as its integer (O, I, KH, KW) tensor and packed by `pack_oihw4o` at load).
 
 Every loader (the launch-plan executor, TVM's runtime path, the C++ harness `native/harness/weight_forms.cc`)
 calls the same recipe (`adreno.winograd.transform_weight`: an explicit order of float64 operations, so that C++
@@ -33,6 +34,7 @@ from enum import Enum
 import numpy as np
 
 from .errors import ArtifactError
+from .layout import LANES, channels4, pack_oihw4o
 
 
 class WeightTransform(str, Enum):
@@ -124,7 +126,7 @@ def param_value(name: str, shape: list[int], dtype: str, stored: StoredWeight | 
     if stored.quantization is not None:
         array = stored.quantization.dequantize(array)
     if stored.transform is WeightTransform.NONE:
-        value = array
+        value = _pack_into(array, shape) if stored.packed else array
     else:
         from .winograd import pack_weight, transform_weight
 
@@ -134,6 +136,23 @@ def param_value(name: str, shape: list[int], dtype: str, stored: StoredWeight | 
         raise ArtifactError(f"param {name}: its stored form gives {list(value.shape)}, the plan says {shape}; "
                             "recompile the model")
     return value.astype(dtype, copy=False)
+
+
+def packed_shapes(shape) -> list[list[int]]:
+    """The shapes `pack_oihw4o` (the texture planner's OIHW4o) gives an (O, I, KH, KW) weight: I padded to a
+    multiple of 4, and I kept (its depthwise form); none for another rank."""
+    if len(shape) != 4:
+        return []
+    o, i, kh, kw = (int(d) for d in shape)
+    return [[channels4(o), width, kh, kw, LANES] for width in dict.fromkeys((channels4(i) * LANES, i))]
+
+
+def _pack_into(w: np.ndarray, shape: list[int]) -> np.ndarray:
+    """The (O, I, KH, KW) weight `w` packed to OIHW4o as the texture planner packs it: its depthwise form (I kept)
+    when the param's second dimension is I, else I padded to a multiple of 4."""
+    if list(shape) not in packed_shapes(w.shape):
+        return w  # the caller's shape check refuses it
+    return pack_oihw4o(w, depthwise=shape[1] == w.shape[1])
 
 
 def stored_form(array: np.ndarray, fp16: bool, half_pixels: bool, source: tuple | None,
@@ -146,8 +165,8 @@ def stored_form(array: np.ndarray, fp16: bool, half_pixels: bool, source: tuple 
     stored = array if source is None else source[0]
     integer = quantized.source_of(stored) if quantized else None
     if integer is not None:
-        q, quantization = integer
-        transform, packed = (WeightTransform.NONE, False) if source is None else source[1:]
+        q, quantization, packed = integer
+        transform, packed = (WeightTransform.NONE, packed) if source is None else source[1:]
         return StoredWeight(tuple(q.shape), str(q.dtype), transform, packed, quantization), q
     narrow = fp16 and stored.dtype == np.float32 and (half_pixels or _fits_half(stored))
     with np.errstate(over="ignore"):  # only into a half image, whose pixels hold the same infinities
@@ -189,18 +208,25 @@ class QuantizedWeights:
     that Relax changed (a transpose, a fold with another constant) no longer matches and is stored as it is."""
 
     def __init__(self):
-        self._by_digest: dict[tuple, tuple[np.ndarray, Quantization]] = {}
+        self._by_digest: dict[tuple, tuple[np.ndarray, Quantization, bool]] = {}
 
     def record(self, values: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, axis: int | None) -> None:
-        """The integer tensor `values` with its scale and zero point (per tensor, or along `axis`)."""
+        """The integer tensor `values` with its scale and zero point (per tensor, or along `axis`). A convolution
+        weight (O, I, KH, KW) is also known by the forms the texture planner packs it to (`pack_oihw4o`, OIHW4o,
+        and its depthwise form when I is 1): its packed constant is stored as q too, and packed at load."""
         if values.dtype not in (np.int8, np.uint8):
             return  # an int32 bias: as large as its float32 form
         quantization = Quantization(tuple(float(x) for x in np.asarray(scale, np.float32).reshape(-1)),
                                     tuple(int(x) for x in np.asarray(zero_point).reshape(-1)), axis)
-        self._by_digest[_digest(quantization.dequantize(values))] = (values, quantization)
+        value = quantization.dequantize(values)
+        self._by_digest[_digest(value)] = (values, quantization, False)
+        if value.ndim == 4:
+            for depthwise in (False, True) if value.shape[1] == 1 else (False,):
+                self._by_digest[_digest(pack_oihw4o(value, depthwise))] = (values, quantization, True)
 
-    def source_of(self, array: np.ndarray) -> tuple[np.ndarray, Quantization] | None:
-        """(q, quantization) when `array` is a recorded weight's dequantized value, else None."""
+    def source_of(self, array: np.ndarray) -> tuple[np.ndarray, Quantization, bool] | None:
+        """(q, quantization, packed) when `array` is a recorded weight's dequantized value (packed: in OIHW4o),
+        else None."""
         if array.dtype != np.float32 or not any(key[0] == array.shape for key in self._by_digest):
             return None
         return self._by_digest.get(_digest(array))

@@ -4,19 +4,24 @@ each memory, run on PoCL and compared with onnxruntime's run of the same quantiz
 them for the weight size and the device time.
 
     python tools/quantized_models.py tiny resnet18 [--recipes qdq,dynamic,...] [--memory texture,buffer]
-                                     [--repeat 3] [--json quantized_models.json]
+                                     [--repeat 3] [--json quantized_models.json] [--keep DIR]
 
 Per (model, recipe, memory): the largest |difference|, in output quantization steps where the output is a
-dequantized tensor, the fraction of output elements equal to onnxruntime's, the weight file's bytes and the
-median device time of `--repeat` runs (the sum of kernel times, PoCL)."""
+dequantized tensor, the fraction of output elements equal to onnxruntime's, the weight file's bytes, the artifact
+directory's bytes and the median device time of `--repeat` runs (the sum of kernel times, PoCL). `--keep DIR`
+keeps each quantized .onnx and its artifacts there (compiled from the file, so `adreno run ART --check` finds
+the model again)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
+
+import onnx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -33,7 +38,10 @@ from tests.quantized_models import (Agreement, Recipe, calibration_feeds, float_
 
 def measure(model, label: str, memory: str, device, repeat: int, workdir: Path) -> dict:
     feeds = calibration_feeds(model, 1, seed=99)[0]
-    artifact = compile_model(model, workdir / f"{label}-{memory}", CompileOptions(memory=memory))
+    source = workdir / f"{label}.onnx"
+    source.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, source)
+    artifact = compile_model(source, workdir / f"{label}-{memory}", CompileOptions(memory=memory))
     executor = Executor(artifact, device)
     outputs = executor.run(list(feeds.values()))
     reference = onnxruntime_outputs(model, list(feeds.values()))
@@ -44,6 +52,7 @@ def measure(model, label: str, memory: str, device, repeat: int, workdir: Path) 
             "max_steps": max((a.max_steps for a in agreements if a.max_steps is not None), default=None),
             "exact_fraction": min(a.exact_fraction for a in agreements),
             "weights_bytes": (artifact / PARAMS_NAME).stat().st_size,
+            "directory_bytes": sum(f.stat().st_size for f in Path(artifact).rglob("*") if f.is_file()),
             "device_median_ms": round(profile.device_median_ms, 2)}
 
 
@@ -54,9 +63,12 @@ def main(argv=None) -> int:
     parser.add_argument("--memory", default="texture,buffer")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", default="quantized_models.json")
+    parser.add_argument("--keep", help="a directory to keep the models and artifacts in (default: a temporary one)")
     args = parser.parse_args(argv)
     device, rows = select_device("pocl"), []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.keep or scratch
+        os.makedirs(tmp, exist_ok=True)
         for name in args.models:
             source = float_model(name)
             calibration = calibration_feeds(source, 4)
@@ -68,8 +80,8 @@ def main(argv=None) -> int:
                     row = rows[-1]
                     steps = "-" if row["max_steps"] is None else f"{row['max_steps']:.0f}"
                     print(f"{label:36s} {memory:8s} max|err| {row['max_abs']:.3g} ({steps} steps)  exact "
-                          f"{row['exact_fraction']:.4f}  weights {row['weights_bytes'] / 1e6:.2f} MB  "
-                          f"{row['device_median_ms']:.1f} ms", flush=True)
+                          f"{row['exact_fraction']:.4f}  weights {row['weights_bytes'] / 1e6:.2f} MB  directory "
+                          f"{row['directory_bytes'] / 1e6:.2f} MB  {row['device_median_ms']:.1f} ms", flush=True)
     Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
 

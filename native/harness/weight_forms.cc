@@ -96,6 +96,29 @@ std::vector<float> Winograd(const std::vector<float>& g, int64_t outs, int64_t i
   return u;
 }
 
+// The (O, I, KH, KW) weight w packed to OIHW4o as adreno/layout.py pack_oihw4o lays it out, into `shape`
+// (ceil(O/4), I', KH, KW, 4): output channel o at [o / 4, i, kh, kw, o % 4], I' being I padded to a multiple of 4 or
+// I itself (the depthwise form); padded channels zero. Returns an empty vector when `shape` is neither.
+std::vector<float> PackOihw4o(const std::vector<float>& w, const std::vector<int64_t>& oihw,
+                              const std::vector<int64_t>& shape) {
+  const int64_t outs = oihw[0], ins = oihw[1], taps = oihw[2] * oihw[3];
+  const int64_t width = shape.size() == 5 ? shape[1] : -1;
+  if (shape != std::vector<int64_t>{(outs + kLanes - 1) / kLanes, width, oihw[2], oihw[3], kLanes} ||
+      (width != ins && width != (ins + kLanes - 1) / kLanes * kLanes)) {
+    return {};
+  }
+  std::vector<float> packed(static_cast<size_t>(Elements(shape)), 0.0f);
+  for (int64_t o = 0; o < outs; ++o) {
+    for (int64_t i = 0; i < ins; ++i) {
+      for (int64_t k = 0; k < taps; ++k) {
+        packed[static_cast<size_t>((((o / kLanes) * width + i) * taps + k) * kLanes + o % kLanes)] =
+            w[static_cast<size_t>((o * ins + i) * taps + k)];
+      }
+    }
+  }
+  return packed;
+}
+
 }  // namespace
 
 std::vector<float> ParamValues(const std::string& name, const NpyView& stored, const StoredForm& form,
@@ -106,7 +129,16 @@ std::vector<float> ParamValues(const std::string& name, const NpyView& stored, c
   }
   std::vector<float> values = SourceValues(name, stored, form);
   std::vector<int64_t> got;
-  if (form.transform == "none") {
+  if (form.transform == "none" && form.packed) {
+    if (stored.shape.size() != 4) throw std::runtime_error("param " + name + ": a packed weight stored as " +
+                                                           ShapeText(stored.shape));
+    values = PackOihw4o(values, stored.shape, shape);
+    if (values.empty()) {
+      throw std::runtime_error("param " + name + ": a weight stored as " + ShapeText(stored.shape) +
+                               " does not pack to the plan's " + ShapeText(shape) + "; recompile the model");
+    }
+    got = shape;
+  } else if (form.transform == "none") {
     got = stored.shape;
   } else if (form.transform == "winograd2" || form.transform == "winograd4") {
     if (stored.shape.size() != 4 || stored.shape[2] != 3 || stored.shape[3] != 3) {

@@ -2,8 +2,10 @@
 // plan.json's tensor entry says the stored form ("stored": absent for a param stored as it is; else its shape,
 // dtype and transform): a float16 member is widened; a Winograd member is the model's 3x3 weight g (O, C, 3, 3),
 // transformed here to U = G g G^T (alpha, alpha, O, C), and laid out for packed stages when "packed" is set
-// (alpha, alpha, ceil(O/4), 4 ceil(C/4), 4). The float64 operations run in adreno.winograd.transform_weight's
-// order and this file is compiled with -ffp-contract=off, so U is the launch-plan executor's bit for bit.
+// (alpha, alpha, ceil(O/4), 4 ceil(C/4), 4); a "none" member with "packed" set is an (O, I, KH, KW) weight packed
+// here to the plan's OIHW4o shape (ceil(O/4), I', KH, KW, 4), as the texture planner packed it (adreno/layout.py).
+// The float64 operations run in adreno.winograd.transform_weight's order and this file is compiled with
+// -ffp-contract=off, so U is the launch-plan executor's bit for bit.
 #ifndef ADRENO_HARNESS_WEIGHT_FORMS_H_
 #define ADRENO_HARNESS_WEIGHT_FORMS_H_
 
@@ -17,7 +19,7 @@ namespace adreno_harness {
 
 struct StoredForm {
   std::string transform = "none";  // "none", "winograd2", "winograd4"
-  bool packed = false;
+  bool packed = false;  // laid out for packed (NCHW4c) stages: Winograd's U, or a "none" weight in OIHW4o
   // an int8 / uint8 member (adreno/weights.py Quantization): float(int32(q) - zero_point) * scale, in float32, per
   // tensor (axis -1, one of each) or per index of `axis`; done before the transform
   bool quantized = false;

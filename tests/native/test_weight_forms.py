@@ -32,9 +32,11 @@ def test_every_loader_rebuilds_the_stored_weights_bit_for_bit(memory, precision,
                           .astype(np.float32), tmp_path)
 
 
-def test_every_loader_dequantizes_the_int8_weights_bit_for_bit(tmp_path):
-    """A buffer artifact of a model quantized by onnxruntime (per-channel QDQ: int8 weights with a scale and zero
-    point per output channel) gives the same outputs through the three loaders."""
+@pytest.mark.parametrize("memory", ["buffer", "texture"])
+def test_every_loader_dequantizes_the_int8_weights_bit_for_bit(memory, tmp_path):
+    """An artifact of a model quantized by onnxruntime (per-channel QDQ: int8 weights with a scale and zero point
+    per output channel) gives the same outputs through the three loaders; in texture memory the int8 weights are
+    packed to OIHW4o at load (after the dequantization)."""
     from adreno import zoo
     from adreno.compile import compile_model
     from adreno.options import CompileOptions
@@ -43,10 +45,11 @@ def test_every_loader_dequantizes_the_int8_weights_bit_for_bit(tmp_path):
 
     model = zoo.get_model("tiny")
     quantized = quantize(model, Recipe.QDQ_PER_CHANNEL, calibration_feeds(model, 2))
-    path = compile_model(quantized, tmp_path / "art", CompileOptions(memory="buffer", host="native"))
+    path = compile_model(quantized, tmp_path / "art", CompileOptions(memory=memory, host="native"))
     artifact = Artifact.load(path)
     forms = [t.stored_weight for t in artifact.plan.tensors.values() if t.kind == "param"]
-    assert sum(f.quantization is not None and f.quantization.axis == 0 and f.dtype == "int8" for f in forms) == 3
+    assert sum(f.quantization is not None and f.quantization.axis == 0 and f.dtype == "int8"
+               and f.packed == (memory == "texture") for f in forms) == 3
     _assert_loaders_agree(artifact, path, "input", calibration_feeds(quantized, 1, seed=3)[0]["input"], tmp_path)
 
 
