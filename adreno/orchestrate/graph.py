@@ -11,6 +11,7 @@ can be rebuilt into a small function of their own (`subgraph.py`) from `Primitiv
 
 from dataclasses import dataclass, field
 
+import tvm
 from tvm import relax
 
 from adreno.orchestrate.candidates import Primitive
@@ -29,6 +30,7 @@ class PrimitiveGraph:
     external: frozenset
     calls: dict = field(default_factory=dict, compare=False)
     values: dict = field(default_factory=dict, compare=False)
+    functions: dict = field(default_factory=dict, compare=False)
 
 
 def primitive_graph(mod) -> PrimitiveGraph:
@@ -64,7 +66,9 @@ def primitive_graph(mod) -> PrimitiveGraph:
             prims.append(Primitive(names[binding.var], args, heavy=op in HEAVY_OPS))
     body = func.body.body
     outs = body.fields if isinstance(body, relax.Tuple) else [body]
-    return PrimitiveGraph(tuple(prims), tuple(value(o) for o in outs), frozenset(external), calls, values)
+    functions = {gv.name_hint: f for gv, f in mod.functions_items() if gv.name_hint != "main"}
+    return PrimitiveGraph(tuple(prims), tuple(value(o) for o in outs), frozenset(external), calls, values,
+                          functions)
 
 
 def prepared(mod):
@@ -101,8 +105,8 @@ def numbered(mod):
 
 
 def substitute(expr, mapping):
-    """`expr` with the variables of `mapping` replaced, through tuples and call arguments."""
-    if isinstance(expr, relax.Var):
+    """`expr` with the variables (and constants) of `mapping` replaced, through tuples and call arguments."""
+    if isinstance(expr, (relax.Var, tvm.ir.expr.GenericConst)):
         return mapping.get(expr, expr)
     if isinstance(expr, relax.Tuple):
         return relax.Tuple([substitute(f, mapping) for f in expr.fields])
