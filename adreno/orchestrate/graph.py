@@ -71,6 +71,13 @@ def primitive_graph(mod) -> PrimitiveGraph:
                           functions)
 
 
+def op_name(call) -> str:
+    """An operator's short name (`conv2d`, `add`); a call_tir the importer emitted (ReLU6's clip) is named by its
+    PrimFunc."""
+    name = call.op.name.split(".")[-1]
+    return call.args[0].name_hint if name == "call_tir" else name
+
+
 def prepared(mod):
     """The module orchestration works on: fissioned, primitives of constants only folded (the weight arithmetic the
     importer leaves, which the compile folds too, so it is no kernel to choose), primitives numbered."""

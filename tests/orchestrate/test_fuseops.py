@@ -10,7 +10,7 @@ from adreno.frontend import to_relax
 from adreno.orchestrate.blp import Choice, solve
 from adreno.orchestrate.candidates import enumerate_groups, kernel_of
 from adreno.orchestrate.fuseops import FusedGroup, fuseops_groups
-from adreno.orchestrate.graph import prepared, primitive_graph
+from adreno.orchestrate.graph import op_name, prepared, primitive_graph
 
 
 def _fused(name):
@@ -21,14 +21,8 @@ def _fused(name):
     return graph, groups
 
 
-def _op(call):
-    """An operator's short name; a call_tir the importer emitted (ReLU6's clip) is named by its PrimFunc."""
-    name = call.op.name.split(".")[-1]
-    return call.args[0].name_hint if name == "call_tir" else name
-
-
 def _ops(graph, group):
-    return [_op(graph.calls[p.name]) for p in graph.primitives if p.name in group.primitives]
+    return [op_name(graph.calls[p.name]) for p in graph.primitives if p.name in group.primitives]
 
 
 @pytest.mark.parametrize("name", ["tiny", "efficientnet_se"])
