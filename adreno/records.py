@@ -306,6 +306,7 @@ class Database:
 # --- layout keys ---------------------------------------------------------------------------------------------------
 
 LAYOUT_OPS = {"buffer": "conv2d_winograd", "texture": "conv2d_winograd_nchw4c"}  # memory -> op of its layout keys
+ORCHESTRATE_OP = "orchestrate"  # the op of kernel orchestration's candidate costs (`adreno.orchestrate.costs`)
 
 
 def key_memory(key: str) -> str:
@@ -376,6 +377,8 @@ class TunedConfigs(dict):
         database, fastest = Database.fastest(records, precision)
         outside, ranked = 0, {}
         for record, count in fastest:
+            if key_op(record.workload) == ORCHESTRATE_OP:  # a candidate's cost, no schedule's knobs
+                continue
             if in_space(record.workload, record.config):
                 ranked.setdefault(record.workload, []).append(record)
             else:

@@ -13,8 +13,9 @@ of the choice, never given one made up).
 Records (`adreno.records.Database`): one line per candidate under the workload key
 `orchestrate|<memory>|<target>|<structural hash>|<parameter shapes>|<outputs>` and the measuring device's
 fingerprint, config `{}`. A failed measurement is a record too, so a second run over the same blocks measures
-nothing. Only buffer memory is measured for now (texture candidates would need their parameters in the images the
-model gives them, as the tuner's texture tasks do).
+nothing. A compile's `--records` passes over these keys (`TunedConfigs.load`), so one file may hold both. Only
+buffer memory is measured for now (texture candidates would need their parameters in the images the model gives
+them, as the tuner's texture tasks do).
 """
 
 from __future__ import annotations
@@ -27,10 +28,9 @@ import numpy as np
 
 from adreno.errors import TVM_ERRORS, AdrenoError
 from adreno.orchestrate.subgraph import subgraph
-from adreno.records import Record
+from adreno.records import ORCHESTRATE_OP, Record
 from adreno.runner import RunInput
 
-KEY_OP = "orchestrate"
 INPUT_LOW, INPUT_HIGH = 0.5, 1.5
 
 
@@ -59,20 +59,21 @@ class CostTable:
                 record = self._measure(*modules[key], key, Path(work) / str(n))
                 self.database.append([record])
                 self.measured += 1
-                cost = f"{record.median * 1e3:.3f} ms" if record.ok else f"failed ({record.stage})"
+                cost = f"{record.median * 1e6:.1f} us" if record.ok else f"failed ({record.stage}: {record.error})"
                 self.say(f"measured {n}/{len(missing)}: {cost}")
         return {group: self._cost(key) for group, (key, _) in keyed.items()}
 
     def _key(self, graph, kernel):
         sg = subgraph(graph, kernel)
-        return f"{KEY_OP}|{self.memory}|{self.target_name}|{sg.key}", sg
+        return f"{ORCHESTRATE_OP}|{self.memory}|{self.target_name}|{sg.key}", sg
 
     def _cost(self, key: str) -> float | None:
         best = self.database.best(key, self.device)
         return best.median if best is not None else None
 
     def _measure(self, sg, size: int, key: str, out: Path) -> Record:
-        record = Record(key, self.device, {}, timestamp=time.time(), strategy=KEY_OP, extra={"primitives": size})
+        record = Record(key, self.device, {}, timestamp=time.time(), strategy=ORCHESTRATE_OP,
+                        extra={"primitives": size})
         inputs = positive_inputs(sg.mod["main"])
         if inputs is None:
             record.error, record.stage = "a parameter is not floating point: no seeded input for it", "build"

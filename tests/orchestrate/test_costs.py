@@ -4,6 +4,7 @@ import pytest
 
 from adreno import target as targets
 from adreno import zoo
+from adreno.compile import tuned_configs
 from adreno.frontend import to_relax
 from adreno.opencl.device import DeviceIdentity, select_device
 from adreno.orchestrate.candidates import enumerate_groups, kernel_of
@@ -41,6 +42,9 @@ def test_measured_once_then_read_from_the_records(tiny, tmp_path):
         assert all(r.extra["kernels"] == 1 for r in records)  # FuseOps' groups and single primitives: one kernel
         again = CostTable(Database(tmp_path / "r.jsonl"), runner, device, "adreno-740", progress=lines.append)
         assert again.costs(graph, kernels) == costs and again.measured == 0 and len(lines) == len(groups)
+        # a compile's --records of the same file takes none of them as a schedule's knobs, nor its memory from them
+        tuned = tuned_configs(str(tmp_path / "r.jsonl"), "fp32", "adreno-740")
+        assert len(tuned) == 0 and tuned.skipped == 0 and not tuned.elsewhere
     finally:
         runner.close()
 
