@@ -47,6 +47,7 @@ class CostTable:
         self.target_name, self.memory, self.repeat = target_name, memory, repeat
         self.say = progress or (lambda line: None)
         self.measured = 0  # measurements made by this table (not found in the records)
+        self.launches = {}  # group -> how many kernels the normal lowering made of it (its record's extra)
 
     def costs(self, graph, kernels) -> dict:
         """Group (frozenset of primitives) -> median seconds, or None where the measurement failed, for `kernels`
@@ -61,15 +62,13 @@ class CostTable:
                 self.measured += 1
                 cost = f"{record.median * 1e6:.1f} us" if record.ok else f"failed ({record.stage}: {record.error})"
                 self.say(f"measured {n}/{len(missing)}: {cost}")
-        return {group: self._cost(key) for group, (key, _) in keyed.items()}
+        best = {group: self.database.best(key, self.device) for group, (key, _) in keyed.items()}
+        self.launches.update({group: r.extra.get("kernels") for group, r in best.items() if r is not None})
+        return {group: r.median if r is not None else None for group, r in best.items()}
 
     def _key(self, graph, kernel):
         sg = subgraph(graph, kernel)
         return f"{ORCHESTRATE_OP}|{self.memory}|{self.target_name}|{sg.key}", sg
-
-    def _cost(self, key: str) -> float | None:
-        best = self.database.best(key, self.device)
-        return best.median if best is not None else None
 
     def _measure(self, sg, size: int, key: str, out: Path) -> Record:
         record = Record(key, self.device, {}, timestamp=time.time(), strategy=ORCHESTRATE_OP,

@@ -4,7 +4,8 @@
 partition through the compile's own pipeline (`fuseops.py`), blocks and their candidates (`choose.py`), the costs
 the records lack measured on the device (`costs.CostTable`), and the BLP of every block. The report is plain data
 (what `--json` writes); `report_text` is its table. Costs are medians in seconds, the chosen and FuseOps' totals
-sums of measured kernel times (no prediction of the end-to-end time yet).
+sums of measured kernel times (no prediction of the end-to-end time yet); a kernel entry's `kernels` is how many
+kernels the normal lowering made of its group (more than one where FuseOps would not fuse it).
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def orchestrate_model(model, target_name: str, costs_of, max_size: int = 4, time
 
     def kernel(group, fused_name=None):
         ops = "+".join(op_name(graph.calls[p.name]) for p in graph.primitives if p.name in group)
-        return {"name": fused_name or ops, "ops": ops, "primitives": sorted(group), "cost_s": costs.get(group)}
+        return {"name": fused_name or ops, "ops": ops, "primitives": sorted(group), "cost_s": costs.get(group),
+                "kernels": costs_of.launches.get(group)}
 
     blocks = []
     for i, bc in enumerate(chosen):
@@ -85,9 +87,9 @@ def report_text(report: dict) -> str:
         lines.append(f"block {b['block']}: {b['primitives']} primitives, {b['candidates']} candidates "
                      f"({b['measured']} with a cost), FuseOps {_us(b['fuseops_cost_s'])} -> chosen "
                      f"{_us(b['chosen_cost_s'])} ({solved}, {b['solve_s']:.2f} s)")
-        lines.append("  FuseOps: " + " | ".join(f"{k['name']} {_us(k['cost_s'])}" for k in b["fuseops"]))
+        lines.append("  FuseOps: " + " | ".join(map(_kernel_text, b["fuseops"])))
         if b["chosen"]:
-            lines.append("  chosen:  " + " | ".join(f"{k['name']} {_us(k['cost_s'])}" for k in b["chosen"]))
+            lines.append("  chosen:  " + " | ".join(map(_kernel_text, b["chosen"])))
     fuseops, chosen = report["fuseops_cost_s"], report["chosen_cost_s"]
     ratio = f" ({fuseops / chosen:.2f}x)" if fuseops and chosen else ""
     lines.append(f"{report['model']} for {report['target']} measured on {report['device'].split('|')[0]} "
@@ -96,6 +98,12 @@ def report_text(report: dict) -> str:
                  f"records), solve {report['solve_s']:.2f} s; "
                  f"FuseOps {_us(fuseops)} -> chosen {_us(chosen)}{ratio} (sums of measured kernel times)")
     return "\n".join(lines)
+
+
+def _kernel_text(kernel: dict) -> str:
+    """`name cost`, with the number of kernels where the lowering made more than one of the group."""
+    launches = f" ({kernel['kernels']} kernels)" if (kernel["kernels"] or 1) > 1 else ""
+    return f"{kernel['name']} {_us(kernel['cost_s'])}{launches}"
 
 
 def _us(seconds) -> str:

@@ -21,6 +21,7 @@ def test_report_on_tiny_then_from_the_records(tmp_path, capsys):
         assert block["chosen_cost_s"] <= block["fuseops_cost_s"] + 1e-12  # FuseOps' partition is a candidate
         chosen = {p for k in block["chosen"] for p in k["primitives"]}
         assert chosen == {p for k in block["fuseops"] for p in k["primitives"]}  # max size 1: a partition
+        assert all(k["kernels"] == 1 for k in block["fuseops"])  # each of FuseOps' groups lowers to one kernel
     assert report["chosen_cost_s"] <= report["fuseops_cost_s"] + 1e-12
     lines = len(records.read_text().splitlines())
     assert main(args + ["--json", str(out)]) == 0
