@@ -50,8 +50,10 @@ def fuseops_groups(numbered_mod, graph, tvm_target, memory: str = "buffer"):
     unnamed = set(calls) - inside - {b.var.name for b in _bindings(after["main"])}
     groups, claimed = [], set()
     for members in fused:
+        if not isinstance(members[-1].value, relax.Call):
+            return FuseOpsMismatch("a fused function ends in a tuple (a group of several outputs)")
         named = {b.var.name for b in members[:-1]}
-        last = _last_member(members[-1].value, named, unnamed, calls)
+        last = _last_member(members[-1].value, named, unnamed - claimed, calls)
         if isinstance(last, FuseOpsMismatch):
             return last
         group = named | {last}
