@@ -462,9 +462,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     from . import cache_cli
     from .farm import cli as farm_cli
+    from .orchestrate import cli as orchestrate_cli
     from .tune import cli as tune_cli
 
-    for group in (tune_cli, cache_cli, farm_cli):
+    for group in (tune_cli, cache_cli, farm_cli, orchestrate_cli):
         group.register(sub, command)
     return parser
 

@@ -311,6 +311,7 @@ class Database:
 
 LAYOUT_OPS = {memory: memory_op("conv2d_winograd", memory) for memory in Memory}  # memory -> op of its layout keys
 DIRECT_OPS = {Memory.BUFFER: "conv2d_direct", Memory.TEXTURE: memory_op("conv2d", Memory.TEXTURE)}
+ORCHESTRATE_OP = "orchestrate"  # the op of kernel orchestration's candidate costs (`adreno.orchestrate.costs`)
 
 
 def layout_key(wl: ConvWorkload, memory: Memory = Memory.BUFFER) -> str:
@@ -377,6 +378,8 @@ class TunedConfigs(dict):
         database, fastest = Database.fastest(records, precision)
         outside, ranked = 0, {}
         for record, count in fastest:
+            if key_op(record.workload) == ORCHESTRATE_OP:  # a candidate's cost, no schedule's knobs
+                continue
             if in_space(record.workload, record.config):
                 ranked.setdefault(record.workload, []).append(record)
             else:

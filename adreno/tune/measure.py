@@ -56,7 +56,10 @@ def _failure(err: Exception, started: float) -> BuildResult:
                        seconds=time.perf_counter() - started)
 
 
-def _write_artifact(out_dir: str, plan: Plan, sources: dict, params: dict, task, config: dict) -> None:
+def write_kernel_artifact(out_dir: str, plan: Plan, sources: dict, params: dict, workload: str, target: str,
+                          config: dict) -> None:
+    """A measured candidate's artifact (kind "kernel"): its plan, sources and params, keyed by what it measures
+    (`workload`, `config`) for `target`; also kernel orchestration's candidates (`adreno.orchestrate.costs`)."""
     import tvm
 
     with ArtifactWriter(out_dir) as writer:
@@ -65,7 +68,7 @@ def _write_artifact(out_dir: str, plan: Plan, sources: dict, params: dict, task,
         writer.write_params(params)
         outputs = {t: {"tensor": t, "shape": plan.tensors[t].shape, "dtype": plan.tensors[t].dtype}
                    for t in plan.outputs}
-        writer.commit({"kind": "kernel", "workload": task.key, "config": config, "target": task.target_name,
+        writer.commit({"kind": "kernel", "workload": workload, "config": config, "target": target,
                        "outputs": outputs,
                        "adreno_version": __import__("adreno").__version__, "tvm_version": tvm.__version__})
 
@@ -118,7 +121,7 @@ def build_scheduled(task, scheduled, out_dir: str, config: dict, started: float 
     storage, images = plan_storage(tensors, steps, with_images=True)
     plan = Plan(inputs, outputs, tensors, storage, {task.func_name: f"kernels/{task.func_name}.cl"}, steps,
                 images=images)
-    _write_artifact(out_dir, plan, {task.func_name: source}, {}, task, config)
+    write_kernel_artifact(out_dir, plan, {task.func_name: source}, {}, task.key, task.target_name, config)
     if native is not None:
         from .native_build import export_candidate
 
@@ -176,7 +179,7 @@ def build_layout(task, config: dict, out_dir: str, native=None) -> BuildResult:
     if any("winograd" in step.func for step in plan.steps) != bool(config["tile"]):
         return BuildResult(error=f"the plan's steps {[s.func for s in plan.steps]} are not layout tile "
                            f"{config['tile']}", seconds=time.perf_counter() - started)
-    _write_artifact(out_dir, plan, sources, params, task, config)
+    write_kernel_artifact(out_dir, plan, sources, params, task.key, task.target_name, config)
     return BuildResult(artifact=out_dir, seconds=time.perf_counter() - started)
 
 

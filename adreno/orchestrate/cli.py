@@ -1,0 +1,70 @@
+"""`adreno orchestrate MODEL --report`: FuseOps' partition next to the BLP's choice on costs measured on a device.
+
+Candidates the records lack are measured on the local OpenCL device (PoCL by default) through the Runner, with
+progress on stderr; `--records` keeps them, so a second run measures nothing. Exit status: 0 with a choice for
+every block, 1 when a block has none (its line says why), 2 for bad input (one line).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+
+def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command) interface of adreno.cli
+    """Add `orchestrate` to the `adreno` parser (its own --json names a file, so not through `command`)."""
+    p = sub.add_parser("orchestrate", help="choose kernels by a BLP on measured costs and report them next to "
+                       "TVM FuseOps' partition (no artifact yet)",
+                       description="Split MODEL into primitives, enumerate candidate kernels per block (FuseOps' "
+                       "groups among them), measure what --records lacks on a local OpenCL device, solve each "
+                       "block's binary linear program, and print per block FuseOps' kernels next to the chosen ones.")
+    p.add_argument("model", help="bundled model name (see `adreno models`) or path to an .onnx file")
+    p.add_argument("--report", action="store_true", required=True, help="print the report (the only mode yet)")
+    p.add_argument("--records", help="records file the costs are read from and appended to (default: a temporary "
+                   "one, removed afterwards)")
+    p.add_argument("--json", metavar="OUT", help="also write the report as JSON to this file")
+    p.add_argument("--target", default="adreno-740", help="the target the candidates are compiled for "
+                   "(default adreno-740)")
+    p.add_argument("--device", default="pocl", help="the local OpenCL device that measures (default pocl)")
+    p.add_argument("--max-size", type=int, default=3, help="most primitives per candidate kernel (default 3; "
+                   "FuseOps' groups are candidates whatever their size)")
+    p.add_argument("--repeat", type=int, default=5, help="timed runs per candidate (default 5)")
+    p.add_argument("--time-limit", type=float, default=10.0, metavar="SECONDS",
+                   help="solver time limit per block (default 10)")
+    p.set_defaults(func=cmd_orchestrate)
+
+
+def cmd_orchestrate(args) -> int:
+    from adreno.cli import require_positive
+    from adreno.opencl.device import DeviceIdentity, select_device
+    from adreno.orchestrate.costs import CostTable
+    from adreno.orchestrate.report import orchestrate_model, report_text
+    from adreno.paths import output_file, regular_file
+    from adreno.records import Database
+    from adreno.runner import LocalRunner
+    from adreno.target import get_device
+
+    require_positive(args, "max_size", "repeat", "time_limit")
+    get_device(args.target)  # an unknown target: one line before anything runs
+    out = output_file(args.json, "--json") if args.json else None
+    if args.records and Path(args.records).exists():
+        regular_file(args.records, "--records")
+    device = DeviceIdentity.from_cl_device(select_device(args.device)).fingerprint
+
+    def say(line: str) -> None:
+        print(f"  {line}", file=sys.stderr, flush=True)
+
+    runner = LocalRunner(args.device)
+    try:
+        with tempfile.TemporaryDirectory(prefix="adreno-orchestrate-records-") as scratch:
+            database = Database(args.records or Path(scratch) / "records.jsonl")
+            table = CostTable(database, runner, device, args.target, repeat=args.repeat, progress=say)
+            report = orchestrate_model(args.model, args.target, table, args.max_size, args.time_limit, say)
+    finally:
+        runner.close()
+    print(report_text(report))
+    if out is not None:
+        out.write_text(json.dumps(report, indent=1) + "\n")
+    return 0 if report["complete"] else 1

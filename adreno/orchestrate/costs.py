@@ -1,0 +1,127 @@
+"""Costs from the device: each candidate's module (`subgraph.py`) compiled through the normal lowering into a small
+artifact, measured through a Runner with its outputs checked, and kept in the records database.
+
+A candidate is compiled as `adreno compile` compiles a model (`compile.lower_relax` with our schedules, then the
+launch plan) into a one-candidate artifact of kind "kernel", without the host library: the Runner measures the
+plan. Its time is the sum of the artifact's kernel times, so a group the normal lowering cannot make one kernel of
+(FuseOps splits a softmax's reductions) costs what its kernels cost together; the record's `extra["kernels"]`
+says how many there were. Its inputs are seeded uniform in [0.5, 1.5): whatever a group's input stands for (a
+variance under an rsqrt, a sum under a log), the outputs stay finite. The reference is TVM's LLVM build of the same
+module on the same inputs; a candidate whose outputs differ fails its measurement and gets no cost (it is left out
+of the choice, never given one made up).
+
+Records (`adreno.records.Database`): one line per candidate under the workload key
+`orchestrate|<memory>|<target>|<structural hash>|<parameter shapes>|<outputs>` and the measuring device's
+fingerprint, config `{}`. A failed measurement is a record too, so a second run over the same blocks measures
+nothing. A compile's `--records` passes over these keys (`TunedConfigs.load`), so one file may hold both. Only
+buffer memory is measured for now (texture candidates would need their parameters in the images the model gives
+them, as the tuner's texture tasks do).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from adreno.errors import TVM_ERRORS, AdrenoError
+from adreno.options import Memory, Schedules
+from adreno.orchestrate.subgraph import subgraph
+from adreno.records import ORCHESTRATE_OP, Record
+from adreno.runner import RunInput
+
+INPUT_LOW, INPUT_HIGH = 0.5, 1.5
+
+
+class CostTable:
+    """Measured costs of candidate kernels on one device, read from and written to `database`."""
+
+    def __init__(self, database, runner, device: str, target_name: str, memory: Memory = Memory.BUFFER, repeat: int = 5,
+                 progress=None):
+        """`runner`: a `adreno.runner.Runner`; `device`: its device's fingerprint (`DeviceIdentity.fingerprint`);
+        `progress`: called with one line per measurement."""
+        if memory is not Memory.BUFFER:
+            raise AdrenoError(f"orchestration measures buffer-memory candidates only, not {memory}")
+        self.database, self.runner, self.device = database, runner, device
+        self.target_name, self.memory, self.repeat = target_name, memory, repeat
+        self.say = progress or (lambda line: None)
+        self.measured = 0  # measurements made by this table (not found in the records)
+        self.launches = {}  # group -> how many kernels the normal lowering made of it (its record's extra)
+
+    def costs(self, graph, kernels) -> dict:
+        """Group (frozenset of primitives) -> median seconds, or None where the measurement failed, for `kernels`
+        (`blp.Kernel`s over `graph`); what the records lack is measured, one line of progress each."""
+        keyed = {k.primitives: self._key(graph, k) for k in kernels}
+        modules = {key: (sg, len(group)) for group, (key, sg) in keyed.items()}
+        missing = [key for key in modules if not self.database.query(key, self.device)]
+        with tempfile.TemporaryDirectory(prefix="adreno-orchestrate-") as work:
+            for n, key in enumerate(missing, 1):
+                record = self._measure(*modules[key], key, Path(work) / str(n))
+                self.database.append([record])
+                self.measured += 1
+                cost = f"{record.median * 1e6:.1f} us" if record.ok else f"failed ({record.stage}: {record.error})"
+                self.say(f"measured {n}/{len(missing)}: {cost}")
+        best = {group: self.database.best(key, self.device) for group, (key, _) in keyed.items()}
+        self.launches.update({group: r.extra.get("kernels") for group, r in best.items() if r is not None})
+        return {group: r.median if r is not None else None for group, r in best.items()}
+
+    def _key(self, graph, kernel):
+        sg = subgraph(graph, kernel)
+        return f"{ORCHESTRATE_OP}|{self.memory.value}|{self.target_name}|{sg.key}", sg
+
+    def _measure(self, sg, size: int, key: str, out: Path) -> Record:
+        record = Record(key, self.device, {}, timestamp=time.time(), strategy=ORCHESTRATE_OP,
+                        extra={"primitives": size})
+        inputs = positive_inputs(sg.mod["main"])
+        if inputs is None:
+            record.error, record.stage = "a parameter is not floating point: no seeded input for it", "build"
+            return record
+        try:
+            record.extra["kernels"] = build_artifact(sg.mod, key, self.target_name, out)
+            reference = llvm_reference(sg.mod, inputs)
+        except (*TVM_ERRORS, AdrenoError) as err:
+            record.error, record.stage = f"{type(err).__name__}: {str(err).strip().splitlines()[-1][:300]}", "build"
+            return record
+        result = self.runner.submit(RunInput(str(out), inputs, reference, repeat=self.repeat, tag=key)).result()
+        record.seconds, record.error, record.stage = result.seconds, result.error, result.stage
+        return record
+
+
+def build_artifact(mod, key: str, target_name: str, out: Path) -> int:
+    """Compile `mod` as `adreno compile` would (buffer memory, our schedules) into a kernel artifact at `out`;
+    the number of kernels its plan launches."""
+    from adreno.compile import lower_relax
+    from adreno.plan import extract_plan
+    from adreno.target import get_device, tvm_target
+    from adreno.tune.measure import write_kernel_artifact
+
+    target = tvm_target(target_name, host="native")
+    lowered = lower_relax(mod, target, Schedules.ADRENO, memory=Memory.BUFFER)
+    plan, sources, params = extract_plan(lowered, target, memory=Memory.BUFFER, device=get_device(target_name))
+    write_kernel_artifact(str(out), plan, sources, params, key, target_name, {})
+    return len(plan.steps)
+
+
+def positive_inputs(func, seed: int = 0) -> list[np.ndarray] | None:
+    """Seeded uniform inputs in [INPUT_LOW, INPUT_HIGH) for every parameter; None if one is not floating point."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for param in func.params:
+        dtype = str(param.ty.dtype)
+        if not dtype.startswith("float"):
+            return None
+        shape = [int(d) for d in param.ty.shape]
+        arrays.append(rng.uniform(INPUT_LOW, INPUT_HIGH, shape).astype(dtype))
+    return arrays
+
+
+def llvm_reference(mod, inputs) -> list[np.ndarray]:
+    """`mod` built by TVM for the CPU (LLVM) and run on `inputs`: the outputs a candidate must match."""
+    import tvm
+    from tvm import relax
+
+    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    out = vm["main"](*[tvm.runtime.tensor(a) for a in inputs])
+    return [out.numpy()] if hasattr(out, "numpy") else [o.numpy() for o in out]

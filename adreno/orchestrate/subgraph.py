@@ -1,0 +1,67 @@
+"""A candidate group as a Relax module of its own: what is measured as the group's kernel, and what its cost is
+keyed by.
+
+The module's `main` takes every value the group reads as a parameter, weights included (a kernel's time does not
+depend on its weights' values, so two blocks of the same shapes share one measurement), except constants of at
+most one element: those are part of the operator (GELU's 0.5, LayerNorm's epsilon) and change the kernel. It binds
+the group's primitives in graph order and returns the values the kernel writes (`candidates.kernel_of`). Parameters
+are named by position, so the module's structural hash (`key`) is that of the computation and its shapes alone:
+equal for the same group in another place of the model, or in another model.
+"""
+
+from dataclasses import dataclass
+
+import tvm
+from tvm import relax
+
+from adreno.orchestrate.graph import substitute
+
+
+@dataclass(frozen=True)
+class Subgraph:
+    """The group's module, the graph values its parameters stand for (in order), and the values it returns."""
+
+    mod: object
+    reads: tuple
+    writes: tuple
+
+    @property
+    def key(self) -> str:
+        """The canonical subgraph and its shapes: the structural hash of the module, then its signature."""
+        import tvm_ffi
+
+        func = self.mod["main"]
+        shapes = ",".join("x".join(str(int(d)) for d in p.ty.shape) for p in func.params)
+        digest = int(tvm_ffi.structural_hash(self.mod)) & (2 ** 64 - 1)
+        return f"{digest:016x}|{shapes}|{len(self.writes)}"
+
+
+def subgraph(graph, kernel) -> Subgraph:
+    """The module computing `kernel` (a `blp.Kernel` over `graph`'s primitives)."""
+    order = [p for p in graph.primitives if p.name in kernel.primitives]
+    reads = []
+    for p in order:
+        reads += [v for v in p.inputs if v in kernel.inputs and v not in reads and not _inline(graph.values[v])]
+    writes = tuple(p.name for p in order if p.name in kernel.outputs)
+    params = [relax.Var(f"in{i}", graph.values[v].ty) for i, v in enumerate(reads)]
+    mapping = {graph.values[v]: param for v, param in zip(reads, params)}
+    callees = {}
+    bb = relax.BlockBuilder()
+    with bb.function("main", params):
+        with bb.dataflow():
+            for p in order:
+                call = substitute(graph.calls[p.name], mapping)
+                callees.update({a.name_hint: a for a in call.args if isinstance(a, relax.GlobalVar)})
+                mapping[graph.values[p.name]] = bb.emit(call, name_hint=f"t{len(mapping)}")
+            outs = [mapping[graph.values[w]] for w in writes]
+            out = bb.emit_output(outs[0] if len(outs) == 1 else relax.Tuple(outs))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    for gvar in callees.values():
+        mod[gvar] = graph.functions[gvar.name_hint]
+    return Subgraph(mod, tuple(reads), writes)
+
+
+def _inline(value) -> bool:
+    """A constant of at most one element: part of the operator, kept in the module."""
+    return isinstance(value, tvm.ir.expr.GenericConst) and int(value.value.numpy().size) <= 1

@@ -1,0 +1,63 @@
+"""Candidates measured on PoCL through the Runner, checked, kept in the records; a second run measures nothing."""
+
+import pytest
+
+from adreno import target as targets
+from adreno import zoo
+from adreno.compile import tuned_configs
+from adreno.frontend import to_relax
+from adreno.opencl.device import DeviceIdentity, select_device
+from adreno.orchestrate.candidates import enumerate_groups, kernel_of
+from adreno.orchestrate.costs import CostTable
+from adreno.orchestrate.fuseops import fuseops_groups
+from adreno.orchestrate.graph import prepared, primitive_graph
+from adreno.orchestrate.subgraph import subgraph
+from adreno.records import Database
+from adreno.runner import LocalRunner
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    mod = prepared(to_relax(zoo.get_model("tiny", seed=0)))
+    graph = primitive_graph(mod)
+    fused = fuseops_groups(mod, graph, targets.tvm_target(targets.get_device("adreno-740"), host="native"))
+    return graph, [g.primitives for g in fused]
+
+
+def test_measured_once_then_read_from_the_records(tiny, tmp_path):
+    graph, fused = tiny
+    groups = fused + [frozenset([graph.primitives[0].name]), frozenset([graph.primitives[1].name])]
+    kernels = [kernel_of(g, graph.primitives, graph.outputs, 0.0, str(i)) for i, g in enumerate(groups)]
+    device = DeviceIdentity.from_cl_device(select_device("pocl")).fingerprint
+    lines = []
+    runner = LocalRunner("pocl")
+    try:
+        first = CostTable(Database(tmp_path / "r.jsonl"), runner, device, "adreno-740", repeat=3,
+                          progress=lines.append)
+        costs = first.costs(graph, kernels)
+        assert first.measured == len(groups) == len(lines) and lines[-1].startswith(f"measured {len(groups)}/")
+        assert set(costs) == set(groups) and all(c is not None and c > 0 for c in costs.values()), costs
+        records = Database(tmp_path / "r.jsonl").records
+        assert len(records) == len(groups) and all(r.device == device and r.ok for r in records)
+        assert all(r.extra["kernels"] == 1 for r in records)  # FuseOps' groups and single primitives: one kernel
+        again = CostTable(Database(tmp_path / "r.jsonl"), runner, device, "adreno-740", progress=lines.append)
+        assert again.costs(graph, kernels) == costs and again.measured == 0 and len(lines) == len(groups)
+        # a compile's --records of the same file takes none of them as a schedule's knobs, nor its memory from them
+        tuned = tuned_configs(str(tmp_path / "r.jsonl"), "fp32", "adreno-740")
+        assert len(tuned) == 0 and tuned.skipped == 0 and not tuned.elsewhere
+    finally:
+        runner.close()
+
+
+def test_key_is_the_computation_and_its_shapes():
+    """The same group in two places of efficientnet_se has one key; another shape gives another key."""
+    graph = primitive_graph(prepared(to_relax(zoo.get_model("efficientnet_se", seed=0))))
+    kernels = [kernel_of(g, graph.primitives, graph.outputs, 0.0, str(i))
+               for i, g in enumerate(enumerate_groups(list(graph.primitives), 2))]
+    keys = {}
+    for k in kernels:
+        keys.setdefault(subgraph(graph, k).key, []).append(k)
+    assert len(keys) < len(kernels)
+    shared = next(ks for ks in keys.values() if len(ks) > 1)
+    assert len({ks.primitives for ks in shared}) == len(shared)  # different primitives, one computation
+    assert len({key.split("|")[1] for key in keys}) > 1

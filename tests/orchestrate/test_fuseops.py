@@ -1,0 +1,65 @@
+"""FuseOps' partition, mapped back onto the primitive graph, is always a candidate set the BLP may choose."""
+
+import random
+
+import pytest
+
+from adreno import target as targets
+from adreno import zoo
+from adreno.frontend import to_relax
+from adreno.orchestrate.blp import Choice, solve
+from adreno.orchestrate.candidates import enumerate_groups, kernel_of
+from adreno.orchestrate.fuseops import FusedGroup, fuseops_groups
+from adreno.orchestrate.graph import op_name, prepared, primitive_graph
+
+
+def _fused(name):
+    mod = prepared(to_relax(zoo.get_model(name, seed=0)))
+    graph = primitive_graph(mod)
+    groups = fuseops_groups(mod, graph, targets.tvm_target(targets.get_device("adreno-740"), host="native"))
+    assert isinstance(groups, list), groups
+    return graph, groups
+
+
+def _ops(graph, group):
+    return [op_name(graph.calls[p.name]) for p in graph.primitives if p.name in group.primitives]
+
+
+@pytest.mark.parametrize("name", ["tiny", "efficientnet_se"])
+def test_groups_are_fuseops_functions_over_primitives(name):
+    graph, groups = _fused(name)
+    assert groups and all(isinstance(g, FusedGroup) and len(g.primitives) >= 2 for g in groups)
+    members = [p for g in groups for p in g.primitives]
+    assert len(members) == len(set(members)) and set(members) <= {p.name for p in graph.primitives}
+    for group in groups:
+        # the function's name lists its operators in binding order: conv2d, add, relu -> fused_conv2d_add_relu
+        tokens = group.name.split("_")[1:]
+        ops = _ops(graph, group)
+        assert len(tokens) >= len(ops) and all(op in group.name for op in ops), (group.name, ops)
+        assert sum(p.heavy for p in graph.primitives if p.name in group.primitives) <= 1
+
+
+def test_tiny_first_conv_fuses_its_epilogue():
+    graph, groups = _fused("tiny")
+    first = next(g for g in groups if graph.primitives[0].name in g.primitives)
+    assert first.name == "fused_conv2d_add_relu" and _ops(graph, first) == ["conv2d", "add", "relu"]
+
+
+def test_blp_is_never_worse_than_fuseops():
+    """With random costs, the optimum over the candidates (FuseOps' groups required among them) is at most the
+    cost of FuseOps' partition, which is itself a feasible choice."""
+    graph, groups = _fused("tiny")
+    prims = list(graph.primitives)
+    fused = [g.primitives for g in groups]
+    candidates = enumerate_groups(prims, max_size=2, required=fused)
+    assert set(fused) <= set(candidates)
+    alone = [frozenset([p.name]) for p in prims if not any(p.name in g for g in fused)]
+    rng = random.Random(6)
+    for _ in range(3):
+        costs = {g: rng.uniform(1, 1 + len(g)) for g in candidates}
+        kernels = {g: kernel_of(g, prims, graph.outputs, costs[g], str(i)) for i, g in enumerate(candidates)}
+        choice = solve(list(kernels.values()), graph.outputs, graph.external, time_limit_s=30)
+        assert isinstance(choice, Choice) and choice.optimal
+        fuseops = [kernels[g] for g in fused + alone]
+        assert solve(fuseops, graph.outputs, graph.external).kernels  # feasible alone
+        assert choice.cost <= sum(k.cost for k in fuseops) + 1e-9

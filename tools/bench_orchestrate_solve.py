@@ -1,0 +1,56 @@
+"""The BLP's solve time per model, block by block, on placeholder costs (1 + 0.1 per primitive): how big the blocks'
+programs are and whether they close, without measuring anything (`adreno orchestrate --report` measures).
+
+    python tools/bench_orchestrate_solve.py [MODEL ...] [--max-size 4] [--whole]
+
+`--whole` also solves the whole graph in one program (10 s limit) for comparison.
+"""
+
+import argparse
+import time
+
+
+def solve_model(name: str, max_size: int, whole: bool) -> dict:
+    from adreno import target as targets
+    from adreno import zoo
+    from adreno.frontend import to_relax
+    from adreno.orchestrate.blp import Choice, solve
+    from adreno.orchestrate.candidates import enumerate_groups, kernel_of
+    from adreno.orchestrate.choose import block_candidates, choose
+    from adreno.orchestrate.fuseops import fuseops_groups
+    from adreno.orchestrate.graph import prepared, primitive_graph
+
+    mod = prepared(to_relax(zoo.get_model(name, seed=0)))
+    graph = primitive_graph(mod)
+    fused = fuseops_groups(mod, graph, targets.tvm_target(targets.get_device("adreno-740"), host="native"))
+    candidates = block_candidates(graph, [g.primitives for g in fused], max_size)
+    costs = {g: 1 + 0.1 * len(g) for bc in candidates for g in bc.groups}
+    started = time.perf_counter()
+    chosen = choose(candidates, costs)
+    row = {"model": name, "primitives": len(graph.primitives), "fused_groups": len(fused), "blocks": len(candidates),
+           "candidates": len(costs), "largest_block": max(len(bc.block.primitives) for bc in candidates),
+           "solve_s": round(sum(c.choice.solve_s for c in chosen if isinstance(c.choice, Choice)), 3),
+           "wall_s": round(time.perf_counter() - started, 3),
+           "all_optimal": all(isinstance(c.choice, Choice) and c.choice.optimal for c in chosen)}
+    if whole:
+        groups = enumerate_groups(list(graph.primitives), max_size, required=[g.primitives for g in fused])
+        kernels = [kernel_of(g, graph.primitives, graph.outputs, 1 + 0.1 * len(g), str(i))
+                   for i, g in enumerate(groups)]
+        choice = solve(kernels, graph.outputs, graph.external, time_limit_s=10)
+        row["whole"] = {"candidates": len(groups), "solve_s": round(choice.solve_s, 2), "optimal": choice.optimal,
+                        "gap": round(choice.gap, 3)} if isinstance(choice, Choice) else choice.value
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("models", nargs="*", default=["tiny", "efficientnet_se"])
+    parser.add_argument("--max-size", type=int, default=4)
+    parser.add_argument("--whole", action="store_true")
+    args = parser.parse_args()
+    for name in args.models:
+        print(solve_model(name, args.max_size, args.whole), flush=True)
+
+
+if __name__ == "__main__":
+    main()
