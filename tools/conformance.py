@@ -56,11 +56,15 @@ WORKER_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT
 
 OPS = ("Conv ConvTranspose MaxPool AveragePool GlobalAveragePool GlobalMaxPool Relu LeakyRelu Sigmoid HardSigmoid "
        "HardSwish Clip Tanh Elu Selu PRelu Softplus Add Mul Concat Reshape Flatten Gemm MatMul Softmax "
-       "BatchNormalization Resize Upsample Pad Transpose ReduceMean Split Slice DepthToSpace LSTM GRU RNN").split()
+       "BatchNormalization Resize Upsample Pad Transpose ReduceMean Split Slice DepthToSpace LSTM GRU RNN "
+       "LayerNormalization Gelu Erf ReduceMax Einsum").split()
 # Positions of the inputs that real exports give as initializers (weights and shape parameters), besides the
 # compile-time parameters of `adreno.constfold.COMPILE_TIME_INPUTS`.
 WEIGHT_INPUTS = {"Conv": (1, 2), "ConvTranspose": (1, 2), "BatchNormalization": (1, 2, 3, 4), "PRelu": (1,),
-                 "Clip": (1, 2), "Gemm": (1, 2), "LSTM": (1, 2, 3, 7), "GRU": (1, 2, 3), "RNN": (1, 2, 3)}
+                 "Clip": (1, 2), "Gemm": (1, 2), "LSTM": (1, 2, 3, 7), "GRU": (1, 2, 3), "RNN": (1, 2, 3),
+                 "LayerNormalization": (1, 2)}
+# Ops whose `_1d`/`_3d` case names give the data's rank, not a 1-D/3-D spatial variant (which the suite leaves out).
+RANK_NAMED = {"LayerNormalization", "MatMul"}
 RTOL, ATOL = 1e-3, 1e-4
 STATUSES = ("pass", "wrong", "error", "unclear", "traceback", "timeout")
 PPOCR = {"det": ("ch_PP-OCRv4_det_infer.onnx", (1, 3, 640, 640)),
@@ -135,7 +139,8 @@ def node_cases() -> list[Case]:
         nodes = test.model.graph.node
         data = test.model.graph.input[0].type.tensor_type if test.model.graph.input else None
         if (len(nodes) != 1 or nodes[0].op_type not in OPS or data is None or data.elem_type != 1
-                or len(data.shape.dim) > 4 or re.search(r"_[13]d", test.name) or not test.data_sets):
+                or len(data.shape.dim) > 4 or not test.data_sets
+                or (re.search(r"_[13]d", test.name) and nodes[0].op_type not in RANK_NAMED)):
             continue
         inputs, outputs = test.data_sets[0]
         feeds = {i.name: np.asarray(v) for i, v in zip(test.model.graph.input, inputs)}
@@ -205,7 +210,7 @@ def wide_cases() -> list[Case]:
     rng = np.random.default_rng(7)
     c, size = 8, 10
 
-    def build(name: str, tail, in_channels: int = c):
+    def build(name: str, tail, in_channels: int = c, opset: int = 18):
         nodes, inits = [], []
 
         def weight(shape, scale=0.3):
@@ -231,13 +236,13 @@ def wide_cases() -> list[Case]:
         x = rng.standard_normal((1, in_channels, size, size)).astype(np.float32)
         graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
                                   [helper.make_tensor_value_info(n, t, None) for n, t in outputs.items()], inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
         model.ir_version = 8
         case = Case(f"wide/{name}", model, {"x": x})
         for index, ((n, t), value) in enumerate(zip(outputs.items(), expected_outputs(case))):
             # onnxruntime's output gives the graph output its shape
             graph.output[index].CopyFrom(helper.make_tensor_value_info(n, t, value.shape))
-        case.model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+        case.model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
         return case
 
     tails = {
@@ -286,8 +291,42 @@ def wide_cases() -> list[Case]:
                                                                      mode="linear", antialias=1),
         "conv_resize_cubic_antialias": lambda x, conv, op, w, k: op("Resize", [x, "", k([1, 1, 0.5, 0.75])],
                                                                     mode="cubic", antialias=1),
+        # the ops of attention, LayerNorm and GELU blocks (MobileViT, ConvNeXt) behind the conv
+        "conv_layernorm_channels_last": lambda x, conv, op, w, k: op("Transpose", [op(
+            "LayerNormalization", [op("Transpose", [x], perm=[0, 2, 3, 1]), w((c,)), w((c,))], axis=-1)],
+            perm=[0, 3, 1, 2]),
+        "conv_layernorm_chw": lambda x, conv, op, w, k: op("LayerNormalization", [x, w((c, size, size)),
+                                                                                  w((c, size, size))], axis=1),
+        "conv_layernorm_statistics": lambda x, conv, op, w, k: dict.fromkeys(op(
+            "LayerNormalization", [x, w((size,)), w((size,))], outputs=3, axis=-1), TensorProto.FLOAT),
+        "conv_gelu_erf": lambda x, conv, op, w, k: op("Mul", [op("Mul", [x, op("Add", [op("Erf", [op(
+            "Div", [x, k(np.sqrt(2.0))])]), k(1.0)])]), k(0.5)]),
+        "conv_gelu": lambda x, conv, op, w, k: op("Gelu", [x]),
+        "conv_gelu_tanh": lambda x, conv, op, w, k: op("Gelu", [x], approximate="tanh"),
+        "conv_reducemax_channels": lambda x, conv, op, w, k: op("ReduceMax", [x, k([1], np.int64)], keepdims=1),
+        "conv_softmax_axis2": lambda x, conv, op, w, k: op("Softmax", [x], axis=2),
+        "conv_softmax_last": lambda x, conv, op, w, k: op("Softmax", [x], axis=-1),
+        "conv_attention": lambda x, conv, op, w, k: attention(x, op, w, k, einsum=False),
+        "conv_attention_einsum": lambda x, conv, op, w, k: attention(x, op, w, k, einsum=True),
     }
-    return [build(name, tail, 4 if name == "conv1x1_c4_to_c16" else c) for name, tail in tails.items()]
+
+    def attention(x, op, w, k, einsum: bool, heads: int = 2):
+        """Two-head self-attention over the map's pixels: tokens (1, HW, C), per-head Q, K, V, batched MatMuls
+        (or Einsum, as torch.einsum exports it) with the 1/sqrt(d) scale and Softmax over the keys."""
+        tokens = op("Transpose", [op("Reshape", [x, k([1, c, size * size], np.int64)])], perm=[0, 2, 1])
+        q, key, v = (op("Transpose", [op("Reshape", [op("MatMul", [tokens, w((c, c))]),
+                                                     k([1, size * size, heads, c // heads], np.int64)])],
+                        perm=[0, 2, 1, 3]) for _ in range(3))
+        if einsum:
+            scores = op("Einsum", [q, key], equation="bhqd,bhkd->bhqk")
+        else:
+            scores = op("MatMul", [q, op("Transpose", [key], perm=[0, 1, 3, 2])])
+        probs = op("Softmax", [op("Mul", [scores, k(1 / np.sqrt(c // heads))])], axis=-1)
+        return op("MatMul", [probs, v])
+
+    opsets = {"conv_gelu": 20, "conv_gelu_tanh": 20}  # Gelu is an opset-20 op
+    return [build(name, tail, 4 if name == "conv1x1_c4_to_c16" else c, opsets.get(name, 18))
+            for name, tail in tails.items()]
 
 
 def ppocr_cases() -> list[Case]:
