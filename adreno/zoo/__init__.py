@@ -39,8 +39,8 @@ MODELS: dict[str, ModelSpec] = {m.name: m for m in [
               "per-step linear + softmax over 37 characters", "input", (1, 1, 32, 100), "probs",
               (25, 1, CRNN_CLASSES), crnn),
     ModelSpec("mobilevit_xs", "MobileViT-XS-style at 64x64: MobileNetV2 blocks and 2 MobileViT blocks (unfold into "
-              "patches, LayerNorm, 2-head attention, SiLU MLP, fold, fuse conv), 100 classes", "input", (1, 3, 64, 64),
-              "logits", (1, 100), vision.mobilevit),
+              "patches, LayerNorm, 2-head attention, SiLU MLP, fold, concat, fuse conv), 100 classes", "input",
+              (1, 3, 64, 64), "logits", (1, 100), vision.mobilevit),
     ModelSpec("mobilenetv3_small", "MobileNetV3-small-style at 64x64: 6 bottlenecks with SE (HardSigmoid gate), "
               "HardSwish and ReLU, 100 classes", "input", (1, 3, 64, 64), "logits", (1, 100),
               vision.mobilenetv3_small),
