@@ -64,7 +64,8 @@ def cmd_models(args) -> int:
     models = zoo.list_models()
     rows = [{"name": m.name, "input": [m.input_name, list(m.input_shape)], "description": m.description}
             for m in models]
-    text = "\n".join(f"{m.name:<16} {'x'.join(map(str, m.input_shape)):<14} {m.description}" for m in models)
+    width = max(len(m.name) for m in models)
+    text = "\n".join(f"{m.name:<{width}} {'x'.join(map(str, m.input_shape)):<14} {m.description}" for m in models)
     _emit(args, rows, text)
     return 0
 

@@ -11,6 +11,11 @@
   channel and per output position plus a constant per tap, so a Gather of the taps' offsets and two broadcast Adds
   finish it (int64): ((n C + c) H + h) W + w for storage_order 0, (n C + c) H W + h + w H for storage_order 1.
   A window whose maximum is -inf may name a padded tap (the reference skips padding).
+- LayerNormalization whose Mean or InvStdDev output is used (the importer computes Y but returns placeholder zeros
+  for those two): ReduceMean over the normalised axes [axis, rank), the centred value, its mean square, InvStdDev =
+  1 / Sqrt(variance + epsilon), Y = centred x InvStdDev x Scale (+ B); Mean and InvStdDev keep the reduced axes as
+  1, as the spec's shapes say. It computes in the input's type (stash_type float32 is that type for float32
+  models). A LayerNormalization whose only output is Y stays one node (TVM's layer_norm).
 - LSTM, GRU and RNN: unrolled at the compiled sequence length into MatMuls and gate arithmetic (`adreno.recurrent`).
 
 `decompose(model, shapes)` returns a rewritten copy, or the model itself when nothing applies. Forms it cannot
@@ -27,7 +32,8 @@ from .recurrent import RECURRENT_OPS, unroll
 
 def decompose(model, shapes: dict[str, list[int]]):
     targets = [n for n in model.graph.node
-               if _training_batchnorm(n) or _maxpool_with_indices(n) or n.op_type in RECURRENT_OPS]
+               if _training_batchnorm(n) or _maxpool_with_indices(n) or _layernorm_with_statistics(n)
+               or n.op_type in RECURRENT_OPS]
     if not targets:
         return model
     import onnx
@@ -46,6 +52,8 @@ def decompose(model, shapes: dict[str, list[int]]):
             _batchnorm_training(builder, node, known, label)
         elif _maxpool_with_indices(node):
             _maxpool_indices(builder, node, known, label)
+        elif _layernorm_with_statistics(node):
+            _layernorm(builder, node, known, label)
         elif node.op_type in RECURRENT_OPS:
             unroll(builder, node, known, label)
         else:
@@ -69,6 +77,10 @@ def _training_batchnorm(node) -> bool:
 
 def _maxpool_with_indices(node) -> bool:
     return node.op_type == "MaxPool" and len(node.output) > 1 and bool(node.output[1])
+
+
+def _layernorm_with_statistics(node) -> bool:
+    return node.op_type == "LayerNormalization" and any(node.output[1:])
 
 
 class NodeBuilder:
@@ -96,11 +108,11 @@ class NodeBuilder:
         self.nodes.append(helper.make_node(op_type, inputs, [output], **attrs))
         return output
 
-    def reduce_mean(self, value: str, axes: list[int]) -> str:
+    def reduce_mean(self, value: str, axes: list[int], output: str | None = None) -> str:
         """ReduceMean keeping the reduced axes; `axes` became an input in opset 18."""
         if self.opset >= 18:
-            return self.op("ReduceMean", [value, self.constant(np.array(axes, np.int64))], keepdims=1)
-        return self.op("ReduceMean", [value], axes=axes, keepdims=1)
+            return self.op("ReduceMean", [value, self.constant(np.array(axes, np.int64))], output, keepdims=1)
+        return self.op("ReduceMean", [value], output, axes=axes, keepdims=1)
 
     def reshape(self, value: str, shape: list[int], output: str | None = None) -> str:
         return self.op("Reshape", [value, self.constant(np.array(shape, np.int64))], output)
@@ -141,6 +153,25 @@ def _batchnorm_training(b: NodeBuilder, node, shapes: dict, label: str) -> None:
         if len(node.output) > position and node.output[position]:
             blended = b.op("Mul", [b.reshape(batch, [channels]), take])
             b.op("Add", [b.op("Mul", [old, keep]), blended], node.output[position])
+
+
+def _layernorm(b: NodeBuilder, node, shapes: dict, label: str) -> None:
+    x_shape = shapes.get(node.input[0])
+    if x_shape is None:
+        raise UnsupportedOpError(f"{label}: its Mean/InvStdDev outputs are computed for an input of static shape "
+                                 "only; give --input-shape, or use only its first output")
+    attrs, rank = _attrs(node), len(x_shape)
+    axes = list(range(int(attrs.get("axis", -1)) % rank, rank))
+    statistics = [*node.output[1:3], "", ""][:2]  # Mean, InvStdDev: "" when unused
+    mean = b.reduce_mean(node.input[0], axes, statistics[0] or None)
+    centred = b.op("Sub", [node.input[0], mean])
+    variance = b.reduce_mean(b.op("Mul", [centred, centred]), axes)
+    epsilon = b.constant(np.float32(attrs.get("epsilon", 1e-5)))
+    inverse = b.op("Reciprocal", [b.op("Sqrt", [b.op("Add", [variance, epsilon])])], statistics[1] or None)
+    bias = node.input[2] if len(node.input) > 2 else ""
+    scaled = b.op("Mul", [b.op("Mul", [centred, inverse]), node.input[1]], None if bias else node.output[0])
+    if bias:
+        b.op("Add", [scaled, bias], node.output[0])
 
 
 def _maxpool_indices(b: NodeBuilder, node, shapes: dict, label: str) -> None:

@@ -8,7 +8,11 @@ How it arrives after TVM's legalization: four blocks `T_softmax_maxelem` (max ov
 Schedule: a row is one softmax (every index but the axis); `threads_y` rows per workgroup and `threads_x` work-items
 per row. With `threads_x` > 1 the lanes split the row (lane i takes elements i, i + threads_x, ...: neighbouring
 lanes read neighbouring addresses when the axis is the last one) and the max and the sum are each a cross-lane
-reduction in local memory, after which every lane normalises its own elements; with `threads_x` = 1 one work-item
+reduction in local memory, after which every lane normalises its own elements (the reduced max and sum are
+"local"-scope blocks: every lane then reads the reduction's result after its barrier. As "shared" blocks, lane 0
+copied the result into shared memory and the other lanes read it with no barrier in between, which TVM's sync
+analysis does not see, since the index is the same expression: a race, wrong on PoCL for rows of 4); with
+`threads_x` = 1 one work-item
 does its row serially (neighbouring work-items then read neighbouring addresses for a softmax over a non-last axis,
 e.g. the channels of NCHW). exp(x - max) is recomputed in the normalisation instead of being stored.
 """
@@ -98,7 +102,7 @@ def schedule_softmax(sch, wl: PoolWorkload, stages, epilogue, cfg: dict):
     _split_lanes(sch, loops[axis], tx)
     for block in (expsum, maxelem):
         sch.compute_at(block, rt, preserve_unit_loops=True)
-        sch.set_scope(block, 0, "shared" if tx > 1 else "local")
+        sch.set_scope(block, 0, "local")  # not "shared": see the module doc
         _split_lanes(sch, sch.get_loops(block)[-1], tx)
     return sch
 

@@ -52,6 +52,15 @@ def _head_model() -> onnx.ModelProto:
     return onnx.shape_inference.infer_shapes(model)
 
 
+def _softmax_model(shape: list[int]) -> onnx.ModelProto:
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Softmax", ["r"], ["y"], axis=-1)]
+    graph = helper.make_graph(nodes, "softmax", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
 MODELS = {
     "head": _head_model,
     "conv3x3": lambda: conv_model(ConvCase(1, 8, 9, 9, 16, 3, 1, (1, 1, 1, 1))),
@@ -61,6 +70,7 @@ MODELS = {
     "conv3x3s2": lambda: conv_model(ConvCase(1, 8, 11, 13, 12, 3, 2, (1, 1, 1, 1))),
     "plain3x3": lambda: conv_model(ConvCase(1, 8, 9, 9, 16, 3, 1, (1, 1, 1, 1), epilogue="none")),
     "plain1x1": lambda: conv_model(ConvCase(1, 16, 7, 7, 24, 1, 1, epilogue="none")),
+    "attention_softmax": lambda: _softmax_model([4, 2, 4, 4]),  # 4 lanes per row: MobileViT's attention
 }
 # (model, memory, target, winograd, tuned knobs per family: they replace that family's defaults)
 CASES = [
@@ -70,6 +80,7 @@ CASES = [
                           "tile_rc": 2, "unroll_k": 1, "stage": 1},
         "pool": {"threads_x": 8, "threads_y": 4, "tile_x": 1, "unroll": 0},     # lanes reduce in local memory
         "reduce": {"threads_x": 8, "threads_y": 1}}),
+    ("attention_softmax", "buffer", "adreno-740", "off", {}),
     ("conv3x3", "texture", "adreno-740", "off", {}),
     ("conv3x3", "texture", "pocl-cpu", "off", {}),
     ("conv3x3", "texture", "adreno-740", "off", {

@@ -31,6 +31,8 @@ CASES = {  # id: (shape, axis, with a fused Add)
     "logits-2x10": ([2, 10], -1, False),
     "channels-n2c10x3x3": ([2, 10, 3, 3], 1, False),
     "rows-3x5x100-add": ([3, 5, 100], -1, True),
+    # MobileViT's attention over 4 patches: 4 lanes per row, the shape that showed the shared-memory race
+    "attention-4x2x4x4": ([4, 2, 4, 4], -1, False),
 }
 
 
