@@ -42,7 +42,7 @@ from .layout import LANES
 from .options import Memory, Precision, Staging
 from .paths import regular_file
 from .runner import INFRASTRUCTURE_STAGES
-from .workload import ConvWorkload, key_memory, memory_op
+from .workload import ConvWorkload, key_memory, key_op, memory_op
 
 
 @dataclass
