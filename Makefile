@@ -2,6 +2,8 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# pytest-xdist workers, each taking whole test files (module fixtures such as a compiled bundle are made once)
+TEST_JOBS ?= 2
 
 .PHONY: install native demo test clean
 
@@ -26,7 +28,7 @@ demo: install
 
 test: install
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -q -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
 clean:
 	rm -rf build $(VENV) adreno/native/lib

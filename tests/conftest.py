@@ -10,8 +10,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-# Tests (and the CLI subprocesses they start) never touch the user's program cache.
-os.environ.setdefault("ADRENO_CACHE_DIR", tempfile.mkdtemp(prefix="adreno-test-cache-"))
+# Tests (and the CLI subprocesses they start) never touch the user's program cache. Each pytest-xdist worker
+# (`make test` runs two) gets its own: a test that counts builds and cache hits sees only its own worker's entries.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER or "ADRENO_CACHE_DIR" not in os.environ:
+    os.environ["ADRENO_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"adreno-test-cache-{_WORKER or 'main'}-")
 
 
 def single_op_model(op: str, input_shapes: dict[str, list[int]], weights: dict[str, np.ndarray] | None = None,

@@ -1,6 +1,6 @@
 """The host library runs what the launch plan runs: the launch-plan executor, TVM's Relax VM with our plugin
 (`adreno run --runtime tvm`) and the app harness give the same outputs on the same artifacts, both memories,
-Winograd on where the model has eligible convs."""
+Winograd on where the model has eligible convs, and the plan's match onnxruntime."""
 
 from __future__ import annotations
 
@@ -33,20 +33,29 @@ def test_run_runtime_tvm_checks_against_onnxruntime(native_tiny, memory):
     assert len(kernels) == Artifact.load(native_tiny[memory]).plan.kernel_count()
 
 
-@pytest.mark.parametrize("model", ["resnet18", "mobilenetv2", "efficientnet_se"])
-@pytest.mark.parametrize("memory", ["texture", "buffer"])
+# each model once and both memories: ResNet-18's Winograd in images, MobileNetV2's depthwise in buffers,
+# EfficientNet's squeeze-excite in images (the tiny model runs in both memories above)
+@pytest.mark.parametrize("memory, model", [("texture", "resnet18"), ("buffer", "mobilenetv2"),
+                                           ("texture", "efficientnet_se")])
 def test_plan_tvm_runtime_and_harness_agree(model, memory, tmp_path):
     from adreno.compile import compile_model
     from adreno.options import CompileOptions
 
+    from adreno import zoo
+    from adreno.reference import onnxruntime_outputs
+
     path = compile_model(model, tmp_path / "art", CompileOptions(memory=memory, host="native", winograd="auto"))
     artifact = Artifact.load(path)
     if memory == "texture":
-        assert artifact.plan.images, "a texture artifact keeps its activations in images"
+        summary = artifact.manifest["textures"]
+        assert artifact.plan.images and summary["image_tensors"] > 20 and not summary["fallbacks"]
+        assert sum(s.op == "pack" for s in artifact.plan.steps) == 1  # packed once at the input, kept in images
     inputs = {spec.name: np.random.default_rng(7).standard_normal(spec.shape).astype(spec.dtype)
               for spec in artifact.input_specs()}
     onnx_names = list(artifact.manifest["inputs"])
     planned = Executor(artifact).run(list(inputs.values()))
+    ref = onnxruntime_outputs(zoo.get_model(model), list(inputs.values()))[0]
+    np.testing.assert_allclose(planned[0], ref, rtol=1e-3, atol=1e-3 * np.abs(ref).max())
     through_tvm = VmExecutor(artifact).run(list(inputs.values()))
     harness = report(run_harness(path, dict(zip(onnx_names, inputs.values())), tmp_path / "out"))
     from_harness = [np.load(harness["outputs"][name]) for name in artifact.manifest["outputs"]]
