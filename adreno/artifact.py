@@ -34,7 +34,7 @@ from .layout import ImageSpec  # noqa: F401  (part of the contract: TensorSpec.i
 from .weights import StoredWeight, param_value
 
 PLAN_FORMAT = 4  # 2: image storage (TensorSpec.image, Plan.images) for --memory texture; 3: tensors without storage
-# (storage ""): empty outputs and inputs no kernel reads (adreno.empty); 4: params stored in another form
+# (storage ""): empty outputs and inputs no kernel reads (adreno.frontend.empty); 4: params stored in another form
 # (TensorSpec.stored: Winograd weights as their 3x3 source, fp16 weights as float16; adreno.weights), and each
 # kernel source starts with its contract line (adreno.kernel_contract)
 _NPY_HEADER_MAX = 64 * 1024  # an .npy header is 128 bytes here; numpy allows longer ones, never this long
@@ -240,7 +240,7 @@ class Artifact:
         return self._model_names("outputs", self.plan.outputs)
 
     def bound_inputs(self) -> dict[str, np.ndarray]:
-        """The graph inputs baked into the compile (`adreno.bind`; `--bind`), by name: no longer inputs."""
+        """The graph inputs baked into the compile (`adreno.frontend.bind`; `--bind`), by name: no longer inputs."""
         try:
             return {name: np.asarray(entry["value"], dtype=entry["dtype"]).reshape(entry["shape"])
                     for name, entry in self.manifest.get("bound", {}).items()}

@@ -59,7 +59,7 @@ def _json_default(value):
 
 
 def cmd_models(args) -> int:
-    from . import zoo
+    from .frontend import zoo
 
     models = zoo.list_models()
     rows = [{"name": m.name, "input": [m.input_name, list(m.input_shape)], "description": m.description}
@@ -111,7 +111,7 @@ def records_elsewhere_line(manifest: dict) -> str:
 
 
 def cmd_compile(args) -> int:
-    from .bind import read_bind
+    from .frontend.bind import read_bind
     from .build_check import BuildCheck
     from .cache import ProgramCache
     from .compile import compile_model
@@ -362,7 +362,7 @@ def cmd_devices(args) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
-    from .bind import add_bind_argument
+    from .frontend.bind import add_bind_argument
 
     parser = argparse.ArgumentParser(
         prog="adreno", description="Compile neural networks for Qualcomm Adreno GPUs (OpenCL, on Apache TVM), run and "

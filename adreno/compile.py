@@ -19,11 +19,11 @@ import numpy as np
 
 from . import __version__
 from .artifact import PLAN_NAME, ArtifactWriter, Plan
-from .bind import bind_inputs, bound_entries
+from .frontend.bind import bind_inputs, bound_entries
 from .build_check import BuildCheck
-from .empty import EmptyTensors
+from .frontend.empty import EmptyTensors
 from .errors import AdrenoError, UnsupportedOpError
-from .frontend import graph_inputs, load_model, to_relax
+from .frontend.importer import graph_inputs, load_model, to_relax
 from .host_library import export_host_library, param_order
 from .lowered import LoweredFunctions
 from .native_log import summarised_stderr
@@ -42,8 +42,8 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
                   build_check: BuildCheck | None = None) -> Path:
     """Compile `model` (a zoo name, an .onnx path or an onnx.ModelProto) into an artifact directory.
 
-    `bind` maps graph inputs to values baked into the compile (`adreno.bind`; `--bind`). It is an argument next to
-    the model, not a `CompileOptions` field: the values are the model's data (they change what it computes, like
+    `bind` maps graph inputs to values baked into the compile (`adreno.frontend.bind`; `--bind`). It is an argument
+    next to the model, not a `CompileOptions` field: the values are the model's data (they change what it computes, like
     its initializers), while the options say what to compile for (target, memory, precision, ...), a frozen value
     of small fields that tuning and the records share across models.
 
@@ -142,7 +142,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "inputs": _io_entries(plan, plan.inputs, [i.name for i in graph_inputs(onnx_model)]),
             "outputs": _io_entries(plan, plan.outputs, [o.name for o in onnx_model.graph.output]),
             "kernels": plan.kernel_count(),
-            "empty_outputs": list(empty.outputs),  # no kernel writes them: zeros of their shape (see adreno.empty)
+            "empty_outputs": list(empty.outputs),  # no kernel writes them: zeros of their shape (frontend.empty)
         }
         sealed = writer.seal(manifest)
         if build_check is not None:
@@ -197,7 +197,7 @@ def _io_entries(plan: Plan, tensors: list[str], onnx_names: list[str]) -> dict:
 
 def model_source(model, model_name: str) -> dict:
     """Where the model came from, so `adreno run --check` can find the reference model again."""
-    from . import zoo
+    from .frontend import zoo
 
     if isinstance(model, (str, os.PathLike)) and str(model) in zoo.MODELS:
         return {"zoo": model_name, "seed": 0}

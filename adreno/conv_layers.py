@@ -91,8 +91,8 @@ def conv_layers(model_name: str) -> list[Layer]:
     """The distinct Conv layers of a zoo model, each with the BatchNormalization and activation after it and how
     many times the model has it, named L0, L1, ... in order of first appearance. A `Layer` is square (kernel, stride,
     dilation); a model with another conv is refused rather than described wrongly."""
-    from . import zoo
-    from .frontend import conv_nodes
+    from .frontend import zoo
+    from .frontend.importer import conv_nodes
 
     model = zoo.get_model(model_name)
     consumers: dict[str, list] = {}

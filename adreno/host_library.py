@@ -79,7 +79,7 @@ def plan_module(lowered, plan: Plan, tvm_target):
                 for index, name in enumerate(outputs):
                     values[name] = bb.emit(relax.TupleGetItem(result, index))
         for name in plan.outputs:
-            if name not in values and 0 in plan.tensors[name].shape:  # an empty output (adreno.empty): no data
+            if name not in values and 0 in plan.tensors[name].shape:  # an empty output (adreno.frontend.empty): no data
                 spec = plan.tensors[name]
                 values[name] = bb.emit(relax.op.builtin.alloc_tensor(relax.ShapeExpr(spec.shape), spec.dtype, 0))
         missing = [o for o in plan.outputs if o not in values]

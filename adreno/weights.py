@@ -9,7 +9,7 @@ smallest thing it can be rebuilt from (`TensorSpec.stored`, a `StoredWeight`; No
 - a weight of an fp16 artifact is stored as float16: the values a half-float image's pixels hold, or, for a weight
   a kernel reads from a float32 buffer, rounded to half and widened at load (unless a value is beyond half's
   range: then it stays float32);
-- a weight of a quantized model (`adreno.onnx_quantized.QuantizedWeight`) is stored as its int8 / uint8 tensor q
+- a weight of a quantized model (`adreno.frontend.quantized.QuantizedWeight`) is stored as its int8 / uint8 tensor q
   with its scales and zero points (`Quantization`, per tensor or along one axis) and dequantized at load,
   `float32(int32(q) - int32(zero_point)) * scale` in float32 (one exactly rounded multiply: every loader gets the
   same values), before its transform when it has one (a quantized 3x3 weight that the Winograd rewrite
@@ -203,7 +203,7 @@ class WinogradWeights:
 
 
 class QuantizedWeights:
-    """The dequantized weights of a quantized model (`adreno.onnx_quantized.QuantizedWeight`), by the content of
+    """The dequantized weights of a quantized model (`adreno.frontend.quantized.QuantizedWeight`), by the content of
     their float32 values: which constants of the lowered module can be stored as their integer tensor. A constant
     that Relax changed (a transpose, a fold with another constant) no longer matches and is stored as it is."""
 

@@ -98,7 +98,7 @@ def float_model(name: str):
 
     import onnx
 
-    from adreno import zoo
+    from adreno.frontend import zoo
 
     if name != "ppocr-cls":
         return zoo.get_model(name)

@@ -46,7 +46,7 @@ def test_compile_run_check_json(tmp_path):
     result = json.loads(adreno("run", out, "--check", "--repeat", "3", "--json", "--output", tmp_path / "y.npz").stdout)
     assert result["check"]["ok"] and result["check"]["outputs"][0]["max_abs_error"] < 1e-4
     assert result["kernels"] and abs(sum(k["share"] for k in result["kernels"]) - 1) < 0.01
-    from adreno import zoo
+    from adreno.frontend import zoo
 
     assert np.load(tmp_path / "y.npz")[zoo.get_model("tiny").graph.output[0].name].shape == (1, 10), "model names"
     text = adreno("run", out, "--repeat", "2", "--check").stdout
@@ -54,7 +54,7 @@ def test_compile_run_check_json(tmp_path):
 
 
 def test_check_mismatch_exits_1(tmp_path):
-    from adreno import zoo
+    from adreno.frontend import zoo
 
     out = tmp_path / "tiny"
     adreno("compile", "tiny", "-o", out, "-q")

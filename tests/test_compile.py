@@ -104,7 +104,7 @@ def test_storage_plan_reuses_freed_blocks():
 
 
 def test_resnet18_block_matches_onnxruntime(tmp_path, rng):
-    from adreno import zoo
+    from adreno.frontend import zoo
 
     run_and_compare(zoo.get_model("resnet18_block"), tmp_path, rng)
 

@@ -1,6 +1,6 @@
-"""Outputs with no elements (`adreno.empty`): recorded in the plan without storage, produced without kernels, next to
-computed outputs or alone; an empty tensor another node reads is refused in one line; a plan that claims storage-less
-tensors it may not have is refused at load."""
+"""Outputs with no elements (`adreno.frontend.empty`): recorded in the plan without storage, produced without
+kernels, next to computed outputs or alone; an empty tensor another node reads is refused in one line; a plan that
+claims storage-less tensors it may not have is refused at load."""
 
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ def legacy_export(rng) -> onnx.ModelProto:
 
 
 def test_legacy_export_imports_with_folded_shapes(rng):
-    from adreno.constfold import prepare
+    from adreno.frontend.constfold import prepare
 
     model = legacy_export(rng)
     prepared = prepare(model, {"0": [1, 4, 6, 6]})
@@ -142,7 +142,7 @@ def test_a_compile_with_gather_prints_nothing(memory, tmp_path, capfd):
 def test_winograd_workloads_of_a_model_with_a_constant_gather_print_nothing(capfd):
     """What `adreno tune` extracts its Winograd tasks from folds the constants first; folding a Gather of an
     initializer (as the unrolled LSTM's weights are) legalizes a fast-mode `take`, whose warning is dropped."""
-    from adreno.frontend import to_relax
+    from adreno.frontend.importer import to_relax
     from adreno.winograd import eligible_workloads
 
     rng = np.random.default_rng(0)
@@ -186,7 +186,7 @@ def with_opset(model: onnx.ModelProto, version: int) -> onnx.ModelProto:
 def test_forms_the_importer_gets_wrong_are_refused(model, message):
     """Each would have been a wrong result or a traceback inside TVM; the error names the node."""
     from adreno.errors import ModelError
-    from adreno.frontend import to_relax
+    from adreno.frontend.importer import to_relax
 
     with pytest.raises(ModelError) as refused:
         to_relax(model)
@@ -224,7 +224,7 @@ def test_upsample_and_resize_forms_match_onnxruntime(form, rng, pocl_device, tmp
 
 def test_empty_constant_parameters_are_not_empty_tensors():
     """PP-OCR det's Resize takes its empty roi from a Constant node: a parameter, not a tensor to refuse."""
-    from adreno.constfold import prepare
+    from adreno.frontend.constfold import prepare
 
     model = one_node("Resize", {"x": [1, 2, 3, 3]}, {"y": [1, 2, 6, 6]},
                      {"scales": np.array([1, 1, 2, 2], np.float32)}, mode="nearest")

@@ -1,5 +1,5 @@
 """LayerNormalization's Mean and InvStdDev outputs (TVM's importer returns placeholder zeros for them) are computed
-by `adreno.onnx_decompose`: the decomposed model equals the original in onnxruntime for every axis, with and
+by `adreno.frontend.decompose`: the decomposed model equals the original in onnxruntime for every axis, with and
 without B, and compiled on PoCL it matches in both memories. A LayerNorm whose only output is Y is left alone."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from adreno.onnx_decompose import decompose
+from adreno.frontend.decompose import decompose
 from adreno.options import Memory
 
 SHAPE = [2, 3, 4, 5]

@@ -10,8 +10,8 @@ import pytest
 
 from adreno import target as targets
 from adreno.compile import lower_relax
-from adreno.empty import EmptyTensors
-from adreno.frontend import load_model, to_relax
+from adreno.frontend.empty import EmptyTensors
+from adreno.frontend.importer import load_model, to_relax
 from adreno.host_library import export_host_library
 from adreno.lowered import LoweredFunctions
 from adreno.options import CompileOptions

@@ -57,7 +57,7 @@ def test_refused_in_one_line(tmp_path, case):
 
 def test_check_against_another_model_is_one_line(tmp_path):
     """`run --check --reference` with a model that takes other inputs: onnxruntime's refusal in one line."""
-    from adreno import zoo
+    from adreno.frontend import zoo
 
     other = tmp_path / "other.onnx"
     onnx.save(zoo.get_model("mobilenetv2"), other)

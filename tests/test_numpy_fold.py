@@ -9,9 +9,10 @@ import re
 import numpy as np
 import pytest
 
-from adreno import numpy_fold, zoo
+from adreno import numpy_fold
+from adreno.frontend import zoo
 from adreno.compile import compile_model
-from adreno.frontend import to_relax
+from adreno.frontend.importer import to_relax
 from adreno.options import CompileOptions
 from adreno.target import tvm_target
 

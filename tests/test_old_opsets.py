@@ -1,6 +1,6 @@
 """Ops of opsets 1..9 (and up to 12) whose parameters are attributes, compiled and checked against onnxruntime:
-the forms `adreno.old_opsets` and `adreno.canonical` convert, the ones TVM's importer reads right as they are,
-and the ones refused in one line naming the node."""
+the forms `adreno.frontend.old_opsets` and `adreno.frontend.canonical` convert, the ones TVM's importer reads right as
+they are, and the ones refused in one line naming the node."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ def test_converted_forms_match_onnxruntime(case, memory, pocl_device, tmp_path):
 
 @pytest.mark.parametrize("case", list(AS_THEY_ARE))
 def test_forms_the_importer_reads_stay_and_match_onnxruntime(case, pocl_device, tmp_path):
-    from adreno.old_opsets import current_forms
+    from adreno.frontend.old_opsets import current_forms
 
     assert current_forms(AS_THEY_ARE[case]) is AS_THEY_ARE[case]
     check_against_onnxruntime(AS_THEY_ARE[case], pocl_device, tmp_path)

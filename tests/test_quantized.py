@@ -1,6 +1,6 @@
 """Quantized ONNX models on PoCL, against onnxruntime: ONNX's own node cases of the quantized ops, the `tiny` zoo
 model quantized by onnxruntime.quantization (dynamic, QDQ and QOperator; per tensor and per channel), the weight
-listing of `adreno.onnx_quantized`, and its refusals.
+listing of `adreno.frontend.quantized`, and its refusals.
 
 Tolerance (docs/quantized.md): integer node outputs exactly; a static model's dequantized output within one output
 quantization step (a float accumulation rounded on the other side of a .5 boundary moves a value one step) with at
@@ -18,9 +18,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from adreno import zoo
+from adreno.frontend import zoo
 from adreno.compile import compile_model
-from adreno.onnx_quantized import quantized_weights
+from adreno.frontend.quantized import quantized_weights
 from adreno.opencl.executor import Executor
 from adreno.options import CompileOptions
 from adreno.reference import onnxruntime_outputs

@@ -1,5 +1,5 @@
-"""LSTM, GRU and RNN, unrolled before import (adreno/recurrent.py), compiled with textures and with buffers and run
-on PoCL: ONNX's own node cases against their expected outputs, models built here (bidirectional, initial states,
+"""LSTM, GRU and RNN, unrolled before import (adreno/frontend/recurrent.py), compiled with textures and with buffers and
+run on PoCL: ONNX's own node cases against their expected outputs, models built here (bidirectional, initial states,
 peepholes, Y_h / Y_c, clip, input_forget, linear_before_reset, activations) and the zoo's CRNN against
 onnxruntime; the forms it refuses are refused in one line naming the node.
 
@@ -165,7 +165,7 @@ def test_built_models_match_onnxruntime(memory, tmp_path):
 
 @pytest.mark.parametrize("memory", MEMORIES)
 def test_crnn_matches_onnxruntime(memory, tmp_path):
-    from adreno import zoo
+    from adreno.frontend import zoo
     from adreno.reference import onnxruntime_session
 
     model, spec = zoo.get_model("crnn"), zoo.MODELS["crnn"]
@@ -200,7 +200,7 @@ def _refused_model(options: dict):
 @pytest.mark.parametrize("name", list(REFUSED))
 def test_unsupported_forms_are_refused_naming_the_node(name):
     from adreno.errors import ModelError
-    from adreno.frontend import to_relax
+    from adreno.frontend.importer import to_relax
 
     options, named = REFUSED[name]
     with pytest.raises(ModelError) as info:

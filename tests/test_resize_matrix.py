@@ -1,4 +1,4 @@
-"""The interpolation matrices of `adreno.onnx_rewrites` against ONNX's reference implementation: a Resize and its
+"""The interpolation matrices of `adreno.frontend.rewrites` against ONNX's reference implementation: a Resize and its
 rewrite (Gathers / MatMuls with the matrices) evaluated by `onnx.reference.ReferenceEvaluator` give the same values,
 for linear and cubic, antialias, half_pixel_symmetric, exclude_outside, scales and sizes, down and up. Numpy only:
 no compile, no device."""
@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from adreno.onnx_rewrites import interpolation_matrix, rewrite
+from adreno.frontend.rewrites import interpolation_matrix, rewrite
 
 X_SHAPE = [1, 2, 9, 7]
 

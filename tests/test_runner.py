@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from adreno import zoo
+from adreno.frontend import zoo
 from adreno.artifact import Artifact
 from adreno.reference import onnxruntime_outputs
 from adreno.runner import LocalRunner, RunInput, check_outputs, random_inputs

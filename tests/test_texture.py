@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from adreno import layout
 from adreno.artifact import PLAN_FORMAT, Artifact, Plan
 from adreno.compile import compile_model, lower_relax
-from adreno.frontend import to_relax
+from adreno.frontend.importer import to_relax
 from adreno.layout import ImageSpec
 from adreno.opencl.executor import Executor
 from adreno.options import CompileOptions, Memory, Schedules
@@ -132,7 +132,7 @@ def test_upstream_pipeline_would_write_per_lane(conv_artifact):
     import tvm
 
     from adreno.compile import lower_relax
-    from adreno.frontend import to_relax
+    from adreno.frontend.importer import to_relax
 
     model, _ = conv_artifact
     target = tvm_target("adreno-740", host="native")
@@ -153,7 +153,7 @@ def test_layout_planning_keeps_one_region(rng):
     """conv -> relu -> conv -> add(residual) stays packed: one pack at the input, one unpack at the output."""
     import onnx
 
-    from adreno.frontend import to_relax
+    from adreno.frontend.importer import to_relax
 
     w1 = numpy_helper.from_array(rng.standard_normal((6, 3, 3, 3)).astype(np.float32), "w1")
     w2 = numpy_helper.from_array(rng.standard_normal((6, 6, 1, 1)).astype(np.float32), "w2")
@@ -362,7 +362,7 @@ def test_texture_family_interface():
     """The family claims packed convs only (the buffer path's NCHW functions and its tuning tasks never reach it),
     and refuses configs outside its space."""
     from adreno.compile import lower_relax
-    from adreno.frontend import to_relax
+    from adreno.frontend.importer import to_relax
     from adreno.schedules import FAMILIES, conv2d_texture
 
     assert conv2d_texture.FAMILY in FAMILIES

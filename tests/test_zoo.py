@@ -7,7 +7,7 @@ import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
 
-from adreno import zoo
+from adreno.frontend import zoo
 from adreno.errors import ModelError
 
 

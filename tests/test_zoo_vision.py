@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from adreno import zoo
+from adreno.frontend import zoo
 from adreno.options import Memory
 
 VISION = ["mobilevit_xs", "mobilenetv3_small", "convnext"]

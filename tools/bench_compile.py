@@ -97,8 +97,8 @@ def tvm_once(model: str, out: Path) -> dict:
 
     from adreno import target as targets
     from adreno.compile import lower_relax
-    from adreno.empty import EmptyTensors
-    from adreno.frontend import load_model, to_relax
+    from adreno.frontend.empty import EmptyTensors
+    from adreno.frontend.importer import load_model, to_relax
     from adreno.options import CompileOptions, Memory, Schedules
 
     options = CompileOptions(memory="buffer")

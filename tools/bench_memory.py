@@ -53,7 +53,7 @@ def one_pixel_texture_convs():
 
 
 def bench_one(label: str, model, variant: str, device, repeat: int, workdir: Path, conv_only: bool) -> dict:
-    from adreno import frontend
+    from adreno.frontend import importer as frontend
 
     memory, precision, tiled = VARIANTS[variant]
     proto, _ = frontend.load_model(model)

@@ -12,8 +12,8 @@ import time
 
 def solve_model(name: str, max_size: int, whole: bool) -> dict:
     from adreno import target as targets
-    from adreno import zoo
-    from adreno.frontend import to_relax
+    from adreno.frontend import zoo
+    from adreno.frontend.importer import to_relax
     from adreno.orchestrate.blp import Choice, solve
     from adreno.orchestrate.candidates import enumerate_groups, kernel_of
     from adreno.orchestrate.choose import block_candidates, choose

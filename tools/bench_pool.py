@@ -40,7 +40,7 @@ class Result:
 def pool_layers(model_name: str) -> dict[str, tuple]:
     """workload key -> (workload, calls) of the functions of `model_name` that the pool or reduce family claims."""
     from adreno.compile import lower_relax
-    from adreno.frontend import load_model, to_relax
+    from adreno.frontend.importer import load_model, to_relax
     from adreno.options import Schedules
     from adreno.plan import kernel_calls
     from adreno.schedules import pool, reduce
@@ -119,7 +119,7 @@ def check_key(model, key: str) -> None:
     import tvm
 
     from adreno.compile import lower_relax
-    from adreno.frontend import to_relax
+    from adreno.frontend.importer import to_relax
     from adreno.options import Schedules
     from adreno.schedules import pool, reduce
     from adreno.target import tvm_target

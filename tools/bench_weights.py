@@ -32,7 +32,7 @@ import numpy as np
 def model_weight_bytes(name: str) -> int:
     from onnx import numpy_helper
 
-    from adreno import zoo
+    from adreno.frontend import zoo
 
     return sum(numpy_helper.to_array(i).nbytes for i in zoo.get_model(name).graph.initializer)
 

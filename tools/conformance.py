@@ -16,7 +16,7 @@ Suites (each case compiled with `--memory texture` and `--memory buffer`, run on
            image), attention, LayerNorm and GELU among them, built here with onnx.helper; expected outputs from
            onnxruntime.
 - recurrent: the zoo's `crnn` (a CRNN text recogniser ending in a bidirectional LSTM, unrolled before import:
-           adreno/recurrent.py); expected outputs from onnxruntime; a passing one is timed.
+           adreno/frontend/recurrent.py); expected outputs from onnxruntime; a passing one is timed.
 - ppocr:   PP-OCRv4 det, PP-OCR mobile v2 cls and PP-OCRv4 rec from the `rapidocr-onnxruntime` wheel (the
            project's `test` extra), at their usual input sizes; expected outputs from onnxruntime; a passing one is
            timed (device time, median of 3 runs; `--schedules tvm` gives TVM's default schedules to compare).
@@ -61,7 +61,7 @@ OPS = ("Conv ConvTranspose MaxPool AveragePool GlobalAveragePool GlobalMaxPool R
        "BatchNormalization Resize Upsample Pad Transpose ReduceMean Split Slice DepthToSpace LSTM GRU RNN "
        "LayerNormalization Gelu Erf ReduceMax Einsum").split()
 # Positions of the inputs that real exports give as initializers (weights and shape parameters), besides the
-# compile-time parameters of `adreno.constfold.COMPILE_TIME_INPUTS`.
+# compile-time parameters of `adreno.frontend.constfold.COMPILE_TIME_INPUTS`.
 WEIGHT_INPUTS = {"Conv": (1, 2), "ConvTranspose": (1, 2), "BatchNormalization": (1, 2, 3, 4), "PRelu": (1,),
                  "Clip": (1, 2), "Gemm": (1, 2), "LSTM": (1, 2, 3, 7), "GRU": (1, 2, 3), "RNN": (1, 2, 3),
                  "LayerNormalization": (1, 2)}
@@ -104,7 +104,7 @@ CI_CASES = [
     "node/test_batchnorm_example_training_mode+init", "node/test_maxpool_with_argmax_2d_precomputed_strides",
     "node/test_slice_start_out_of_bounds+init", "node/test_split_zero_size_splits_opset18+init",
     "wide/conv_maxpool_indices", "wide/conv_resize_linear_antialias",
-    # recurrent ops, unrolled before import (adreno/recurrent.py): weights as run-time inputs and as initializers
+    # recurrent ops, unrolled before import (frontend/recurrent.py): weights as run-time inputs and as initializers
     "node/test_lstm_defaults", "node/test_gru_defaults+init",
     # the ops of the zoo's vision models: LayerNorm's statistics (decomposed), Gelu, attention's batched MatMuls
     "node/test_layer_normalization_4d_axis1+init", "node/test_gelu_default_2", "wide/conv_attention",
@@ -161,7 +161,7 @@ def node_cases() -> list[Case]:
 def parameter_inputs(model, weights: bool = True) -> set[str]:
     """The graph inputs that are parameters: those the kernels are specialised on (`COMPILE_TIME_INPUTS`: what a
     case binds) and, with `weights`, the weights real exports give as initializers too (what `+init` turns)."""
-    from adreno.constfold import COMPILE_TIME_INPUTS
+    from adreno.frontend.constfold import COMPILE_TIME_INPUTS
 
     graph_inputs = {i.name for i in model.graph.input}
     names = set()
@@ -353,7 +353,7 @@ def ppocr_cases() -> list[Case]:
 def recurrent_cases() -> list[Case]:
     """The zoo's CRNN text recogniser (conv stack, bidirectional LSTM, per-step linear and softmax; docs/recurrent.md)
     at its input size, seeded input, expected outputs from onnxruntime; a passing one is timed."""
-    from adreno import zoo
+    from adreno.frontend import zoo
 
     spec = zoo.MODELS["crnn"]
     x = np.random.default_rng(4).standard_normal(spec.input_shape).astype(np.float32)

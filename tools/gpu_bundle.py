@@ -61,7 +61,7 @@ def model_input(seed: int, shape) -> np.ndarray:
 def prepare_whole(model: str, out: Path, target: str) -> dict:
     from adreno.reference import onnxruntime_session
 
-    from adreno import zoo
+    from adreno.frontend import zoo
     from adreno.compile import compile_model
     from adreno.options import CompileOptions
     from adreno.measure import save_reference, travel_light

@@ -143,7 +143,7 @@ class Executor:
     def _read(self, spec) -> np.ndarray:
         import pyopencl as cl
 
-        if not spec.storage:  # an empty output (adreno.empty)
+        if not spec.storage:  # an empty output (adreno.frontend.empty)
             return np.zeros(spec.shape, dtype=spec.dtype)
         if spec.image is None:
             host = np.empty(spec.shape, dtype=spec.dtype)
@@ -229,7 +229,7 @@ class Executor:
             array = np.asarray(array)
             if list(array.shape) != spec.shape:
                 raise AdrenoError(f"input {label} must have shape {spec.shape}, got {list(array.shape)}")
-            if spec.storage:  # else no kernel reads it (adreno.empty)
+            if spec.storage:  # else no kernel reads it (adreno.frontend.empty)
                 self._write(spec, array)
 
     def _get_outputs(self) -> list[np.ndarray]:

@@ -24,7 +24,7 @@ def orchestrate_model(model, target_name: str, costs_of, max_size: int = 4, time
                       progress=None) -> dict:
     """The report of `model` (a zoo name, .onnx path or ModelProto) for `target_name`; `costs_of`: a
     `costs.CostTable` (its `costs(graph, kernels)` and `measured`)."""
-    from adreno.frontend import load_model, to_relax
+    from adreno.frontend.importer import load_model, to_relax
     from adreno.target import tvm_target
 
     say = progress or (lambda line: None)

@@ -233,7 +233,7 @@ def cmd_batch(args) -> int:
     """`adreno tune MODEL --export-batch DIR` / `--import-batch DIR` (called by `adreno tune`)."""
     import sys
 
-    from ..bind import read_bind
+    from ..frontend.bind import read_bind
 
     def say(text: str) -> None:
         if not args.quiet:

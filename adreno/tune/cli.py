@@ -6,7 +6,7 @@ import math
 import sys
 from pathlib import Path
 
-from ..bind import add_bind_argument
+from ..frontend.bind import add_bind_argument
 from ..farm.common import FarmError, parse_addr
 from ..options import CompileOptions, Host, Memory, Precision, Runtime, add_staging_argument, enum_argument
 
@@ -16,7 +16,7 @@ def cmd_tune(args) -> int:
         from .batch import cmd_batch
 
         return cmd_batch(args)
-    from ..bind import read_bind
+    from ..frontend.bind import read_bind
     from ..cli import require_positive
     from ..records import Database
     from .cost_model import make_model

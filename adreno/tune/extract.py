@@ -43,8 +43,8 @@ def extract_tasks(model, options: CompileOptions = BUFFER_TASKS, layouts: bool =
     `bind`: graph inputs baked in, as `compile_model(..., bind=)` takes."""
     from .. import schedules, winograd
     from ..compile import lower_relax
-    from ..bind import bind_inputs
-    from ..frontend import load_model, to_relax
+    from ..frontend.bind import bind_inputs
+    from ..frontend.importer import load_model, to_relax
     from ..plan import kernel_calls
     from ..target import tvm_target
 

@@ -41,7 +41,7 @@ def test_plan_tvm_runtime_and_harness_agree(model, memory, tmp_path):
     from adreno.compile import compile_model
     from adreno.options import CompileOptions
 
-    from adreno import zoo
+    from adreno.frontend import zoo
     from adreno.reference import onnxruntime_outputs
 
     path = compile_model(model, tmp_path / "art", CompileOptions(memory=memory, host="native", winograd="auto"))

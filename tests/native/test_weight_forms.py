@@ -37,7 +37,7 @@ def test_every_loader_dequantizes_the_int8_weights_bit_for_bit(memory, tmp_path)
     """An artifact of a model quantized by onnxruntime (per-channel QDQ: int8 weights with a scale and zero point
     per output channel) gives the same outputs through the three loaders; in texture memory the int8 weights are
     packed to OIHW4o at load (after the dequantization)."""
-    from adreno import zoo
+    from adreno.frontend import zoo
     from adreno.compile import compile_model
     from adreno.options import CompileOptions
 

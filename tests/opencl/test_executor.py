@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from adreno import zoo
+from adreno.frontend import zoo
 from adreno.artifact import Artifact
 from adreno.errors import AdrenoError, DeviceError, KernelBuildError
 from adreno.opencl import device as devices

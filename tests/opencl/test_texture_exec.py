@@ -96,7 +96,7 @@ def test_tensor_too_large_for_an_image_falls_back_to_a_buffer(tmp_path, pocl_dev
 
 @pytest.mark.parametrize("name", ["mobilenetv2"])  # ResNet-18 in images: tests/native/test_runtime_tvm.py
 def test_model_end_to_end(name, tmp_path, pocl_device):
-    from adreno import zoo
+    from adreno.frontend import zoo
 
     model = zoo.get_model(name)
     artifact, out, ref = _run(model, tmp_path, pocl_device)
@@ -107,7 +107,7 @@ def test_model_end_to_end(name, tmp_path, pocl_device):
 
 
 def test_fp16_storage_mobilenetv2(tmp_path, pocl_device):
-    from adreno import zoo
+    from adreno.frontend import zoo
 
     model = zoo.get_model("mobilenetv2")
     artifact, out, ref = _run(model, tmp_path, pocl_device, precision="fp16")

@@ -3,8 +3,8 @@
 import random
 
 from adreno import target as targets
-from adreno import zoo
-from adreno.frontend import to_relax
+from adreno.frontend import zoo
+from adreno.frontend.importer import to_relax
 from adreno.orchestrate.blocks import split_blocks
 from adreno.orchestrate.blp import Choice
 from adreno.orchestrate.candidates import Primitive

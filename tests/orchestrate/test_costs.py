@@ -3,9 +3,9 @@
 import pytest
 
 from adreno import target as targets
-from adreno import zoo
+from adreno.frontend import zoo
 from adreno.compile import tuned_configs
-from adreno.frontend import to_relax
+from adreno.frontend.importer import to_relax
 from adreno.opencl.device import DeviceIdentity, select_device
 from adreno.orchestrate.candidates import enumerate_groups, kernel_of
 from adreno.orchestrate.costs import CostTable

@@ -6,7 +6,7 @@ import pytest
 import tvm
 from tvm import relax
 
-from adreno.frontend import to_relax
+from adreno.frontend.importer import to_relax
 from adreno.orchestrate.fission import fission
 from tests.orchestrate.graphs import GRAPHS
 
@@ -44,7 +44,7 @@ def test_fission_matches_onnxruntime(name):
 
 @pytest.mark.parametrize("name", ["tiny", "resnet18_block", "efficientnet_se"])
 def test_fission_keeps_zoo_outputs(name):
-    from adreno import zoo
+    from adreno.frontend import zoo
 
     model = zoo.get_model(name, seed=0)
     inp = model.graph.input[0]

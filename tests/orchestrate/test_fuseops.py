@@ -5,8 +5,8 @@ import random
 import pytest
 
 from adreno import target as targets
-from adreno import zoo
-from adreno.frontend import to_relax
+from adreno.frontend import zoo
+from adreno.frontend.importer import to_relax
 from adreno.orchestrate.blp import Choice, solve
 from adreno.orchestrate.candidates import enumerate_groups, kernel_of
 from adreno.orchestrate.fuseops import FusedGroup, fuseops_groups

@@ -1,6 +1,6 @@
 """The fissioned attention graph becomes a primitive graph whose candidates the BLP can always cover."""
 
-from adreno.frontend import to_relax
+from adreno.frontend.importer import to_relax
 from adreno.orchestrate.blp import Choice, solve
 from adreno.orchestrate.candidates import enumerate_groups, kernel_of
 from adreno.orchestrate.fission import fission
@@ -26,7 +26,7 @@ def test_attention_candidates_cover_the_graph():
 
 def test_zoo_graph_reads_only_its_inputs_and_weights():
     """Every value a primitive reads is another primitive's output or external; the chain reaches the input."""
-    from adreno import zoo
+    from adreno.frontend import zoo
 
     graph = primitive_graph(fission(to_relax(zoo.get_model("efficientnet_se", seed=0))))
     names = {p.name for p in graph.primitives}

@@ -93,7 +93,7 @@ def primitive_function(model: onnx.ModelProto, name: str, memory: Memory = Memor
     from adreno import target as targets
     from adreno.compile import lower_relax
     from adreno.plan import kernel_calls
-    from adreno.frontend import to_relax
+    from adreno.frontend.importer import to_relax
 
     tvm_target = targets.tvm_target(targets.get_device("adreno-740"), host="native")
     lowered = lower_relax(to_relax(model), tvm_target, schedules=Schedules.NONE, memory=memory)

@@ -70,7 +70,7 @@ def test_workload_key_and_tuned_config_are_applied():
     from tvm.relax.backend.adreno import pipeline
 
     from adreno import target as targets
-    from adreno.frontend import to_relax
+    from adreno.frontend.importer import to_relax
 
     case = ConvCase(1, 16, 14, 14, 32, 3, 1, (1, 1, 1, 1))
     target = targets.tvm_target("adreno-740")

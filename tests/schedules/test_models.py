@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adreno import zoo
+from adreno.frontend import zoo
 from tests.schedules.sched_helpers import assert_close, compile_and_run, record_claims, reference
 
 

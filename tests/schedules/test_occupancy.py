@@ -166,10 +166,10 @@ def test_pool_and_softmax_defaults_add_lanes_when_rows_are_few():
 def _plan_launches(model: str, memory: Memory):
     from adreno.compile import lower_relax
     from adreno.plan import extract_plan
-    from adreno.frontend import to_relax
+    from adreno.frontend.importer import to_relax
     from adreno.ranked_defaults import RankedDefaults
     from adreno.records import TunedConfigs
-    from adreno.zoo import get_model
+    from adreno.frontend.zoo import get_model
 
     device = targets.get_device("adreno-740")
     target = targets.tvm_target(device, host="native")

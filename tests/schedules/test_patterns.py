@@ -129,7 +129,7 @@ def test_pool_refuses_a_single_row():
     (5, [2, 2], [10, 9]),  # natural 11x11, cropped (odd total padding: the extra row at the start)
 ])
 def test_conv_transpose_output_shape(x_hw, strides, output_shape, memory, tmp_path):
-    """TVM's importer ignores `output_shape`; adreno.onnx_rewrites turns it into pads / output_padding."""
+    """TVM's importer ignores `output_shape`; adreno.frontend.rewrites turns it into pads / output_padding."""
     w = np.random.default_rng(0).standard_normal((4, 8, 3, 3))
     node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=strides, output_shape=output_shape)
     model = graph_model([node], [1, 4, x_hw, x_hw], [1, 8, *output_shape], {"w": w})
@@ -171,7 +171,7 @@ RESIZES = {  # ONNX's node cases with 8 channels, their runtime parameters as in
 @pytest.mark.parametrize("memory", MEMORIES)
 @pytest.mark.parametrize("name", RESIZES)
 def test_resize(name, memory, tmp_path):
-    """TVM derives source coordinates from the size ratio, ONNX from the scale: adreno.onnx_rewrites computes the
+    """TVM derives source coordinates from the size ratio, ONNX from the scale: adreno.frontend.rewrites computes the
     sampling (Gather indices, interpolation matrices) as onnxruntime does."""
     if not name.endswith("align_corners"):
         check_against_onnxruntime(RESIZES[name], tmp_path / memory, memory)

@@ -157,7 +157,7 @@ def test_other_reductions_are_not_pools():
     import tvm
 
     from adreno.compile import lower_relax
-    from adreno.frontend import to_relax
+    from adreno.frontend.importer import to_relax
 
     models = [single_op_model("Softmax", {"x": [2, 10]}, axis=-1),
               single_op_model("ReduceSum", {"x": [4, 6]}, {"axes": np.array([0], np.int64)}, inputs=["x", "axes"],

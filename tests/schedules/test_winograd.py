@@ -113,7 +113,7 @@ def test_winograd_matches_onnxruntime(case, mode, memory, tmp_path, monkeypatch)
 
 
 def _relax(case):
-    from adreno.frontend import to_relax
+    from adreno.frontend.importer import to_relax
 
     return to_relax(conv_model(case))
 
@@ -178,7 +178,7 @@ def test_gemm_knobs_are_applied_and_checked():
 
 @pytest.mark.parametrize("memory", ["texture"])  # the buffer stages: the layer cases above
 def test_resnet18_with_winograd_matches_onnxruntime(memory, tmp_path, monkeypatch):
-    from adreno import zoo
+    from adreno.frontend import zoo
     from adreno.compile import compile_model
     from adreno.opencl.executor import Executor
     from adreno.options import CompileOptions

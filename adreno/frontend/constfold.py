@@ -16,7 +16,7 @@ import numpy as np
 
 from .canonical import canonicalise
 from .empty import unclaimed
-from .errors import ModelError
+from ..errors import ModelError
 
 # A node is folded only while its constant inputs and outputs stay this small (shape vectors, scales, axes):
 # weights are left to TVM, which folds their preprocessing itself.
@@ -211,8 +211,8 @@ def check_compile_time_inputs(graph, constants: dict[str, np.ndarray]) -> None:
 def check_not_empty(graph, shapes: dict[str, tuple], constants: dict[str, np.ndarray]) -> None:
     """Refuse a graph in which a computed tensor or an input that is read has no elements (a Slice past the end, a
     split of size 0): a kernel over nothing has no launch size, and TVM's lowering divides by the zero extent
-    (`adreno.empty` takes empty outputs out of the graph before). Empty constants (a Resize's roi) are parameters,
-    not tensors a kernel computes."""
+    (`adreno.frontend.empty` takes empty outputs out of the graph before). Empty constants (a Resize's roi) are
+    parameters, not tensors a kernel computes."""
     inputs = {i.name for i in graph.input}
     for index, node in enumerate(graph.node):
         label = f"node {node.name or f'#{index}'} ({node.op_type})"

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .artifact import Plan, TensorSpec
-from .errors import ModelError
+from ..artifact import Plan, TensorSpec
+from ..errors import ModelError
 
 
 @dataclass

@@ -16,7 +16,8 @@
   1 / Sqrt(variance + epsilon), Y = centred x InvStdDev x Scale (+ B); Mean and InvStdDev keep the reduced axes as
   1, as the spec's shapes say. It computes in the input's type (stash_type float32 is that type for float32
   models). A LayerNormalization whose only output is Y stays one node (TVM's layer_norm).
-- LSTM, GRU and RNN: unrolled at the compiled sequence length into MatMuls and gate arithmetic (`adreno.recurrent`).
+- LSTM, GRU and RNN: unrolled at the compiled sequence length into MatMuls and gate arithmetic
+  (`adreno.frontend.recurrent`).
 
 `decompose(model, shapes)` returns a rewritten copy, or the model itself when nothing applies. Forms it cannot
 decompose (1-D/3-D pools, unknown shapes, opset < 10) are refused in one line naming the node.
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import UnsupportedOpError
+from ..errors import UnsupportedOpError
 from .recurrent import RECURRENT_OPS, unroll
 
 
@@ -38,7 +39,7 @@ def decompose(model, shapes: dict[str, list[int]]):
         return model
     import onnx
 
-    from .onnx_rewrites import static_shapes
+    from .rewrites import static_shapes
 
     out = onnx.ModelProto()
     out.CopyFrom(model)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import ModelError, UnsupportedOpError
+from ..errors import ModelError, UnsupportedOpError
 
 
 def rewrite(model, shapes: dict[str, list[int]]):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import UnsupportedOpError
+from ..errors import UnsupportedOpError
 
 RECURRENT_OPS = ("LSTM", "GRU", "RNN")
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}

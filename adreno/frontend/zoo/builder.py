@@ -1,4 +1,4 @@
-"""The graph builder of the bundled models (`adreno.zoo`): ONNX (opset 17) with seeded random weights, each op
+"""The graph builder of the bundled models (`adreno.frontend.zoo`): ONNX (opset 17) with seeded random weights, each op
 also evaluated in numpy so that the weights can be calibrated; nothing is downloaded.
 
 Conv and Gemm weights are He-normal (std sqrt(2 / fan_in)). Every convolution is followed by a real

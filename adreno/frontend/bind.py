@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .constfold import MAX_ELEMENTS
-from .errors import AdrenoError, ModelError
+from ..errors import AdrenoError, ModelError
 
 USAGE = "expected NAME=FILE.npy (one input) or FILE.npz (its arrays keyed by input name)"
 
@@ -84,7 +84,7 @@ def bind_inputs(model, values: Mapping | None) -> tuple:
     import onnx
     from onnx import numpy_helper
 
-    from .frontend import graph_inputs
+    from .importer import graph_inputs
 
     declared = {i.name: i for i in graph_inputs(model)}
     unknown = sorted(set(values) - set(declared))

@@ -13,11 +13,12 @@ import os
 import warnings
 from pathlib import Path
 
-from . import old_opsets, onnx_decompose, onnx_quantized, onnx_rewrites
-from .errors import TVM_ERRORS, DynamicShapeError, ModelError, UnsupportedOpError
-from .identifiers import identifiers
-from .native_log import quiet_stderr
-from .paths import regular_file
+from . import decompose, old_opsets, rewrites
+from .quantized import dequantize
+from ..errors import TVM_ERRORS, DynamicShapeError, ModelError, UnsupportedOpError
+from ..identifiers import identifiers
+from ..native_log import quiet_stderr
+from ..paths import regular_file
 
 
 def load_model(model) -> tuple:
@@ -77,7 +78,7 @@ def input_shapes(model, overrides: dict[str, list[int]] | None = None) -> dict[s
         dims = inp.type.tensor_type.shape.dim
         shape = []
         for axis, dim in enumerate(dims):
-            if dim.HasField("dim_value") and dim.dim_value >= 0:  # 0: an empty input (adreno.empty)
+            if dim.HasField("dim_value") and dim.dim_value >= 0:  # 0: an empty input (adreno.frontend.empty)
                 shape.append(dim.dim_value)
             else:
                 label = dim.dim_param or "?"
@@ -104,7 +105,7 @@ def _override(inp, shape: list[int]) -> list[int]:
     """An --input-shape for `inp`, refused unless it only fills the model's dynamic dimensions with sizes >= 0:
     silently replacing a static dimension would compile another model."""
     where = f"--input-shape {inp.name}:{','.join(map(str, shape))}"
-    if any(d < 0 for d in shape):  # 0 is allowed: an empty input (adreno.empty)
+    if any(d < 0 for d in shape):  # 0 is allowed: an empty input (adreno.frontend.empty)
         raise ModelError(f"{where}: a dimension cannot be negative")
     tensor = inp.type.tensor_type
     if not tensor.HasField("shape"):  # the model says nothing about this input's shape: the override is it
@@ -121,7 +122,7 @@ def check_supported_ops(model) -> None:
     """Raise `UnsupportedOpError` naming the first node whose op the ONNX importer does not know."""
     from tvm.relax.frontend.onnx import onnx_frontend
 
-    known = set(onnx_frontend._get_convert_map()) | {"Constant", "If", *onnx_decompose.RECURRENT_OPS}
+    known = set(onnx_frontend._get_convert_map()) | {"Constant", "If", *decompose.RECURRENT_OPS}
     for index, node in enumerate(model.graph.node):
         if node.op_type not in known:
             raise UnsupportedOpError(f"operator {node.op_type} (node {node.name or f'#{index}'}) is not supported "
@@ -170,7 +171,7 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None, q
     from .constfold import prepare
 
     shapes = input_shapes(model, overrides)
-    dequantized = onnx_quantized.dequantize(model)  # first: the op check and constfold know no com.microsoft op
+    dequantized = dequantize(model)  # first: the op check and constfold know no com.microsoft op
     model = dequantized.model
     for weight in dequantized.weights if quantized is not None else ():
         quantized.record(weight.values, weight.scale, weight.zero_point, weight.axis)
@@ -180,7 +181,7 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None, q
     if not model.graph.output:
         return None
     shapes = {name: shape for name, shape in shapes.items() if name not in (empty.inputs if empty else ())}
-    model = old_opsets.current_forms(onnx_decompose.decompose(onnx_rewrites.rewrite(model, shapes), shapes))
+    model = old_opsets.current_forms(decompose.decompose(rewrites.rewrite(model, shapes), shapes))
     model, shapes = identifiers(model, shapes)  # kernel argument names: `gpu_0/data_0` -> `gpu_0_data_0`
     failure = None
     # the importer prints "Error converting operator ..." on stdout before it raises: our error says it in one line

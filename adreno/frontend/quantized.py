@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import UnsupportedOpError
-from .onnx_decompose import NodeBuilder
+from ..errors import UnsupportedOpError
+from .decompose import NodeBuilder
 
 MICROSOFT = "com.microsoft"
 INTEGER_DOMAIN = {"QLinearConv", "QLinearMatMul", "ConvInteger", "QGemm"}
