@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from adreno.cli import build_parser
+from adreno.cli.main import build_parser
 from adreno.options import CompileOptions, Host, Memory, Precision, Runtime, Schedules, Staging, Winograd
 from adreno.records import DIRECT_OPS, LAYOUT_OPS, direct_key, layout_key
 from adreno.schedules import conv2d_1x1, conv2d_texture, conv2d_winograd

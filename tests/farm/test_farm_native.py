@@ -188,7 +188,7 @@ def test_an_unreachable_server_is_the_farms_failure_not_the_candidates(axpy):
     (["--runtime", "tvm", "--server", "127.0.0.1:9", "--host", "native", "--precision", "fp16"], "fp32 images only"),
 ])
 def test_tune_runtime_tvm_refuses_options_that_do_not_go_together(flags, says, tmp_path, capsys, monkeypatch):
-    from adreno.cli import main
+    from adreno.cli.main import main
 
     monkeypatch.delenv("TVM_NDK_CC", raising=False)
     assert main(["tune", "tiny", *flags, "--records", str(tmp_path / "r.jsonl")]) == 2

@@ -132,7 +132,7 @@ def test_cli_registers_the_farm_group_and_prints_status(farm2, capsys):
     import argparse
     from dataclasses import asdict
 
-    from adreno.farm.cli import register
+    from adreno.cli.farm import register
 
     farm2.wait_registered(2, timeout=30)
     parser = argparse.ArgumentParser()

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from adreno.cli import main
+from adreno.cli.main import main
 
 
 def test_report_on_tiny_then_from_the_records(tmp_path, capsys):

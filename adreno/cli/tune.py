@@ -9,21 +9,21 @@ from pathlib import Path
 from ..frontend.bind import add_bind_argument
 from ..farm.common import FarmError, parse_addr
 from ..options import CompileOptions, Host, Memory, Precision, Runtime, add_staging_argument, enum_argument
+from .common import require_positive
 
 
 def cmd_tune(args) -> int:
     if args.export_batch or args.import_batch:
-        from .batch import cmd_batch
+        from ..tune.batch import cmd_batch
 
         return cmd_batch(args)
     from ..frontend.bind import read_bind
-    from ..cli import require_positive
     from ..records import Database
-    from .cost_model import make_model
-    from .extract import extract_tasks
-    from .measure import Builder
-    from .session import open_tuner
-    from .tuner import plot_history, save_report
+    from ..tune.cost_model import make_model
+    from ..tune.extract import extract_tasks
+    from ..tune.measure import Builder
+    from ..tune.session import open_tuner
+    from ..tune.tuner import plot_history, save_report
 
     require_positive(args, "trials", "batch", "repeat", "timeout", "outage", allow_zero=("outage",))
     for addr in (args.tracker, args.server):  # a usage error now, not after extracting the tasks and --outage
@@ -91,7 +91,7 @@ def cmd_tune(args) -> int:
 def native_build(args, runtime: Runtime):
     """How candidates' TVM libraries are built under `--runtime tvm` (a `NativeBuild`; None under plan), or a
     FarmError (one line, exit 2) for options that do not go together."""
-    from .native_build import NativeBuild
+    from ..tune.native_build import NativeBuild
 
     if runtime is Runtime.PLAN:
         if args.server:
@@ -128,7 +128,7 @@ def _bar(done: int, total: int, width: int = 20) -> str:
     return "#" * filled + "." * (width - filled) + f" {min(done, total)}/{total}"
 
 
-def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command) interface of adreno.cli
+def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command) interface of adreno.cli.main
     p = command("tune", cmd_tune, "search the best schedule for every kernel of a model on a device",
                 "Tune MODEL's kernels on a device: a cost-model-guided search over each schedule's knobs. Every "
                 "measurement (output checked against a CPU reference first) is appended to --records; running "

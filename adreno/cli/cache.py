@@ -1,6 +1,6 @@
 """`adreno cache info|clear|verify|export`: look after the OpenCL program-binary cache and bundle binaries.
 
-Registered by `adreno.cli` through `register(sub, command)`. The cache lives in `$ADRENO_CACHE_DIR` (default
+Registered by `adreno.cli.main` through `register(sub, command)`. The cache lives in `$ADRENO_CACHE_DIR` (default
 ``~/.cache/adreno/programs``) unless `--cache-dir` is given; see `adreno.cache` for what it holds and what
 invalidates an entry.
 """
@@ -8,15 +8,15 @@ invalidates an entry.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from .errors import AdrenoError
+from ..errors import AdrenoError
+from .common import emit
 
 
-def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command) interface of adreno.cli
+def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command) interface of adreno.cli.main
     """Add `cache` with its subcommands to the `adreno` parser (``sub``: its subparsers; ``command``: the
-    helper of `adreno.cli` that adds a command with --json and its function)."""
+    helper of `adreno.cli.main` that adds a command with --json and its function)."""
     cache = command("cache", None, "inspect, clear, verify the OpenCL program-binary cache; bundle binaries",
                     "The program-binary cache keeps every OpenCL program built from source, so the next start of "
                     "the same kernels on the same device and driver loads a binary instead of compiling. "
@@ -60,13 +60,9 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
 
 
 def _cache(args, enabled: bool = True):
-    from .cache import ProgramCache
+    from ..cache import ProgramCache
 
     return ProgramCache(getattr(args, "cache_dir", None), enabled=enabled)
-
-
-def _emit(args, data, text: str) -> None:
-    print(json.dumps(data, indent=1, default=str) if getattr(args, "json", False) else text)
 
 
 def _size(nbytes: int) -> str:
@@ -86,7 +82,7 @@ def cmd_info(args) -> int:
         lines.append(f"  quarantined {note['marker'][:16]}: process {note.get('pid', '?')} on {note.get('host', '?')} "
                      f"died loading it on {note.get('device_name', '?')} (driver {note.get('driver_version', '?')}); "
                      "built from source until `adreno cache clear`")
-    _emit(args, info, "\n".join(lines))
+    emit(args, info, "\n".join(lines))
     return 0
 
 
@@ -96,7 +92,7 @@ def cmd_clear(args) -> int:
         removed = cache.clear()
     except OSError as err:
         raise AdrenoError(f"cannot clear the program cache {cache.root}: {err}") from None
-    _emit(args, {"root": str(cache.root), "removed": removed}, f"removed {removed} entries from {cache.root}")
+    emit(args, {"root": str(cache.root), "removed": removed}, f"removed {removed} entries from {cache.root}")
     return 0
 
 
@@ -107,8 +103,8 @@ def cmd_verify(args) -> int:
     lines += [f"  {name}: {entry['reason']}" for name, entry in sorted(report["entries"].items()) if not entry["ok"]]
     bad = report["bad"]
     if args.artifact:
-        from .artifact import Artifact
-        from .cache import verify_bundles
+        from ..artifact import Artifact
+        from ..cache import verify_bundles
 
         artifact = Artifact.load(args.artifact)
         bundles = verify_bundles(artifact)
@@ -123,18 +119,18 @@ def cmd_verify(args) -> int:
             lines.append(f"  {name}: {device.get('device_name', '?')} driver {device.get('driver_version', '?')}, "
                          f"{bundle['programs']} programs: {'ok' if bundle['ok'] else 'BAD'}")
             lines += [f"    {problem}" for problem in bundle["problems"]]
-    _emit(args, report, "\n".join(lines))
+    emit(args, report, "\n".join(lines))
     return 1 if bad else 0
 
 
 def cmd_warm(args) -> int:
-    from .artifact import Artifact
-    from .farm.runner import warm_artifact
+    from ..artifact import Artifact
+    from ..farm.runner import warm_artifact
 
     artifact = Artifact.load(args.artifact)
     summary = warm_artifact(str(artifact.path), args.tracker, args.key)
     device = summary["device"]
-    _emit(args, summary, f"built {summary['programs']} programs on {summary['remote']} ({device['device_name']}, "
+    emit(args, summary, f"built {summary['programs']} programs on {summary['remote']} ({device['device_name']}, "
                          f"driver {device['driver_version']}) -> {summary['path']}, {_size(summary['bytes'])}")
     return 0
 
@@ -142,9 +138,9 @@ def cmd_warm(args) -> int:
 def cmd_export(args) -> int:
     import pyopencl as cl
 
-    from .artifact import Artifact
-    from .cache import export_bundle
-    from .opencl.device import select_device
+    from ..artifact import Artifact
+    from ..cache import export_bundle
+    from ..opencl.device import select_device
 
     artifact = Artifact.load(args.artifact)
     device = select_device(args.device)
@@ -160,5 +156,5 @@ def cmd_export(args) -> int:
             f"{device['device_name']} (driver {device['driver_version']}) -> {summary['path']}, "
             f"{_size(summary['bytes'])}\n"
             f"  TVM runtime blob (opencl.SetPreCompiledPrograms): {summary['tvm_precompiled']}")
-    _emit(args, summary, text)
+    emit(args, summary, text)
     return 0

@@ -12,8 +12,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .common import require_positive
 
-def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command) interface of adreno.cli
+
+def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command) interface of adreno.cli.main
     """Add `orchestrate` to the `adreno` parser (its own --json names a file, so not through `command`)."""
     p = sub.add_parser("orchestrate", help="choose kernels by a BLP on measured costs and report them next to "
                        "TVM FuseOps' partition (no artifact yet)",
@@ -37,7 +39,6 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
 
 
 def cmd_orchestrate(args) -> int:
-    from adreno.cli import require_positive
     from adreno.opencl.device import DeviceIdentity, select_device
     from adreno.orchestrate.costs import CostTable
     from adreno.orchestrate.report import orchestrate_model, report_text

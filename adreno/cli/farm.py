@@ -1,6 +1,6 @@
 """`adreno farm tracker|agent|ssh|android|status`, and the data behind `adreno devices --tracker HOST:PORT`.
 
-Plugs into the main CLI: `register(subparsers, command)` (`adreno/cli.py`), so it runs as `adreno farm ...` or
+Plugs into the main CLI: `register(subparsers, command)` (`adreno/cli/main.py`), so it runs as `adreno farm ...` or
 `python -m adreno.cli farm ...` (how remote hosts are driven over SSH).
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from .common import DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, parse_addr
+from ..farm.common import DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, parse_addr
 
 SECURITY_NOTE = ("TVM RPC has no authentication and lets any client write files and run code on the server: "
                  "everything binds to 127.0.0.1 unless --host says otherwise; reach remote devices through "
@@ -16,27 +16,27 @@ SECURITY_NOTE = ("TVM RPC has no authentication and lets any client write files 
 
 
 def _cmd_tracker(args) -> int:
-    from .tracker import serve_tracker
+    from ..farm.tracker import serve_tracker
 
     serve_tracker(args.host, args.port, expose=args.expose)
     return 0
 
 
 def _cmd_agent(args) -> int:
-    from .agent import run_agent
+    from ..farm.agent import run_agent
 
     return run_agent(args.tracker, args.key, args.device, args.host, args.port, args.port_end, args.custom_addr,
                      expose=args.expose)
 
 
 def _cmd_status(args) -> int:
-    from .tracker import print_tracker_devices
+    from ..farm.tracker import print_tracker_devices
 
     return print_tracker_devices(args.tracker)
 
 
 def _cmd_ssh(args) -> int:
-    from .ssh import serve_ssh
+    from ..farm.ssh import serve_ssh
 
     options = dict(port=args.ssh_port, key_filename=args.identity, known_hosts=args.known_hosts,
                    accept_new_host_key=args.accept_new_host_key, keepalive=args.keepalive, agents=args.agents,
@@ -50,7 +50,7 @@ def _cmd_ssh(args) -> int:
 
 
 def _cmd_android(args) -> int:
-    from .android import RUNTIME_FILES, Adb, discover, serve_phones
+    from ..farm.android import RUNTIME_FILES, Adb, discover, serve_phones
 
     adb = Adb(args.adb)
     if args.list:

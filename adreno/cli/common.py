@@ -1,0 +1,63 @@
+"""What every command group shares: progress lines, --json output, and the check of numeric options."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import AdrenoError
+
+
+class Progress:
+    """One line per step on stderr, with the time the previous step took; silent under --json/--quiet."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled, self.started, self.last = enabled, time.perf_counter(), None
+
+    def __call__(self, message: str) -> None:
+        self.finish_step()
+        self.last = (message, time.perf_counter())
+        if self.enabled:
+            print(f"  {message} ...", end="", file=sys.stderr, flush=True)
+
+    def finish_step(self) -> None:
+        if self.last and self.enabled:
+            print(f" {time.perf_counter() - self.last[1]:.1f} s", file=sys.stderr, flush=True)
+        self.last = None
+
+
+
+def emit(args, data, text: str) -> None:
+    """`data` as JSON under --json, else `text`."""
+    print(json.dumps(data, indent=1, default=json_default) if args.json else text)
+
+
+def json_default(value):
+    if isinstance(value, (np.generic,)):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    return repr(value)
+
+
+
+def require_positive(args, *names: str, allow_zero: tuple[str, ...] = ()) -> None:
+    """A one-line error (exit status 2) for a numeric option that is not a positive finite number (or, for those in
+    `allow_zero`, not a non-negative one): `--repeat 0` must not "succeed" measuring nothing."""
+    for name in names:
+        value = getattr(args, name)
+        if value is None:  # not given: the command's default applies
+            continue
+        low_ok = value >= 0 if name in allow_zero else value > 0
+        if not (np.isfinite(value) and low_ok):
+            flag = "--" + name.replace("_", "-")
+            raise AdrenoError(f"{flag} must be {'>= 0' if name in allow_zero else 'positive'}, not {value}")
+
+
+
+def megabytes(size: int) -> str:
+    return f"{size / 1e6:.2f} MB" if size >= 10_000 else f"{size} B"

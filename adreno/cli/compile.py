@@ -1,0 +1,137 @@
+"""`adreno compile`: a model in, an artifact directory out (written completely or not at all)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from ..errors import AdrenoError
+from ..options import Defaults, Host, Memory, Precision, Schedules, Winograd, add_staging_argument, enum_argument
+from .common import Progress, emit, megabytes
+
+
+def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command) interface of adreno.cli.main
+    from ..frontend.bind import add_bind_argument
+
+    p = command("compile", cmd_compile, "compile a model into a deployable artifact directory",
+                "Compile MODEL (a bundled model name or an .onnx file) for an Adreno GPU. The artifact directory "
+                "holds the OpenCL source of every kernel, the launch plan, the weights and the TVM host library; "
+                "it is written completely or not at all.")
+    p.add_argument("model", help="bundled model name (see `adreno models`) or path to an .onnx file")
+    p.add_argument("-o", "--output", help="artifact directory to write (default: build/<model name>)")
+    p.add_argument("--target", default="adreno-740", help="Adreno GPU: adreno-640/650/660/730/740/750/830 "
+                   "(default adreno-740)")
+    p.add_argument("--host", **enum_argument(Host), default=Host.ANDROID,
+                   help="host CPU of the library: android (aarch64 phone, default) or native (this machine)")
+    p.add_argument("--cc", help="compiler to link the host library (an NDK aarch64-linux-android<API>-clang for "
+                   "--host android; default $TVM_NDK_CC; without one, lib.tar holds the objects)")
+    p.add_argument("--input-shape", action="append", metavar="NAME:DIMS",
+                   help="static shape for a model input with dynamic dimensions, e.g. input:1,3,224,224 (repeatable)")
+    add_bind_argument(p)
+    p.add_argument("--memory", **enum_argument(Memory), default=None,
+                   help="where tensors live on the GPU: texture (NCHW4c activations and OIHW4o weights in OpenCL "
+                   "images; the default) or buffer (OpenCL buffers, the fallback); without --memory, --records of "
+                   "buffer workloads only select buffer; see README")
+    p.add_argument("--precision", **enum_argument(Precision), default=Precision.FP32,
+                   help="fp16 stores texture images as CL_HALF_FLOAT (arithmetic stays fp32); needs --memory texture")
+    p.add_argument("--schedules", **enum_argument(Schedules, (Schedules.ADRENO, Schedules.TVM)),
+                   default=Schedules.ADRENO,
+                   help="adreno: our conv schedules first (default); tvm: TVM 0.27's default schedules only")
+    p.add_argument("--records", help="tuning records from `adreno tune`: the best config of each workload is used, "
+                   "among those measured on --target where the workload has any (else one line names the devices)")
+    p.add_argument("--records-from-any-device", action="store_true",
+                   help="apply records measured on other devices (where --target has none) without saying so")
+    p.add_argument("--winograd", **enum_argument(Winograd), default=None,
+                   help="Winograd for 3x3 stride-1 convs, on buffers or packed in textures: auto (F(4x4) or F(2x2) "
+                   "where both channel counts are >= 64 and the output is >= 7x7; the default), f2/f4 (every "
+                   "eligible conv), off (direct convs; the default with --schedules tvm). Tuned layout records, and "
+                   "tuned direct kernels, override auto and off per conv")
+    p.add_argument("--defaults", **enum_argument(Defaults), default=None,
+                   help="knobs of kernels without --records: model (the analytical cost model ranks each kernel's "
+                   "space for the target's device facts and its best legal config meeting the occupancy rule is "
+                   "used; opt-in, not yet measured on a GPU) or rule (the family's rule default; the default). "
+                   "The manifest's model_defaults lists the model's choices; records still win")
+    add_staging_argument(p)
+    p.add_argument("--image-max", type=int, metavar="PIXELS",
+                   help="largest image width/height to use, e.g. a local check device's (PoCL: 8192): wider tensors "
+                   "take another image scope or stay buffers (default: the target's limits, within 8192 where an "
+                   "image scope fits)")
+    p.add_argument("--no-build-check", action="store_true", help="do not build the kernels on a local OpenCL "
+                   "device at the end of the compile (default: they are built, through the program cache, on a "
+                   "device of the target's name or PoCL, so a kernel that cannot build fails the compile and a later "
+                   "`adreno run` there loads them from the cache)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def _parse_shapes(items: list[str] | None) -> dict[str, list[int]]:
+    shapes = {}
+    for item in items or []:
+        name, sep, dims = item.rpartition(":")
+        if name in shapes:
+            raise AdrenoError(f"--input-shape {item!r}: {name} already has a shape; give each input one")
+        try:
+            shapes[name] = [int(d) for d in dims.replace("x", ",").split(",") if d]
+        except ValueError:
+            sep = ""
+        if not sep or not name or not shapes.get(name):
+            raise AdrenoError(f"--input-shape {item!r}: expected NAME:D0,D1,... e.g. input:1,3,224,224")
+    return shapes
+
+
+def records_elsewhere_line(manifest: dict) -> str:
+    """One line saying how many workloads got records measured on devices other than the target ("" if none)."""
+    from ..records import device_target
+
+    elsewhere = manifest["records_elsewhere"]
+    if not elsewhere:
+        return ""
+    devices = sorted({device_target(device) for device in elsewhere.values()})
+    return (f"warning: {len(elsewhere)} workload(s) use records measured on {', '.join(devices)}, none on "
+            f"{manifest['target']} (--records-from-any-device: allow this silently)")
+
+
+def cmd_compile(args) -> int:
+    from ..frontend.bind import read_bind
+    from ..build_check import BuildCheck
+    from ..cache import ProgramCache
+    from ..compile import compile_model
+    from ..options import CompileOptions
+
+    output = f"build/{Path(str(args.model)).stem}" if args.output is None else args.output
+    options = CompileOptions(target=args.target, host=args.host, cc=args.cc,
+                             input_shapes=_parse_shapes(args.input_shape),
+                             memory=args.memory, precision=args.precision, schedules=args.schedules,
+                             records=args.records, winograd=args.winograd, image_max=args.image_max,
+                             defaults=args.defaults, staging=args.staging)
+    bind = read_bind(args.bind)
+    progress = Progress(not (args.json or args.quiet))
+    started = time.perf_counter()
+    check = None if args.no_build_check else BuildCheck(ProgramCache())
+    path = compile_model(args.model, output, options, progress=progress, bind=bind, build_check=check)
+    progress.finish_step()
+    manifest = json.loads((path / "manifest.json").read_text())
+    summary = {"artifact": str(path), "target": manifest["target"], "kernels": manifest["kernels"],
+               "memory": manifest["memory"], "tuned_kernels": manifest["tuned_kernels"],
+               "host_library": manifest["host_library"], "records_skipped": manifest["records_skipped"],
+               "records_elsewhere": manifest["records_elsewhere"], "bound": list(manifest["bound"]),
+               "sizes": manifest["sizes"], "seconds": round(time.perf_counter() - started, 2),
+               "build_check": check.result.to_json() if check else None}
+    tuned = f", {manifest['tuned_kernels']} tuned workloads" if args.records else ""
+    elsewhere = records_elsewhere_line(manifest)
+    if elsewhere and not args.records_from_any_device:
+        print(elsewhere, file=sys.stderr)
+    if manifest["records_skipped"]:
+        tuned += f" ({manifest['records_skipped']} records skipped: malformed or outside this version's knobs)"
+    if manifest["bound"]:
+        tuned += f", bound inputs {', '.join(manifest['bound'])}"
+    library = manifest["host_library"] or "none (nothing to compute)"
+    sizes = manifest["sizes"]
+    emit(args, summary, f"compiled {manifest['model']} for {manifest['target']} ({manifest['memory']} memory): "
+                         f"{manifest['kernels']} kernels{tuned}, host library {library} -> {path} "
+                         f"({summary['seconds']} s)\n  size: weights {megabytes(sizes['weights'])}, kernels "
+                         f"{megabytes(sizes['kernels'])}, host library {megabytes(sizes['host_library'])}"
+                         f"\n  {check.result.line() if check else 'build check: off (--no-build-check)'}")
+    return 0
+

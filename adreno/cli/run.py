@@ -1,0 +1,222 @@
+"""`adreno run`: an artifact on a local OpenCL device (the launch plan, or TVM's runtime), timed and checked."""
+
+from __future__ import annotations
+
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import AdrenoError
+from ..options import Runtime, enum_argument
+from ..paths import output_file, regular_file
+from .common import Progress, emit, require_positive
+
+
+def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command) interface of adreno.cli.main
+    p = command("run", cmd_run, "run an artifact on a local OpenCL device, time each kernel, check the output",
+                "Run ARTIFACT on an OpenCL device, through pyopencl (its launch plan) or with --runtime tvm through "
+                "TVM's runtime (its host library): builds its programs, runs it once, optionally checks the output "
+                "against onnxruntime on the same input, then times --repeat runs and prints a per-kernel table.")
+    p.add_argument("artifact", help="artifact directory written by `adreno compile`")
+    p.add_argument("--device", help="pocl (default), gpu, cpu, an index from `adreno devices --local`, or part of "
+                   "a device name")
+    p.add_argument("--check", action="store_true", help="compare the output with onnxruntime on the same input "
+                   "(exit status 1 on a mismatch)")
+    p.add_argument("--runtime", **enum_argument(Runtime), default=Runtime.PLAN, help="plan (default): the launch plan "
+                   "through pyopencl; tvm: the host library (lib.so, an artifact compiled with --host native) through "
+                   "TVM's Relax VM and adreno's OpenCL plugin, the program a phone app runs")
+    p.add_argument("--repeat", type=int, default=10, help="timed runs (default 10)")
+    p.add_argument("--input", help=".npz file with one array per model input (default: seeded random input)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
+    p.add_argument("--reference", help="ONNX model for --check (default: the model the artifact was compiled from)")
+    p.add_argument("--rtol", type=float, default=None, help="--check tolerance relative to the output's largest "
+                   "magnitude (default 1e-3; 5e-2 for a --precision fp16 artifact, whose images hold half floats)")
+    p.add_argument("--atol", type=float, default=1e-4, help="--check absolute tolerance (default 1e-4)")
+    p.add_argument("--output", help="write the outputs to this .npz file")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="wall-clock limit of the whole "
+                   "run (build, runs, --check's onnxruntime reference); past it, or at Ctrl-C, the run stops at once "
+                   "(default 300)")
+    p.add_argument("--top", type=int, default=15, help="kernels shown in the table (default 15)")
+    p.add_argument("--no-cache", action="store_true", help="build programs from source, bypassing the program cache")
+    p.add_argument("--unchecked", action="store_true", help="skip comparing every file's size and SHA-256 with the "
+                   "manifest (paths and the launch plan are still checked); for artifacts edited by hand")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def _load_inputs(args, artifact) -> list[np.ndarray]:
+    from ..runner import random_inputs
+
+    specs = artifact.input_specs()
+    if not args.input:
+        return random_inputs(specs, args.seed)
+    arrays = _read_npz(regular_file(args.input, "--input"))
+    try:
+        ordered = artifact.ordered_inputs(arrays)
+    except AdrenoError as err:
+        raise AdrenoError(f"--input {args.input}: {err}") from None
+    for spec, array in zip(specs, ordered):
+        lossless_input(spec, array, args.input)
+    return ordered
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of an .npz file; a .npy (one unnamed array), a truncated or foreign file is one clear error."""
+    try:
+        loaded = np.load(path)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise AdrenoError(f"--input {path} holds one unnamed array (.npy); save the inputs with "
+                              "numpy.savez(FILE, NAME=array) so each has its input's name")
+        with loaded as npz:
+            return {k: npz[k] for k in npz.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
+        raise AdrenoError(f"--input {path}: cannot read it as .npz ({type(err).__name__}: {err})") from None
+
+
+def lossless_input(spec, array: np.ndarray, where: str) -> None:
+    """Refuse an --input array that the cast to the input's dtype would change: complex values (the imaginary part
+    would be dropped), values the dtype does not hold exactly (int64 above 2**24 in float32, fractions for an
+    integer input), non-numbers. A float64 array becomes float32 by rounding, as every framework does."""
+    dtype = np.dtype(spec.dtype)
+    if array.dtype.kind not in "biuf":
+        raise AdrenoError(f"--input {where}: {spec.name} is {array.dtype}, the model takes {dtype}: convert it first")
+    if not (array.dtype.kind == dtype.kind == "f") and not np.array_equal(array.astype(dtype).astype(array.dtype),
+                                                                        array):
+        raise AdrenoError(f"--input {where}: {spec.name} holds {array.dtype} values that {dtype} cannot represent "
+                          "exactly; convert it first")
+
+
+def cmd_run(args) -> int:
+    """`adreno run` under --timeout: a spinning kernel or a hung driver call ends in one line, not a hang."""
+    from ..deadline import deadline
+
+    require_positive(args, "repeat", "rtol", "atol", "top", "timeout", "seed",
+                     allow_zero=("rtol", "atol", "top", "seed"))
+    output = None if args.output is None else output_file(args.output, "--output")
+    with deadline(args.timeout, f"run of {args.artifact}"):
+        return _run_artifact(args, output)
+
+
+def _run_artifact(args, output: Path | None) -> int:
+    from ..artifact import Artifact
+
+    runtime = args.runtime
+    artifact = Artifact.load(args.artifact, checked=not args.unchecked)
+    if args.unchecked:
+        print(f"warning: --unchecked: the sizes and SHA-256 of the {len(artifact.manifest['files'])} files of "
+              f"{artifact.path} were not compared with its manifest (paths and the plan were still checked)",
+              file=sys.stderr)
+    progress = Progress(not (args.json or args.quiet))
+    progress(f"building the OpenCL programs of {len(artifact.plan.programs)} kernel files" if runtime is Runtime.PLAN
+             else "loading the host library in TVM's runtime and building its OpenCL programs")
+    executor = runtime.executor(artifact, args.device, cache=_program_cache(args))
+    inputs = _load_inputs(args, artifact)
+    progress("first run")
+    first_started = time.perf_counter()
+    outputs = executor.run(inputs)
+    store_seconds = executor.store_seconds if runtime is Runtime.PLAN else 0.0  # the cache write after it
+    first_ms = (time.perf_counter() - first_started - store_seconds) * 1e3
+    check = None
+    if args.check:
+        from ..reference import compare, default_rtol, onnxruntime_outputs, reference_model, within
+
+        progress("onnxruntime reference")
+        reference = onnxruntime_outputs(reference_model(artifact, args.reference), inputs, artifact.bound_inputs())
+        rows = compare(outputs, reference)
+        rtol = default_rtol(artifact) if args.rtol is None else args.rtol
+        ok = all(within(r, rtol, args.atol) for r in rows)
+        check = {"ok": ok, "outputs": rows, "rtol": rtol, "atol": args.atol}
+    warm_build = None
+    if runtime is Runtime.PLAN and executor.cache is not None:
+        progress("building the programs again from the program cache (the next start's build)")
+        warm_build = executor.warm_build_seconds()
+    progress(f"profiling {args.repeat} runs")
+    profile = executor.profile(inputs, repeat=args.repeat)
+    progress.finish_step()
+    if output:
+        _write_outputs(output, dict(zip(artifact.output_names(), outputs)))
+    total = sum(k.median_ms for k in profile.kernels) or 1.0
+    result = {
+        "artifact": str(artifact.path), "runtime": runtime, "device": executor.device.name.strip(),
+        "platform": executor.device.platform.name.strip(), "build_seconds": round(executor.build_seconds, 3),
+        "build_from": _build_sources(executor) if runtime is Runtime.PLAN else None,
+        "warm_build_seconds": None if warm_build is None else round(warm_build, 3),
+        "cache_store_seconds": round(store_seconds, 3),
+        "first_run_ms": round(first_ms, 3), "median_ms": round(profile.median_ms, 3),
+        "device_median_ms": round(profile.device_median_ms, 3), "repeat": args.repeat,
+        "kernels": [{"name": k.name, "op": k.op, "calls": k.calls, "median_ms": round(k.median_ms, 4),
+                     "share": round(k.median_ms / total, 4)} for k in profile.kernels],
+        "check": check,
+    }
+    emit(args, result, _run_text(result, args.top))
+    return 0 if check is None or check["ok"] else 1
+
+
+def _build_sources(executor) -> dict[str, int]:
+    """How the launch-plan executor got its driver programs: count per `ProgramBuild.how` ("miss": built from source
+    and cached, "hit": from the program cache, "bundled", "source": no cache, "disabled")."""
+    counts: dict[str, int] = {}
+    for build in executor.builds:
+        counts[build.how] = counts.get(build.how, 0) + 1
+    return counts
+
+
+def _write_outputs(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Save to exactly `path` (numpy.savez given a name would add .npz to it); a write the OS refuses is one line."""
+    try:
+        with open(path, "wb") as file:
+            np.savez(file, **arrays)
+    except OSError as err:
+        raise AdrenoError(f"--output {path}: cannot write it ({err.strerror or err})") from None
+
+
+def _run_text(result: dict, top: int) -> str:
+    how = "" if result["runtime"] is Runtime.PLAN else ", host library through TVM's runtime"
+    lines = [f"{result['artifact']} on {result['device']} ({result['platform']}){how}",
+             f"  build {result['build_seconds']:.2f} s{_build_text(result)}, first run {result['first_run_ms']:.1f} ms"
+             + ("" if result["warm_build_seconds"] is None else
+                f", warm build {result['warm_build_seconds']:.2f} s (from the program cache)"),
+             f"  median {result['median_ms']:.2f} ms wall / {result['device_median_ms']:.2f} ms kernels "
+             f"over {result['repeat']} runs", "",
+             f"  {'kernel':<52} {'op':<14} {'calls':>5} {'median ms':>10} {'share':>7}"]
+    kernels = result["kernels"]
+    for k in kernels[:top]:
+        lines.append(f"  {k['name'][:52]:<52} {k['op'][:14]:<14} {k['calls']:>5} {k['median_ms']:>10.3f} "
+                     f"{k['share'] * 100:>6.1f}%")
+    if len(kernels) > top:
+        rest = kernels[top:]
+        lines.append(f"  {'(' + str(len(rest)) + ' more kernels)':<52} {'':<14} {sum(k['calls'] for k in rest):>5} "
+                     f"{sum(k['median_ms'] for k in rest):>10.3f} {sum(k['share'] for k in rest) * 100:>6.1f}%")
+    check = result["check"]
+    if check:
+        lines.append("")
+        for index, row in enumerate(check["outputs"]):
+            if row["problem"]:
+                lines.append(f"  check output {index} vs onnxruntime: {row['problem']}: MISMATCH")
+                continue
+            tolerance = check["atol"] + check["rtol"] * row["max_abs_ref"]
+            lines.append(f"  check output {index} vs onnxruntime: max abs error {row['max_abs_error']:.3g} "
+                         f"(relative {row['max_rel_error']:.3g} of max |ref| {row['max_abs_ref']:.3g}), "
+                         f"tolerance {tolerance:.3g}: {'OK' if row['max_abs_error'] <= tolerance else 'MISMATCH'}")
+    return "\n".join(lines)
+
+
+def _build_text(result: dict) -> str:
+    words = {"miss": "from source", "source": "from source", "disabled": "from source", "hit": "from the cache",
+             "bundled": "bundled"}
+    if not result["build_from"]:
+        return ""
+    parts = [f"{n} {'program' if n == 1 else 'programs'} {words.get(how, how)}"
+             for how, n in result["build_from"].items()]
+    return f" ({', '.join(parts)})"
+
+
+def _program_cache(args):
+    if args.no_cache:
+        return None
+    from ..cache import ProgramCache
+
+    return ProgramCache()
+
