@@ -142,7 +142,7 @@ def _tvm_version() -> str:
     except metadata.PackageNotFoundError:
         try:
             import tvm
-        except ImportError:  # a measuring machine without TVM (`python -m adreno.measure`)
+        except ImportError:  # a measuring machine without TVM (`python -m adreno.runners.offline`)
             return "none"
         return tvm.__version__
 

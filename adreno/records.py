@@ -41,7 +41,7 @@ from pathlib import Path
 from .layout import LANES
 from .options import Memory, Precision, Staging
 from .paths import regular_file
-from .runner import INFRASTRUCTURE_STAGES
+from .runners.interface import INFRASTRUCTURE_STAGES
 from .workload import ConvWorkload, key_memory, key_op, memory_op
 
 

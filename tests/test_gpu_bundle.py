@@ -28,8 +28,8 @@ def bundle(tmp_path_factory):
 
 def test_prepare_is_small_and_complete(bundle, tmp_path):
     from adreno.artifact import Artifact
-    from adreno.measure import (PARAM_SEEDS, candidate_artifact, load_reference, read_manifest, restore_params,
-                                task_inputs_checked)
+    from adreno.runners.offline import (PARAM_SEEDS, candidate_artifact, load_reference, read_manifest, restore_params,
+        task_inputs_checked)
 
     meta = json.loads((bundle / "bundle.json").read_text())
     payload = bundle / "payload.tar.xz"

@@ -7,7 +7,8 @@ import numpy as np
 from adreno.frontend import zoo
 from adreno.artifact import Artifact
 from adreno.reference import onnxruntime_outputs
-from adreno.runner import LocalRunner, RunInput, check_outputs, random_inputs
+from adreno.runners.interface import RunInput, check_outputs, random_inputs
+from adreno.runners.local import LocalRunner
 
 
 def test_checked_run_gives_timings(tiny_artifact):
@@ -43,7 +44,7 @@ def test_check_outputs_shapes_and_nan():
 
 
 def test_isolated_runner_turns_an_overrun_into_a_timeout_and_recovers(tiny_artifact):
-    from adreno.runner import IsolatedLocalRunner
+    from adreno.runners.local import IsolatedLocalRunner
 
     inputs = random_inputs(Artifact.load(tiny_artifact).input_specs(), seed=5)
     reference = onnxruntime_outputs(zoo.get_model("tiny"), inputs)
@@ -60,7 +61,7 @@ def test_isolated_runner_turns_an_overrun_into_a_timeout_and_recovers(tiny_artif
 
 
 def test_isolated_runner_failures_are_results_not_exceptions(tiny_artifact):
-    from adreno.runner import IsolatedLocalRunner
+    from adreno.runners.local import IsolatedLocalRunner
 
     runner = IsolatedLocalRunner(device="no-such-gpu", start_timeout_s=60)
     try:

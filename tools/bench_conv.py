@@ -25,8 +25,8 @@ For a machine without TVM (e.g. a GPU box that has only pyopencl, numpy and torc
 unstaged (unstaged, unstaged_tex: `--staging off`, so a GPU run says whether staging in local memory pays),
 Winograd F(2x2)/F(4x4) on buffers (f2, f4) and textures (f2_tex, f4_tex) for 3x3 stride-1 layers, and TVM's
 defaults (tvm). Each is checked on PoCL against onnxruntime with the layer's weights, then travels light
-(`adreno.measure.travel_light`: seeded params regenerated there and checked by checksum, no host library) with its
-PoCL output on those params as its reference (sampled, `adreno.measure.save_reference`); the layer's input and raw
+(`runners.offline.travel_light`: seeded params regenerated there and checked by checksum, no host library) with its
+PoCL output on those params as its reference (sampled, `runners.offline.save_reference`); the layer's input and raw
 weights (naive, torch columns) are regenerated there from their seed, checked against onnxruntime's output.
 `--artifacts DIR` there (no compiler, no onnxruntime) builds every artifact's programs in parallel first.
 See tools/gpu_check.sh.
@@ -170,14 +170,14 @@ def layer_time(prof_kernels, memory: str) -> tuple[float, dict]:
 
 def prepare(model_name: str, layers: list[Layer], out: Path, columns: list[str], target: str = "adreno-740") -> None:
     """Compile every prepared column of every layer into `out`, check each on PoCL against onnxruntime with the real
-    weights, then let it travel light (`adreno.measure.travel_light`: seeded params, no host library) with its PoCL
+    weights, then let it travel light (`runners.offline.travel_light`: seeded params, no host library) with its PoCL
     output on the seeded params as its reference; the naive and torch columns get the onnxruntime reference. A
     column that fails here is recorded with why and not shipped."""
     from adreno.reference import onnxruntime_session
 
     from adreno.compile import compile_model
     from adreno.options import CompileOptions
-    from adreno.measure import save_reference, travel_light
+    from adreno.runners.offline import save_reference, travel_light
     from adreno.opencl.executor import Executor
 
     out.mkdir(parents=True, exist_ok=True)
@@ -232,7 +232,7 @@ def prebuild_prepared(prepared: Path, layers: list[Layer], index: dict, device_s
                       deadline: float | None) -> dict:
     """Restore every shipped artifact's params and build all their programs in parallel (one process per core);
     artifact -> (seconds, error or None) for those built by `deadline`."""
-    from adreno.measure import prebuild, restore_params
+    from adreno.runners.offline import prebuild, restore_params
 
     paths = []
     for layer in layers:
@@ -250,7 +250,7 @@ def prebuild_prepared(prepared: Path, layers: list[Layer], index: dict, device_s
 def run_prepared(prepared: Path, layer: Layer, col: str, x, device, cache, built: dict, repeat: int):
     """(ms, max error, kernels) of a prepared column on this device, checked against its PoCL reference first
     (`built`: `prebuild_prepared`'s result)."""
-    from adreno.measure import load_reference, measure_artifact
+    from adreno.runners.offline import load_reference, measure_artifact
 
     adir = prepared / layer.name / col
     if str(adir) not in built or built[str(adir)][1]:
@@ -281,8 +281,8 @@ def measured_target(device) -> str:
 
 
 def sampled_error(out: np.ndarray, reference) -> float:
-    """max |out - ref| / max(1, max |ref|) over the elements a sampled reference (`adreno.measure`) keeps."""
-    from adreno.measure import sample_indices
+    """max |out - ref| / max(1, max |ref|) over the elements a sampled reference (`runners.offline`) keeps."""
+    from adreno.runners.offline import sample_indices
 
     (shape, values), = reference
     if tuple(out.shape) != shape or not np.all(np.isfinite(out)):
@@ -364,7 +364,7 @@ def main(argv=None) -> int:
                 break
             p = layer_params(layer)
             if prepared is not None:
-                from adreno.measure import load_reference
+                from adreno.runners.offline import load_reference
 
                 model, entry = None, index[layer.name]
                 reference = load_reference(prepared / layer.name / "ref.npz")

@@ -30,8 +30,9 @@ def main(argv=None) -> int:
     from adreno.compile import compile_model
     from adreno.farm.local import LocalFarm
     from adreno.farm.deadline import Timeouts
-    from adreno.farm.runner import RPCRunner
-    from adreno.runner import LocalRunner, RunInput
+    from adreno.runners.rpc import RPCRunner
+    from adreno.runners.interface import RunInput
+    from adreno.runners.local import LocalRunner
 
     work = tempfile.mkdtemp(prefix="bench-farm-")
     artifact = str(compile_model(args.model, os.path.join(work, args.model)))

@@ -19,11 +19,11 @@ def bench(model: str, target: str, trials: int, batch: int, device, records: Pat
     """Tune each layout task of `model` with `trials` measurements (one Tuner per task: equal budgets)."""
     from adreno.options import CompileOptions
     from adreno.records import Database
-    from adreno.runner import IsolatedLocalRunner
+    from adreno.runners.local import IsolatedLocalRunner
     from adreno.target import tvm_target
     from adreno.tune.extract import extract_tasks
     from adreno.tune.layout_task import LAYOUT, layout_name
-    from adreno.tune.measure import Builder
+    from adreno.tune.builder import Builder
     from adreno.tune.session import open_tuner
     from adreno.winograd import select_tile
 

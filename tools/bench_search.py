@@ -3,7 +3,7 @@
 
 On the `--tasks` heaviest distinct conv tasks of `--model` (extract_tasks orders them by calls x flops), with the
 same trial budget per task for every arm, each arm tuned through `adreno.tune.tuner.Tuner` one task at a time on
-a fresh records file, every candidate built by one shared `Builder`, measured by `adreno.runner.LocalRunner` on
+a fresh records file, every candidate built by one shared `Builder`, measured by `runners.local.LocalRunner` on
 the chosen OpenCL device (one shared `ProgramCache`) and its output checked against the CPU reference first:
 
   search      genetic+learned, genetic+learned-regression, genetic+analytical, random, grid: best latency
@@ -386,9 +386,9 @@ def main(argv=None) -> int:
     from adreno.cache import ProgramCache
     from adreno.opencl.device import DeviceIdentity, select_device
     from adreno.options import CompileOptions
-    from adreno.runner import IsolatedLocalRunner, LocalRunner
+    from adreno.runners.local import IsolatedLocalRunner, LocalRunner
     from adreno.tune.extract import extract_tasks
-    from adreno.tune.measure import Builder
+    from adreno.tune.builder import Builder
     from adreno.tune.tuner import target_limits
 
     out_json = Path(args.json)

@@ -11,13 +11,13 @@ checksum, what it holds, how long preparing took):
                       summary's adreno/unstaged, texture/unstaged_tex say whether staging pays), Winograd
                       F(2x2)/F(4x4) on both, TVM's defaults)
   whole/<model>-<v>/  the whole model compiled three ways (v: buffer, texture, fp16 images), each checked on PoCL
-                      against onnxruntime, then travelling light (`adreno.measure.travel_light`) with its PoCL output
+                      against onnxruntime, then travelling light (`runners.offline.travel_light`) with its PoCL output
                       on the seeded params as reference
   batches/<model>-<memory>/  `adreno tune --export-batch` of every tunable task (K candidates each: default, the
                       cost model's picks, random ones), textures and buffers
 `run` unpacks and checks it, then: the conv tables (`bench_conv.py --artifacts`, cuDNN column when torch has CUDA);
 the whole models (cold program build, warm start through the program cache, device and wall time) beside torchvision's
-same architectures on cuDNN eager and with CUDA graphs; the tuning batches (`adreno.measure`, within what is left of
+same architectures on cuDNN eager and with CUDA graphs; the tuning batches (`runners.offline`, within what is left of
 --budget-s) merged into OUT/records.jsonl (keyed by the GPU's fingerprint; `adreno compile --records` takes it as it
 is), with each cost model's ranking quality per task (Pearson, Spearman, top-1/top-5 recall of the scores stored
 at export against the measured times); and OUT/summary.txt + summary.json with every ratio the goals use. Everything
@@ -64,7 +64,7 @@ def prepare_whole(model: str, out: Path, target: str) -> dict:
     from adreno.frontend import zoo
     from adreno.compile import compile_model
     from adreno.options import CompileOptions
-    from adreno.measure import save_reference, travel_light
+    from adreno.runners.offline import save_reference, travel_light
     from adreno.opencl.executor import Executor
 
     onnx_model = zoo.get_model(model)
@@ -159,7 +159,7 @@ def run_whole(work: Path, bundle: dict, device_spec: str, repeat: int) -> dict:
     """Our executor on every whole-model artifact: cold build (in parallel processes, each timing its own model),
     warm start through the program cache, first-run check, then device and wall time."""
     from adreno.cache import ProgramCache
-    from adreno.measure import check_reference, load_reference, prebuild, restore_params
+    from adreno.runners.offline import check_reference, load_reference, prebuild, restore_params
     from adreno.opencl.device import select_device
     from adreno.opencl.executor import Executor
 
@@ -247,7 +247,7 @@ def run_torch_models(models, repeat: int) -> dict:
 
 def run_batches(work: Path, bundle: dict, device_spec: str, out: Path, budget_s: float) -> dict:
     """Measure the tuning batches within `budget_s` in all; merge their records into OUT/records.jsonl."""
-    from adreno.measure import measure_batch, read_manifest
+    from adreno.runners.offline import measure_batch, read_manifest
     from adreno.records import Database
     from adreno.tune.batch import model_quality
 

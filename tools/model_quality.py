@@ -10,7 +10,7 @@ top-1 and top-5 recall (`adreno.tune.cost_model.base.quality_per_task`; failed c
 slowest x2), beside a random ranking's Pearson. A fresh PoCL batch to feed it:
 
     adreno tune resnet18 --memory buffer --no-layouts --target pocl-cpu --export-batch B --trials 16
-    python -m adreno.measure B --device pocl
+    python -m adreno.runners.offline B --device pocl
     python tools/model_quality.py B/records.jsonl --model resnet18 --memory buffer --no-layouts
 """
 

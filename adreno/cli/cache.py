@@ -125,7 +125,7 @@ def cmd_verify(args) -> int:
 
 def cmd_warm(args) -> int:
     from ..artifact import Artifact
-    from ..farm.runner import warm_artifact
+    from ..runners.rpc import warm_artifact
 
     artifact = Artifact.load(args.artifact)
     summary = warm_artifact(str(artifact.path), args.tracker, args.key)

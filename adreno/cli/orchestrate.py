@@ -44,7 +44,7 @@ def cmd_orchestrate(args) -> int:
     from adreno.orchestrate.report import orchestrate_model, report_text
     from adreno.paths import output_file, regular_file
     from adreno.records import Database
-    from adreno.runner import LocalRunner
+    from adreno.runners.local import LocalRunner
     from adreno.target import get_device
 
     require_positive(args, "max_size", "repeat", "time_limit")

@@ -21,7 +21,7 @@ def cmd_tune(args) -> int:
     from ..records import Database
     from ..tune.cost_model import make_model
     from ..tune.extract import extract_tasks
-    from ..tune.measure import Builder
+    from ..tune.builder import Builder
     from ..tune.session import open_tuner
     from ..tune.tuner import plot_history, save_report
 
@@ -190,8 +190,8 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
                    "Winograd F(2x2) or F(4x4)) is searched together with each layout's knobs (not with --precision "
                    "fp16)")
     p.add_argument("--export-batch", metavar="DIR", help="measure nothing here: write an offline batch of --trials "
-                   "candidates per task (default, cost model's picks, random) to DIR, for `python -m adreno.measure "
-                   "DIR` on a machine with numpy and pyopencl only")
+                   "candidates per task (default, cost model's picks, random) to DIR, for `python -m "
+                   "adreno.runners.offline DIR` on a machine with numpy and pyopencl only")
     p.add_argument("--import-batch", metavar="DIR", help="merge the records a measured batch holds into --records "
                    "(again: nothing changes; another model's or adreno version's batch is refused)")
     p.add_argument("-q", "--quiet", action="store_true")

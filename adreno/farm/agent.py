@@ -9,7 +9,7 @@
   process per client connection; OpenCL is only ever initialised in that session process (never before a
   fork), and the session process dies with its worker (PR_SET_PDEATHSIG), so a killed agent leaves nothing behind.
 
-Functions a client calls over RPC (see `adreno/farm/runner.py`):
+Functions a client calls over RPC (see `adreno/runners/rpc.py`):
 
 * `adreno.agent.hello() -> json`: device name, key, pid.
 * `adreno.agent.prepare(tar_name) -> json`: unpack an uploaded artifact tarball, build its programs (stage build).
@@ -106,7 +106,7 @@ def _prepare(tar_name: str) -> str:
 def _measure(name: str, request_json: str) -> str:
     import numpy as np
 
-    from adreno.runner import random_inputs
+    from adreno.runners.interface import random_inputs
 
     request = json.loads(request_json)
     fault = request.get("fault")

@@ -1,5 +1,5 @@
 """Host-side deadlines of the farm's remote calls: per-stage timeouts, a call that waits at most that long, and how
-a failed call reads in one line. Shared by the RPC runners (`runner.py`, `native.py`)."""
+a failed call reads in one line. Shared by the RPC runners (`adreno/runners/rpc.py`, `native.py`)."""
 
 from __future__ import annotations
 

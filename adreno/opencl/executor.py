@@ -105,7 +105,7 @@ class Executor:
 
     def write_params(self, params: dict[str, np.ndarray]) -> None:
         """Upload constant tensors (the artifact's at construction; others of the same shapes to run the same
-        kernels on other weights, as `adreno.measure.travel_light` does for artifacts that travel without theirs)."""
+        kernels on other weights, as `runners.offline.travel_light` does for artifacts that travel without theirs)."""
         for name, array in params.items():
             spec = self.artifact.plan.tensors.get(name)
             if spec is None or spec.kind != "param" or array.dtype.kind not in "biuf":

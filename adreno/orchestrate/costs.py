@@ -30,7 +30,7 @@ from adreno.errors import TVM_ERRORS, AdrenoError
 from adreno.options import Memory, Schedules
 from adreno.orchestrate.subgraph import subgraph
 from adreno.records import ORCHESTRATE_OP, Record
-from adreno.runner import RunInput
+from adreno.runners.interface import RunInput
 
 INPUT_LOW, INPUT_HIGH = 0.5, 1.5
 
@@ -40,7 +40,7 @@ class CostTable:
 
     def __init__(self, database, runner, device: str, target_name: str, memory: Memory = Memory.BUFFER, repeat: int = 5,
                  progress=None):
-        """`runner`: a `adreno.runner.Runner`; `device`: its device's fingerprint (`DeviceIdentity.fingerprint`);
+        """`runner`: a `runners.interface.Runner`; `device`: its device's fingerprint (`DeviceIdentity.fingerprint`);
         `progress`: called with one line per measurement."""
         if memory is not Memory.BUFFER:
             raise AdrenoError(f"orchestration measures buffer-memory candidates only, not {memory}")
@@ -95,7 +95,7 @@ def build_artifact(mod, key: str, target_name: str, out: Path) -> int:
     from adreno.compile import lower_relax
     from adreno.plan import extract_plan
     from adreno.target import get_device, tvm_target
-    from adreno.tune.measure import write_kernel_artifact
+    from adreno.tune.builder import write_kernel_artifact
 
     target = tvm_target(target_name, host="native")
     lowered = lower_relax(mod, target, Schedules.ADRENO, memory=Memory.BUFFER)

@@ -2,14 +2,14 @@
 only by file copy, a GPU box without TVM).
 
     adreno tune MODEL --export-batch DIR [--trials K]     here: candidates, inputs' specs, references, manifest
-    python -m adreno.measure DIR [--device ...]            there: numpy + pyopencl only; writes DIR/records.jsonl
+    python -m adreno.runners.offline DIR [--device ...]         there: numpy + pyopencl only; writes DIR/records.jsonl
     adreno tune MODEL --import-batch DIR --records r.jsonl here: merge the measured records
 
 Per task the batch holds K candidates: the task's seed configs (its default first), then the cost model's top picks
 (the strategy's proposals ranked by the model, trained on the records of --records: a second batch continues from
 an imported first one), then random configs. Each candidate is a one-kernel artifact (`Builder`), its params file
 stored once per distinct content; a task's inputs travel as seed + checksums and its reference outputs as
-`adreno.measure.save_reference` writes them. The manifest names the adreno version, the model and its task keys:
+`adreno.runners.offline.save_reference` writes them. The manifest names the adreno version, the model and its task keys:
 import refuses a batch of another version or of another model's tasks, and keeps only records of this batch whose
 workload and config are the candidate's. Records keep their batch and candidate ids, so importing twice adds
 nothing, and a torn results file (a killed measuring run) loses only the candidates it did not finish.
@@ -26,7 +26,8 @@ import numpy as np
 
 import adreno
 
-from ..measure import BATCH_FORMAT, MANIFEST_NAME, RESULTS_NAME, BatchError, digest, read_manifest, save_reference
+from ..runners.offline import (BATCH_FORMAT, MANIFEST_NAME, RESULTS_NAME, BatchError, digest, read_manifest,
+    save_reference)
 from ..options import CompileOptions, Memory, Precision, Staging
 from ..records import Database
 
@@ -81,7 +82,7 @@ def export_batch(model, out: Path, *, target: str = "adreno-740", memory: Memory
     `save_model`: also save the cost model trained on the records (for `--model transfer:FILE` elsewhere); `bind`:
     graph inputs baked in (`extract_tasks`)."""
     from .extract import extract_tasks
-    from .measure import Builder
+    from .builder import Builder
     from .tuner import Tuner, target_limits
 
     out = Path(out)
@@ -200,7 +201,7 @@ def import_batch(model, batch: Path, records: str, say=lambda text: None, bind: 
         raise BatchError(f"{batch} was exported for model {manifest['model']}; {len(foreign)} of its "
                          f"{len(manifest['tasks'])} tasks are not tasks of {model} (e.g. {sorted(foreign)[0]})")
     if not (batch / RESULTS_NAME).is_file():
-        raise BatchError(f"{batch} has no {RESULTS_NAME}: measure it first (python -m adreno.measure {batch})")
+        raise BatchError(f"{batch} has no {RESULTS_NAME}: measure it first (python -m adreno.runners.offline {batch})")
     candidates = {c["id"]: c for c in manifest["candidates"]}
     measured = Database(batch / RESULTS_NAME)
     target = Database(records)
@@ -247,7 +248,7 @@ def cmd_batch(args) -> int:
                                 staging=args.staging)
         built = sum(1 for c in manifest["candidates"] if not c.get("error"))
         print(f"{args.export_batch}: {len(manifest['candidates'])} candidates ({built} built) of "
-              f"{len(manifest['tasks'])} tasks; measure it with `python -m adreno.measure {args.export_batch} "
+              f"{len(manifest['tasks'])} tasks; measure it with `python -m adreno.runners.offline {args.export_batch} "
               f"--device ...`, then `adreno tune {args.model}{''.join(f' --bind {b}' for b in args.bind or [])} "
               f"--import-batch {args.export_batch} --records FILE`")
     else:

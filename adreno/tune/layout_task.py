@@ -13,7 +13,7 @@ from functools import cached_property
 from ..options import Memory
 from ..records import layout_workload, packed_workload
 from ..schedules import staging
-from . import measure
+from . import builder
 from .space import SearchSpace
 from .task import Task
 
@@ -28,7 +28,7 @@ class LayoutTask(Task):
     rewrites it into Winograd stages (the `conv2d_winograd` stage knobs apply; packed stages in texture memory). Its
     key is the one `adreno.winograd.choose_tile` reads (`adreno.records.layout_key`); a candidate is measured as the
     conv's
-    whole pipeline, built from a one-conv module (`measure.build_layout`; in texture memory with the packing of
+    whole pipeline, built from a one-conv module (`builder.build_layout`; in texture memory with the packing of
     its NCHW input and the unpacking of its output, the same for every layout)."""
 
     memory: Memory = Memory.BUFFER
@@ -100,7 +100,7 @@ class LayoutTask(Task):
         return [default] + [self.layout_default(t, target) for t in TILES if t != default["tile"]]
 
     # the conv's input, its float64 numpy reference, the conv's whole pipeline under the candidate's layout
-    input_specs, reference, build = measure.layout_input_specs, measure.layout_reference, measure.build_layout
+    input_specs, reference, build = builder.layout_input_specs, builder.layout_reference, builder.build_layout
 
     def proposals(self, n: int) -> int:
         return 3 * n

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import AdrenoError
-from .measure import build_scheduled
+from .builder import build_scheduled
 from .task import Task
 
 STRATEGIES = ("replay-func",)
@@ -78,7 +78,7 @@ def tune(task: Task, runner, trials: int, batch: int = 8, seed: int = 0, repeat:
         raise AdrenoError(f"MetaSchedule strategy {strategy!r} cannot run here: {BROKEN[strategy]}")
     if strategy not in STRATEGIES:
         raise AdrenoError(f"MetaSchedule strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
-    from ..runner import RunInput
+    from ..runners.interface import RunInput
 
     target = metaschedule_target(tvm_target(task.target_name))
     mod = tvm.IRModule({"main": task.func().with_attr("global_symbol", "main")})

@@ -1,4 +1,4 @@
-"""A tuner candidate as TVM's own runtime runs it: the native artifact (`adreno.farm.native`) that the TVM-native
+"""A tuner candidate as TVM's own runtime runs it: the native artifact (`adreno.runners.native`) that the TVM-native
 runner measures through a phone's `tvm_rpc`.
 
 The candidate's scheduled function is lowered exactly as the launch plan lowers it (`texture.tir.for_scopes`: a
@@ -34,7 +34,7 @@ class NativeBuild:
 
 def native_args(task):
     """The `NativeArg` of every parameter of a task's function (outputs last), in the scope its image gives it."""
-    from ..farm.native import NativeArg
+    from ..runners.native import NativeArg
 
     func = task.func()
     n_inputs = len(func.params) - task.n_outputs
@@ -49,7 +49,7 @@ def export_candidate(task, scheduled, out_dir: str, build: NativeBuild) -> None:
     calling convention to `out_dir`; TVM's and the linker's errors are raised (the caller makes them values)."""
     import tvm
 
-    from ..farm.native import export_native
+    from ..runners.native import export_native
     from ..target import tvm_target
     from ..texture.tir import for_scopes
 

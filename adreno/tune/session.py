@@ -29,18 +29,18 @@ def open_tuner(tasks: list[Task], records: str | os.PathLike | Database, *, targ
     opened = runner is None
     timeouts = Timeouts() if outage_s is None else Timeouts(outage=outage_s)
     if runtime is Runtime.TVM:
-        from ..farm.native import NativeRunner
+        from ..runners.native import NativeRunner
 
         runner = runner or NativeRunner(tracker=tracker, key=key, server=server, timeouts=timeouts)
         fingerprint, limits = f"{key}|tvm-rpc", target_limits(target)
     elif tracker:
-        from ..farm.runner import RPCRunner
+        from ..runners.rpc import RPCRunner
 
         runner = runner or RPCRunner(tracker, key, timeouts=timeouts)
         fingerprint, limits = f"{key}|rpc", target_limits(target)
     else:
         from ..opencl.device import DeviceIdentity, select_device
-        from ..runner import IsolatedLocalRunner
+        from ..runners.local import IsolatedLocalRunner
 
         found = select_device(device)
         runner = runner or IsolatedLocalRunner(device, timeout_s=timeout_s, cache=cache)

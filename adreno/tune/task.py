@@ -16,7 +16,7 @@ import numpy as np
 
 from ..options import Precision, Staging
 from ..schedules import staging
-from . import measure
+from . import builder
 from .features import featurize
 from .space import SearchSpace
 
@@ -87,8 +87,8 @@ class Task:
     # input_specs(): shape, dtype and storage of each input; inputs(seed): seeded inputs every candidate runs on;
     # reference(inputs): the outputs every candidate must match; build(config, out_dir, native=None): a candidate's
     # artifact (run in a build worker; with `native`, its TVM library too). See `measure`.
-    input_specs, inputs = measure.kernel_input_specs, measure.task_inputs
-    reference, build = measure.kernel_reference, measure.build_kernel
+    input_specs, inputs = builder.kernel_input_specs, builder.task_inputs
+    reference, build = builder.kernel_reference, builder.build_kernel
 
     @property
     def view(self) -> str:

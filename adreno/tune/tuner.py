@@ -21,10 +21,10 @@ import numpy as np
 
 from ..options import Precision
 from ..records import Database, Record
-from ..runner import RunInput, Runner
+from ..runners.interface import RunInput, Runner
 from .claims import Claims
 from .cost_model import CostModel, make_model
-from .measure import Builder
+from .builder import Builder
 from .space import SearchSpace
 from .strategies import get_strategy
 from .task import Task

@@ -14,9 +14,9 @@ import sys
 import numpy as np
 import pytest
 
-from adreno.farm.native import NativeArg, NativeRunner, allocate, export_native, load_native
+from adreno.runners.native import NativeArg, NativeRunner, allocate, export_native, load_native
 from adreno.farm.deadline import Timeouts
-from adreno.runner import RunInput
+from adreno.runners.interface import RunInput
 
 
 @pytest.fixture(scope="module")

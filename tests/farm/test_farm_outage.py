@@ -12,8 +12,8 @@ import time
 
 from adreno.farm.common import free_port
 from adreno.farm.deadline import Timeouts
-from adreno.farm.runner import RPCRunner
-from adreno.runner import RunInput
+from adreno.runners.rpc import RPCRunner
+from adreno.runners.interface import RunInput
 from adreno.records import Database
 
 from tests.farm.conftest import wait_for

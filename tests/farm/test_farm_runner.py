@@ -11,9 +11,9 @@ import pytest
 
 from adreno.farm.common import TrackerUnreachable, free_port, warn_if_exposed
 from adreno.farm.deadline import Timeouts
-from adreno.farm.runner import RPCRunner
+from adreno.runners.rpc import RPCRunner
 from adreno.farm.tracker import farm_status, format_status
-from adreno.runner import RunInput
+from adreno.runners.interface import RunInput
 from tests.farm.conftest import wait_for
 
 
@@ -192,7 +192,7 @@ def test_cache_warm_builds_on_a_farm_device_and_bundles_the_binaries(farm2, tiny
 
     from adreno.cache import ProgramCache
     from adreno.opencl.executor import Executor
-    from adreno.runner import random_inputs
+    from adreno.runners.interface import random_inputs
 
     artifact = shutil.copytree(tiny_artifact, tmp_path / "tiny")
     proc = subprocess.run([sys.executable, "-m", "adreno.cli", "cache", "warm", str(artifact), "--tracker",

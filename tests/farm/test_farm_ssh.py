@@ -10,9 +10,9 @@ import pytest
 
 from adreno.farm.common import HostKeyError
 from adreno.farm.deadline import Timeouts
-from adreno.farm.runner import RPCRunner
+from adreno.runners.rpc import RPCRunner
 from adreno.farm.ssh import SSHLink
-from adreno.runner import RunInput
+from adreno.runners.interface import RunInput
 from tests.farm.conftest import wait_for
 
 

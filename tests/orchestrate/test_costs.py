@@ -13,7 +13,7 @@ from adreno.orchestrate.fuseops import fuseops_groups
 from adreno.orchestrate.graph import prepared, primitive_graph
 from adreno.orchestrate.subgraph import subgraph
 from adreno.records import Database
-from adreno.runner import LocalRunner
+from adreno.runners.local import LocalRunner
 
 
 @pytest.fixture(scope="module")

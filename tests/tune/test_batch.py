@@ -26,10 +26,11 @@ def cli(*args, timeout=600):
 
 
 def measure(batch, no_tvm_path):
-    """`python -m adreno.measure` where importing tvm, onnx or onnxruntime fails (in its build workers too), as on
-    a machine that has neither."""
-    return subprocess.run([sys.executable, "-m", "adreno.measure", str(batch), "--device", "pocl", "--repeat", "3",
-                           "--jobs", "2"], capture_output=True, text=True, timeout=600, env=without_tvm(no_tvm_path))
+    """`python -m adreno.runners.offline` where importing tvm, onnx or onnxruntime fails (in its build workers too),
+    as on a machine that has neither."""
+    return subprocess.run([sys.executable, "-m", "adreno.runners.offline", str(batch), "--device", "pocl",
+                           "--repeat", "3", "--jobs", "2"], capture_output=True, text=True, timeout=600,
+                          env=without_tvm(no_tvm_path))
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,11 @@ import time
 
 import psutil
 
-from adreno.tune.measure import Builder
+from adreno.tune.builder import Builder
 
 HOLDER = """
 import json, os, time
-from adreno.tune.measure import Builder
+from adreno.tune.builder import Builder
 builder = Builder(2)
 for job in [builder._pool.submit(time.sleep, 1.0) for _ in range(4)]:
     job.result()

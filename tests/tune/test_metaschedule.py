@@ -7,7 +7,7 @@ import onnx
 import pytest
 
 from adreno.errors import AdrenoError
-from adreno.runner import LocalRunner
+from adreno.runners.local import LocalRunner
 from adreno.tune import metaschedule
 from adreno.tune.extract import extract_tasks
 from tests.conftest import single_op_model

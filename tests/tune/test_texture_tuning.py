@@ -92,8 +92,8 @@ def test_compile_keeps_texture_memory_and_applies_the_records(tuned):
 
 
 def test_a_config_the_schedule_refuses_is_an_error_record(tmp_path, pocl_device):
-    from adreno.runner import LocalRunner
-    from adreno.tune.measure import Builder
+    from adreno.runners.local import LocalRunner
+    from adreno.tune.builder import Builder
     from adreno.tune.tuner import Tuner
 
     task = next(t for t in extract_tasks("tiny", CompileOptions(memory="texture")) if t.key.startswith("depthwise"))
@@ -133,7 +133,8 @@ def test_texture_configs_featurize_as_the_direct_conv_they_tile():
 
 
 def test_fp16_images_are_measured_against_a_reference_of_the_half_inputs(tmp_path, pocl_device):
-    from adreno.runner import LocalRunner, RunInput
+    from adreno.runners.interface import RunInput
+    from adreno.runners.local import LocalRunner
 
     task = extract_tasks("tiny", CompileOptions(memory="texture", precision="fp16"))[0]
     built = task.build(task.default_config(TARGET), str(tmp_path / "c"))
@@ -147,8 +148,8 @@ def test_fp16_images_are_measured_against_a_reference_of_the_half_inputs(tmp_pat
 
 
 def test_fp16_tuning_records_say_so_and_fp32_tuning_does_not_resume_from_them(tmp_path, pocl_device):
-    from adreno.runner import LocalRunner
-    from adreno.tune.measure import Builder
+    from adreno.runners.local import LocalRunner
+    from adreno.tune.builder import Builder
     from adreno.tune.tuner import Tuner
 
     runner, database = LocalRunner(pocl_device), Database(tmp_path / "r.jsonl")

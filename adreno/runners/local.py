@@ -1,124 +1,10 @@
-"""The Runner interface: measure an artifact on a device, with its output checked before its time counts.
-
-`Runner.submit(RunInput) -> RunFuture`; `RunFuture.result() -> RunResult`. Failures are values: a build error,
-a wrong output, a dead device or a timeout is a `RunResult(error=..., stage=...)`, never an exception across
-the interface. Local, device-agent (RPC) and TVM-native runners implement the same interface; each is one file.
-"""
+"""The runners on this machine: `LocalRunner` (pyopencl in this process) and `IsolatedLocalRunner` (the same in a
+child process with a deadline per measurement, so a hung or crashing driver costs one candidate, not the caller)."""
 
 from __future__ import annotations
 
-import concurrent.futures as futures
-from dataclasses import dataclass, field
-
-import numpy as np
-
-from .errors import AdrenoError
-
-
-@dataclass
-class RunInput:
-    """What to measure: an artifact directory, its inputs, and the reference its outputs must match."""
-
-    artifact: str
-    inputs: list[np.ndarray] | None = None  # None: seeded random inputs of the artifact's input shapes
-    reference: list[np.ndarray] | None = None  # None: outputs are not checked
-    repeat: int = 10
-    warmup: int = 1
-    rtol: float = 1e-3
-    atol: float = 1e-3
-    seed: int = 0
-    tag: str = ""  # the caller's id for this candidate, carried into the result
-
-
-# Stages whose failure is the infrastructure's, not the candidate's: "request" (tracker unreachable, no device of
-# the key, a lease gone stale, the runner closed before the candidate ran). Candidate failures (build, upload, run,
-# check, timeout, device: the device died twice under this candidate) are final.
-INFRASTRUCTURE_STAGES = frozenset({"request"})
-
-
-@dataclass
-class RunResult:
-    """Per-repeat seconds (the sum of kernel device times of one run) or an error with the stage it failed in."""
-
-    seconds: list[float] | None = None
-    error: str | None = None
-    stage: str | None = None  # build | upload | run | check | timeout | device; request: see `infrastructure`
-    max_error: float | None = None
-    tag: str = ""
-    device: str = ""
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.seconds is not None
-
-    @property
-    def median(self) -> float:
-        return float(np.median(self.seconds)) if self.seconds else float("inf")
-
-    @property
-    def infrastructure(self) -> bool:
-        """The candidate never ran: the farm failed it (see `INFRASTRUCTURE_STAGES`). Not a result of the
-        candidate: the tuner records nothing for it and measures it again later."""
-        return self.stage in INFRASTRUCTURE_STAGES
-
-
-class RunFuture:
-    """The pending result of one submitted `RunInput`."""
-
-    def __init__(self, future: futures.Future, run_input: RunInput):
-        self._future, self._input = future, run_input
-
-    def done(self) -> bool:
-        return self._future.done()
-
-    def result(self, timeout: float | None = None) -> RunResult:
-        try:
-            return self._future.result(timeout)
-        except futures.TimeoutError:
-            return RunResult(error=f"no result within {timeout} s", stage="timeout", tag=self._input.tag)
-
-
-class Runner:
-    """Measures `RunInput`s; subclasses implement `run` (blocking) and may override `submit`."""
-
-    name = "runner"
-
-    def __init__(self):
-        self._pool = futures.ThreadPoolExecutor(max_workers=1)
-
-    def submit(self, run_input: RunInput) -> RunFuture:
-        return RunFuture(self._pool.submit(self.run, run_input), run_input)
-
-    def run(self, run_input: RunInput) -> RunResult:
-        raise NotImplementedError
-
-    def run_batch(self, inputs: list[RunInput]) -> list[RunResult]:
-        return [f.result() for f in [self.submit(i) for i in inputs]]
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=True)
-
-
-def random_inputs(specs, seed: int = 0) -> list[np.ndarray]:
-    """Seeded standard-normal inputs for the given tensor specs (the same seed gives the same inputs)."""
-    rng = np.random.default_rng(seed)
-    return [rng.standard_normal(s.shape).astype(s.dtype) for s in specs]
-
-
-def check_outputs(outputs, reference, rtol: float, atol: float) -> tuple[float, str | None]:
-    """(max abs error, error message or None) of outputs against a reference."""
-    if len(outputs) != len(reference):
-        return float("inf"), f"{len(outputs)} outputs, the reference has {len(reference)}"
-    worst = 0.0
-    for index, (out, ref) in enumerate(zip(outputs, reference)):
-        if out.shape != ref.shape:
-            return float("inf"), f"output {index} has shape {out.shape}, the reference {ref.shape}"
-        diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
-        worst = max(worst, float(np.nanmax(diff)) if diff.size else 0.0)
-        if not np.all(np.isfinite(out)) or np.any(diff > atol + rtol * np.abs(ref)):
-            return worst, f"output {index} differs from the reference: max abs error {worst:.3g}"
-    return worst, None
+from ..errors import AdrenoError
+from .interface import RunInput, RunResult, Runner, check_outputs, random_inputs
 
 
 class LocalRunner(Runner):
@@ -133,7 +19,7 @@ class LocalRunner(Runner):
     def run(self, run_input: RunInput) -> RunResult:
         import pyopencl as cl
 
-        from .opencl.executor import Executor
+        from ..opencl.executor import Executor
 
         stage = "build"
         try:
@@ -159,7 +45,7 @@ class LocalRunner(Runner):
 
 def _isolated_worker(conn, device_spec, use_cache: bool) -> None:
     """Child process of `IsolatedLocalRunner`: one LocalRunner measuring what the parent sends."""
-    from .cache import ProgramCache
+    from ..cache import ProgramCache
 
     runner = LocalRunner(device_spec, cache=ProgramCache() if use_cache else None)
     conn.send("ready")
@@ -178,7 +64,7 @@ class IsolatedLocalRunner(Runner):
         """`device`: a spec as `select_device` takes it, or a pyopencl Device (sent to the child as its index)."""
         super().__init__()
         if hasattr(device, "platform"):
-            from .opencl.device import opencl_devices
+            from ..opencl.device import opencl_devices
 
             device = next(i for i, d in enumerate(opencl_devices()) if d == device)
         self.device_spec, self.timeout_s, self.use_cache = device, timeout_s, cache

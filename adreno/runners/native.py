@@ -28,10 +28,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from adreno.errors import TVM_ERRORS
-from adreno.runner import RunInput, Runner, RunResult, check_outputs, random_inputs
+from adreno.runners.interface import RunInput, Runner, RunResult, check_outputs, random_inputs
 
-from .common import FarmError, parse_addr
-from .deadline import StageTimeout, Timeouts, call_with_deadline, short_error
+from ..farm.common import FarmError, parse_addr
+from ..farm.deadline import StageTimeout, Timeouts, call_with_deadline, short_error
 
 NATIVE_JSON = "native.json"
 DEVICE_KINDS = ("cl", "cpu", "cuda", "vulkan")
@@ -102,7 +102,7 @@ class NativeRunner(Runner):
     def _connect(self):
         from tvm import rpc
 
-        from .tracker import TrackerClient
+        from ..farm.tracker import TrackerClient
 
         if self._session is not None:
             return self._session

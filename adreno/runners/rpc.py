@@ -29,12 +29,12 @@ import time
 import numpy as np
 
 from adreno.errors import TVM_ERRORS
-from adreno.runner import RunFuture, RunInput, Runner, RunResult, check_outputs
+from adreno.runners.interface import RunFuture, RunInput, Runner, RunResult, check_outputs
 
-from .common import FarmError, NoDeviceError, TrackerUnreachable, format_addr, parse_addr
-from .deadline import RemoteError, StageTimeout, Timeouts, call_with_deadline, short_error
-from .tracker import TrackerClient, count_servers
-from .uploads import artifact_tarball, safe_extract
+from ..farm.common import FarmError, NoDeviceError, TrackerUnreachable, format_addr, parse_addr
+from ..farm.deadline import RemoteError, StageTimeout, Timeouts, call_with_deadline, short_error
+from ..farm.tracker import TrackerClient, count_servers
+from ..farm.uploads import artifact_tarball, safe_extract
 
 
 class DeviceSession:

@@ -30,7 +30,7 @@ import numpy as np
 from ..artifact import ArtifactWriter, Plan, Step, TensorSpec
 from ..errors import TVM_ERRORS
 from ..options import Schedules
-from ..measure import seeded_inputs
+from ..runners.offline import seeded_inputs
 from ..schedules.family import Refused
 
 

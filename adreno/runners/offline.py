@@ -1,6 +1,6 @@
 """Measuring offline tuning batches on a machine that has only numpy and pyopencl.
 
-    python -m adreno.measure DIR [--device gpu] [--repeat 20] [--jobs 16] [--budget-s 300]
+    python -m adreno.runners.offline DIR [--device gpu] [--repeat 20] [--jobs 16] [--budget-s 300]
 
 DIR is a batch written by `adreno tune MODEL --export-batch DIR` (see `adreno.tune.batch`): a manifest
 (`batch.json`), one artifact per candidate, each task's reference outputs, and the specs and checksums of its
@@ -32,9 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .artifact_check import sha256_file
-from .errors import AdrenoError
-from .options import Precision
+from ..artifact_check import sha256_file
+from ..errors import AdrenoError
+from ..options import Precision
 
 BATCH_FORMAT = 1
 MANIFEST_NAME, RESULTS_NAME, PARAM_SEEDS = "batch.json", "records.jsonl", "params.seed.json"
@@ -91,7 +91,7 @@ def load_reference(path: Path) -> list[tuple[tuple, np.ndarray]]:
 def check_reference(outputs: list[np.ndarray], reference, rtol: float = RTOL, atol: float = ATOL):
     """(max abs error over the kept elements, problem or None): shapes must match, every output element must be
     finite, and the kept elements must match the reference within atol + rtol * |ref|."""
-    from .runner import check_outputs
+    from .interface import check_outputs
 
     if len(outputs) != len(reference):
         return float("inf"), f"{len(outputs)} outputs, the reference has {len(reference)}"
@@ -143,7 +143,7 @@ def travel_light(artifact: Path, seed: int = 0) -> dict[str, np.ndarray]:
     reference outputs must then be computed with the seeded values, which this returns (as the kernels read them:
     the draws are of params.npz's stored forms, `adreno.weights`, so a Winograd weight travels as its 3x3 source).
     The kernels, and so the timings, do not depend on the values."""
-    from .artifact import Artifact
+    from ..artifact import Artifact
 
     artifact = Path(artifact)
     manifest = json.loads((artifact / "manifest.json").read_text())
@@ -185,11 +185,11 @@ def _build_programs(artifact: str, device_spec, cache_root: str) -> tuple[float,
     model) through the program cache (seconds, error or None)."""
     import pyopencl as cl
 
-    from .artifact import Artifact
-    from .cache import ProgramCache
-    from .opencl.device import select_device
-    from .opencl.programs import Grouping, group_source, groups
-    from .opencl.signature import program_options
+    from ..artifact import Artifact
+    from ..cache import ProgramCache
+    from ..opencl.device import select_device
+    from ..opencl.programs import Grouping, group_source, groups
+    from ..opencl.signature import program_options
 
     started = time.perf_counter()
     try:
@@ -230,7 +230,7 @@ def measure_artifact(artifact: str, inputs, reference, device, cache=None, repea
     "seconds" (device time per run, a list) or "error" and "stage", and "max_error", "wall_ms", "load_s"."""
     import pyopencl as cl
 
-    from .opencl.executor import Executor
+    from ..opencl.executor import Executor
 
     stage, started = "build", time.perf_counter()
     try:
@@ -286,9 +286,9 @@ def candidate_artifact(batch: Path, candidate: dict) -> str:
 def measure_batch(batch: Path, device_spec=None, repeat: int = 20, jobs: int | None = None,
                   budget_s: float | None = None, say=print) -> dict:
     """Measure every not yet measured candidate of a batch on one device; returns counts and the records path."""
-    from .cache import ProgramCache
-    from .opencl.device import DeviceIdentity, select_device
-    from .records import Database, Record
+    from ..cache import ProgramCache
+    from ..opencl.device import DeviceIdentity, select_device
+    from ..records import Database, Record
 
     started = time.perf_counter()
     batch = Path(batch)
@@ -340,7 +340,7 @@ def measure_batch(batch: Path, device_spec=None, repeat: int = 20, jobs: int | N
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m adreno.measure", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m adreno.runners.offline", description=__doc__.split("\n\n")[0])
     ap.add_argument("batch", help="a batch directory written by `adreno tune MODEL --export-batch DIR`")
     ap.add_argument("--device", help="OpenCL device: pocl (default), gpu, cpu, an index or a name substring")
     ap.add_argument("--repeat", type=int, default=20, help="timed runs per candidate (default 20)")
@@ -359,6 +359,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":  # run as the imported module, so the build pool's workers find its functions
-    from adreno.measure import main as module_main
+    from adreno.runners.offline import main as module_main
 
     sys.exit(module_main())
