@@ -32,6 +32,7 @@ from .options import CompileOptions, Defaults, Memory, Precision, Schedules, Win
 from .paths import regular_file
 from .plan import bindings, extract_plan
 from .records import TunedConfigs
+from .schedules.context import ScheduleContext
 from .weights import QuantizedWeights, WinogradWeights
 
 Progress = Callable[[str], None]
@@ -70,12 +71,12 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     tuned = tuned_configs(options.records, options.precision, device.name)
     options = options.resolved(tuned)  # memory, Winograd and defaults decided; checked again (fp16 needs textures)
     memory, winograd, host = options.memory, options.winograd, options.host
-    tuned.staging = options.staging
     if options.defaults is Defaults.MODEL and options.schedules is Schedules.ADRENO:
         from .ranked_defaults import RankedDefaults
 
-        tuned.ranker = RankedDefaults(device, options.staging)
+        tuned.ranker = RankedDefaults(device)
     tvm_target = targets.tvm_target(device, host=host)
+    ctx = ScheduleContext(device, tvm_target, options.staging, tuned)
     refusals, lowered, plan, sources, params, ranked, store = [], None, None, {}, {}, None, None
     if mod is None:
         say("every output is empty: no kernels, no host library")
@@ -83,8 +84,8 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
         say(f"lowering for {device.name} ({memory} memory"
             f"{f', {len(tuned)} tuned workloads' if options.records else ''})")
         transformed = WinogradWeights()  # stored as their 3x3 source, transformed at load (adreno.weights)
-        lowered = lower_relax(mod, tvm_target, options.schedules, memory=memory, schedule_config=tuned,
-                              winograd=winograd, refusals=refusals, weights=transformed)
+        lowered = lower_relax(mod, ctx, options.schedules, memory=memory, winograd=winograd, refusals=refusals,
+                              weights=transformed)
         for refusal in refusals:
             say(f"fallback: {refusal}; TVM's schedule runs it")
         ranked = tuned.ranker.summary() if tuned.ranker else None
@@ -206,11 +207,12 @@ def model_source(model, model_name: str) -> dict:
     return {}
 
 
-def lower_relax(mod, tvm_target, schedules: Schedules = Schedules.ADRENO, memory: Memory = Memory.BUFFER,
-                schedule_config=None, winograd: Winograd = Winograd.OFF, refusals: list | None = None, weights=None):
-    """Run the Adreno Relax legalization pipeline (library dispatch, legalize, fuse, schedules).
+def lower_relax(mod, ctx, schedules: Schedules = Schedules.ADRENO, memory: Memory = Memory.BUFFER,
+                winograd: Winograd = Winograd.OFF, refusals: list | None = None, weights=None):
+    """Run the Adreno Relax legalization pipeline (library dispatch, legalize, fuse, schedules) for the
+    `ScheduleContext` `ctx` (`adreno.schedules.context`: device, TVM target, staging policy, knob source).
 
-    With schedules adreno our families (`adreno.schedules.FAMILIES`, with tuned knobs from `schedule_config`) get
+    With schedules adreno our families (`adreno.schedules.FAMILIES`, with tuned knobs from `ctx.knobs`) get
     the first chance at every function and TVM's dlight rules schedule the rest (also what a family refuses: each
     refusal is appended to `refusals` when given); tvm keeps TVM 0.27's
     defaults (for comparisons); none stops before any schedule (what the tuner extracts tasks from).
@@ -219,17 +221,17 @@ def lower_relax(mod, tvm_target, schedules: Schedules = Schedules.ADRENO, memory
     import tvm
     from tvm.relax.backend.adreno import pipeline
 
-    ours = []
+    tvm_target, ours = ctx.target, []
     if schedules is Schedules.ADRENO:
         from .schedules import schedule_pass
 
-        ours = [schedule_pass(tvm_target, schedule_config, refusals)]
+        ours = [schedule_pass(ctx, refusals)]
     with tvm_target:
         if memory is Memory.TEXTURE:
             from .texture.planning import relax_passes
 
-            passes = relax_passes(tvm_target, ours, default_schedules=schedules is not Schedules.NONE,
-                                  winograd=winograd, config=schedule_config, weights=weights)
+            passes = relax_passes(ctx, ours, default_schedules=schedules is not Schedules.NONE, winograd=winograd,
+                                  weights=weights)
         else:
             passes = pipeline.library_dispatch_passes(tvm_target) + pipeline.legalize_passes(tvm_target)
             # batch norms' constant arithmetic in numpy, right after TVM decomposes them (adreno.numpy_fold)
@@ -240,7 +242,7 @@ def lower_relax(mod, tvm_target, schedules: Schedules = Schedules.ADRENO, memory
             # Relax-level rewrite of eligible 3x3 stride-1 convs before legalization (mode and tuned layout records)
             from .winograd import rewrite_pass
 
-            passes = [rewrite_pass(winograd, schedule_config, weights)] + passes
+            passes = [rewrite_pass(winograd, ctx.knobs, weights)] + passes
         with summarised_stderr():  # legalization's C++ warnings, once per Gather (adreno.native_log)
             lowered = tvm.transform.Sequential(passes)(mod)
     if schedules is Schedules.NONE:

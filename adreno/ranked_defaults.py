@@ -32,7 +32,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .options import Staging
 
 SAMPLES = 1500  # random configs per kernel on top of the rule default and its one-knob neighbours
 
@@ -63,18 +62,19 @@ class Ranking:
 
 class RankedDefaults:
     """Ranks each kernel's space once (cached by workload key) for `device` (an `adreno.target.AdrenoDevice`).
-    Called by `TunedConfigs.default` as `ranker(family, matched, rule_config, target) -> config`."""
+    Called by `TunedConfigs.default` as `ranker(family, matched, rule_config, ctx) -> config`, with the compile's
+    `ScheduleContext` (its device must be `device`: the limits are computed once)."""
 
-    def __init__(self, device, policy: Staging = Staging.AUTO, samples: int = SAMPLES):
+    def __init__(self, device, samples: int = SAMPLES):
         from .tune.features import device_limits
 
-        self.device, self.policy, self.samples = device, policy, samples
+        self.device, self.samples = device, samples
         self.limits = device_limits(device)
         self.rankings: dict[str, Ranking] = {}
 
-    def __call__(self, family, matched, rule: dict, target) -> dict:
+    def __call__(self, family, matched, rule: dict, ctx) -> dict:
         if matched.key not in self.rankings:
-            ranking = rank(family, matched, rule, target, self.device, self.limits, self.samples, self.policy)
+            ranking = rank(family, matched, rule, ctx, self.limits, self.samples)
             if ranking is None:
                 return rule
             self.rankings[matched.key] = ranking
@@ -89,10 +89,9 @@ class RankedDefaults:
                 "kernels": {key: r.to_json() for key, r in sorted(self.rankings.items())}}
 
 
-def rank(family, matched, rule: dict, target, device, limits: dict, samples: int = SAMPLES,
-         policy: Staging = Staging.AUTO) -> Ranking | None:
+def rank(family, matched, rule: dict, ctx, limits: dict, samples: int = SAMPLES) -> Ranking | None:
     """The model's pick for the kernel `matched` of `family` (None: the model does not describe it), among the
-    configs `policy` (`--staging`) allows."""
+    configs the context's staging policy (`--staging`) allows."""
     from .schedules import staging
     from .tune.cost_model.analytical import AnalyticalModel
     from .tune.features import FEATURE_NAMES, featurize, seen
@@ -102,10 +101,10 @@ def rank(family, matched, rule: dict, target, device, limits: dict, samples: int
     rule_launch = family.launch(workload, rule)
     if family.view is None or rule_launch is None or seen(workload, rule, family.view) is None:
         return None
-    knobs = {k: v for k, v in staging.space(family.knobs, policy).items()
+    knobs = {k: v for k, v in staging.space(family.knobs, ctx.staging).items()
              if matched.knobs is None or k in matched.knobs}
     legal = [c for c in _candidates(rule, knobs, samples, matched.key)
-             if _legal(family, workload, c, target, device, rule_launch)]
+             if _legal(family, workload, c, ctx, rule_launch)]
     features = featurize(workload, legal, limits, family.view)
     scores = AnalyticalModel().predict(features)
     branch = features[:, FEATURE_NAMES.index("log_branch_efficiency")]
@@ -135,14 +134,15 @@ def _frozen(config: dict) -> tuple:
     return tuple(sorted(config.items()))
 
 
-def _legal(family, workload, config: dict, target, device, rule_launch) -> bool:
+def _legal(family, workload, config: dict, ctx, rule_launch) -> bool:
     """In the family's space, and within the occupancy rule as the rule default is (see the module doc)."""
     from .schedules.occupancy import fills
 
     try:
-        family.check_config(workload, config, target)
+        family.check_config(workload, config, ctx)
     except ValueError:
         return False
+    device = ctx.device
     launch = family.launch(workload, config)
     filled = fills(device, launch) or (not fills(device, rule_launch)
                                        and launch.work_items >= rule_launch.work_items)

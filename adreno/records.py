@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from .layout import LANES
-from .options import Memory, Precision, Staging
+from .options import Memory, Precision
 from .paths import regular_file
 from .runners.interface import INFRASTRUCTURE_STAGES
 from .workload import ConvWorkload, key_memory, key_op, memory_op
@@ -356,12 +356,12 @@ class TunedConfigs(dict):
     with layout records expanded into the keys the schedules look up (`expand`: `conv2d_winograd.kernel_configs`).
     It remembers which keys the schedules looked up and applied, so the manifest can say how many kernels were
     tuned, and which records were not applied: malformed lines, records outside today's space (`in_space`), and
-    tuned knobs a schedule's check refused (`refuse`; the defaults apply instead)."""
+    tuned knobs a schedule's check refused (`refuse`; the defaults apply instead). It is the `KnobSource` of a
+    compile (`adreno.schedules.context`)."""
 
     def __init__(self, configs: dict | None = None, skipped: int = 0, runners_up: dict | None = None):
         super().__init__(configs or {})
         self.ranker = None  # `adreno.ranked_defaults.RankedDefaults` under `--defaults model`
-        self.staging = Staging.AUTO  # `--staging`: the staging policy of the families' defaults (`Family.defaults`)
         self.used: set[str] = set()
         self.skipped = skipped  # record lines not applied: malformed (the database skips them) or outside the space
         self.refused: dict[str, str] = {}  # key -> why a schedule refused its tuned knobs
@@ -402,9 +402,13 @@ class TunedConfigs(dict):
             self.used.add(key)
         return super().get(key, default)
 
-    def default(self, family, matched, rule: dict, target) -> dict:
+    def tuned(self, key: str) -> dict | None:
+        """The best record's knobs of workload `key` (the `KnobSource` of a compile: `adreno.schedules.context`)."""
+        return self.get(key)
+
+    def default(self, family, matched, rule: dict, ctx) -> dict:
         """The knobs of a kernel without tuned ones: the family's `rule` default, or the ranker's pick."""
-        return rule if self.ranker is None else self.ranker(family, matched, rule, target)
+        return rule if self.ranker is None else self.ranker(family, matched, rule, ctx)
 
     def refuse(self, key: str, reason: str) -> dict | None:
         """A schedule's check refused the tuned knobs of `key` (`Family.apply`): the refused record counts as

@@ -147,8 +147,9 @@ def from_opencl(device) -> AdrenoDevice:
     """The entry for a live pyopencl `device`: its table entry (by `DeviceIdentity.rpc_key`; an unknown GPU gets
     adreno-740's facts, an unknown CPU pocl-cpu's) with what the device reports put over it: compute units,
     work-group and local-memory limits, image limits, fp16, and the wave width (a probe kernel's
-    CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE). From then on `get_device(key)` and `device_of` give it in this
-    process (what a benchmark compiling for the device it measures wants)."""
+    CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE). From then on `get_device(key)` gives it in this process (what a
+    benchmark compiling for the device it measures by name wants); schedules get it only as the value in their
+    `ScheduleContext`."""
     import pyopencl as cl
 
     from .opencl.device import DeviceIdentity
@@ -184,12 +185,6 @@ def tvm_target(device: AdrenoDevice | str, host: Host = Host.ANDROID) -> tvm.tar
         "texture_spatial_limit": device.image2d_max_width, "texture_depth_limit": device.image_array_max_layers,
         "image_base_address_alignment": 64, "thread_warp_size": 1, "model": device.name,
     }, host=HOSTS[host])
-
-
-def device_of(target) -> AdrenoDevice:
-    """The device a TVM target built by `tvm_target` is for (its `model`); adreno-740 for other OpenCL targets."""
-    model = target.attrs.get("model") if target is not None and hasattr(target, "attrs") else None
-    return {**DEVICES, **OTHER_DEVICES, **_MEASURED}.get(str(model), DEVICES["adreno-740"])
 
 
 def describe(device: AdrenoDevice | str) -> dict:

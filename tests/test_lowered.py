@@ -8,7 +8,6 @@ import tarfile
 
 import pytest
 
-from adreno import target as targets
 from adreno.compile import lower_relax
 from adreno.frontend.empty import EmptyTensors
 from adreno.frontend.importer import load_model, to_relax
@@ -16,6 +15,7 @@ from adreno.host_library import export_host_library
 from adreno.lowered import LoweredFunctions
 from adreno.options import CompileOptions
 from adreno.plan import extract_plan
+from adreno.schedules.context import ScheduleContext
 
 
 def _members(path):
@@ -27,9 +27,10 @@ def _members(path):
 def test_host_library_reuses_the_plans_lowering(memory, tmp_path):
     options = CompileOptions(memory=memory)
     device = options.device()
-    tvm_target = targets.tvm_target(device, host=options.host)
+    ctx = ScheduleContext.for_device(device, host=options.host)
+    tvm_target = ctx.target
     model, _ = load_model("tiny")
-    lowered = lower_relax(to_relax(model, options.input_shapes, EmptyTensors()), tvm_target, memory=options.memory)
+    lowered = lower_relax(to_relax(model, options.input_shapes, EmptyTensors()), ctx, memory=options.memory)
     store = LoweredFunctions()
     plan, _, _ = extract_plan(lowered, tvm_target, memory=options.memory, device=device, store=store)
     assert len(store) == len({(s.func, s.program) for s in plan.steps}) > 1

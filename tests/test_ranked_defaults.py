@@ -19,6 +19,7 @@ from adreno.records import Database, Record
 from adreno.schedules import conv2d_winograd, occupancy
 from adreno.schedules.family import Matched
 from tests.schedules.test_occupancy import CASES, FLOOR
+from tests.schedules.sched_helpers import context
 
 
 def _matched(family, wl):
@@ -29,7 +30,7 @@ def _matched(family, wl):
 
 @pytest.mark.parametrize("name", ["adreno-740", "nvidia-h200", "pocl-cpu"])
 def test_ranked_defaults_are_legal_and_fill_the_device(name):
-    device, target = targets.get_device(name), targets.tvm_target(name)
+    device, target = targets.get_device(name), context(name)
     ranker, slowest = RankedDefaults(device), 0.0
     for _, wl, module, launch, _ in CASES:
         family, rule = module.FAMILY, module.default_config(wl, target)

@@ -9,13 +9,14 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import onnx
 import pytest
 
 from adreno import target as targets
 from adreno.options import Memory, Staging
-from tests.schedules.sched_helpers import ConvCase, check_against_onnxruntime, conv_model
+from tests.schedules.sched_helpers import check_against_onnxruntime, context, conv_model, ConvCase
 
 # a 3x3 conv whose adreno-740 default stages (buffers: overlapping windows; images: 8x fewer reads); 28x28: it fills
 # the device unsplit (at 14x14 its texture default splits K, which does not stage)
@@ -67,8 +68,9 @@ def test_off_is_unstaged_and_records_still_win(memory, tmp_path):
     family = conv2d_texture.FAMILY if memory is Memory.TEXTURE else conv2d_direct.FAMILY
     func, target = primitive_function(model, "fused_conv2d", memory=memory)
     wl = family.workload(func)
-    staged = family.defaults(wl, target, Staging.AUTO)
-    assert staged["cooperative"] == 1 and family.defaults(wl, target, Staging.OFF)["cooperative"] == 0
+    staged = family.default_config(wl, target)
+    unstaged = family.default_config(wl, replace(target, staging=Staging.OFF))
+    assert staged["cooperative"] == 1 and unstaged["cooperative"] == 0
     records = tmp_path / "records.jsonl"
     Database(records).append([Record(family.workload_key(func), "test-device", staged, seconds=[1e-3])])
     tuned = check_against_onnxruntime(model, tmp_path / "tuned", memory, winograd="off", staging="off",
@@ -85,13 +87,13 @@ def test_tune_and_model_defaults_under_off_stay_unstaged():
     from adreno.options import CompileOptions
 
     model = conv_model(ConvCase(1, 64, 14, 14, 64, 3, 1, (1, 1, 1, 1)))
-    target = targets.tvm_target("adreno-740")
     for staging, seeds in (("auto", {1}), ("off", {0})):
         for task in extract_tasks(model, CompileOptions(target="adreno-740", memory="buffer", staging=staging),
                                   layouts=True):
-            assert {c["cooperative"] for c in task.seed_configs(target)} == seeds, (staging, task.key)
-            assert task.space(target).knobs["cooperative"] == ([0] if staging == "off" else [0, 1])
+            assert {c["cooperative"] for c in task.seed_configs()} == seeds, (staging, task.key)
+            assert task.space().knobs["cooperative"] == ([0] if staging == "off" else [0, 1])
     (task,) = extract_tasks(model, CompileOptions(target="adreno-740", memory="texture", staging="off"))
-    ranker = RankedDefaults(targets.get_device("adreno-740"), Staging.OFF, samples=200)
-    picked = ranker(task.schedule_family, Matched(task.workload, task.key, None), task.default_config(target), target)
+    ranker = RankedDefaults(targets.get_device("adreno-740"), samples=200)
+    picked = ranker(task.schedule_family, Matched(task.workload, task.key, None), task.default_config(),
+                    context("adreno-740", staging=Staging.OFF))
     assert picked["cooperative"] == 0

@@ -19,11 +19,12 @@ from adreno.frontend.importer import to_relax
 from adreno.layout import ImageSpec
 from adreno.opencl.executor import Executor
 from adreno.options import CompileOptions, Memory, Schedules
-from adreno.target import get_device, tvm_target
+from adreno.target import get_device
 from adreno.texture import planning
 from adreno.texture import tir as texture_tir
 from tests.conftest import single_op_model
-from tests.schedules.sched_helpers import record_claims
+from tests.schedules.sched_helpers import context, record_claims
+from adreno.options import Host
 
 
 @pytest.mark.parametrize("channels", [3, 4, 10])
@@ -135,7 +136,7 @@ def test_upstream_pipeline_would_write_per_lane(conv_artifact):
     from adreno.frontend.importer import to_relax
 
     model, _ = conv_artifact
-    target = tvm_target("adreno-740", host="native")
+    target = context("adreno-740", host=Host.NATIVE)
     lowered = lower_relax(to_relax(model), target, memory=Memory.TEXTURE)
     gvar = next(g for g in lowered.functions if "conv2d" in g.name_hint)
     func = texture_tir.specialize_scopes(lowered[gvar], ["global.texture", "global.texture-weight",
@@ -215,7 +216,7 @@ class Conv:
     def config(self, tuned: dict | None = None) -> dict:
         """The knobs the conv is compiled with: its family's defaults under `tuned`."""
         module = importlib.import_module(f"adreno.schedules.{self.family}")
-        return {**module.default_config(self.workload(), tvm_target("adreno-740", host="native")), **(tuned or {})}
+        return {**module.default_config(self.workload(), context("adreno-740", host=Host.NATIVE)), **(tuned or {})}
 
 
 SHAPES = {  # ResNet-18 layers (spatial sizes reduced), 7x7 spatial, 3 and 10 channels, depthwise, batch 2
@@ -366,7 +367,7 @@ def test_texture_family_interface():
     from adreno.schedules import FAMILIES, conv2d_texture
 
     assert conv2d_texture.FAMILY in FAMILIES
-    target = tvm_target("adreno-740", host="native")
+    target = context("adreno-740", host=Host.NATIVE)
     model, _, _ = _conv_model(SHAPES["c3_to_c10"])
     buffer = lower_relax(to_relax(model), target, schedules=Schedules.NONE)
     assert all(conv2d_texture.FAMILY.workload_key(f) is None for f in buffer.functions.values())
@@ -399,9 +400,9 @@ def test_texture_split_k_matches_onnxruntime(layer, config, tmp_path, monkeypatc
     from tests.schedules.sched_helpers import check_against_onnxruntime, conv_model, record_claims
 
     case = Layer(1, **layer)
-    config = config or conv2d_texture.default_config(case.workload(), tvm_target("nvidia-h200"))
+    config = config or conv2d_texture.default_config(case.workload(), context("nvidia-h200"))
     assert config["threads_k"] > 1
-    monkeypatch.setattr(conv2d_texture.FAMILY, "default_config", lambda _wl, _target, *_policy: dict(config))
+    monkeypatch.setattr(conv2d_texture.FAMILY, "default_config", lambda _wl, _ctx: dict(config))
     with record_claims(monkeypatch, "conv2d_texture") as claims:
         artifact = check_against_onnxruntime(conv_model(case), tmp_path / "a", "texture", winograd="off",
                                              defaults="rule")
@@ -420,8 +421,8 @@ def test_texture_split_k_defaults_and_refusals():
 
     deep = Conv(1, 256, 7, 256, 3).workload()
     for name in ("pocl-cpu", "adreno-740", "adreno-640"):
-        assert conv2d_texture.default_config(deep, tvm_target(name))["threads_k"] == 1, name
-    h200, device = tvm_target("nvidia-h200"), get_device("nvidia-h200")
+        assert conv2d_texture.default_config(deep, context(name))["threads_k"] == 1, name
+    h200, device = context("nvidia-h200"), get_device("nvidia-h200")
     split = conv2d_texture.default_config(deep, h200)
     assert occupancy.fills(device, conv2d_texture.FAMILY.launch(deep, split))
     assert not occupancy.fills(device, conv2d_texture.FAMILY.launch(deep, {**split, "threads_k": 1}))
@@ -440,7 +441,7 @@ def test_1x1_family_interface():
     from adreno.schedules import FAMILIES, conv2d_1x1, conv2d_texture
 
     assert FAMILIES.index(conv2d_1x1.FAMILY) < FAMILIES.index(conv2d_texture.FAMILY)  # it claims 1x1 convs first
-    target = tvm_target("adreno-740", host="native")
+    target = context("adreno-740", host=Host.NATIVE)
     for name, claimed in (("mbv2_1x1", True), ("r18_1x1_s2", True), ("r18_3x3", False), ("dw_s1", False)):
         model, _, _ = _conv_model(SHAPES[name])
         packed = lower_relax(to_relax(model), target, schedules=Schedules.NONE, memory=Memory.TEXTURE)
@@ -524,10 +525,10 @@ def test_texture_records_from_before_split_k_stay_unsplit():
 
     layer = Layer(1, 256, 7, 7, 256, 3, 1, (1, 1, 1, 1))
     func, _ = primitive_function(conv_model(layer), "fused_conv2d", memory=Memory.TEXTURE)
-    h200 = tvm_target("nvidia-h200", host="native")
-    default = conv2d_texture.FAMILY.defaults(conv2d_texture.FAMILY.workload(func), h200)
+    h200 = context("nvidia-h200", host=Host.NATIVE)
+    default = conv2d_texture.FAMILY.default_config(conv2d_texture.FAMILY.workload(func), h200)
     assert default["threads_k"] > 1
     old = {k: v for k, v in default.items() if k not in ("threads_k", "cooperative")}
     key = conv2d_texture.FAMILY.workload_key(func)
     assert "_rf" in conv2d_texture.FAMILY.apply(func, h200).mod.script()  # the default's partial sums (rfactor)
-    assert "_rf" not in conv2d_texture.FAMILY.apply(func, h200, {key: old}).mod.script()
+    assert "_rf" not in conv2d_texture.FAMILY.apply(func, h200.candidate({key: old})).mod.script()

@@ -95,18 +95,19 @@ def tvm_once(model: str, out: Path) -> dict:
     import tvm
     from tvm.relax.backend.adreno import pipeline
 
-    from adreno import target as targets
     from adreno.compile import lower_relax
     from adreno.frontend.empty import EmptyTensors
     from adreno.frontend.importer import load_model, to_relax
     from adreno.options import CompileOptions, Memory, Schedules
+    from adreno.schedules.context import ScheduleContext
 
     options = CompileOptions(memory="buffer")
     onnx_model, _ = load_model(model)
     mod = to_relax(onnx_model, options.input_shapes, EmptyTensors())
-    tvm_target = targets.tvm_target(options.device(), host=options.host)
+    ctx = ScheduleContext.for_device(options.device(), host=options.host)
+    tvm_target = ctx.target
     clock.mark("lowering")
-    lowered = lower_relax(mod, tvm_target, Schedules.TVM, memory=Memory.BUFFER)
+    lowered = lower_relax(mod, ctx, Schedules.TVM, memory=Memory.BUFFER)
     clock.mark("host library")
     with tvm_target:
         passes = pipeline.dataflow_lower_passes(tvm_target) + pipeline.finalize_passes(tvm_target)

@@ -20,7 +20,6 @@ def bench(model: str, target: str, trials: int, batch: int, device, records: Pat
     from adreno.options import CompileOptions
     from adreno.records import Database
     from adreno.runners.local import IsolatedLocalRunner
-    from adreno.target import tvm_target
     from adreno.tune.extract import extract_tasks
     from adreno.tune.layout_task import LAYOUT, layout_name
     from adreno.tune.builder import Builder
@@ -46,7 +45,7 @@ def bench(model: str, target: str, trials: int, batch: int, device, records: Pat
                          "best_ms": row["best_ms"], "direct_ms": layouts["direct"]["best_ms"],
                          "winograd_ms": min(winograd, default=None), "auto_rule": layout_name(rule),
                          "auto_default_ms": row["default_ms"], "layouts": layouts,
-                         "default_config": task.default_config(tvm_target(target)),
+                         "default_config": task.default_config(),
                          "seconds": round(time.perf_counter() - started, 1)})
             print(_line(rows[-1]), file=sys.stderr, flush=True)
     finally:

@@ -22,7 +22,7 @@ def solve_model(name: str, max_size: int, whole: bool) -> dict:
 
     mod = prepared(to_relax(zoo.get_model(name, seed=0)))
     graph = primitive_graph(mod)
-    fused = fuseops_groups(mod, graph, targets.tvm_target(targets.get_device("adreno-740"), host="native"))
+    fused = fuseops_groups(mod, graph, targets.get_device("adreno-740"))
     candidates = block_candidates(graph, [g.primitives for g in fused], max_size)
     costs = {g: 1 + 0.1 * len(g) for bc in candidates for g in bc.groups}
     started = time.perf_counter()

@@ -44,10 +44,12 @@ def pool_layers(model_name: str) -> dict[str, tuple]:
     from adreno.options import Schedules
     from adreno.plan import kernel_calls
     from adreno.schedules import pool, reduce
-    from adreno.target import tvm_target
+    from adreno.schedules.context import ScheduleContext
+    from adreno.target import get_device
 
     onnx_model, _ = load_model(model_name)
-    lowered = lower_relax(to_relax(onnx_model, {}), tvm_target("adreno-740"), schedules=Schedules.NONE)
+    lowered = lower_relax(to_relax(onnx_model, {}), ScheduleContext.for_device(get_device("adreno-740")),
+                          schedules=Schedules.NONE)
     found: dict[str, tuple] = {}
     for _, _, func in kernel_calls(lowered):
         wl = pool.FAMILY.workload(func) or reduce.FAMILY.workload(func)
@@ -122,9 +124,11 @@ def check_key(model, key: str) -> None:
     from adreno.frontend.importer import to_relax
     from adreno.options import Schedules
     from adreno.schedules import pool, reduce
-    from adreno.target import tvm_target
+    from adreno.schedules.context import ScheduleContext
+    from adreno.target import get_device
 
-    lowered = lower_relax(to_relax(model, {}), tvm_target("adreno-740"), schedules=Schedules.NONE)
+    lowered = lower_relax(to_relax(model, {}), ScheduleContext.for_device(get_device("adreno-740")),
+                          schedules=Schedules.NONE)
     keys = [pool.FAMILY.workload_key(f) or reduce.FAMILY.workload_key(f) for _, f in lowered.functions.items()
             if isinstance(f, tvm.tirx.PrimFunc)]
     if key not in keys:

@@ -54,7 +54,6 @@ def write_tiny(path: Path, count: int) -> None:
 
     from adreno.opencl.device import DeviceIdentity, select_device
     from adreno.options import CompileOptions
-    from adreno.target import tvm_target
     from adreno.tune.extract import extract_tasks
 
     tasks = extract_tasks("tiny", CompileOptions(target="adreno-740", memory="texture"))
@@ -62,7 +61,7 @@ def write_tiny(path: Path, count: int) -> None:
     rng, np_rng = random.Random(0), np.random.default_rng(0)
     pools = []
     for task in tasks:
-        space = task.space(tvm_target(task.target_name))
+        space = task.space()
         pools.append([space.config(c) for c in (space.random(np_rng) for _ in range(200)) if c is not None])
     with open(path, "w") as f:
         for trial in range(count):

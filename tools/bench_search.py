@@ -215,7 +215,7 @@ def noise_section(tasks, runs, fingerprint) -> list[dict]:
                     by.setdefault(json.dumps(r.config, sort_keys=True), []).append(r.median)
         repeated = {c: m for c, m in by.items() if len(m) >= 2}
         spreads = [max(m) / min(m) for m in repeated.values()]
-        default = by.get(json.dumps(task.default_config(_tvm_target(task.target_name)), sort_keys=True), [])
+        default = by.get(json.dumps(task.default_config(), sort_keys=True), [])
         rows.append({"task": task.func_name, "key": task.key, "repeated_configs": len(repeated),
                      "median_spread": round(float(np.median(spreads)), 3) if spreads else None,
                      "max_spread": round(max(spreads), 3) if spreads else None,
@@ -264,12 +264,6 @@ def transfer_runs(ctx, tasks, seeds, runs, started) -> dict:
             run["source_records"] = len(s)
             out["runs"].append(run)
     return out
-
-
-def _tvm_target(name):
-    from adreno.target import tvm_target
-
-    return tvm_target(name)
 
 
 QUALITY_MODELS = ("learned", "learned-regression", "analytical", "analytical prior (untrained)", "random")

@@ -50,9 +50,8 @@ def compile_layer(layer: Layer, winograd: str, family_name: str, cooperative: in
 
     family = schedule_family(family_name)
     default = family.default_config
-    family.default_config = lambda wl, tgt, *policy: {**default(wl, tgt), **({"cooperative": cooperative}
-                                                                              if "cooperative" in default(wl, tgt)
-                                                                              else {})}
+    family.default_config = lambda wl, ctx: {**default(wl, ctx), **({"cooperative": cooperative}
+                                                                     if "cooperative" in default(wl, ctx) else {})}
     try:
         model = layer_model(layer, layer_params(layer, 0))
         compile_model(model, out, CompileOptions(target=target, memory="buffer", winograd=winograd, host="native"))

@@ -54,13 +54,13 @@ def compile_layer(layer, winograd: str, cooperative: int, target: str, out: Path
     originals = {family: family.apply for family in FAMILIES}
 
     def forcing(family):
-        def apply(func, tvm_target, config=None):
+        def apply(func, ctx):
             matched = family.matched(func)
-            if matched is None or "cooperative" not in family.default_config(matched.workload, tvm_target):
-                return originals[family](func, tvm_target, config)
-            knobs = {**family.default_config(matched.workload, tvm_target), "cooperative": cooperative}
+            if matched is None or "cooperative" not in family.default_config(matched.workload, ctx):
+                return originals[family](func, ctx)
+            knobs = {**family.default_config(matched.workload, ctx), "cooperative": cooperative}
             used[matched.key] = knobs
-            return originals[family](func, tvm_target, {matched.key: knobs})
+            return originals[family](func, ctx.candidate({matched.key: knobs}))
         return apply
 
     for family in FAMILIES:

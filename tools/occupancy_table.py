@@ -32,9 +32,10 @@ def conv_workloads(model_name: str) -> list:
 def launches(wl, target_name: str) -> dict:
     """memory -> (family, config, Launch) of the default schedule of `wl` compiled for `target_name`."""
     from adreno.schedules import _conv, conv2d_1x1, conv2d_direct, conv2d_texture, depthwise
-    from adreno.target import tvm_target
+    from adreno.schedules.context import ScheduleContext
+    from adreno.target import get_device
 
-    target = tvm_target(target_name)
+    target = ScheduleContext.for_device(get_device(target_name))
     direct = depthwise if wl.is_depthwise else conv2d_direct
     cfg = direct.default_config(wl, target)
     out = {"buffer": (direct.__name__.rsplit(".", 1)[1], cfg, _conv.tiled_launch(wl, cfg))}

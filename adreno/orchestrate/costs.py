@@ -94,12 +94,14 @@ def build_artifact(mod, key: str, target_name: str, out: Path) -> int:
     the number of kernels its plan launches."""
     from adreno.compile import lower_relax
     from adreno.plan import extract_plan
-    from adreno.target import get_device, tvm_target
+    from adreno.options import Host
+    from adreno.schedules.context import ScheduleContext
+    from adreno.target import get_device
     from adreno.tune.builder import write_kernel_artifact
 
-    target = tvm_target(target_name, host="native")
-    lowered = lower_relax(mod, target, Schedules.ADRENO, memory=Memory.BUFFER)
-    plan, sources, params = extract_plan(lowered, target, memory=Memory.BUFFER, device=get_device(target_name))
+    ctx = ScheduleContext.for_device(get_device(target_name), host=Host.NATIVE)
+    lowered = lower_relax(mod, ctx, Schedules.ADRENO, memory=Memory.BUFFER)
+    plan, sources, params = extract_plan(lowered, ctx.target, memory=Memory.BUFFER, device=ctx.device)
     write_kernel_artifact(str(out), plan, sources, params, key, target_name, {})
     return len(plan.steps)
 

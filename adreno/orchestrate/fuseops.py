@@ -33,12 +33,15 @@ class FuseOpsMismatch:
     reason: str
 
 
-def fuseops_groups(numbered_mod, graph, tvm_target, memory: Memory = Memory.BUFFER):
+def fuseops_groups(numbered_mod, graph, device, memory: Memory = Memory.BUFFER):
     """FuseOps' fused groups (FusedGroup, over `graph`'s primitive names; primitives left alone are not listed) of
-    `numbered_mod`, as compiled for `tvm_target` in `memory`; or a FuseOpsMismatch."""
+    `numbered_mod`, as compiled for `device` (an `adreno.target.AdrenoDevice`) in `memory`; or a FuseOpsMismatch."""
     from adreno.compile import lower_relax
+    from adreno.options import Host
+    from adreno.schedules.context import ScheduleContext
 
-    before, after = _capture(lambda: lower_relax(numbered_mod, tvm_target, Schedules.NONE, memory=memory))
+    ctx = ScheduleContext.for_device(device, host=Host.NATIVE)
+    before, after = _capture(lambda: lower_relax(numbered_mod, ctx, Schedules.NONE, memory=memory))
     if before is None or after is None:
         return FuseOpsMismatch("the pipeline ran no FuseOps")
     calls = {b.var.name: b.value for b in _bindings(before["main"]) if isinstance(b.value, relax.Call)}

@@ -25,7 +25,7 @@ def orchestrate_model(model, target_name: str, costs_of, max_size: int = 4, time
     """The report of `model` (a zoo name, .onnx path or ModelProto) for `target_name`; `costs_of`: a
     `costs.CostTable` (its `costs(graph, kernels)` and `measured`)."""
     from adreno.frontend.importer import load_model, to_relax
-    from adreno.target import tvm_target
+    from adreno.target import get_device
 
     say = progress or (lambda line: None)
     started = time.perf_counter()
@@ -36,7 +36,7 @@ def orchestrate_model(model, target_name: str, costs_of, max_size: int = 4, time
         raise AdrenoError(f"{name}: every output is empty, there are no kernels to choose")
     mod = prepared(mod)
     graph = primitive_graph(mod)
-    fused = fuseops_groups(mod, graph, tvm_target(target_name, host="native"))
+    fused = fuseops_groups(mod, graph, get_device(target_name))
     if isinstance(fused, FuseOpsMismatch):
         raise AdrenoError(f"{name}: FuseOps' partition does not map onto the primitives ({fused.reason})")
     fused_names = {g.primitives: g.name for g in fused}

@@ -1,8 +1,9 @@
 """Our schedules, one family per op (see `family.py` for the interface every family implements).
 
 `FAMILIES` is the priority order: the first family whose rule recognises a function schedules it; functions no
-family claims (or that a family refuses) fall through to TVM's own dlight rules. `config` everywhere maps workload
-keys to tuned knob values (what `adreno compile --records` passes).
+family claims (or that a family refuses) fall through to TVM's own dlight rules. Every family is handed one
+`context.ScheduleContext`: the device's facts, the TVM target, the staging policy and the knob source (compile's
+records, or the tuner's candidate).
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ def family(name: str) -> Family:
     raise KeyError(f"no schedule family {name!r}; families: {[f.name for f in FAMILIES]}")
 
 
-def schedule_pass(target, config: dict | None = None, refusals: list[Refused] | None = None):
-    """A module pass that schedules every function one of our families recognises (marking it scheduled); the
-    refusals are appended to `refusals` when given."""
+def schedule_pass(ctx, refusals: list[Refused] | None = None):
+    """A module pass that schedules every function one of our families recognises (marking it scheduled) in the
+    `ScheduleContext` `ctx` (its knob source holds the tuned knobs); the refusals are appended to `refusals` when
+    given."""
     from tvm.s_tir import dlight
 
-    rules = [f.rule(target, config, refusals) for f in FAMILIES]
+    rules = [f.rule(ctx, refusals) for f in FAMILIES]
     return dlight.ApplyDefaultSchedule(*[r for r in rules if r is not None])

@@ -179,15 +179,7 @@ def pick_tile(extent: int, choices: list[int], prefer: int) -> int:
     return min(small, key=lambda c: (math.ceil(extent / c) * c - extent, -c)) if small else 1
 
 
-def max_threads(target) -> int:
-    for attr in ("max_num_threads", "max_threads_per_block"):
-        value = target.attrs.get(attr) if hasattr(target, "attrs") else None
-        if value is not None:
-            return int(value)
-    return 256
-
-
-def validate(cfg: dict, knobs: dict, target, thread_knobs=None) -> dict:
+def validate(cfg: dict, knobs: dict, ctx, thread_knobs=None) -> dict:
     """Check a config against a knob table and the workgroup limit (the product of `thread_knobs`, by default of
     every `threads_*` knob in `cfg`); raises ValueError."""
     for name, value in cfg.items():
@@ -196,8 +188,8 @@ def validate(cfg: dict, knobs: dict, target, thread_knobs=None) -> dict:
         if value not in knobs[name]:
             raise ValueError(f"knob {name}={value!r} not among {knobs[name]}")
     threads = math.prod(cfg.get(k, 1) for k in (thread_knobs or [k for k in cfg if k.startswith("threads_")]))
-    if threads > max_threads(target):
-        raise ValueError(f"workgroup of {threads} work-items exceeds the target's {max_threads(target)}")
+    if threads > ctx.max_threads:
+        raise ValueError(f"workgroup of {threads} work-items exceeds the target's {ctx.max_threads}")
     return cfg
 
 
@@ -313,14 +305,14 @@ def tiled_family(name: str, op: str, knobs: dict, handles, default_config, rule_
         found = match_conv(func, sch)
         return (op, found) if found is not None and handles(found.workload) else None
 
-    def check_config(wl, config, target):
-        validate(config, knobs, target)
+    def check_config(wl, config, ctx):
+        validate(config, knobs, ctx)
         threads = config["threads_f"] * config["threads_y"] * config["threads_x"]
         if splitk.threads(config) > 1 and wl.groups != 1:
             raise ValueError(f"threads_k={splitk.threads(config)} splits groups-1 convs only ({wl.groups} groups)")
         splitk.check(config, wl.cin_per_group, config.get("tile_rc", 1), "input channels", staging.staged(config))
         if staging.staged(config):
-            staging.check(threads, staging.local_bytes(*staged_tiles(wl, config)), target)
+            staging.check(threads, staging.local_bytes(*staged_tiles(wl, config)), ctx)
         return config
 
     return Family(name, knobs, conv_match(find, schedule_tiled, older_records), default_config, check_config,
@@ -361,11 +353,11 @@ def tiled_launch(wl: ConvWorkload, cfg: dict):
                 (wl.ow, cfg["tile_x"], cfg["threads_x"]), (k, 1, k), registers=tile_registers(wl, cfg), batch=wl.n)
 
 
-def tiled_threads(wl: ConvWorkload, tiles: dict, knobs: dict, target, threads_k: int = 1) -> dict:
+def tiled_threads(wl: ConvWorkload, tiles: dict, knobs: dict, ctx, threads_k: int = 1) -> dict:
     """The workgroup of `schedule_tiled` for register tiles `tiles`: up to 64 work-items (at most the target's limit),
     x first (about 16, a divisor of the tiled row when one fits), then y, then output channels; with split-K
     (`threads_k` work-items per output) up to 64 / threads_k outputs, so that more work-groups share the device."""
-    limit = min(max_threads(target), 64) // threads_k
+    limit = min(ctx.max_threads, 64) // threads_k
     threads_x = pick_tile(-(-wl.ow // tiles["tile_x"]), knobs["threads_x"], 16)
     threads_y = pick_tile(-(-wl.oh // tiles["tile_y"]), knobs["threads_y"], max(1, limit // threads_x))
     threads_f = pick_tile(-(-wl.o // tiles["tile_f"]), knobs["threads_f"], max(1, limit // (threads_x * threads_y)))

@@ -23,7 +23,7 @@ register tiling is already this GEMM over (rows, columns). Workload keys: `conv2
 
 from __future__ import annotations
 
-from ..options import Memory, Staging
+from ..options import Memory
 from ..workload import memory_op
 from . import _conv, occupancy, splitk, staging
 from .family import Family
@@ -56,9 +56,9 @@ def _match(func, sch=None):
     return OP, found[1]
 
 
-def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
+def check_config(wl: _conv.ConvWorkload, config: dict, ctx) -> dict:
     """Raise ValueError when `config` is not a valid point of this family's space for `wl` on `target`."""
-    _conv.validate(config, KNOBS, target)
+    _conv.validate(config, KNOBS, ctx)
     if wl.ow % config["tile_p"]:
         raise ValueError(f"tile_p={config['tile_p']} does not divide the output row of {wl.ow} pixels")
     if (wl.c // LANES) % config["tile_k"]:
@@ -75,7 +75,7 @@ def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
             raise ValueError(f"cooperative=1 needs a work-group's {run} pixels to be whole output rows or to divide "
                              f"a row of {wl.ow} (else its input tile has no fixed size)")
         staging.check(config["threads_cb"] * config["threads_p"], local_pixels(wl, config) * staging.PIXEL_BYTES,
-                      target)
+                      ctx)
     return config
 
 
@@ -103,29 +103,29 @@ def _largest_divisor(n: int, choices: list[int], cap: int) -> int:
     return max(c for c in choices if c <= cap and n % c == 0) if n else 1
 
 
-def default_config(wl: _conv.ConvWorkload, target, policy: Staging = Staging.AUTO) -> dict:
+def default_config(wl: _conv.ConvWorkload, ctx) -> dict:
     """Knobs without tuning: 8 (else 7, 4, 2, 1) pixels of a row x 4 channel blocks per work-item, shrunk (channel
     blocks, then pixels) until the launch fills the device (`occupancy`); workgroups of up to 64 work-items, up to
     16 along the pixels (a divisor of the map's tiles), the rest over channel blocks; no K unrolling beyond the 4
     channels of a block (how these were chosen: docs/benchmarks.md, "1x1 GEMM defaults"); staged in local memory on
     a GPU where the config allows it and staging at least halves the image reads (`staging.default` under
-    `policy`)."""
+    the context's policy)."""
     blocks = wl.o // LANES
     tile_p = next(t for t in (8, 7, 4, 2, 1) if wl.ow % t == 0)
     tiles = occupancy.ladder({"tile_cb": _conv.pick_tile(blocks, KNOBS["tile_cb"], 4), "tile_p": tile_p},
                              [("tile_cb", 1, blocks), ("tile_p", 1, wl.ow)],
                              {**KNOBS, "tile_p": [t for t in KNOBS["tile_p"] if wl.ow % t == 0]})
-    candidates = [_config(wl, t["tile_cb"], t["tile_p"], 1, target) for t in tiles]
+    candidates = [_config(wl, t["tile_cb"], t["tile_p"], 1, ctx) for t in tiles]
     # a map too small for even one pixel block per work-item: split the reduction over 2, 4, 8 work-items
     candidates += splitk.candidates(tiles[-1], wl.c // LANES, 1,
-                                    lambda t, k: _config(wl, t["tile_cb"], t["tile_p"], k, target))
-    chosen = occupancy.choose(occupancy.device(target), candidates, lambda c: _launch(wl, c))
-    return staging.default(chosen, target, staging.halves(*_reads(wl, chosen)),
-                           lambda c: check_config(wl, c, target), policy)
+                                    lambda t, k: _config(wl, t["tile_cb"], t["tile_p"], k, ctx))
+    chosen = occupancy.choose(ctx.device, candidates, lambda c: _launch(wl, c))
+    return staging.default(chosen, ctx, staging.halves(*_reads(wl, chosen)),
+                           lambda c: check_config(wl, c, ctx))
 
 
-def _config(wl: _conv.ConvWorkload, tile_cb: int, tile_p: int, threads_k: int, target) -> dict:
-    limit = min(_conv.max_threads(target), 64)
+def _config(wl: _conv.ConvWorkload, tile_cb: int, tile_p: int, threads_k: int, ctx) -> dict:
+    limit = min(ctx.max_threads, 64)
     threads_p = _largest_divisor(wl.oh * wl.ow // tile_p, KNOBS["threads_p"], min(16, limit // threads_k))
     threads_cb = _conv.pick_tile(-(-(wl.o // LANES) // tile_cb), KNOBS["threads_cb"],
                                  max(1, limit // (threads_p * threads_k)))

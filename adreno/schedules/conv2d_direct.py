@@ -25,7 +25,6 @@ a split one does (MobileNetV2's 1x1 convs on 14x14 and 7x7 maps for nvidia-h200)
 
 from __future__ import annotations
 
-from ..options import Staging
 from . import _conv, occupancy, splitk, staging
 
 OP = "conv2d_direct"
@@ -50,7 +49,7 @@ def _handles(wl: _conv.ConvWorkload) -> bool:
     return not wl.is_depthwise
 
 
-def default_config(wl: _conv.ConvWorkload, target, policy: Staging = Staging.AUTO) -> dict:
+def default_config(wl: _conv.ConvWorkload, ctx) -> dict:
     """Good knob values without tuning, from the shape and the target's workgroup limit and parallelism.
 
     Tiles that divide the output exactly come first (a ragged tile costs a guard on every accumulator); the
@@ -58,7 +57,7 @@ def default_config(wl: _conv.ConvWorkload, target, policy: Staging = Staging.AUT
     columns) until the launch fills the device (`occupancy`), then (groups 1) the smallest tile's reduction split
     over 2, 4, 8 work-items where that fills it (`splitk`); the workgroup is filled up to 64 work-items (x first,
     for coalesced / vectorisable loads, then y, then output channels); staged where the window overlaps
-    (`staging.default` under `policy`)."""
+    (`staging.default` under the context's policy)."""
     tile_x = next((t for t in (4, 2, 7) if wl.ow % t == 0), _conv.pick_tile(wl.ow, KNOBS["tile_x"], 4))
     tile_y = 2 if tile_x <= 4 and wl.oh % 2 == 0 else 1
     per_group = wl.o // wl.groups  # a grouped conv's tile_f divides a group's output channels
@@ -69,15 +68,15 @@ def default_config(wl: _conv.ConvWorkload, target, policy: Staging = Staging.AUT
     rest = {"tile_rc": _conv.pick_tile(wl.cin_per_group, KNOBS["tile_rc"], 4 if wl.kh * wl.kw == 1 else 1),
             "unroll_k": 1 if wl.kh * wl.kw <= 9 else 0, "stage": 0, splitk.KNOB: 1,
             staging.KNOB: 0}
-    candidates = [{**t, **_conv.tiled_threads(wl, t, KNOBS, target), **rest} for t in tiles]
-    device = occupancy.device(target)
+    candidates = [{**t, **_conv.tiled_threads(wl, t, KNOBS, ctx), **rest} for t in tiles]
+    device = ctx.device
     if wl.groups == 1:  # no unsplit config fills the device: split the reduction over 2, 4, 8 work-items
         candidates += splitk.candidates(tiles[-1], wl.cin_per_group, rest["tile_rc"], lambda t, k: {
-            **t, **_conv.tiled_threads(wl, t, KNOBS, target, k), **rest, splitk.KNOB: k},
+            **t, **_conv.tiled_threads(wl, t, KNOBS, ctx, k), **rest, splitk.KNOB: k},
             lambda c: occupancy.fills(device, _conv.tiled_launch(wl, c)))
     config = occupancy.choose(device, candidates, lambda c: _conv.tiled_launch(wl, c))
     overlapping = wl.kh > wl.stride[0] or wl.kw > wl.stride[1]  # neighbouring outputs share input pixels
-    return staging.default(config, target, overlapping, lambda c: FAMILY.check_config(wl, c, target), policy)
+    return staging.default(config, ctx, overlapping, lambda c: FAMILY.check_config(wl, c, ctx))
 
 
 # records from before split-K or `cooperative` measured the unsplit, unstaged kernel

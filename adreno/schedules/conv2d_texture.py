@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..layout import LANES
-from ..options import Memory, Staging
+from ..options import Memory
 from ..workload import memory_op
 from . import _conv, occupancy, splitk, staging
 from .family import Family
@@ -108,13 +108,13 @@ def match_packed(func, sch=None):
     return OPS[names[ci]], _conv.ConvMatch(workload, pad, conv, epilogue)
 
 
-def default_config(wl: _conv.ConvWorkload, target, policy: Staging = Staging.AUTO) -> dict:
+def default_config(wl: _conv.ConvWorkload, ctx) -> dict:
     """Knobs without tuning: 8 output pixels (2 x 4, or a row of 7) x 2 channel blocks per work-item for groups-1
     convs (1 block for depthwise: nothing is shared across channels), tiles that divide the output first, shrunk
     (channel blocks, rows, columns) until the launch fills the device (`occupancy`), then (groups 1) the smallest
     tile's reduction split over 2, 4, 8 work-items where that fills it (`splitk`); the workgroup filled up to 64
     work-items (64 / threads_k outputs) along x, then y, then channel blocks; staged in local memory on a GPU where
-    the tile fits and staging at least halves the image reads (`staging.default` under `policy`)."""
+    the tile fits and staging at least halves the image reads (`staging.default` under the context's policy)."""
     blocks = wl.o // LANES
     tile_x = next((t for t in (4, 2, 7) if wl.ow % t == 0), _conv.pick_tile(wl.ow, KNOBS["tile_x"], 4))
     tile_y = 2 if tile_x <= 4 and wl.oh % 2 == 0 else 1
@@ -125,15 +125,15 @@ def default_config(wl: _conv.ConvWorkload, target, policy: Staging = Staging.AUT
     rest = {"unroll_k": 1 if wl.kh * wl.kw <= 9 else 0, "stage": 0, splitk.KNOB: 1, staging.KNOB: 0}
     in_blocks = replace(wl, o=blocks)  # the output channel axis counted in blocks of 4: the tiled schedule's axis
     knobs = {**KNOBS, "threads_f": KNOBS["threads_cb"]}
-    candidates = [_named({**t, **_conv.tiled_threads(in_blocks, t, knobs, target), **rest}) for t in tiles]
-    device = occupancy.device(target)
+    candidates = [_named({**t, **_conv.tiled_threads(in_blocks, t, knobs, ctx), **rest}) for t in tiles]
+    device = ctx.device
     if not wl.is_depthwise:  # no unsplit config fills the device: split the reduction over 2, 4, 8 work-items
         candidates += splitk.candidates(tiles[-1], wl.c // LANES, 1, lambda t, k: _named(
-            {**t, **_conv.tiled_threads(in_blocks, t, knobs, target, k), **rest, splitk.KNOB: k}),
+            {**t, **_conv.tiled_threads(in_blocks, t, knobs, ctx, k), **rest, splitk.KNOB: k}),
             lambda c: occupancy.fills(device, _launch(in_blocks, c)))
     chosen = occupancy.choose(device, candidates, lambda c: _launch(in_blocks, c))
-    return staging.default(chosen, target, staging.halves(*_reads(wl, chosen)),
-                           lambda c: check_config(wl, c, target), policy)
+    return staging.default(chosen, ctx, staging.halves(*_reads(wl, chosen)),
+                           lambda c: check_config(wl, c, ctx))
 
 
 def _named(cfg: dict) -> dict:
@@ -148,9 +148,9 @@ def _launch(in_blocks: _conv.ConvWorkload, cfg: dict) -> occupancy.Launch:
     return replace(_conv.tiled_launch(in_blocks, tiled), registers=_conv.tile_registers(in_blocks, tiled, LANES))
 
 
-def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
+def check_config(wl: _conv.ConvWorkload, config: dict, ctx) -> dict:
     """Raise ValueError when `config` is not a valid point of this family's space for `wl` on `target`."""
-    _conv.validate(config, KNOBS, target)
+    _conv.validate(config, KNOBS, ctx)
     if splitk.threads(config) > 1 and wl.is_depthwise:
         raise ValueError(f"threads_k={splitk.threads(config)}: a depthwise block reduces over no channels to split")
     splitk.check(config, wl.c // LANES, 1, "input channel blocks", staging.staged(config))
@@ -161,7 +161,7 @@ def check_config(wl: _conv.ConvWorkload, config: dict, target) -> dict:
         if wl.is_depthwise:
             raise ValueError("cooperative=1 is for groups-1 convs (a depthwise block shares no weights or channels)")
         staging.check(config["threads_cb"] * config["threads_y"] * config["threads_x"],
-                      local_pixels(wl, config) * staging.PIXEL_BYTES, target)
+                      local_pixels(wl, config) * staging.PIXEL_BYTES, ctx)
     return config
 
 

@@ -35,7 +35,7 @@ output of at least `MIN_SPATIAL` in both dimensions, with F(4x4) from `F4_MIN_SP
 from __future__ import annotations
 
 from ..layout import LANES
-from ..options import Memory, Staging
+from ..options import Memory
 from ..records import direct_key, layout_workload
 from ..workload import PACKED, key_memory
 from . import _conv, conv2d_direct, conv2d_texture, occupancy, splitk, staging
@@ -102,11 +102,11 @@ def stage_workloads(conv, m: int, packed: bool = False) -> list[tuple[str, list[
             ("winograd_output_transform" + PACKED, [conv.n, o4, conv.oh, conv.ow, LANES, alpha, alpha])]
 
 
-def layout_default(conv, m: int, target, packed: bool = False, policy: Staging = Staging.AUTO) -> dict:
+def layout_default(conv, m: int, ctx, packed: bool = False) -> dict:
     """The default knobs of every stage of `conv` rewritten with F(m x m, 3 x 3), with `tile` = m."""
     config = {"tile": m}
     for wl in stage_workloads(conv, m, packed):
-        config.update(default_config(wl, target, policy))
+        config.update(default_config(wl, ctx))
     return config
 
 
@@ -116,17 +116,17 @@ def _fit(extent: int, choices: list[int], prefer: int, waste: float = 0.15) -> i
     return max(fitting, default=1)
 
 
-def default_config(wl, target, policy: Staging = Staging.AUTO) -> dict:
+def default_config(wl, ctx) -> dict:
     """Defaults per stage, the first of a list (biggest register tiles first) whose launch fills the device
     (`occupancy`). GEMM: up to 8 output channels x 4 tiles per work-item, shrunk (channels, then tiles) as needed,
     and a workgroup of up to 64 work-items (16 along the tiles first), each allowed a ragged last tile wasting at
     most 15%, 4 input channels per unrolled reduction step (packed: 2 blocks of 4 output channels, 1 block of 4
-    input channels); staged in local memory on a GPU (`staging.default` under `policy`; packed: where staging at
-    least halves the image reads); transforms: 64 work-items per group, a whole tile per work-item, else one row
-    of it."""
+    input channels); staged in local memory on a GPU (`staging.default` under the context's policy; packed: where
+    staging at least halves the image reads); transforms: 64 work-items per group, a whole tile per work-item,
+    else one row of it."""
     stage, dims = wl
-    limit = min(_conv.max_threads(target), 64)
-    device = occupancy.device(target)
+    limit = min(ctx.max_threads, 64)
+    device = ctx.device
     if base_stage(stage) != "winograd_batch_gemm":
         candidates = [{"threads_t": limit, "split_t": split} for split in (0, 1)]
         return occupancy.choose(device, candidates, lambda c: _transform_launch(wl, c))
@@ -144,10 +144,10 @@ def default_config(wl, target, policy: Staging = Staging.AUTO) -> dict:
     chosen = occupancy.choose(device, candidates, lambda cfg: _gemm_launch(wl, cfg))
 
     def legal(cfg):
-        return check_config(wl, cfg, target)
+        return check_config(wl, cfg, ctx)
 
     pays = staging.halves(*_gemm_reads(chosen)) if stage.endswith(PACKED) else True
-    return staging.default(chosen, target, pays, legal, policy)
+    return staging.default(chosen, ctx, pays, legal)
 
 
 def _gemm_launch(wl, cfg: dict) -> occupancy.Launch:
@@ -175,17 +175,17 @@ def _transform_launch(wl, cfg: dict) -> occupancy.Launch:
                           registers=lanes * (alpha * alpha + written))
 
 
-def check_config(wl, config: dict, target) -> dict:
+def check_config(wl, config: dict, ctx) -> dict:
     """Raise ValueError when `config` is not valid for the stage `wl` on `target`."""
     stage, dims = wl
     gemm = base_stage(stage) == "winograd_batch_gemm"
     if gemm and stage.endswith(PACKED) and (dims[-1] // LANES) % config.get("tile_k", 1):
         raise ValueError(f"tile_k={config['tile_k']} does not divide the {dims[-1] // LANES} input channel blocks")
-    _conv.validate(config, KNOBS, target, ("threads_o", "threads_p") if gemm else ("threads_t",))
+    _conv.validate(config, KNOBS, ctx, ("threads_o", "threads_p") if gemm else ("threads_t",))
     if gemm and staging.staged(config):
         need = (_gemm_local_pixels(config) * staging.PIXEL_BYTES if stage.endswith(PACKED)
                 else staging.local_bytes(*staged_tiles(config)))
-        staging.check(config["threads_o"] * config["threads_p"], need, target)
+        staging.check(config["threads_o"] * config["threads_p"], need, ctx)
     return config
 
 

@@ -36,15 +36,15 @@ class Dense(Family):
     """dlight's GEMV schedule of matrix-vector products with an elementwise epilogue, on OpenCL targets."""
 
     def __init__(self):
-        super().__init__("dense", {}, lambda func: None, lambda wl, target: {}, lambda wl, config, target: config,
+        super().__init__("dense", {}, lambda func: None, lambda wl, ctx: {}, lambda wl, config, ctx: config,
                          "DenseGEMV")
 
-    def apply(self, func, target, config: dict | None = None):
+    def apply(self, func, ctx):
         from tvm.s_tir import dlight
 
         if not elementwise_epilogue(func):
             return None
-        return dlight.gpu.GEMV().apply(func, target, False)
+        return dlight.gpu.GEMV().apply(func, ctx.target, False)
 
 
 FAMILY = Dense()

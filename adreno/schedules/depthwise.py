@@ -28,7 +28,7 @@ def _handles(wl: _conv.ConvWorkload) -> bool:
     return wl.is_depthwise
 
 
-def default_config(wl: _conv.ConvWorkload, target) -> dict:
+def default_config(wl: _conv.ConvWorkload, ctx) -> dict:
     """Spatial register tile of 4-8 outputs per channel, shrunk (rows, then columns) until the launch fills the device
     (`occupancy`); 64-work-item workgroups (x, then y, then channels)."""
     tile_x = next((t for t in (4, 2, 7) if wl.ow % t == 0), _conv.pick_tile(wl.ow, KNOBS["tile_x"], 4))
@@ -36,8 +36,8 @@ def default_config(wl: _conv.ConvWorkload, target) -> dict:
     tiles = occupancy.ladder({"tile_f": 1, "tile_y": tile_y, "tile_x": tile_x},
                              [("tile_y", 1, wl.oh), ("tile_x", 1, wl.ow)], KNOBS)
     rest = {"unroll_k": 1 if wl.kh * wl.kw <= 25 else 0, "stage": 1}
-    candidates = [{**t, **_conv.tiled_threads(wl, t, KNOBS, target), **rest} for t in tiles]
-    return occupancy.choose(occupancy.device(target), candidates, lambda c: _conv.tiled_launch(wl, c))
+    candidates = [{**t, **_conv.tiled_threads(wl, t, KNOBS, ctx), **rest} for t in tiles]
+    return occupancy.choose(ctx.device, candidates, lambda c: _conv.tiled_launch(wl, c))
 
 
 FAMILY = _conv.tiled_family("depthwise", OP, KNOBS, _handles, default_config, "DepthwiseConv2d")

@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..errors import TVM_ERRORS
-from ..options import Staging
-from . import staging
 
 
 @dataclass(frozen=True)
@@ -50,8 +48,9 @@ class Matched:
 
 class Family:
     """One schedule family (see the module docstring): `name` (what tasks and records call it), `knobs` (knob ->
-    choices: the tuner's space), `match(func) -> Matched | None`, `default_config(workload, target) -> dict`,
-    `check_config(workload, config, target) -> config` (ValueError outside the space) and the dlight rule's name.
+    choices: the tuner's space), `match(func) -> Matched | None`, `default_config(workload, ctx) -> dict`,
+    `check_config(workload, config, ctx) -> config` (ValueError outside the space) and the dlight rule's name; `ctx`
+    is the `ScheduleContext` (device, target, staging policy, knob source) every family is handed.
     `view`: the name of the cost model's feature view of its candidates (`adreno.tune.features.VIEWS`; None: the
     cost models do not describe it); `launch(workload, config) -> occupancy.Launch | None`: what a config launches
     (what the occupancy rule judges; None where the family does not say)."""
@@ -81,26 +80,19 @@ class Family:
 
         return self.match(func) if isinstance(func, tirx.PrimFunc) else None
 
-    def defaults(self, workload, target, policy: Staging = Staging.AUTO) -> dict:
-        """The knobs of `workload` without tuning: `default_config`, which a family with the `cooperative` knob gives
-        the compile's `--staging` `policy` (its staging is decided by `staging.default` alone)."""
-        if staging.KNOB in self.knobs:
-            return self.default_config(workload, target, policy)
-        return self.default_config(workload, target)
-
-    def apply(self, func, target, config: dict | None = None):
-        """A scheduled `s_tir.Schedule` of `func`, None when this family does not handle it, or `Refused`. `config`
-        maps workload keys to tuned knobs (`adreno compile --records`); missing knobs take the defaults. A config
-        outside the family's space raises ValueError (`check_config`), except compile's `TunedConfigs`, which drops
-        the refused knobs and gets the defaults (under its `staging` policy)."""
+    def apply(self, func, ctx):
+        """A scheduled `s_tir.Schedule` of `func`, None when this family does not handle it, or `Refused`. The knobs
+        are the defaults (`default_config`, under the context's staging policy) with the tuned ones of the context's
+        knob source over them (`ScheduleContext.knobs`). Knobs the family's check refuses go back to the source
+        (`KnobSource.refuse`): compile's records move on to the next-fastest record, a tuning candidate is an error
+        (ValueError)."""
         matched = self.matched(func)
         if matched is None:
             return None
-        cfg = self.defaults(matched.workload, target, getattr(config, "staging", Staging.AUTO))
-        tuned = self._knobs(matched, (config or {}).get(matched.key))
-        tuned = self._checked(matched, cfg, tuned, target, config)
-        if not tuned:  # compile's `TunedConfigs` may rank the space for a better default (`adreno.ranked_defaults`)
-            cfg = getattr(config, "default", lambda family, matched, cfg, target: cfg)(self, matched, cfg, target)
+        cfg = self.default_config(matched.workload, ctx)
+        tuned = self._checked(matched, cfg, self._knobs(matched, ctx.knobs.tuned(matched.key)), ctx)
+        if not tuned:  # compile's records may rank the space for a better default (`adreno.ranked_defaults`)
+            cfg = ctx.knobs.default(self, matched, cfg, ctx)
         cfg.update(tuned)
         try:
             return matched.schedule(cfg)
@@ -108,19 +100,17 @@ class Family:
             lines = str(err).strip().splitlines()
             return Refused(self.name, matched.key, cfg, lines[-1][:300] if lines else type(err).__name__)
 
-    def _checked(self, matched: Matched, cfg: dict, tuned: dict, target, config) -> dict:
-        """`tuned` if `check_config` accepts it over the defaults `cfg`. Compile's records (`TunedConfigs.refuse`: a
-        record of an older knob table, or of another target) move on to the key's next-fastest record, then to the
-        defaults ({}); a tuning candidate's config (a plain dict) is refused with the error."""
-        refuse = getattr(config, "refuse", None)
+    def _checked(self, matched: Matched, cfg: dict, tuned: dict, ctx) -> dict:
+        """`tuned` if `check_config` accepts it over the defaults `cfg`; else what the knob source gives instead
+        (`KnobSource.refuse`), checked again, down to {} (the defaults, which must pass the check)."""
         while True:
             try:
-                self.check_config(matched.workload, {**cfg, **tuned}, target)
+                self.check_config(matched.workload, {**cfg, **tuned}, ctx)
                 return tuned
             except ValueError as err:
-                if not tuned or refuse is None:
+                if not tuned:
                     raise
-                tuned = self._knobs(matched, refuse(matched.key, str(err)))
+                tuned = self._knobs(matched, ctx.knobs.refuse(matched.key, str(err)))
 
     @staticmethod
     def _knobs(matched: Matched, tuned: dict | None) -> dict:
@@ -128,17 +118,17 @@ class Family:
         tuned = {k: v for k, v in (tuned or {}).items() if matched.knobs is None or k in matched.knobs}
         return {**matched.older_records, **tuned} if tuned else {}
 
-    def rule(self, target, config: dict | None = None, refusals: list | None = None):
+    def rule(self, ctx, refusals: list | None = None):
         """This family as a dlight ScheduleRule (None off OpenCL). A refusal falls through to the next rule and is
         appended to `refusals` when given."""
         from tvm.s_tir.dlight.base import ScheduleRule
 
-        if target is None or target.kind.name != "opencl":
+        if ctx.target is None or ctx.target.kind.name != "opencl":
             return None
         family = self
 
-        def _apply(rule, func, target, tunable):  # noqa: ARG001
-            result = family.apply(func, target, config)
+        def _apply(rule, func, target, tunable):  # noqa: ARG001 - dlight's interface; the target is ctx's
+            result = family.apply(func, ctx)
             if isinstance(result, Refused):
                 if refusals is not None:
                     refusals.append(result)

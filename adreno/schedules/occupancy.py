@@ -92,10 +92,3 @@ def ladder(start: dict, steps: list[tuple[str, int, int | None]], choices: dict)
             tiles = {**tiles, knob: lower}
             found.append(tiles)
     return found
-
-
-def device(target):
-    """The device facts of a TVM target (`adreno.target.device_of`)."""
-    from ..target import device_of
-
-    return device_of(target)

@@ -19,16 +19,16 @@ THREADS = 64
 # write their uninitialised pixels past the output (PyTorch's Conv2d_no_bias with --schedules tvm: 32 pixels).
 
 
-def group_size(pixels: int, target) -> int:
+def group_size(pixels: int, ctx) -> int:
     """Work-items per group for `pixels` work-items (one per pixel: as parallel as the function can be): THREADS,
     halved (to 16) while that leaves a compute unit without a group (`occupancy.covers_units`)."""
-    device = occupancy.device(target)
+    device = ctx.device
     candidates = [THREADS, THREADS // 2, THREADS // 4]
     return next((t for t in candidates if occupancy.covers_units(device, occupancy.grid((pixels, 1, t), registers=0))),
                 candidates[-1])
 
 
-def schedule_packed(func, target=None):
+def schedule_packed(func, ctx):
     """Schedule a fused function whose output is a packed 5-D tensor (last axis 4) so that every work-item owns one
     output pixel: the spatial axes are fused over the NDRange, the 4 lanes are the innermost (vectorised) loop, the
     reduction (if any) runs serially in registers with its channel axis split by 4 (so inputs are read as whole
@@ -45,7 +45,7 @@ def schedule_packed(func, target=None):
     if len(out_shape) != 5 or out_shape[-1] != LANES:
         return None
     pixels = math.prod(out_shape[:4])
-    threads = min(group_size(pixels, target), pixels)  # see the note above: never more than the pixels
+    threads = min(group_size(pixels, ctx), pixels)  # see the note above: never more than the pixels
     try:
         sch = s_tir.Schedule(func)
         root = analysis.get_root_block(sch)
@@ -105,13 +105,13 @@ def schedule_packed(func, target=None):
         return None
 
 
-def schedule_rule():
+def schedule_rule(ctx):
     """A dlight ScheduleRule wrapping `schedule_packed`."""
     from tvm.s_tir.dlight.base import ScheduleRule
 
     class PackedTexture(ScheduleRule):
         def apply(self, func, target, tunable):  # noqa: D102, ARG002
-            return schedule_packed(func, target)
+            return schedule_packed(func, ctx)
 
     return PackedTexture()
 

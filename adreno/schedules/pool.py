@@ -246,13 +246,13 @@ def match_pool(func) -> PoolMatch | None:
     return _match_global(sch, blocks, infos, ri) if ri == 0 else None
 
 
-def default_config(wl: PoolWorkload, target) -> dict:
+def default_config(wl: PoolWorkload, ctx) -> dict:
     """Windowed: 4 outputs per work-item along W when the row is long (2 from 8 columns), fewer until the launch
     fills the device (`occupancy`), the smallest power-of-two row of work-items covering the output width (up to
     32), 64-work-item workgroups, window unrolled up to 7x7. Global: serial per output up to SERIAL_LIMIT elements
     (64 outputs per workgroup, loop unrolled), else (or when too few outputs fill the device) 32 lanes per output
     (64 from 1024 elements)."""
-    limit = min(_conv.max_threads(target), 64)
+    limit = min(ctx.max_threads, 64)
     if wl.windowed:
         start = 4 if wl.ow >= 32 else 2 if wl.ow >= 8 else 1
         candidates = []
@@ -266,7 +266,7 @@ def default_config(wl: PoolWorkload, target) -> dict:
                        "unroll": int(-(-wl.length // lanes) <= UNROLL_LIMIT)}
         serial = {"threads_x": 1, "threads_y": limit, "tile_x": 1, "unroll": 1}
         candidates = [serial, cooperative] if wl.length <= SERIAL_LIMIT else [cooperative]
-    return occupancy.choose(occupancy.device(target), candidates, lambda c: _launch(wl, c))
+    return occupancy.choose(ctx.device, candidates, lambda c: _launch(wl, c))
 
 
 def _launch(wl: PoolWorkload, cfg: dict) -> occupancy.Launch:
@@ -276,9 +276,9 @@ def _launch(wl: PoolWorkload, cfg: dict) -> occupancy.Launch:
                           if wl.windowed else (cfg["threads_x"], 1, cfg["threads_x"]), registers=cfg["tile_x"] + 1)
 
 
-def check_config(wl: PoolWorkload, config: dict, target) -> dict:
+def check_config(wl: PoolWorkload, config: dict, ctx) -> dict:
     """Raise ValueError when `config` is not a valid point of the space for `wl` on `target`."""
-    _conv.validate(config, KNOBS, target)
+    _conv.validate(config, KNOBS, ctx)
     if not wl.windowed and config.get("threads_x", 1) > 1 and config.get("tile_x", 1) > 1:
         raise ValueError("a cooperative global reduction computes one output per work-item (tile_x must be 1)")
     if not wl.windowed and config.get("threads_x", 1) > wl.length:

@@ -61,20 +61,20 @@ def match_softmax(func):
     return sch, wl, blocks[:4], blocks[4:]
 
 
-def default_config(wl: PoolWorkload, target) -> dict:
+def default_config(wl: PoolWorkload, ctx) -> dict:
     """Serial rows up to 32 elements (64 rows per workgroup); longer rows, or too few rows to fill the device
     (`occupancy`): 32 lanes, 128 from 512 elements."""
-    limit = min(_conv.max_threads(target), 64)
-    lanes = min(_conv.max_threads(target), 128 if wl.length >= 512 else 32, 1 << (wl.length.bit_length() - 1))
+    limit = min(ctx.max_threads, 64)
+    lanes = min(ctx.max_threads, 128 if wl.length >= 512 else 32, 1 << (wl.length.bit_length() - 1))
     cooperative = {"threads_x": lanes, "threads_y": max(1, limit // lanes)}
     candidates = [{"threads_x": 1, "threads_y": limit}, cooperative] if wl.length <= 32 else [cooperative]
-    return occupancy.choose(occupancy.device(target), candidates, lambda c: occupancy.grid(
+    return occupancy.choose(ctx.device, candidates, lambda c: occupancy.grid(
         (wl.c, 1, c["threads_y"]), (c["threads_x"], 1, c["threads_x"]), registers=2))
 
 
-def check_config(wl: PoolWorkload, config: dict, target) -> dict:
+def check_config(wl: PoolWorkload, config: dict, ctx) -> dict:
     """Raise ValueError when `config` is not a valid point of this family's space for `wl` on `target`."""
-    _conv.validate(config, KNOBS, target)
+    _conv.validate(config, KNOBS, ctx)
     if config.get("threads_x", 1) > wl.length:
         raise ValueError(f"threads_x={config['threads_x']} lanes for rows of {wl.length}")
     return config

@@ -137,14 +137,12 @@ def local_bytes(*tiles: tuple[int, ...]) -> int:
     return sum(math.prod(shape[:-1]) * (shape[-1] + 7) for shape in tiles) * FLOAT_BYTES
 
 
-def check(threads: int, need_bytes: int, target) -> None:
+def check(threads: int, need_bytes: int, ctx) -> None:
     """Raise ValueError when a staged config cannot run: a work-group of one work-item (nothing to share) or tiles of
     `need_bytes` over the target's local memory."""
-    from ..target import device_of
-
     if threads < 2:
         raise ValueError("cooperative=1 needs a work-group of at least 2 work-items to share the loads")
-    have = device_of(target).local_memory_bytes
+    have = ctx.device.local_memory_bytes
     if need_bytes > have:
         raise ValueError(f"cooperative=1 stages {need_bytes} bytes of local memory per work-group; the target has "
                          f"{have}")
@@ -159,13 +157,11 @@ def halves(unstaged_reads: int, staged_reads: int) -> bool:
     return unstaged_reads >= 2 * staged_reads
 
 
-def default(config: dict, target, pays: bool, legal, policy: Staging = Staging.AUTO) -> dict:
-    """A family's default `config` with `cooperative` 1 when `policy` is auto, the target is a GPU, staging `pays`
-    (the family's evidence) and `legal` (its check_config) accepts it; else with 0. Tiles and work-groups are those
-    of the unstaged default, so the occupancy rule still holds."""
-    from ..target import device_of
-
-    if policy is Staging.AUTO and pays and device_of(target).device_class == "gpu":
+def default(config: dict, ctx, pays: bool, legal) -> dict:
+    """A family's default `config` with `cooperative` 1 when the context's staging policy is auto, its device is a
+    GPU, staging `pays` (the family's evidence) and `legal` (its check_config) accepts it; else with 0.
+    Tiles and work-groups are those of the unstaged default, so the occupancy rule still holds."""
+    if ctx.staging is Staging.AUTO and pays and ctx.device.device_class == "gpu":
         chosen = {**config, KNOB: 1}
         try:
             return legal(chosen)

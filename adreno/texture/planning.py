@@ -330,11 +330,12 @@ def _remap_arg(arg, lookup):
     return arg
 
 
-def relax_passes(tvm_target, extra_schedule_passes=(), default_schedules: bool = True,
-                 winograd: Winograd = Winograd.OFF, config: dict | None = None, weights=None):
-    """The Relax pipeline of the texture path: decompose, fold, our layout planning, legalize, fuse, schedules.
-    `winograd` and `config` (tuned records) choose which convs the layout planning turns into Winograd stages
-    (`weights`, an `adreno.weights.WinogradWeights`, collects their transformed weights).
+def relax_passes(ctx, extra_schedule_passes=(), default_schedules: bool = True, winograd: Winograd = Winograd.OFF,
+                 weights=None):
+    """The Relax pipeline of the texture path for the `ScheduleContext` `ctx`: decompose, fold, our layout planning,
+    legalize, fuse, schedules. `winograd` and the context's knob source (tuned records) choose which convs the
+    layout planning turns into Winograd stages (`weights`, an `adreno.weights.WinogradWeights`, collects their
+    transformed weights).
 
     `extra_schedule_passes` (`schedules.schedule_pass`: our families, among them the register-tiled packed conv
     `conv2d_texture`, with tuned knobs) run before `schedule_packed`; TVM's dlight GPU rules take whatever is left.
@@ -343,6 +344,8 @@ def relax_passes(tvm_target, extra_schedule_passes=(), default_schedules: bool =
     from tvm import relax
     from tvm.relax.backend.adreno import pipeline
     from tvm.s_tir import dlight as dl
+
+    tvm_target, config = ctx.target, ctx.knobs
 
     @tvm.transform.module_pass(opt_level=0, name="adreno.PlanTextureLayouts")
     def _layouts(mod, _ctx):
@@ -364,6 +367,6 @@ def relax_passes(tvm_target, extra_schedule_passes=(), default_schedules: bool =
         relax.transform.DeadCodeElimination(),
         relax.transform.Normalize(),
         *extra_schedule_passes,
-    ] + ([dl.ApplyDefaultSchedule(schedule_rule()),
+    ] + ([dl.ApplyDefaultSchedule(schedule_rule(ctx)),
           dl.ApplyDefaultSchedule(dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback())]
          if default_schedules else []))

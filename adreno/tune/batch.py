@@ -60,16 +60,14 @@ def _model_default(state):
     the task is a layout task, whose layout the rule picks)."""
     from ..ranked_defaults import RankedDefaults
     from ..schedules.family import Matched
-    from ..target import device_of, tvm_target
     from .layout_task import LAYOUT
 
     task = state.task
     if task.family == LAYOUT:
         return None
-    target = tvm_target(task.target_name)
-    rule = task.default_config(target)
-    ranker = RankedDefaults(device_of(target), task.staging)
-    ranked = ranker(task.schedule_family, Matched(task.workload, task.key, None), rule, target)
+    ctx = task.context()
+    rule = task.default_config()
+    ranked = RankedDefaults(ctx.device)(task.schedule_family, Matched(task.workload, task.key, None), rule, ctx)
     return None if ranked == rule else state.space.candidate(ranked)
 
 

@@ -77,13 +77,10 @@ def build_kernel(task, config: dict, out_dir: str, native=None) -> BuildResult:
     """Schedule a kernel task's function with `config`, lower it, and write a one-step artifact to `out_dir` (with
     `native`, a `native_build.NativeBuild`, its TVM library too). A config the schedule refuses, or a lowering
     failure, is a BuildResult error, not an exception."""
-    from ..target import tvm_target
-
     started = time.perf_counter()
-    target = tvm_target(task.target_name)
     func = task.func()
     try:
-        sch = task.schedule_family.apply(func, target, {task.key: config})
+        sch = task.schedule_family.apply(func, task.context({task.key: config}))
     except TVM_ERRORS as err:
         return _failure(err, started)
     if sch is None or isinstance(sch, Refused):  # our schedule refused: TVM's would run in its place
@@ -163,15 +160,12 @@ def build_layout(task, config: dict, out_dir: str, native=None) -> BuildResult:
     from ..compile import lower_relax
     from ..plan import extract_plan
     from ..schedules.conv2d_winograd import kernel_configs
-    from ..target import get_device, tvm_target
-
     started = time.perf_counter()
-    target = tvm_target(task.target_name)
-    refusals = []
+    ctx, refusals = task.context(kernel_configs({task.key: config})), []
     try:
-        lowered = lower_relax(conv_module(task.workload, layout_weight(task)), target, Schedules.ADRENO,
-                              memory=task.memory, schedule_config=kernel_configs({task.key: config}), refusals=refusals)
-        plan, sources, params = extract_plan(lowered, target, memory=task.memory, device=get_device(task.target_name))
+        lowered = lower_relax(conv_module(task.workload, layout_weight(task)), ctx, Schedules.ADRENO,
+                              memory=task.memory, refusals=refusals)
+        plan, sources, params = extract_plan(lowered, ctx.target, memory=task.memory, device=ctx.device)
     except TVM_ERRORS as err:
         return _failure(err, started)
     if refusals:  # our schedule refused: TVM's would be measured in its place

@@ -46,7 +46,7 @@ def extract_tasks(model, options: CompileOptions = BUFFER_TASKS, layouts: bool =
     from ..frontend.bind import bind_inputs
     from ..frontend.importer import load_model, to_relax
     from ..plan import kernel_calls
-    from ..target import tvm_target
+    from ..schedules.context import ScheduleContext
 
     options = options.resolved()
     memory, precision, target_name = options.memory, options.precision, options.target
@@ -59,7 +59,8 @@ def extract_tasks(model, options: CompileOptions = BUFFER_TASKS, layouts: bool =
         packed_workload(wl) if textures else wl: wl for wl in winograd.eligible_workloads(relax_mod)}
     direct_family = "conv2d_texture" if textures else "conv2d_direct"
     device = options.device()  # as compile's: the target's, its image limits capped at --image-max
-    lowered = lower_relax(relax_mod, tvm_target(device, host=options.host), schedules=Schedules.NONE, memory=memory)
+    ctx = ScheduleContext.for_device(device, host=options.host, staging=options.staging)
+    lowered = lower_relax(relax_mod, ctx, schedules=Schedules.NONE, memory=memory)
     tasks: dict[str, Task] = {}
     for binding, gvar, func in kernel_calls(lowered):
         for family in schedules.FAMILIES:

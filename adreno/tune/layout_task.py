@@ -50,24 +50,24 @@ class LayoutTask(Task):
             return conv2d_texture.FAMILY, packed_workload(self.workload)
         return conv2d_direct.FAMILY, self.workload
 
-    def space(self, target) -> SearchSpace:
+    def space(self) -> SearchSpace:
         """`tile` joined with the knobs of the direct schedule (active at tile 0) and of the Winograd stages
         (active at tile 2 and 4; a knob of both, buffers' `cooperative`, at every tile), minus what the schedules'
         validators refuse."""
         from ..schedules import conv2d_winograd
 
         direct, direct_wl = self._direct
-        packed = self.memory is Memory.TEXTURE
+        packed, ctx = self.memory is Memory.TEXTURE, self.context()
         stage_knobs = {k: v for k, v in conv2d_winograd.KNOBS.items() if k != "tile"}
 
         def valid(config: dict) -> bool:
             m = config["tile"]
             try:
                 if m == 0:
-                    direct.check_config(direct_wl, {k: config[k] for k in direct.knobs}, target)
+                    direct.check_config(direct_wl, {k: config[k] for k in direct.knobs}, ctx)
                 for stage in conv2d_winograd.stage_workloads(self.workload, m, packed) if m else ():
                     knobs = conv2d_winograd.STAGE_KNOBS[conv2d_winograd.base_stage(stage[0])]
-                    conv2d_winograd.check_config(stage, {k: config[k] for k in knobs}, target)
+                    conv2d_winograd.check_config(stage, {k: config[k] for k in knobs}, ctx)
             except ValueError:
                 return False
             return True
@@ -78,26 +78,25 @@ class LayoutTask(Task):
         knobs = staging.space({"tile": list(TILES), **direct.knobs, **stage_knobs}, self.staging)
         return SearchSpace(knobs, valid, conditions)
 
-    def layout_default(self, tile: int, target) -> dict:
+    def layout_default(self, tile: int) -> dict:
         """The default knobs of one layout."""
         from ..schedules import conv2d_winograd
 
         if tile == 0:
             direct, direct_wl = self._direct
-            return {"tile": 0, **direct.defaults(direct_wl, target, self.staging)}
-        return conv2d_winograd.layout_default(self.workload, tile, target, packed=self.memory is Memory.TEXTURE,
-                                              policy=self.staging)
+            return {"tile": 0, **direct.default_config(direct_wl, self.context())}
+        return conv2d_winograd.layout_default(self.workload, tile, self.context(), packed=self.memory is Memory.TEXTURE)
 
-    def default_config(self, target) -> dict:
+    def default_config(self) -> dict:
         """The layout the fixed rule of `--winograd auto` picks, with its default knobs."""
         from ..winograd import select_tile
 
-        return self.layout_default(select_tile(self.workload), target)
+        return self.layout_default(select_tile(self.workload))
 
-    def seed_configs(self, target) -> list[dict]:
+    def seed_configs(self) -> list[dict]:
         """Every layout's defaults, the rule's first: the search starts from all three layouts."""
-        default = self.default_config(target)
-        return [default] + [self.layout_default(t, target) for t in TILES if t != default["tile"]]
+        default = self.default_config()
+        return [default] + [self.layout_default(t) for t in TILES if t != default["tile"]]
 
     # the conv's input, its float64 numpy reference, the conv's whole pipeline under the candidate's layout
     input_specs, reference, build = builder.layout_input_specs, builder.layout_reference, builder.build_layout

@@ -63,26 +63,35 @@ class Task:
     def flops(self) -> int:
         return int(getattr(self.workload, "flops", 0))
 
-    def space(self, target) -> SearchSpace:
+    def context(self, knobs: dict | None = None):
+        """The `ScheduleContext` its candidates are scheduled in: the target's device facts, the task's `--staging`,
+        and `knobs` (workload key -> the candidate's config) as the tuner's knob source. Built where it is used,
+        since a task travels to build workers as text and a TVM target does not pickle."""
+        from ..schedules.context import ScheduleContext
+        from ..target import get_device
+
+        return ScheduleContext.for_device(get_device(self.target_name), staging=self.staging).candidate(knobs or {})
+
+    def space(self) -> SearchSpace:
         """The family's knobs, minus the configs its validator refuses for this workload and target."""
-        family, workload = self.schedule_family, self.workload
+        family, workload, ctx = self.schedule_family, self.workload, self.context()
 
         def valid(config: dict) -> bool:
             try:
-                family.check_config(workload, config, target)
+                family.check_config(workload, config, ctx)
             except ValueError:
                 return False
             return True
 
         return SearchSpace(dict(staging.space(family.knobs, self.staging)), valid)
 
-    def default_config(self, target) -> dict:
+    def default_config(self) -> dict:
         """What compiling without records uses (with the same `--staging`)."""
-        return self.schedule_family.defaults(self.workload, target, self.staging)
+        return self.schedule_family.default_config(self.workload, self.context())
 
-    def seed_configs(self, target) -> list[dict]:
+    def seed_configs(self) -> list[dict]:
         """Configs measured in the task's first round, before the strategy proposes any."""
-        return [self.default_config(target)]
+        return [self.default_config()]
 
     # input_specs(): shape, dtype and storage of each input; inputs(seed): seeded inputs every candidate runs on;
     # reference(inputs): the outputs every candidate must match; build(config, out_dir, native=None): a candidate's

@@ -86,7 +86,6 @@ class Tuner:
     def __init__(self, tasks: list[Task], runner: Runner, database: Database, device_fingerprint: str, *,
                  strategy: str = "genetic", model: str | CostModel = "learned", batch: int = 8, builder=None,
                  limits: dict | None = None, seed: int = 0, repeat: int = 5, progress: Callable | None = None):
-        from ..target import tvm_target
 
         self.tasks, self.runner, self.database = tasks, runner, database
         self.device = device_fingerprint
@@ -103,10 +102,9 @@ class Tuner:
         self.strategy_name = strategy
         self.states = []
         for index, task in enumerate(tasks):
-            target = tvm_target(task.target_name)
-            space = task.space(target)
+            space = task.space()
             state = TaskState(task, space, get_strategy(strategy)(space, seed=seed + index),
-                              task.default_config(target), [space.candidate(c) for c in task.seed_configs(target)])
+                              task.default_config(), [space.candidate(c) for c in task.seed_configs()])
             self._resume(state)
             self.states.append(state)
         self._retrain()

@@ -65,11 +65,10 @@ def test_native_runner_through_the_tracker(axpy, farm2, tiny_tasks, tmp_path):
     from tvm import rpc
 
     from adreno.native.plugin import PLUGIN_PATH
-    from adreno.target import tvm_target
     from adreno.tune.native_build import NativeBuild
 
     task = next(t for t in tiny_tasks if t.family == "conv2d_1x1")
-    built = task.build(task.default_config(tvm_target(task.target_name)), str(tmp_path / "c"), NativeBuild())
+    built = task.build(task.default_config(), str(tmp_path / "c"), NativeBuild())
     assert built.artifact, built.error
     inputs = task.inputs(0)
     server = rpc.Server(host="127.0.0.1", port=9700, port_end=9900, key="cl-native", silent=True,
@@ -128,11 +127,10 @@ def tiny_tasks():
 @pytest.mark.parametrize("family", ["conv2d_texture", "reduce"])
 def test_tuner_candidate_runs_through_tvm_runtime_on_a_plugin_server(tiny_tasks, opencl_server, tmp_path, family):
     from adreno.options import Host
-    from adreno.target import tvm_target
     from adreno.tune.native_build import NativeBuild
 
     task = next(t for t in tiny_tasks if t.family == family)  # the 3x3 conv on images; the softmax on buffers
-    built = task.build(task.default_config(tvm_target(task.target_name)), str(tmp_path / "c"), NativeBuild(Host.NATIVE))
+    built = task.build(task.default_config(), str(tmp_path / "c"), NativeBuild(Host.NATIVE))
     assert built.artifact, built.error
     args = load_native(built.artifact)["args"]
     assert [a.scope for a in args] == (task.scopes or ["global"] * len(args))

@@ -66,7 +66,6 @@ def _tune(*args, cwd, timeout=300):
 
 
 def test_tune_leaves_infrastructure_failures_pending_and_measures_them_on_resume(farm2, tmp_path):
-    from adreno.target import tvm_target
     from adreno.records import Record
     from adreno.tune.extract import extract_tasks
 
@@ -79,7 +78,7 @@ def test_tune_leaves_infrastructure_failures_pending_and_measures_them_on_resume
 
     # an older version recorded an infrastructure failure as the result of the first task's default config
     task = extract_tasks("tiny", layouts=False)[0]
-    default = task.default_config(tvm_target(task.target_name))
+    default = task.default_config()
     Database(records).append([Record(task.key, f"{farm2.key}|rpc", default, error="cannot reach the tracker",
                                      stage="request", trial=1)])
     done = _tune("--tracker", farm2.tracker, "--key", farm2.key, "--records", records, cwd=tmp_path)

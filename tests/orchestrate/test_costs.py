@@ -20,7 +20,7 @@ from adreno.runners.local import LocalRunner
 def tiny():
     mod = prepared(to_relax(zoo.get_model("tiny", seed=0)))
     graph = primitive_graph(mod)
-    fused = fuseops_groups(mod, graph, targets.tvm_target(targets.get_device("adreno-740"), host="native"))
+    fused = fuseops_groups(mod, graph, targets.get_device("adreno-740"))
     return graph, [g.primitives for g in fused]
 
 

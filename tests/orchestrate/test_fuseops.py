@@ -16,7 +16,7 @@ from adreno.orchestrate.graph import op_name, prepared, primitive_graph
 def _fused(name):
     mod = prepared(to_relax(zoo.get_model(name, seed=0)))
     graph = primitive_graph(mod)
-    groups = fuseops_groups(mod, graph, targets.tvm_target(targets.get_device("adreno-740"), host="native"))
+    groups = fuseops_groups(mod, graph, targets.get_device("adreno-740"))
     assert isinstance(groups, list), groups
     return graph, groups
 

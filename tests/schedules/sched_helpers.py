@@ -10,7 +10,7 @@ import onnx
 
 from adreno.conv_layers import Layer as ConvCase  # one conv layer description for the tests and the benchmarks
 from adreno.conv_layers import layer_model, layer_params
-from adreno.options import Memory, Schedules
+from adreno.options import Host, Memory, Schedules, Staging
 from adreno.schedules import family as schedule_family
 from adreno.schedules.family import Refused
 
@@ -89,14 +89,22 @@ def check_against_onnxruntime(model: onnx.ModelProto, out_dir, memory: str, rtol
 
 
 def primitive_function(model: onnx.ModelProto, name: str, memory: Memory = Memory.BUFFER):
-    """The unscheduled fused PrimFunc of `model` whose name starts with `name` (what a family's `apply` sees)."""
-    from adreno import target as targets
+    """The unscheduled fused PrimFunc of `model` whose name starts with `name` (what a family's `apply` sees), and
+    the context of an adreno-740 compile."""
     from adreno.compile import lower_relax
     from adreno.plan import kernel_calls
     from adreno.frontend.importer import to_relax
 
-    tvm_target = targets.tvm_target(targets.get_device("adreno-740"), host="native")
-    lowered = lower_relax(to_relax(model), tvm_target, schedules=Schedules.NONE, memory=memory)
+    ctx = context("adreno-740", host=Host.NATIVE)
+    lowered = lower_relax(to_relax(model), ctx, schedules=Schedules.NONE, memory=memory)
     found = [func for _, gv, func in kernel_calls(lowered) if gv.name_hint.startswith(name)]
     assert found, f"no function {name}* in {[gv.name_hint for _, gv, _ in kernel_calls(lowered)]}"
-    return found[0], tvm_target
+    return found[0], ctx
+
+
+def context(name: str = "adreno-740", host: Host = Host.ANDROID, staging: Staging = Staging.AUTO):
+    """The `ScheduleContext` of a compile for the table device `name` (no tuned knobs)."""
+    from adreno import target as targets
+    from adreno.schedules.context import ScheduleContext
+
+    return ScheduleContext.for_device(targets.get_device(name), host=host, staging=staging)

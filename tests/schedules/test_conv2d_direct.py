@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from adreno.schedules import _conv, conv2d_direct
-from adreno.target import tvm_target
 from tests.schedules.sched_helpers import (ConvCase, assert_close, compile_and_run, conv_model, model_inputs,
                                            record_claims, reference)
+from tests.schedules.sched_helpers import context
 
 CASES = [
     # ResNet-18 layers, spatially cut down
@@ -44,14 +44,13 @@ def test_conv_matches_onnxruntime_and_is_ours(case, tmp_path, monkeypatch):
     sources = [p.read_text() for p in (artifact / "kernels").glob("*conv2d*.cl")]
     # a cross-thread reduction only where the default splits K (an 8->24 conv on 7x7 outputs fills an Adreno 740
     # only split), never TVM's default one
-    split = conv2d_direct.default_config(case.workload(), tvm_target("adreno-740"))["threads_k"] > 1
+    split = conv2d_direct.default_config(case.workload(), context("adreno-740"))["threads_k"] > 1
     assert sources and any("red_buf" in s for s in sources) == split
 
 
 def test_knob_table_and_default_config_are_valid():
-    from adreno import target as targets
 
-    target = targets.tvm_target("adreno-740")
+    target = context("adreno-740")
     assert set(conv2d_direct.KNOBS) >= set(_conv.SCHEDULE_KNOBS)
     for name, choices in conv2d_direct.KNOBS.items():
         assert choices and len(set(choices)) == len(choices), name
@@ -69,13 +68,12 @@ def test_workload_key_and_tuned_config_are_applied():
     import tvm
     from tvm.relax.backend.adreno import pipeline
 
-    from adreno import target as targets
     from adreno.frontend.importer import to_relax
 
     case = ConvCase(1, 16, 14, 14, 32, 3, 1, (1, 1, 1, 1))
-    target = targets.tvm_target("adreno-740")
-    with target:
-        passes = pipeline.library_dispatch_passes(target) + pipeline.legalize_passes(target)
+    target = context("adreno-740")
+    with target.target:
+        passes = pipeline.library_dispatch_passes(target.target) + pipeline.legalize_passes(target.target)
         mod = tvm.transform.Sequential(passes[:-2])(to_relax(conv_model(case)))
     funcs = {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
     conv_name = next(n for n in funcs if "conv2d" in n)
@@ -83,15 +81,17 @@ def test_workload_key_and_tuned_config_are_applied():
     assert key == "conv2d_direct|n1c16h14w14|o32k3x3|s1x1|p1x1x1x1|d1x1|g1|float32"
     assert all(conv2d_direct.FAMILY.workload_key(f) is None for n, f in funcs.items() if n != conv_name)
 
-    default = conv2d_direct.FAMILY.rule(target).apply(funcs[conv_name], target, False)
+    default = conv2d_direct.FAMILY.rule(target).apply(funcs[conv_name], target.target, False)
     tuned_cfg = {"tile_f": 2, "tile_y": 1, "tile_x": 7, "threads_f": 4, "threads_y": 2, "threads_x": 2, "tile_rc": 2,
                  "unroll_k": 0, "stage": 1}
-    tuned = conv2d_direct.FAMILY.rule(target, {key: tuned_cfg}).apply(funcs[conv_name], target, False)
+    tuned = conv2d_direct.FAMILY.rule(target.candidate({key: tuned_cfg})).apply(funcs[conv_name], target.target,
+                                                                                 False)
     assert default is not None and tuned is not None
     assert 'T.thread_binding(T.int64(2), thread="threadIdx.x")' in tuned.mod["main"].script()
     assert tuned.mod["main"].script() != default.mod["main"].script()
     with pytest.raises(ValueError):
-        conv2d_direct.FAMILY.rule(target, {key: {**tuned_cfg, "tile_f": 3}}).apply(funcs[conv_name], target, False)
+        conv2d_direct.FAMILY.rule(target.candidate({key: {**tuned_cfg, "tile_f": 3}})).apply(funcs[conv_name],
+                                                                                        target.target, False)
 
 
 def test_knob_combinations_stay_correct(tmp_path, monkeypatch):
@@ -107,7 +107,7 @@ def test_knob_combinations_stay_correct(tmp_path, monkeypatch):
          "unroll_k": 1, "stage": 0},
     ]
     for i, cfg in enumerate(corners):
-        monkeypatch.setattr(conv2d_direct.FAMILY, "default_config", lambda _wl, _target, *_policy, cfg=cfg: dict(cfg))
+        monkeypatch.setattr(conv2d_direct.FAMILY, "default_config", lambda _wl, _ctx, cfg=cfg: dict(cfg))
         with record_claims(monkeypatch, "conv2d_direct") as claims:
             _, outputs = compile_and_run(model, tmp_path / f"a{i}", inputs)
         assert claims["conv2d_direct"], cfg
@@ -129,11 +129,11 @@ SPLIT_K = [
 def test_split_k_matches_onnxruntime(case, config, tmp_path, monkeypatch):
     """Split-K (`threads_k`: partial sums of a slice of the input channels per work-item, then a cross-thread sum in
     local memory) computes the conv and its fused epilogue; None: the nvidia-h200 default, which splits."""
-    config = config or conv2d_direct.default_config(case.workload(), tvm_target("nvidia-h200"))
+    config = config or conv2d_direct.default_config(case.workload(), context("nvidia-h200"))
     assert config["threads_k"] > 1
     model = conv_model(case)
     inputs = model_inputs(model)
-    monkeypatch.setattr(conv2d_direct.FAMILY, "default_config", lambda _wl, _target, *_policy: dict(config))
+    monkeypatch.setattr(conv2d_direct.FAMILY, "default_config", lambda _wl, _ctx: dict(config))
     with record_claims(monkeypatch, "conv2d_direct") as claims:
         artifact, outputs = compile_and_run(model, tmp_path / "a", inputs)
     assert_close(outputs[0], reference(model, inputs)[0])
@@ -150,8 +150,8 @@ def test_split_k_defaults_and_refusals():
 
     deep = ConvCase(1, 256, 7, 7, 256, 3, 1, (1, 1, 1, 1)).workload()
     for name in ("pocl-cpu", "adreno-740", "adreno-640"):
-        assert conv2d_direct.default_config(deep, tvm_target(name))["threads_k"] == 1, name
-    h200 = tvm_target("nvidia-h200")
+        assert conv2d_direct.default_config(deep, context(name))["threads_k"] == 1, name
+    h200 = context("nvidia-h200")
     split = conv2d_direct.default_config(deep, h200)
     unsplit = {**split, "threads_k": 1}
     assert not occupancy.fills(get_device("nvidia-h200"), conv2d_direct.FAMILY.launch(deep, unsplit))

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from adreno import target as targets
 from adreno.options import Memory
 from adreno.schedules import conv2d_1x1, conv2d_texture
 from adreno.workload import ConvWorkload
 from tests.schedules.sched_helpers import ConvCase, conv_model, model_inputs, record_claims, reference, assert_close
+from tests.schedules.sched_helpers import context
+from adreno.options import Host
 
 # (layer, family, knobs): each config a work-group of several work-items whose tiles overhang the output
 CASES = [
@@ -105,7 +106,7 @@ def _wl(c, hw, o, k, s, groups=1):
     return ConvWorkload(1, c, hw, hw, o, k, k, out, out, (s, s), (1, 1), (pad,) * 4, groups, "float32")
 
 
-ADRENO = targets.tvm_target(targets.get_device("adreno-740"), host="native")
+ADRENO = context("adreno-740", host=Host.NATIVE)
 TEXTURE = {"tile_cb": 2, "tile_y": 2, "tile_x": 4, "threads_cb": 1, "threads_y": 4, "threads_x": 14, "unroll_k": 1,
            "stage": 0, "cooperative": 1}
 
@@ -141,8 +142,8 @@ def test_gpu_defaults_stage_where_it_halves_the_reads_and_a_cpu_keeps_its_schedu
     patch does not fit 32 KB) and the 1x1 GEMMs whose staged box at least halves the reads (not 64->128 at 56x56,
     whose stride-2 box is mostly skipped pixels: 704 reads unstaged, 401 staged); pocl-cpu never stages. The 3x3
     convs too small to fill the H200 unsplit split K there instead, which does not stage."""
-    h200 = targets.tvm_target(targets.get_device("nvidia-h200"), host="native")
-    cpu = targets.tvm_target(targets.get_device("pocl-cpu"), host="native")
+    h200 = context("nvidia-h200", host=Host.NATIVE)
+    cpu = context("pocl-cpu", host=Host.NATIVE)
     for wl, h200_splits in ((_wl(64, 56, 64, 3, 1), False), (_wl(128, 28, 256, 3, 2), True),
                             (_wl(512, 7, 512, 3, 1), True)):
         assert conv2d_texture.default_config(wl, ADRENO)["cooperative"] == 1, wl
@@ -167,8 +168,9 @@ def test_records_from_before_the_knob_stay_unstaged():
     assert conv2d_texture.default_config(conv2d_texture.FAMILY.workload(func), target)["cooperative"] == 1
     old = dict(CASES[0][2])  # tiles and work-group, no `cooperative`
     key = conv2d_texture.FAMILY.workload_key(func)
-    assert '"shared"' not in conv2d_texture.FAMILY.apply(func, target, {key: old}).mod.script()
-    assert '"shared"' in conv2d_texture.FAMILY.apply(func, target, {key: {**old, "cooperative": 1}}).mod.script()
+    assert '"shared"' not in conv2d_texture.FAMILY.apply(func, target.candidate({key: old})).mod.script()
+    staged = conv2d_texture.FAMILY.apply(func, target.candidate({key: {**old, "cooperative": 1}}))
+    assert '"shared"' in staged.mod.script()
     texture_key = layout_key(CASES[0][0].workload(), Memory.TEXTURE)
     assert conv2d_winograd.layout_config_in_space(texture_key, {"tile": 0, **old})
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from adreno import target as targets
 from adreno.schedules import _conv, depthwise
 from tests.schedules.sched_helpers import (ConvCase, assert_close, compile_and_run, conv_model, model_inputs,
                                            record_claims, reference)
+from tests.schedules.sched_helpers import context
 
 P1 = (1, 1, 1, 1)
 CASES = [
@@ -48,7 +48,7 @@ def test_grouped_non_depthwise_conv_is_conv2d_direct(tmp_path, monkeypatch):
 
 
 def test_depthwise_defaults_are_valid():
-    target = targets.tvm_target("adreno-740")
+    target = context("adreno-740")
     for case in CASES:
         oh, ow = case.out_hw
         wl = _conv.ConvWorkload(case.n, case.c, case.h, case.w, case.o, case.k, case.k, oh, ow, (case.stride,) * 2,

@@ -22,6 +22,7 @@ from adreno import target as targets
 from adreno.options import Memory, Schedules, Winograd
 from adreno.schedules import _conv, conv2d_1x1, conv2d_direct, conv2d_texture, conv2d_winograd, depthwise, occupancy
 from adreno.schedules import packed, pool, reduce
+from tests.schedules.sched_helpers import context
 
 FLOOR = 2048
 GPUS = [*targets.DEVICES, "nvidia-h200"]
@@ -92,7 +93,7 @@ CASES = list(_cases())
 
 @pytest.mark.parametrize("name", GPUS)
 def test_every_default_fills_the_device_or_is_most_parallel(name):
-    target = targets.tvm_target(name)
+    target = context(name)
     device = targets.get_device(name)
     short = []
     for family, wl, module, launch, tiles in CASES:
@@ -111,7 +112,7 @@ def test_every_default_fills_the_device_or_is_most_parallel(name):
 def test_a_cpu_keeps_the_big_register_tiles():
     """pocl-cpu: the first candidate (the big tiles chosen on this 2-core CPU) always fills it, so its defaults are the
     ones measured in tools/bench_conv.py; adreno-740 shrinks the deep layers' tiles."""
-    cpu, gpu = targets.tvm_target("pocl-cpu"), targets.tvm_target("adreno-740")
+    cpu, gpu = context("pocl-cpu"), context("adreno-740")
     deep = _conv_wl(512, 7, 512, 3, 1)
     assert conv2d_direct.default_config(deep, cpu)["tile_f"] * conv2d_direct.default_config(deep, cpu)["tile_x"] \
         == 28
@@ -143,18 +144,18 @@ def test_live_device_facts_override_the_table(pocl_device, monkeypatch):
     assert live.compute_units == pocl_device.max_compute_units and live.wave_size >= 1
     assert live.local_memory_bytes == pocl_device.local_mem_size
     assert "compute_units" not in live.estimated
-    assert targets.device_of(targets.tvm_target(live)) == live == targets.get_device("pocl-cpu")
+    assert live == targets.get_device("pocl-cpu")
 
 
 def test_packed_groups_shrink_only_for_small_launches():
-    gpu = targets.tvm_target("adreno-740")
+    gpu = context("adreno-740")
     assert packed.group_size(100_000, gpu) == packed.THREADS
     assert packed.group_size(200, gpu) < packed.THREADS  # 4 groups of 64 for 6 compute units: halve
-    assert packed.group_size(200, targets.tvm_target("pocl-cpu")) == packed.THREADS
+    assert packed.group_size(200, context("pocl-cpu")) == packed.THREADS
 
 
 def test_pool_and_softmax_defaults_add_lanes_when_rows_are_few():
-    gpu, cpu = targets.tvm_target("adreno-740"), targets.tvm_target("pocl-cpu")
+    gpu, cpu = context("adreno-740"), context("pocl-cpu")
     gap = pool.PoolWorkload("global_sum", 1, 512, 7, 7, 1, 1, 7, 7, shape=(1, 512, 7, 7), axes=(2, 3))
     assert pool.default_config(gap, cpu)["threads_x"] == 1  # serial: 512 outputs fill a CPU
     assert pool.default_config(gap, gpu)["threads_x"] == 32  # 512 work-items do not fill 6 x 8 waves of 64
@@ -168,17 +169,18 @@ def _plan_launches(model: str, memory: Memory):
     from adreno.plan import extract_plan
     from adreno.frontend.importer import to_relax
     from adreno.ranked_defaults import RankedDefaults
-    from adreno.records import TunedConfigs
     from adreno.frontend.zoo import get_model
+    from adreno.options import Host
+    from adreno.records import TunedConfigs
+    from adreno.schedules.context import ScheduleContext
 
     device = targets.get_device("adreno-740")
-    target = targets.tvm_target(device, host="native")
     defaults = TunedConfigs()  # as `adreno compile` (--defaults model) without records
     defaults.ranker = RankedDefaults(device)
-    lowered = lower_relax(to_relax(get_model(model)), target, Schedules.ADRENO, memory=memory, schedule_config=defaults,
-                          winograd=Winograd.AUTO)
+    ctx = ScheduleContext.for_device(device, host=Host.NATIVE, knobs=defaults)
+    lowered = lower_relax(to_relax(get_model(model)), ctx, Schedules.ADRENO, memory=memory, winograd=Winograd.AUTO)
     assert defaults.ranker.summary()["changed"] > 0
-    plan = extract_plan(lowered, target, memory=memory, device=device)[0].to_json()
+    plan = extract_plan(lowered, ctx.target, memory=memory, device=device)[0].to_json()
     return [(math.prod(k["global_size"]), step["func"], k["name"]) for step in plan["steps"]
             for k in step["kernels"] if "conv" in step["func"] or "winograd" in step["func"]]
 
@@ -196,7 +198,7 @@ def test_split_k_fills_the_h200_where_no_unsplit_config_does():
     """No direct or texture conv default of ResNet-18 and MobileNetV2 is short on the H200 any more: those whose
     unsplit tiles cannot fill it (deep layers on 14x14 and 7x7 maps) split their reduction (`threads_k`), and only
     those (the same tiles unsplit are short)."""
-    target, device = targets.tvm_target("nvidia-h200"), targets.get_device("nvidia-h200")
+    target, device = context("nvidia-h200"), targets.get_device("nvidia-h200")
     split = []
     for family, wl, module, launch, _ in CASES:
         if family not in ("conv2d_direct", "conv2d_texture"):

@@ -26,7 +26,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from adreno.opencl import oclgrind
-from tests.schedules.sched_helpers import ConvCase, conv_model, model_inputs, reference
+from tests.schedules.sched_helpers import ConvCase, context, conv_model, model_inputs, reference
 
 # what Oclgrind reports about a kernel (its API checks, OCLGRIND_CHECK_API, are off: pyopencl asks for
 # OpenCL 3.0 device info Oclgrind 21.10 does not know)
@@ -124,9 +124,9 @@ def _compile(case, tmp_path: Path, monkeypatch) -> dict:
     for name_, knobs in tuned.items():  # the tuned knobs reach `apply` as a record would: keyed by workload
         family = schedule_family(name_)
 
-        def apply(func, tvm_target, config=None, _family=family, _knobs=knobs, _apply=family.apply):
+        def apply(func, ctx, _family=family, _knobs=knobs, _apply=family.apply):
             key = _family.workload_key(func)
-            sch = _apply(func, tvm_target, {key: _knobs} if key else config)
+            sch = _apply(func, ctx.candidate({key: _knobs}) if key else ctx)
             claimed[_family.name] += bool(key and sch is not None and not isinstance(sch, Refused))
             return sch
 
@@ -202,10 +202,9 @@ def _conv_workload(case: ConvCase):
 def _load_bound(case: ConvCase, family: str, knobs: dict) -> int:
     """Global loads (elements) a staged kernel may make: per work-group and reduction step its input tile (with
     the halo the kernel and stride need) and its weight tile, each element once."""
-    from adreno import target as targets
     from adreno.schedules import conv2d_direct, conv2d_winograd
 
-    wl, target = _conv_workload(case), targets.tvm_target("adreno-740")
+    wl, target = _conv_workload(case), context("adreno-740")
     if family == "conv2d_direct":
         cfg = {**conv2d_direct.default_config(wl, target), **knobs}
         f, y, x = (cfg[f"tile_{a}"] * cfg[f"threads_{a}"] for a in "fyx")

@@ -8,11 +8,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from adreno import target as targets
 from adreno.options import Schedules
 from adreno.schedules import pool
 from tests.conftest import single_op_model
-from tests.schedules.sched_helpers import assert_close, compile_and_run, model_inputs, record_claims, reference
+from tests.schedules.sched_helpers import assert_close, compile_and_run, context, model_inputs, record_claims, reference
 
 P1 = [1, 1, 1, 1]
 
@@ -120,10 +119,9 @@ def test_tuned_knobs_build_and_match(case_id, knobs, tmp_path):
 
     (task,) = extract_tasks(_model(case_id))
     assert task.family == "pool" and task.flops > 0
-    target = targets.tvm_target(task.target_name)
-    config = {**task.default_config(target), **knobs}
-    pool.check_config(task.workload, config, target)
-    assert config != task.default_config(target)
+    config = {**task.default_config(), **knobs}
+    pool.check_config(task.workload, config, task.context())
+    assert config != task.default_config()
     result = task.build(config, str(tmp_path / "a"))
     assert result.error is None, result.error
     inputs = task.inputs()
@@ -135,7 +133,7 @@ def test_defaults_are_valid_and_bad_configs_refused():
     from adreno.tune.extract import extract_tasks
     from adreno.tune.features import featurize
 
-    target = targets.tvm_target("adreno-740")
+    target = context("adreno-740")
     for case_id in ("maxpool3x3s2p1-n2c3x7x7", "resnet18-gap-512x7x7", "gap-c32x28x28-cooperative"):
         (task,) = extract_tasks(_model(case_id))
         wl = task.workload
@@ -163,6 +161,6 @@ def test_other_reductions_are_not_pools():
               single_op_model("ReduceSum", {"x": [4, 6]}, {"axes": np.array([0], np.int64)}, inputs=["x", "axes"],
                               keepdims=0)]
     for model in models:
-        lowered = lower_relax(to_relax(model, {}), targets.tvm_target("adreno-740"), schedules=Schedules.NONE)
+        lowered = lower_relax(to_relax(model, {}), context("adreno-740"), schedules=Schedules.NONE)
         funcs = [f for _, f in lowered.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
         assert funcs and all(pool.FAMILY.workload(f) is None for f in funcs)

@@ -7,10 +7,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from adreno import target as targets
 from adreno.schedules import reduce
 from tests.conftest import single_op_model
-from tests.schedules.sched_helpers import assert_close, compile_and_run, model_inputs, record_claims, reference
+from tests.schedules.sched_helpers import assert_close, compile_and_run, context, model_inputs, record_claims, reference
 
 
 def softmax_add(shape: list[int], axis: int) -> onnx.ModelProto:
@@ -70,9 +69,8 @@ def test_tuned_knobs_build_and_match(case_id, knobs, tmp_path):
 
     (task,) = extract_tasks(_model(case_id))
     assert task.family == "reduce" and task.flops > 0
-    target = targets.tvm_target(task.target_name)
-    config = {**task.default_config(target), **knobs}
-    assert config != task.default_config(target)
+    config = {**task.default_config(), **knobs}
+    assert config != task.default_config()
     result = task.build(config, str(tmp_path / "a"))
     assert result.error is None, result.error
     inputs = task.inputs()
@@ -84,7 +82,7 @@ def test_defaults_are_valid_and_bad_configs_refused():
     from adreno.tune.extract import extract_tasks
     from adreno.tune.features import featurize
 
-    target = targets.tvm_target("adreno-740")
+    target = context("adreno-740")
     for case_id in CASES:
         (task,) = extract_tasks(_model(case_id))
         wl = task.workload

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from adreno import target as targets
 from adreno.schedules import conv2d_1x1, conv2d_direct, conv2d_winograd
 from adreno.workload import ConvWorkload
-from tests.schedules.sched_helpers import ConvCase, check_against_onnxruntime, conv_model, record_claims
+from tests.schedules.sched_helpers import check_against_onnxruntime, context, conv_model, ConvCase, record_claims
 
 # (family, memory, conv, knobs replacing the defaults)
 STAGED = [
@@ -30,8 +29,8 @@ def test_staged_conv_matches_onnxruntime(family, memory, case, knobs, tmp_path, 
 
     staged = schedule_family(family)
     default = staged.default_config
-    monkeypatch.setattr(staged, "default_config", lambda wl, t, *policy: {**default(wl, t), "threads_k": 1, **knobs,
-                                                                         "cooperative": 1})  # staged: not split
+    monkeypatch.setattr(staged, "default_config", lambda wl, ctx: {**default(wl, ctx), "threads_k": 1, **knobs,
+                                                                 "cooperative": 1})  # staged: not split
     with record_claims(monkeypatch, family) as claims:
         artifact = check_against_onnxruntime(conv_model(case), tmp_path / "a", memory, winograd="off")
     assert len(claims[family]) == 1
@@ -42,8 +41,8 @@ def test_staged_conv_matches_onnxruntime(family, memory, case, knobs, tmp_path, 
 def test_staged_winograd_gemm_matches_onnxruntime(knobs, tmp_path, monkeypatch):
     default = conv2d_winograd.FAMILY.default_config
 
-    def staged(wl, target, *_policy):
-        cfg = default(wl, target)
+    def staged(wl, ctx):
+        cfg = default(wl, ctx)
         return {**cfg, **knobs, "cooperative": 1} if "tile_o" in cfg else cfg
 
     monkeypatch.setattr(conv2d_winograd.FAMILY, "default_config", staged)
@@ -58,7 +57,7 @@ def _wl(c, o, k, size, stride=1):
 
 
 def test_configs_that_cannot_stage_are_refused():
-    target = targets.tvm_target("adreno-740")
+    target = context("adreno-740")
     wl = _wl(64, 64, 3, 56)
     cfg = {**conv2d_direct.default_config(wl, target), "cooperative": 1}
     with pytest.raises(ValueError, match="local memory"):  # 16x16x8 outputs, 8 channels: 64 KiB > 32 KiB
@@ -73,7 +72,7 @@ def test_configs_that_cannot_stage_are_refused():
 
 
 def test_defaults_stage_on_gpus_where_it_pays():
-    gpu, h200, cpu = (targets.tvm_target(t) for t in ("adreno-740", "nvidia-h200", "pocl-cpu"))
+    gpu, h200, cpu = (context(t) for t in ("adreno-740", "nvidia-h200", "pocl-cpu"))
     for target in (gpu, h200):  # (64@14x14 splits K on the H200, which does not stage: 64@28x28 fills it unsplit)
         assert conv2d_direct.default_config(_wl(64, 64, 3, 28), target)["cooperative"] == 1
         assert conv2d_direct.default_config(_wl(64, 128, 1, 14, 2), target)["cooperative"] == 0  # 1x1: no halo

@@ -15,6 +15,7 @@ from adreno import winograd
 from adreno.options import Winograd
 from adreno.schedules import conv2d_winograd
 from tests.schedules.sched_helpers import ConvCase, assert_close, conv_model, model_inputs, record_claims, reference
+from tests.schedules.sched_helpers import context
 
 RTOL = 1e-3
 
@@ -154,12 +155,11 @@ def test_gemm_knobs_are_applied_and_checked():
     import tvm
     from tvm.relax.backend.adreno import pipeline
 
-    from adreno import target as targets
 
-    target = targets.tvm_target("adreno-740")
+    target = context("adreno-740")
     mod = winograd.rewrite(_relax(ConvCase(1, 64, 14, 14, 64, 3, 1, (1, 1, 1, 1))), Winograd.F4)
-    with target:
-        passes = pipeline.library_dispatch_passes(target) + pipeline.legalize_passes(target)
+    with target.target:
+        passes = pipeline.library_dispatch_passes(target.target) + pipeline.legalize_passes(target.target)
         mod = tvm.transform.Sequential(passes[:-2])(mod)
     funcs = {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
     gemm = next(f for n, f in funcs.items() if "batch_gemm" in n)
@@ -169,10 +169,10 @@ def test_gemm_knobs_are_applied_and_checked():
     conv2d_winograd.check_config(conv2d_winograd.FAMILY.workload(gemm), cfg, target)
     tuned = {"tile_o": 2, "tile_p": 1, "threads_o": 4, "threads_p": 8, "tile_k": 2}
     default = conv2d_winograd.FAMILY.apply(gemm, target).mod["main"].script()
-    script = conv2d_winograd.FAMILY.apply(gemm, target, {key: tuned}).mod["main"].script()
+    script = conv2d_winograd.FAMILY.apply(gemm, target.candidate({key: tuned})).mod["main"].script()
     assert script != default and 'T.thread_binding(T.int64(8), thread="threadIdx.x")' in script
     with pytest.raises(ValueError):
-        conv2d_winograd.FAMILY.apply(gemm, target, {key: {**tuned, "tile_o": 3}})
+        conv2d_winograd.FAMILY.apply(gemm, target.candidate({key: {**tuned, "tile_o": 3}}))
     assert all(conv2d_winograd.FAMILY.workload_key(f) is not None for n, f in funcs.items() if "winograd" in n)
 
 

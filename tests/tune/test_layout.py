@@ -18,15 +18,15 @@ from adreno import winograd
 from adreno.options import CompileOptions, Memory, Winograd
 from adreno.records import LAYOUT_OPS, Database, Record, layout_key, layout_workload
 from adreno.schedules import conv2d_winograd
-from adreno.target import tvm_target
 from adreno.tune.extract import extract_tasks
 from adreno.tune.layout_task import LAYOUT, LayoutTask, layout_quota
 from adreno.tune.strategies import get_strategy
 from adreno.workload import key_memory
 from tests.conftest import single_op_model
+from tests.schedules.sched_helpers import context
 
 KEY = "conv2d_winograd|n1c64h8w8|o64k3x3|s1x1|p1x1x1x1|d1x1|g1|float32"
-TARGET = tvm_target("adreno-740")
+TARGET = context("adreno-740")
 
 
 def _conv(path, stride=1):
@@ -42,7 +42,7 @@ def _cli(*args, timeout=300):
 
 
 def test_irrelevant_knobs_make_no_distinct_candidates():
-    space = LayoutTask(KEY, LAYOUT, "conv2d", "", 1).space(TARGET)
+    space = LayoutTask(KEY, LAYOUT, "conv2d", "", 1).space()
     rng = np.random.default_rng(0)
     drawn = [space.random(rng) for _ in range(3000)]
     configs = {json.dumps(space.config(c), sort_keys=True) for c in drawn}
@@ -70,15 +70,15 @@ def test_irrelevant_knobs_make_no_distinct_candidates():
 
 def test_stride2_conv_gets_no_layout_choice(tmp_path):
     (task,) = extract_tasks(_conv(tmp_path / "s2.onnx", stride=2), layouts=True)
-    assert task.family == "conv2d_direct" and "tile" not in task.space(TARGET).knobs
+    assert task.family == "conv2d_direct" and "tile" not in task.space().knobs
     (task,) = extract_tasks(_conv(tmp_path / "s1.onnx"), layouts=True)
-    assert isinstance(task, LayoutTask) and task.key == KEY and task.space(TARGET).knobs["tile"] == [0, 2, 4]
-    assert [c["tile"] for c in task.seed_configs(TARGET)] == [4, 0, 2]  # the auto rule's choice first
+    assert isinstance(task, LayoutTask) and task.key == KEY and task.space().knobs["tile"] == [0, 2, 4]
+    assert [c["tile"] for c in task.seed_configs()] == [4, 0, 2]  # the auto rule's choice first
     # packed stages or conv2d_texture
     (task,) = extract_tasks(tmp_path / "s1.onnx", CompileOptions(memory="texture"), layouts=True)
     assert isinstance(task, LayoutTask) and task.memory is Memory.TEXTURE
     assert task.key == KEY.replace(winograd.OP, LAYOUT_OPS[Memory.TEXTURE])
-    seeds = task.seed_configs(TARGET)
+    seeds = task.seed_configs()
     assert [c["tile"] for c in seeds] == [4, 0, 2] and "tile_cb" in seeds[1] and "tile_f" not in seeds[1]
     (task,) = extract_tasks(tmp_path / "s1.onnx", CompileOptions(memory="texture", precision="fp16"), layouts=True)
     assert task.family == "conv2d_texture"  # no layout choice with half images (see extract_tasks)
@@ -172,7 +172,7 @@ def test_a_direct_record_of_an_eligible_conv_still_applies(tmp_path):
     model = _conv(tmp_path / "c64.onnx")
     (task,) = extract_tasks(model)
     assert task.family == "conv2d_direct"
-    config = {**task.default_config(TARGET), "threads_x": 7}
+    config = {**task.default_config(), "threads_x": 7}
     Database(tmp_path / "r.jsonl").append([Record(task.key, "dev", config, [1e-3], trial=1)])
     artifact = Artifact.load(compile_model(model, tmp_path / "a", CompileOptions(records=str(tmp_path / "r.jsonl"))))
     assert [s.func for s in artifact.plan.steps] == ["conv2d"]

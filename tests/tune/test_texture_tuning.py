@@ -15,12 +15,12 @@ import pytest
 from adreno.artifact import Artifact
 from adreno.options import CompileOptions
 from adreno.records import Database
-from adreno.target import tvm_target
 from adreno.tune.extract import extract_tasks
 from tests.conftest import single_op_model
 from tests.launch import local_size
+from tests.schedules.sched_helpers import context
 
-TARGET = tvm_target("adreno-740")
+TARGET = context("adreno-740")
 
 
 def _cli(*args, cwd=None, timeout=300):
@@ -97,8 +97,8 @@ def test_a_config_the_schedule_refuses_is_an_error_record(tmp_path, pocl_device)
     from adreno.tune.tuner import Tuner
 
     task = next(t for t in extract_tasks("tiny", CompileOptions(memory="texture")) if t.key.startswith("depthwise"))
-    refused = {**task.default_config(TARGET), "tile_cb": 8, "tile_y": 4, "tile_x": 8}  # 256 float4 registers
-    assert not task.space(TARGET).valid(refused)
+    refused = {**task.default_config(), "tile_cb": 8, "tile_y": 4, "tile_x": 8}  # 256 float4 registers
+    assert not task.space().valid(refused)
     result = task.build(refused, str(tmp_path / "direct"))
     assert result.artifact is None and "register tile" in result.error
     runner, database = LocalRunner(pocl_device), Database(tmp_path / "r.jsonl")
@@ -120,9 +120,9 @@ def test_texture_configs_featurize_as_the_direct_conv_they_tile():
 
     col = FEATURE_NAMES.index
     for task in [t for t in extract_tasks("tiny", CompileOptions(memory="texture")) if t.family == "conv2d_texture"]:
-        space = task.space(TARGET)
+        space = task.space()
         rng = np.random.default_rng(0)
-        configs = [task.default_config(TARGET)] + [space.config(space.random(rng)) for _ in range(30)]
+        configs = [task.default_config()] + [space.config(space.random(rng)) for _ in range(30)]
         rows = task.featurize(configs, None)
         assert np.all(np.isfinite(rows)) and len({tuple(r) for r in rows}) > 20
         for cfg, row in zip(configs, rows):
@@ -137,7 +137,7 @@ def test_fp16_images_are_measured_against_a_reference_of_the_half_inputs(tmp_pat
     from adreno.runners.local import LocalRunner
 
     task = extract_tasks("tiny", CompileOptions(memory="texture", precision="fp16"))[0]
-    built = task.build(task.default_config(TARGET), str(tmp_path / "c"))
+    built = task.build(task.default_config(), str(tmp_path / "c"))
     assert built.error is None
     plan = Artifact.load(built.artifact).plan
     assert {i["channel_type"] for i in plan.images.values()} == {"float16"}
