@@ -140,10 +140,10 @@ def test_upstream_pipeline_would_write_per_lane(conv_artifact):
     lowered = lower_relax(to_relax(model), target, memory=Memory.TEXTURE)
     gvar = next(g for g in lowered.functions if "conv2d" in g.name_hint)
     func = texture_tir.specialize_scopes(lowered[gvar], ["global.texture", "global.texture-weight",
-                                                    "global.texture-weight", "global.texture"], target)
+                                                    "global.texture-weight", "global.texture"], target.target)
     from tvm.s_tir.backend.adreno import pipeline as upstream
 
-    module = tvm.tirx.transform.BindTarget(target)(tvm.IRModule({"f": func.with_attr("global_symbol", "f")}))
+    module = tvm.tirx.transform.BindTarget(target.target)(tvm.IRModule({"f": func.with_attr("global_symbol", "f")}))
     with pytest.raises(texture_tir.TextureLoweringError):
         lowered_mod = upstream.default_tir_pipeline()(module)
         texture_tir.check_texture_stores(tvm.IRModule({g: f for g, f in lowered_mod.functions.items()

@@ -48,8 +48,8 @@ def record_claims(monkeypatch, *families: str):
         family = schedule_family(name)
         original = family.apply
 
-        def wrapped(func, target, config=None, _original=original, _family=family):
-            sch = _original(func, target, config)
+        def wrapped(func, ctx, _original=original, _family=family):
+            sch = _original(func, ctx)
             if sch is not None and not isinstance(sch, Refused):
                 claims[_family.name].append(_family.workload_key(func))
             return sch

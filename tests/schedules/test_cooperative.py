@@ -46,8 +46,8 @@ def test_staged_convs_match_onnxruntime(case, family, knobs, tmp_path, monkeypat
     staged = {**knobs, "cooperative": 1}
     fam = schedule_family(family)
     apply = fam.apply
-    monkeypatch.setattr(fam, "apply", lambda func, target, config=None: apply(
-        func, target, {fam.workload_key(func): staged} if fam.workload_key(func) else config))
+    monkeypatch.setattr(fam, "apply", lambda func, ctx: apply(
+        func, ctx.candidate({fam.workload_key(func): staged}) if fam.workload_key(func) else ctx))
     with record_claims(monkeypatch, family) as claims:
         model = conv_model(case)
         artifact = compile_model(model, tmp_path / "a", CompileOptions(target="adreno-740", memory="texture",
@@ -74,9 +74,9 @@ def test_staged_winograd_gemm_matches_onnxruntime(winograd, knobs, tmp_path, mon
     fam, staged = conv2d_winograd.FAMILY, {**knobs, "cooperative": 1}
     apply = fam.apply
 
-    def gemm_staged(func, target, config=None):
+    def gemm_staged(func, ctx):
         key = fam.workload_key(func)
-        return apply(func, target, {key: staged} if key and "gemm" in key else config)
+        return apply(func, ctx.candidate({key: staged}) if key and "gemm" in key else ctx)
 
     monkeypatch.setattr(fam, "apply", gemm_staged)
     model = conv_model(ConvCase(1, 8, 9, 9, 8, 3, 1, (1, 1, 1, 1), epilogue="bias_residual_relu"))
