@@ -74,7 +74,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     if options.defaults is Defaults.MODEL and options.schedules is Schedules.ADRENO:
         from .ranked_defaults import RankedDefaults
 
-        tuned.ranker = RankedDefaults(device)
+        tuned.ranker = RankedDefaults()
     tvm_target = targets.tvm_target(device, host=host)
     ctx = ScheduleContext(device, tvm_target, options.staging, tuned)
     refusals, lowered, plan, sources, params, ranked, store = [], None, None, {}, {}, None, None

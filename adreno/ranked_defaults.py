@@ -61,20 +61,16 @@ class Ranking:
 
 
 class RankedDefaults:
-    """Ranks each kernel's space once (cached by workload key) for `device` (an `adreno.target.AdrenoDevice`).
-    Called by `TunedConfigs.default` as `ranker(family, matched, rule_config, ctx) -> config`, with the compile's
-    `ScheduleContext` (its device must be `device`: the limits are computed once)."""
+    """Ranks each kernel's space once (cached by workload key) for the device of the compile's `ScheduleContext`.
+    Called by `TunedConfigs.default` as `ranker(family, matched, rule_config, ctx) -> config`."""
 
-    def __init__(self, device, samples: int = SAMPLES):
-        from .tune.features import device_limits
-
-        self.device, self.samples = device, samples
-        self.limits = device_limits(device)
+    def __init__(self, samples: int = SAMPLES):
+        self.samples = samples
         self.rankings: dict[str, Ranking] = {}
 
     def __call__(self, family, matched, rule: dict, ctx) -> dict:
         if matched.key not in self.rankings:
-            ranking = rank(family, matched, rule, ctx, self.limits, self.samples)
+            ranking = rank(family, matched, rule, ctx, self.samples)
             if ranking is None:
                 return rule
             self.rankings[matched.key] = ranking
@@ -89,12 +85,12 @@ class RankedDefaults:
                 "kernels": {key: r.to_json() for key, r in sorted(self.rankings.items())}}
 
 
-def rank(family, matched, rule: dict, ctx, limits: dict, samples: int = SAMPLES) -> Ranking | None:
+def rank(family, matched, rule: dict, ctx, samples: int = SAMPLES) -> Ranking | None:
     """The model's pick for the kernel `matched` of `family` (None: the model does not describe it), among the
-    configs the context's staging policy (`--staging`) allows."""
+    configs the context's staging policy (`--staging`) allows, on the context's device facts."""
     from .schedules import staging
     from .tune.cost_model.analytical import AnalyticalModel
-    from .tune.features import FEATURE_NAMES, featurize, seen
+    from .tune.features import FEATURE_NAMES, device_limits, featurize, seen
 
     started = time.perf_counter()
     workload = matched.workload
@@ -105,7 +101,7 @@ def rank(family, matched, rule: dict, ctx, limits: dict, samples: int = SAMPLES)
              if matched.knobs is None or k in matched.knobs}
     legal = [c for c in _candidates(rule, knobs, samples, matched.key)
              if _legal(family, workload, c, ctx, rule_launch)]
-    features = featurize(workload, legal, limits, family.view)
+    features = featurize(workload, legal, device_limits(ctx.device), family.view)
     scores = AnalyticalModel().predict(features)
     branch = features[:, FEATURE_NAMES.index("log_branch_efficiency")]
     scores[branch < branch[0] - 1e-9] = -np.inf  # more wasted work than the rule default (see the module doc)

@@ -14,7 +14,6 @@ from dataclasses import replace
 import onnx
 import pytest
 
-from adreno import target as targets
 from adreno.options import Memory, Staging
 from tests.schedules.sched_helpers import check_against_onnxruntime, context, conv_model, ConvCase
 
@@ -93,7 +92,7 @@ def test_tune_and_model_defaults_under_off_stay_unstaged():
             assert {c["cooperative"] for c in task.seed_configs()} == seeds, (staging, task.key)
             assert task.space().knobs["cooperative"] == ([0] if staging == "off" else [0, 1])
     (task,) = extract_tasks(model, CompileOptions(target="adreno-740", memory="texture", staging="off"))
-    ranker = RankedDefaults(targets.get_device("adreno-740"), samples=200)
+    ranker = RankedDefaults(samples=200)
     picked = ranker(task.schedule_family, Matched(task.workload, task.key, None), task.default_config(),
                     context("adreno-740", staging=Staging.OFF))
     assert picked["cooperative"] == 0

@@ -67,7 +67,7 @@ def _model_default(state):
         return None
     ctx = task.context()
     rule = task.default_config()
-    ranked = RankedDefaults(ctx.device)(task.schedule_family, Matched(task.workload, task.key, None), rule, ctx)
+    ranked = RankedDefaults()(task.schedule_family, Matched(task.workload, task.key, None), rule, ctx)
     return None if ranked == rule else state.space.candidate(ranked)
 
 
