@@ -65,7 +65,7 @@ class BuildCheck:
 
     def __call__(self, directory: Path, target) -> BuildCheckResult:
         """Check the artifact in `directory` (complete, manifest included) compiled for `target` (an
-        `adreno.target` device); raises the `KernelBuildError` of the first program that does not build."""
+        `adreno.devices` device); raises the `KernelBuildError` of the first program that does not build."""
         import pyopencl as cl
 
         from .opencl.programs import Grouping, build_programs, groups

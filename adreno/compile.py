@@ -28,10 +28,11 @@ from .host_library import export_host_library, param_order
 from .lowered import LoweredFunctions
 from .native_log import summarised_stderr
 from .numpy_fold import fold_pass
+from .devices import describe
 from .options import CompileOptions, Defaults, Memory, Precision, Schedules, Winograd
 from .paths import regular_file
 from .plan import bindings, extract_plan
-from .records import TunedConfigs
+from .records import TunedConfigs, default_memory
 from .schedules.context import ScheduleContext
 from .weights import QuantizedWeights, WinogradWeights
 
@@ -69,10 +70,10 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     quantized = QuantizedWeights()  # stored in their integer type, dequantized at load (adreno.weights)
     mod = to_relax(onnx_model, options.input_shapes, empty, quantized)
     tuned = tuned_configs(options.records, options.precision, device.name)
-    options = options.resolved(tuned)  # memory, Winograd and defaults decided; checked again (fp16 needs textures)
+    options = options.resolved(default_memory(tuned))  # memory, Winograd and defaults decided; checked again (fp16 needs textures)
     memory, winograd, host = options.memory, options.winograd, options.host
     if options.defaults is Defaults.MODEL and options.schedules is Schedules.ADRENO:
-        from .ranked_defaults import RankedDefaults
+        from .costmodel.ranked_defaults import RankedDefaults
 
         tuned.ranker = RankedDefaults()
     tvm_target = targets.tvm_target(device, host=host)
@@ -115,7 +116,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "model_source": model_source(model, model_name),
             "model_sha256": hashlib.sha256(model_bytes).hexdigest(),
             "target": device.name,
-            "target_info": targets.describe(device),
+            "target_info": describe(device),
             "tvm_target": str(tvm_target),
             "memory": memory,
             "winograd": winograd,

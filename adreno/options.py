@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, replace
 
+from .devices import AdrenoDevice, get_device
 from .errors import AdrenoError
 
 
@@ -56,7 +57,7 @@ class Schedules(enum.StrEnum):
 
 class Defaults(enum.StrEnum):
     """How a kernel without tuning records gets its knobs: ranked by the analytical cost model over its space
-    (`adreno.ranked_defaults`), or the family's rule (`Family.default_config`, the occupancy rule)."""
+    (`adreno.costmodel.ranked_defaults`), or the family's rule (`Family.default_config`, the occupancy rule)."""
 
     MODEL = "model"
     RULE = "rule"
@@ -84,17 +85,6 @@ class Runtime(enum.StrEnum):
 
     PLAN = "plan"
     TVM = "tvm"
-
-    def executor(self, artifact, device=None, cache=None):
-        """The executor of this runtime for an artifact on a local OpenCL device (`cache`: the program cache,
-        which only the launch plan's executor uses)."""
-        if self is Runtime.TVM:
-            from .native.vm_executor import VmExecutor
-
-            return VmExecutor(artifact, device)
-        from .opencl.executor import Executor
-
-        return Executor(artifact, device, cache=cache)
 
 
 def choices(kind: type[enum.Enum]) -> list[str]:
@@ -154,6 +144,9 @@ class CompileOptions:
     # the largest image width/height to use (a local check device's, e.g. 4096): wider tensors take another image
     # scope or stay buffers; None: the target's limits (within 8192 where a scope fits, see adreno/layout.py)
     image_max: int | None = None
+    # the device's facts as a live OpenCL device reports them (`adreno.devices.from_opencl`), in place of the table's
+    # entry for `target` (a benchmark compiling for the device it measures); None: the table's
+    facts: AdrenoDevice | None = None
 
     def __post_init__(self):
         for name, kind, flag in (("host", Host, "--host"), ("memory", Memory, "--memory"),
@@ -166,22 +159,19 @@ class CompileOptions:
         if self.precision is Precision.FP16 and self.memory is Memory.BUFFER:
             raise AdrenoError("--precision fp16 stores images as half floats: it needs --memory texture")
 
-    def device(self):
-        """The target's `AdrenoDevice`, its image limits capped at `image_max`."""
-        from .target import get_device
-
-        device = get_device(self.target)
+    def device(self) -> AdrenoDevice:
+        """The target's `AdrenoDevice` (`facts` where a live device was read), its image limits capped at
+        `image_max`."""
+        device = self.facts or get_device(self.target)
         if self.image_max is None:
             return device
         return replace(device, image2d_max_width=min(device.image2d_max_width, self.image_max),
                        image2d_max_height=min(device.image2d_max_height, self.image_max))
 
-    def resolved(self, record_keys=()) -> CompileOptions:
-        """These options with `memory`, `winograd` and `defaults` decided (`record_keys`: the tuned workload keys),
-        checked again as new options are."""
-        from .records import default_memory
-
-        memory = self.memory or default_memory(record_keys)
+    def resolved(self, record_memory: Memory) -> CompileOptions:
+        """These options with `memory`, `winograd` and `defaults` decided (`record_memory`: what the tuned records
+        want where `memory` is not given, `adreno.records.default_memory`), checked again as new options are."""
+        memory = self.memory or record_memory
         winograd = self.winograd or (Winograd.AUTO if self.schedules is Schedules.ADRENO else Winograd.OFF)
         defaults = self.defaults or Defaults.RULE
         return replace(self, memory=memory, winograd=winograd, defaults=defaults)

@@ -56,7 +56,7 @@ def extract_plan(lowered, tvm_target, memory: Memory = Memory.BUFFER, device=Non
 
     textures = memory is Memory.TEXTURE
     if textures:
-        from .target import get_device
+        from .devices import get_device
 
         device = device or get_device("adreno-740")
 

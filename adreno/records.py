@@ -361,7 +361,7 @@ class TunedConfigs(dict):
 
     def __init__(self, configs: dict | None = None, skipped: int = 0, runners_up: dict | None = None):
         super().__init__(configs or {})
-        self.ranker = None  # `adreno.ranked_defaults.RankedDefaults` under `--defaults model`
+        self.ranker = None  # `adreno.costmodel.ranked_defaults.RankedDefaults` under `--defaults model`
         self.used: set[str] = set()
         self.skipped = skipped  # record lines not applied: malformed (the database skips them) or outside the space
         self.refused: dict[str, str] = {}  # key -> why a schedule refused its tuned knobs

@@ -12,7 +12,7 @@ from onnx import helper
 from adreno import layout, winograd
 from adreno.options import Memory, Winograd
 from adreno.schedules._conv import ConvWorkload
-from adreno.target import get_device
+from adreno.devices import get_device
 from tests.schedules.test_patterns import graph_model
 from tests.test_cli import adreno
 

@@ -1,4 +1,4 @@
-"""Model-ranked compile defaults (`adreno/ranked_defaults.py`, `adreno compile --defaults model`): every pick is in its
+"""Model-ranked compile defaults (`adreno/costmodel/ranked_defaults.py`, `adreno compile --defaults model`): every pick is in its
 family's space and meets the occupancy rule as the rule default does (on adreno-740 every conv and Winograd GEMM
 launch keeps >= 2,048 work-items), ranking a kernel stays far under a second, a compile with model defaults runs
 and matches onnxruntime in both memories, and tuning records still win over the model."""
@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from adreno import target as targets
-from adreno.ranked_defaults import RankedDefaults
+from adreno import devices
+from adreno.costmodel.ranked_defaults import RankedDefaults
 from adreno.records import Database, Record
 from adreno.schedules import conv2d_winograd, occupancy
 from adreno.schedules.family import Matched
@@ -30,7 +30,7 @@ def _matched(family, wl):
 
 @pytest.mark.parametrize("name", ["adreno-740", "nvidia-h200", "pocl-cpu"])
 def test_ranked_defaults_are_legal_and_fill_the_device(name):
-    device, target = targets.get_device(name), context(name)
+    device, target = devices.get_device(name), context(name)
     ranker, slowest = RankedDefaults(), 0.0
     for _, wl, module, launch, _ in CASES:
         family, rule = module.FAMILY, module.default_config(wl, target)

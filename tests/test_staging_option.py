@@ -80,7 +80,7 @@ def test_off_is_unstaged_and_records_still_win(memory, tmp_path):
 def test_tune_and_model_defaults_under_off_stay_unstaged():
     """`adreno tune --staging off`: the task's seed is unstaged and its space holds only unstaged configs (a layout
     task's too); `--defaults model --staging off` never ranks a staged config first."""
-    from adreno.ranked_defaults import RankedDefaults
+    from adreno.costmodel.ranked_defaults import RankedDefaults
     from adreno.schedules.family import Matched
     from adreno.tune.extract import extract_tasks
     from adreno.options import CompileOptions

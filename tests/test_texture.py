@@ -19,7 +19,7 @@ from adreno.frontend.importer import to_relax
 from adreno.layout import ImageSpec
 from adreno.opencl.executor import Executor
 from adreno.options import CompileOptions, Memory, Schedules
-from adreno.target import get_device
+from adreno.devices import get_device
 from adreno.texture import planning
 from adreno.texture import tir as texture_tir
 from tests.conftest import single_op_model

@@ -68,17 +68,18 @@ class Result:
 
 
 def run_compiled(model, layer: Layer, x, ref, schedules: str, device, repeat: int, workdir: Path,
-                 winograd: str = "off", tol: float = TOL, memory: str = "buffer", target: str = "adreno-740"):
+                 winograd: str = "off", tol: float = TOL, memory: str = "buffer", target: str = "adreno-740",
+                 facts=None):
     """(median device ms, max error, kernels) of the layer compiled for `target` with `schedules`, `winograd` and
-    `memory`; (None, error, {}) when its output does not match. With textures the time is the layer's own kernels'
-    (`layer_time`)."""
+    `memory` (`facts`: the measured device's, `measured_target`); (None, error, {}) when its output does not
+    match. With textures the time is the layer's own kernels' (`layer_time`)."""
     from adreno.compile import compile_model
     from adreno.options import CompileOptions
     from adreno.opencl.executor import Executor
 
     out = workdir / f"{layer.name}-{schedules}-{memory}{'' if winograd == 'off' else '-' + winograd}"
     compile_model(model, out, CompileOptions(target=target, host="native", schedules=schedules,
-                                             memory=memory, winograd=winograd))
+                                             memory=memory, winograd=winograd, facts=facts))
     ex = Executor(out, device=device)
     err = max_error(ex.run([x])[0], ref)
     if err > tol:
@@ -271,13 +272,14 @@ def geomean(values: list[float]) -> float | None:
     return float(math.exp(sum(math.log(v) for v in values) / len(values))) if values else None
 
 
-def measured_target(device) -> str:
-    """The target of the device being measured: its table entry with its live values over it (`from_opencl`, e.g.
-    pocl-cpu with this machine's cores), adreno-740 when the table does not know the device."""
-    from adreno.target import DEVICES, OTHER_DEVICES, from_opencl
+def measured_target(device):
+    """(target name, facts) of the device being measured: its table entry with its live values over it
+    (`from_opencl`, e.g. pocl-cpu with this machine's cores, handed to compile as `CompileOptions.facts`), or
+    adreno-740's entry when the table does not know the device."""
+    from adreno.devices import DEVICES, OTHER_DEVICES, from_opencl
 
     live = from_opencl(device)
-    return live.name if live.name in {**DEVICES, **OTHER_DEVICES} else "adreno-740"
+    return (live.name, live) if live.name in {**DEVICES, **OTHER_DEVICES} else ("adreno-740", None)
 
 
 def sampled_error(out: np.ndarray, reference) -> float:
@@ -333,14 +335,15 @@ def main(argv=None) -> int:
     prepared = Path(args.artifacts) if args.artifacts else None
     if prepared is not None:
         args.model, target, compiled, layers, index = load_prepared(prepared)
+        facts = None  # compiled already, for `target`'s table entry
         compiled = [c for c in compiled if c not in skip]
     else:
         layers = conv_layers(args.model)
         compiled = [c for c in ("adreno", "tvm", "winograd") if c not in skip]
     layers = layers[: args.layers] if args.layers else layers
     device = select_device(args.device)
-    if prepared is None:  # a prepared run has no compiler (adreno.target needs TVM)
-        target = args.target or measured_target(device)
+    if prepared is None:  # a prepared run compiled already
+        target, facts = (args.target, None) if args.target else measured_target(device)
     columns = compiled + [c for c in ("naive",) if c not in skip]
     if "torch" not in skip and torch_available():
         columns.append("torch")
@@ -396,10 +399,10 @@ def main(argv=None) -> int:
                             continue
                         ms, err, kernels = run_compiled(model, layer, p["x"], ref, "adreno", device, args.repeat,
                                                         Path(tmp), winograd=args.winograd, tol=WINOGRAD_TOL,
-                                                        memory=args.memory, target=target)
+                                                        memory=args.memory, target=target, facts=facts)
                     elif col in ("adreno", "tvm"):
                         ms, err, kernels = run_compiled(model, layer, p["x"], ref, col, device, args.repeat,
-                                                        Path(tmp), memory=args.memory, target=target)
+                                                        Path(tmp), memory=args.memory, target=target, facts=facts)
                     elif col == "naive":
                         ms, err = run_naive(layer, p, compare, device, args.repeat)
                     else:

@@ -11,7 +11,7 @@ import time
 
 
 def solve_model(name: str, max_size: int, whole: bool) -> dict:
-    from adreno import target as targets
+    from adreno import devices
     from adreno.frontend import zoo
     from adreno.frontend.importer import to_relax
     from adreno.orchestrate.blp import Choice, solve
@@ -22,7 +22,7 @@ def solve_model(name: str, max_size: int, whole: bool) -> dict:
 
     mod = prepared(to_relax(zoo.get_model(name, seed=0)))
     graph = primitive_graph(mod)
-    fused = fuseops_groups(mod, graph, targets.get_device("adreno-740"))
+    fused = fuseops_groups(mod, graph, devices.get_device("adreno-740"))
     candidates = block_candidates(graph, [g.primitives for g in fused], max_size)
     costs = {g: 1 + 0.1 * len(g) for bc in candidates for g in bc.groups}
     started = time.perf_counter()

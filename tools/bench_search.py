@@ -227,7 +227,7 @@ def transfer_runs(ctx, tasks, seeds, runs, started) -> dict:
     """The genetic+transfer runs (see the module doc): across devices from `--transfer-from` (every task), else
     across workloads (the last task, from this run's records of the others)."""
     from adreno.records import Database
-    from adreno.tune.cost_model import TransferModel
+    from adreno.costmodel import TransferModel
 
     args, fingerprint = ctx["args"], ctx["fingerprint"]
     if args.transfer_from:
@@ -272,7 +272,7 @@ QUALITY_MODELS = ("learned", "learned-regression", "analytical", "analytical pri
 def quality_section(ctx, tasks, record_paths, splits: int = 5) -> dict:
     """Cost models trained on 70% of the distinct (task, config) rows of every task and scored on the other 30%,
     averaged over `splits` random splits (seeds 0..splits-1): one split moves Pearson by several hundredths."""
-    from adreno.tune.cost_model import AnalyticalModel, RandomModel, make_model, ranking_quality
+    from adreno.costmodel import AnalyticalModel, RandomModel, make_model, ranking_quality
 
     rows = dedupe(load_records(record_paths, ctx["fingerprint"]))
     per_task = {}

@@ -6,7 +6,7 @@
 The tasks of MODEL (as `adreno tune MODEL --memory ...` extracts them; `--no-layouts` as tuned with it) give each
 record's feature view; the scores are the model's on the device facts of `--target` (the device the records were
 measured on: pocl-cpu for PoCL). Per task with at least two records: Pearson of score vs -log(seconds), Spearman,
-top-1 and top-5 recall (`adreno.tune.cost_model.base.quality_per_task`; failed candidates count as the task's
+top-1 and top-5 recall (`adreno.costmodel.base.quality_per_task`; failed candidates count as the task's
 slowest x2), beside a random ranking's Pearson. A fresh PoCL batch to feed it:
 
     adreno tune resnet18 --memory buffer --no-layouts --target pocl-cpu --export-batch B --trials 16
@@ -38,11 +38,11 @@ def main(argv=None) -> int:
 
     from adreno.options import CompileOptions
     from adreno.records import Database
-    from adreno.target import get_device
-    from adreno.tune.cost_model import AnalyticalModel, RandomModel
-    from adreno.tune.cost_model.base import quality_per_task
+    from adreno.devices import get_device
+    from adreno.costmodel import AnalyticalModel, RandomModel
+    from adreno.costmodel.base import quality_per_task
     from adreno.tune.extract import extract_tasks
-    from adreno.tune.features import device_limits
+    from adreno.costmodel.features import device_limits
 
     database = Database(args.records)
     tasks = extract_tasks(args.model, CompileOptions(target=args.target, memory=args.memory),

@@ -45,7 +45,7 @@ def cmd_orchestrate(args) -> int:
     from adreno.paths import output_file, regular_file
     from adreno.records import Database
     from adreno.runners.local import LocalRunner
-    from adreno.target import get_device
+    from adreno.devices import get_device
 
     require_positive(args, "max_size", "repeat", "time_limit")
     get_device(args.target)  # an unknown target: one line before anything runs

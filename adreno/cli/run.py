@@ -99,6 +99,18 @@ def cmd_run(args) -> int:
         return _run_artifact(args, output)
 
 
+def _executor(runtime: Runtime, artifact, device, cache):
+    """The executor of `runtime` for `artifact` on a local OpenCL device (`cache`: the program cache, which only the
+    launch plan's executor uses). Imported here: `adreno --help` starts without pyopencl or TVM."""
+    if runtime is Runtime.TVM:
+        from ..native.vm_executor import VmExecutor
+
+        return VmExecutor(artifact, device)
+    from ..opencl.executor import Executor
+
+    return Executor(artifact, device, cache=cache)
+
+
 def _run_artifact(args, output: Path | None) -> int:
     from ..artifact import Artifact
 
@@ -111,7 +123,7 @@ def _run_artifact(args, output: Path | None) -> int:
     progress = Progress(not (args.json or args.quiet))
     progress(f"building the OpenCL programs of {len(artifact.plan.programs)} kernel files" if runtime is Runtime.PLAN
              else "loading the host library in TVM's runtime and building its OpenCL programs")
-    executor = runtime.executor(artifact, args.device, cache=_program_cache(args))
+    executor = _executor(runtime, artifact, args.device, _program_cache(args))
     inputs = _load_inputs(args, artifact)
     progress("first run")
     first_started = time.perf_counter()

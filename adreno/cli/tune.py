@@ -19,7 +19,7 @@ def cmd_tune(args) -> int:
         return cmd_batch(args)
     from ..frontend.bind import read_bind
     from ..records import Database
-    from ..tune.cost_model import make_model
+    from ..costmodel import make_model
     from ..tune.extract import extract_tasks
     from ..tune.builder import Builder
     from ..tune.session import open_tuner

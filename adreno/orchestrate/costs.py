@@ -96,7 +96,7 @@ def build_artifact(mod, key: str, target_name: str, out: Path) -> int:
     from adreno.plan import extract_plan
     from adreno.options import Host
     from adreno.schedules.context import ScheduleContext
-    from adreno.target import get_device
+    from adreno.devices import get_device
     from adreno.tune.builder import write_kernel_artifact
 
     ctx = ScheduleContext.for_device(get_device(target_name), host=Host.NATIVE)

@@ -35,7 +35,7 @@ class FuseOpsMismatch:
 
 def fuseops_groups(numbered_mod, graph, device, memory: Memory = Memory.BUFFER):
     """FuseOps' fused groups (FusedGroup, over `graph`'s primitive names; primitives left alone are not listed) of
-    `numbered_mod`, as compiled for `device` (an `adreno.target.AdrenoDevice`) in `memory`; or a FuseOpsMismatch."""
+    `numbered_mod`, as compiled for `device` (an `adreno.devices.AdrenoDevice`) in `memory`; or a FuseOpsMismatch."""
     from adreno.compile import lower_relax
     from adreno.options import Host
     from adreno.schedules.context import ScheduleContext

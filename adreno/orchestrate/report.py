@@ -25,7 +25,7 @@ def orchestrate_model(model, target_name: str, costs_of, max_size: int = 4, time
     """The report of `model` (a zoo name, .onnx path or ModelProto) for `target_name`; `costs_of`: a
     `costs.CostTable` (its `costs(graph, kernels)` and `measured`)."""
     from adreno.frontend.importer import load_model, to_relax
-    from adreno.target import get_device
+    from adreno.devices import get_device
 
     say = progress or (lambda line: None)
     started = time.perf_counter()

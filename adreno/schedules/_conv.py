@@ -21,6 +21,7 @@ from ..errors import TVM_ERRORS
 from ..workload import ConvWorkload
 from . import splitk, staging
 from .family import Family, Matched
+from .feature_view import direct_view
 
 SCHEDULE_KNOBS = ("tile_f", "tile_y", "tile_x", "threads_f", "threads_y", "threads_x", "tile_rc", "unroll_k", "stage",
                   "cooperative")
@@ -316,7 +317,7 @@ def tiled_family(name: str, op: str, knobs: dict, handles, default_config, rule_
         return config
 
     return Family(name, knobs, conv_match(find, schedule_tiled, older_records), default_config, check_config,
-                  rule_name, view="direct", launch=tiled_launch)
+                  rule_name, features=direct_view, launch=tiled_launch)
 
 
 def staged_tiles(wl: ConvWorkload, cfg: dict) -> list[tuple[int, ...]]:

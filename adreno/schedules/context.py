@@ -51,7 +51,7 @@ class Candidate(dict):
 
 @dataclass(frozen=True)
 class ScheduleContext:
-    """The device (`adreno.target.AdrenoDevice`), its TVM target, the staging policy and the knob source."""
+    """The device (`adreno.devices.AdrenoDevice`), its TVM target, the staging policy and the knob source."""
 
     device: object
     target: object

@@ -23,10 +23,13 @@ register tiling is already this GEMM over (rows, columns). Workload keys: `conv2
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..options import Memory
 from ..workload import memory_op
 from . import _conv, occupancy, splitk, staging
 from .family import Family
+from .feature_view import Seen, shared
 from .conv2d_texture import LANES, OPS, match_packed
 
 OP = memory_op("conv2d_1x1", Memory.TEXTURE)  # conv2d_1x1_nchw4c
@@ -193,7 +196,21 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     return sch
 
 
+def pixel_row(workload):
+    """A 1x1 conv's output pixels as one row (the GEMM this family computes)."""
+    return replace(workload, h=1, w=workload.h * workload.w, oh=1, ow=workload.oh * workload.ow)
+
+
+def features(workload, config: dict) -> Seen:
+    """The cost model's view: the direct conv on one row of OH*OW pixels, tile_x, threads_x = tile_p, threads_p,
+    tile_y = threads_y = 1, its K step tile_rc = 4 * tile_k, threads_k as it is."""
+    knobs = {"tile_f": 4 * config["tile_cb"], "threads_f": config["threads_cb"], "tile_y": 1, "threads_y": 1,
+             "tile_x": config["tile_p"], "threads_x": config["threads_p"], "tile_rc": 4 * config["tile_k"],
+             **shared(config)}
+    return Seen(pixel_row(workload), knobs, knobs, stage_local=False)
+
+
 # records from before split-K or `cooperative` measured the unsplit, unstaged GEMM
 OLDER_RECORDS = {**splitk.OLDER_RECORDS, **staging.OLDER_RECORDS}
 FAMILY = Family("conv2d_1x1", KNOBS, _conv.conv_match(_match, schedule, OLDER_RECORDS), default_config, check_config,
-                "Conv2d1x1Gemm", view="gemm_1x1", launch=_launch)
+                "Conv2d1x1Gemm", features=features, launch=_launch)

@@ -32,6 +32,7 @@ from ..options import Memory
 from ..workload import memory_op
 from . import _conv, occupancy, splitk, staging
 from .family import Family
+from .feature_view import Seen
 
 # the texture planner's function name -> the op of its keys (conv2d_nchw4c, depthwise_nchw4c)
 OPS = {"conv2d_NCHW4c": memory_op("conv2d", Memory.TEXTURE), "dwconv2d_NCHW4c": memory_op("depthwise", Memory.TEXTURE)}
@@ -254,8 +255,18 @@ def schedule(sch, match: _conv.ConvMatch, cfg: dict):
     return sch
 
 
+def features(workload, config: dict) -> Seen:
+    """The cost model's view: the register-tiled direct conv on images, `tile_cb` blocks of 4 output channels are
+    tile_f = 4 * tile_cb (threads_cb is threads_f), every read is a pixel of 4 input channels (tile_rc = 4; 1 for
+    depthwise, whose blocks reduce over no channel), and `stage=1` keeps the patch in registers, not local memory."""
+    knobs = {**{k: v for k, v in config.items() if k not in ("tile_cb", "threads_cb")},
+             "tile_f": 4 * config["tile_cb"], "threads_f": config["threads_cb"],
+             "tile_rc": 1 if workload.is_depthwise else 4}
+    return Seen(workload, knobs, knobs, stage_local=False)
+
+
 # records from before split-K or `cooperative` measured the unsplit, unstaged kernel
 FAMILY = Family("conv2d_texture", KNOBS, _conv.conv_match(match_packed, schedule,
                                                           {**splitk.OLDER_RECORDS, **staging.OLDER_RECORDS}),
-                default_config, check_config, "Conv2dTexture", view="texture",
+                default_config, check_config, "Conv2dTexture", features=features,
                 launch=lambda wl, cfg: _launch(replace(wl, o=wl.o // LANES), cfg))

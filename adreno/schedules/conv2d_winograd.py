@@ -34,12 +34,15 @@ output of at least `MIN_SPATIAL` in both dimensions, with F(4x4) from `F4_MIN_SP
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..layout import LANES
 from ..options import Memory
 from ..records import direct_key, layout_workload
-from ..workload import PACKED, key_memory
+from ..workload import PACKED, ConvWorkload, key_memory
 from . import _conv, conv2d_direct, conv2d_texture, occupancy, splitk, staging
 from .family import Family, Matched
+from .feature_view import Seen, shared
 
 OP = "conv2d_winograd"
 STAGES = ("winograd_input_transform", "winograd_batch_gemm", "winograd_output_transform")
@@ -354,8 +357,43 @@ def _launch(wl, cfg: dict) -> occupancy.Launch:
     return _gemm_launch(wl, cfg) if gemm else _transform_launch(wl, cfg)
 
 
-FAMILY = Family("conv2d_winograd", KNOBS, match, default_config, check_config, "Conv2dWinograd", view="winograd",
-                launch=_launch)
+# The feature row's columns for the layout and stage knobs, with their value when absent (`Family.row_knobs`).
+ROW_KNOBS: dict[str, int] = {"tile": 0, "tile_o": 1, "tile_p": 1, "threads_o": 1, "threads_p": 1, "tile_k": 1,
+                             "threads_t": 1, "split_t": 0}
+
+
+def _gemm_knobs(config: dict, lanes: int = 1) -> dict:
+    """The batched GEMM's knobs in the direct conv's names (`lanes` 4: packed blocks of 4 channels)."""
+    cfg = {**ROW_KNOBS, **config}
+    return {"tile_f": lanes * cfg["tile_o"], "tile_x": cfg["tile_p"], "threads_f": cfg["threads_o"],
+            "threads_x": cfg["threads_p"], "tile_rc": lanes * cfg["tile_k"], **shared(config)}
+
+
+def features(workload, config: dict) -> Seen | None:
+    """The cost model's view of a stage task (`(stage, extents)`): the batched GEMM as the 1x1 conv it is, alpha^2
+    images of 1 x P pixels (packed: tile_o and tile_k in blocks of 4 channels), its descriptors the GEMM's; None
+    for the transforms, which the cost models do not describe."""
+    stage, dims = workload
+    if "batch_gemm" not in stage:
+        return None
+    packed = len(dims) == 6  # (alpha, alpha, O/4, P, 4, C): blocks of 4 output channels
+    lanes = LANES if packed else 1
+    gemm = ConvWorkload(dims[0] * dims[1], dims[-1], 1, dims[3], dims[2] * lanes, 1, 1, 1, dims[3], (1, 1), (1, 1),
+                        (0, 0, 0, 0), 1, "float32")
+    return Seen(gemm, _gemm_knobs(config, lanes), config, stage_local=False, described=gemm)
+
+
+def layout_features(conv, config: dict) -> Seen:
+    """The cost model's view of the conv `conv` rewritten with F(m x m, 3 x 3), m = `config["tile"]`: its batched
+    GEMM as the 1x1 conv it is (alpha^2 images of 1 x P pixels), with work_reduction = direct MACs / GEMM MACs."""
+    _, (alpha, _, o, p, c) = stage_workloads(conv, int(config["tile"]))[1]
+    gemm = replace(conv, n=alpha * alpha, c=c, h=1, w=p, o=o, kh=1, kw=1, oh=1, ow=p, stride=(1, 1),
+                   dilation=(1, 1), padding=(0, 0, 0, 0), groups=1)
+    return Seen(gemm, _gemm_knobs(config), config, work_reduction=conv.flops / gemm.flops)
+
+
+FAMILY = Family("conv2d_winograd", KNOBS, match, default_config, check_config, "Conv2dWinograd", features=features,
+                row_knobs=ROW_KNOBS, launch=_launch)
 
 
 def layout_config_in_space(key: str, config: dict) -> bool:

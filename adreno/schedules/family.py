@@ -51,14 +51,17 @@ class Family:
     choices: the tuner's space), `match(func) -> Matched | None`, `default_config(workload, ctx) -> dict`,
     `check_config(workload, config, ctx) -> config` (ValueError outside the space) and the dlight rule's name; `ctx`
     is the `ScheduleContext` (device, target, staging policy, knob source) every family is handed.
-    `view`: the name of the cost model's feature view of its candidates (`adreno.tune.features.VIEWS`; None: the
-    cost models do not describe it); `launch(workload, config) -> occupancy.Launch | None`: what a config launches
-    (what the occupancy rule judges; None where the family does not say)."""
+    `features(workload, config) -> feature_view.Seen | None`: the cost model's view of a candidate, as the direct
+    conv it amounts to (None, or a view returning None: the cost models do not describe it); `row_knobs`: knobs
+    of its own the feature row gets a column for, with their value when absent (`adreno.schedules.feature_view`);
+    `launch(workload, config) -> occupancy.Launch | None`: what a config launches (what the occupancy rule judges;
+    None where the family does not say)."""
 
     def __init__(self, name: str, knobs: dict[str, list], match: Callable, default_config: Callable,
-                 check_config: Callable, rule_name: str, view: str | None = None,
-                 launch: Callable | None = None):
-        self.name, self.knobs, self.rule_name, self.view = name, knobs, rule_name, view
+                 check_config: Callable, rule_name: str, features: Callable | None = None,
+                 row_knobs: dict[str, int] | None = None, launch: Callable | None = None):
+        self.name, self.knobs, self.rule_name, self.features = name, knobs, rule_name, features
+        self.row_knobs = dict(row_knobs or {})
         self.match, self.default_config, self.check_config = match, default_config, check_config
         self.launch = launch or (lambda workload, config: None)
 
@@ -91,7 +94,7 @@ class Family:
             return None
         cfg = self.default_config(matched.workload, ctx)
         tuned = self._checked(matched, cfg, self._knobs(matched, ctx.knobs.tuned(matched.key)), ctx)
-        if not tuned:  # compile's records may rank the space for a better default (`adreno.ranked_defaults`)
+        if not tuned:  # compile's records may rank the space for a better default (`adreno.costmodel.ranked_defaults`)
             cfg = ctx.knobs.default(self, matched, cfg, ctx)
         cfg.update(tuned)
         try:

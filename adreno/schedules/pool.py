@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from . import _conv, occupancy
 from .family import Family, Matched
+from .feature_view import direct_view
 
 KNOBS: dict[str, list] = {
     "threads_x": [1, 2, 4, 8, 16, 32, 64, 128],
@@ -365,4 +366,5 @@ def match(func) -> Matched | None:
     return Matched(found.workload, found.workload.key(), lambda cfg: schedule(found.sch, found, cfg))
 
 
-FAMILY = Family("pool", KNOBS, match, default_config, check_config, "Pool", view="direct")  # as a depthwise conv
+FAMILY = Family("pool", KNOBS, match, default_config, check_config, "Pool",
+                features=direct_view)  # as a depthwise conv

@@ -23,6 +23,7 @@ import math
 
 from . import _conv, occupancy
 from .family import Family, Matched
+from .feature_view import direct_view
 from .pool import PoolWorkload, combiner
 
 KNOBS: dict[str, list] = {
@@ -116,4 +117,5 @@ def match(func) -> Matched | None:
     return Matched(wl, wl.key(), lambda cfg: schedule_softmax(sch, wl, stages, epilogue, cfg))
 
 
-FAMILY = Family("reduce", KNOBS, match, default_config, check_config, "Softmax", view="direct")  # as a pool
+FAMILY = Family("reduce", KNOBS, match, default_config, check_config, "Softmax",
+                features=direct_view)  # as a pool

@@ -58,7 +58,7 @@ def _candidates(tuner, state, k: int, seed: int) -> list[tuple[str, dict]]:
 def _model_default(state):
     """The candidate `adreno compile --defaults model` would use for the task (None: the model keeps the rule, or
     the task is a layout task, whose layout the rule picks)."""
-    from ..ranked_defaults import RankedDefaults
+    from ..costmodel.ranked_defaults import RankedDefaults
     from ..schedules.family import Matched
     from .layout_task import LAYOUT
 
@@ -135,7 +135,7 @@ def _predicted(tuner, task, configs: list[dict]) -> dict[str, np.ndarray]:
     """The cost models' scores of a task's candidates (higher: predicted faster), so that the measuring side can
     say how well they ranked (`model_quality`): the analytical model with its prior weights on the target's facts,
     and the tuner's model as trained on --records (when it is another kind)."""
-    from .cost_model import AnalyticalModel
+    from ..costmodel import AnalyticalModel
 
     features = task.featurize(configs, tuner.limits)
     scores = {"analytical": AnalyticalModel().predict(features)}
@@ -148,7 +148,7 @@ def model_quality(manifest: dict, records) -> dict:
     """How well the scores stored at export ranked the measured candidates: per model, per task (its key) Pearson
     of score vs -log(seconds), Spearman, top-1 and top-5 recall (`quality_per_task`; failed candidates count as the
     task's slowest x2), and their means over the tasks. Numpy only: the measuring side has no TVM."""
-    from .cost_model.base import quality_per_task
+    from ..costmodel.base import quality_per_task
 
     candidates = {c["id"]: c for c in manifest["candidates"]}
     measured = [(candidates[r.extra["candidate"]], r) for r in records if r.extra.get("candidate") in candidates]

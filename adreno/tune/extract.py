@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import AdrenoError
 from ..layout import tensor_image
 from ..options import CompileOptions, Memory, Precision, Schedules
-from ..records import layout_key, packed_workload
+from ..records import default_memory, layout_key, packed_workload
 from .layout_task import LAYOUT, LayoutTask
 from .task import Task
 
@@ -48,7 +48,7 @@ def extract_tasks(model, options: CompileOptions = BUFFER_TASKS, layouts: bool =
     from ..plan import kernel_calls
     from ..schedules.context import ScheduleContext
 
-    options = options.resolved()
+    options = options.resolved(default_memory(()))
     memory, precision, target_name = options.memory, options.precision, options.target
     onnx_model, _ = load_model(model)
     relax_mod = to_relax(bind_inputs(onnx_model, bind)[0], options.input_shapes)

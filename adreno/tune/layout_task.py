@@ -6,19 +6,33 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 
 from ..options import Memory
 from ..records import layout_workload, packed_workload
-from ..schedules import staging
+from ..schedules import conv2d_direct, conv2d_texture, conv2d_winograd, staging
 from . import builder
 from .space import SearchSpace
 from .task import Task
 
 LAYOUT = "conv2d_layout"  # the family of layout tasks (not a schedule module: a layout task spans two)
 TILES = (0, 2, 4)  # 0: direct conv, OIHW weight; m: Winograd F(m x m, 3 x 3), weight transformed to (m+2)^2 x O x C
+
+
+def layout_features(texture: bool):
+    """The feature view of a layout task's candidates (texture memory: through `conv2d_texture`'s view at `tile` 0),
+    its row carrying `tile` and every knob of the config."""
+    direct = (conv2d_texture if texture else conv2d_direct).FAMILY.features
+
+    def view(workload, config: dict):
+        if int(config.get("tile", 0)) == 0:
+            seen = direct(workload, {k: v for k, v in config.items() if k != "tile"})
+            return replace(seen, row={**config, **seen.row})
+        return conv2d_winograd.layout_features(workload, config)
+
+    return view
 
 
 @dataclass
@@ -38,13 +52,14 @@ class LayoutTask(Task):
         return layout_workload(self.key)
 
     @property
-    def view(self) -> str:
-        return "layout_texture" if self.memory is Memory.TEXTURE else "layout"
+    def features(self):
+        """The cost model's view of a candidate: that of the direct (or texture) family at `tile` 0, else the
+        Winograd GEMM's (`layout_features`)."""
+        return layout_features(self.memory is Memory.TEXTURE)
 
     @property
     def _direct(self):
         """(direct family module, the workload it sees)."""
-        from ..schedules import conv2d_direct, conv2d_texture
 
         if self.memory is Memory.TEXTURE:
             return conv2d_texture.FAMILY, packed_workload(self.workload)
@@ -54,7 +69,6 @@ class LayoutTask(Task):
         """`tile` joined with the knobs of the direct schedule (active at tile 0) and of the Winograd stages
         (active at tile 2 and 4; a knob of both, buffers' `cooperative`, at every tile), minus what the schedules'
         validators refuse."""
-        from ..schedules import conv2d_winograd
 
         direct, direct_wl = self._direct
         packed, ctx = self.memory is Memory.TEXTURE, self.context()
@@ -80,7 +94,6 @@ class LayoutTask(Task):
 
     def layout_default(self, tile: int) -> dict:
         """The default knobs of one layout."""
-        from ..schedules import conv2d_winograd
 
         if tile == 0:
             direct, direct_wl = self._direct

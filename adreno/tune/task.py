@@ -14,10 +14,10 @@ from functools import cached_property
 
 import numpy as np
 
+from ..costmodel.features import featurize
 from ..options import Precision, Staging
 from ..schedules import staging
 from . import builder
-from .features import featurize
 from .space import SearchSpace
 
 
@@ -68,7 +68,7 @@ class Task:
         and `knobs` (workload key -> the candidate's config) as the tuner's knob source. Built where it is used,
         since a task travels to build workers as text and a TVM target does not pickle."""
         from ..schedules.context import ScheduleContext
-        from ..target import get_device
+        from ..devices import get_device
 
         return ScheduleContext.for_device(get_device(self.target_name), staging=self.staging).candidate(knobs or {})
 
@@ -100,13 +100,13 @@ class Task:
     reference, build = builder.kernel_reference, builder.build_kernel
 
     @property
-    def view(self) -> str:
-        """The cost model's feature view of its candidates (`features.VIEWS`): its family's."""
-        return self.schedule_family.view
+    def features(self):
+        """The cost model's view of its candidates (`Family.features`): its family's."""
+        return self.schedule_family.features
 
     def featurize(self, configs: list[dict], limits: dict) -> np.ndarray:
         """The cost model's features of `configs`."""
-        return featurize(self.workload, configs, limits, self.view)
+        return featurize(self.workload, configs, limits, self.features)
 
     def proposals(self, n: int) -> int:
         """How many candidates to ask the strategy for, to measure n."""

@@ -23,7 +23,7 @@ from ..options import Precision
 from ..records import Database, Record
 from ..runners.interface import RunInput, Runner
 from .claims import Claims
-from .cost_model import CostModel, make_model
+from ..costmodel import CostModel, make_model
 from .builder import Builder
 from .space import SearchSpace
 from .strategies import get_strategy
@@ -74,8 +74,8 @@ class TuneReport:
 def target_limits(target_name: str, device=None) -> dict:
     """Limits the analytical features use: the measuring device's facts where known (`from_opencl`), else the target
     table's; `fill_work_items` is what the occupancy rule asks of a launch."""
-    from ..target import from_opencl, get_device
-    from .features import device_limits
+    from ..devices import from_opencl, get_device
+    from ..costmodel.features import device_limits
 
     return device_limits(get_device(target_name) if device is None else from_opencl(device))
 

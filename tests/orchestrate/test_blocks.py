@@ -2,7 +2,7 @@
 
 import random
 
-from adreno import target as targets
+from adreno import devices
 from adreno.frontend import zoo
 from adreno.frontend.importer import to_relax
 from adreno.orchestrate.blocks import split_blocks
@@ -38,7 +38,7 @@ def test_kept_groups_are_not_cut():
 def test_efficientnet_se_blocks_close_and_never_lose_to_fuseops():
     mod = prepared(to_relax(zoo.get_model("efficientnet_se", seed=0)))
     graph = primitive_graph(mod)
-    fused = fuseops_groups(mod, graph, targets.get_device("adreno-740"))
+    fused = fuseops_groups(mod, graph, devices.get_device("adreno-740"))
     candidates = block_candidates(graph, [g.primitives for g in fused], max_size=4)
     assert len(candidates) > 5
     assert sorted(p.name for bc in candidates for p in bc.block.primitives) == sorted(p.name for p in

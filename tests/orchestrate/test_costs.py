@@ -2,7 +2,7 @@
 
 import pytest
 
-from adreno import target as targets
+from adreno import devices
 from adreno.frontend import zoo
 from adreno.compile import tuned_configs
 from adreno.frontend.importer import to_relax
@@ -20,7 +20,7 @@ from adreno.runners.local import LocalRunner
 def tiny():
     mod = prepared(to_relax(zoo.get_model("tiny", seed=0)))
     graph = primitive_graph(mod)
-    fused = fuseops_groups(mod, graph, targets.get_device("adreno-740"))
+    fused = fuseops_groups(mod, graph, devices.get_device("adreno-740"))
     return graph, [g.primitives for g in fused]
 
 

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from adreno import target as targets
+from adreno import devices
 from adreno.frontend import zoo
 from adreno.frontend.importer import to_relax
 from adreno.orchestrate.blp import Choice, solve
@@ -16,7 +16,7 @@ from adreno.orchestrate.graph import op_name, prepared, primitive_graph
 def _fused(name):
     mod = prepared(to_relax(zoo.get_model(name, seed=0)))
     graph = primitive_graph(mod)
-    groups = fuseops_groups(mod, graph, targets.get_device("adreno-740"))
+    groups = fuseops_groups(mod, graph, devices.get_device("adreno-740"))
     assert isinstance(groups, list), groups
     return graph, groups
 

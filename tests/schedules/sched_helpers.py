@@ -104,7 +104,7 @@ def primitive_function(model: onnx.ModelProto, name: str, memory: Memory = Memor
 
 def context(name: str = "adreno-740", host: Host = Host.ANDROID, staging: Staging = Staging.AUTO):
     """The `ScheduleContext` of a compile for the table device `name` (no tuned knobs)."""
-    from adreno import target as targets
+    from adreno import devices
     from adreno.schedules.context import ScheduleContext
 
-    return ScheduleContext.for_device(targets.get_device(name), host=host, staging=staging)
+    return ScheduleContext.for_device(devices.get_device(name), host=host, staging=staging)

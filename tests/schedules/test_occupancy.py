@@ -1,4 +1,4 @@
-"""The occupancy rule (`adreno.schedules.occupancy`) and the device facts it reads (`adreno.target`).
+"""The occupancy rule (`adreno.schedules.occupancy`) and the device facts it reads (`adreno.devices`).
 
 - every family's default, on every Adreno target and the H200 entry, fills the device (enough work-items for the
   waves in flight every compute unit needs, a work-group per unit), or the workload cannot: its tiles are then all
@@ -6,7 +6,7 @@
 - on the H200, the direct and texture convs that no unsplit config fills split their reduction (split-K) and fill it;
 - a CPU OpenCL device keeps the big register tiles (its rule holds for them as they are);
 - compiled for adreno-740 (with the defaults a compile gets there: ranked by the analytical model among configs that
-  meet this rule, `adreno.ranked_defaults`), every conv and Winograd kernel of ResNet-18 and MobileNetV2 launches at
+  meet this rule, `adreno.costmodel.ranked_defaults`), every conv and Winograd kernel of ResNet-18 and MobileNetV2 launches at
   least 2,048 work-items (plan.json global sizes), with textures and with buffers (MobileNetV2's ->160 1x1 convs on
   7x7 images have 40 channel blocks x 49 pixels in all: they split their reduction).
 """
@@ -18,14 +18,14 @@ from dataclasses import replace
 
 import pytest
 
-from adreno import target as targets
+from adreno import devices
 from adreno.options import Memory, Schedules, Winograd
 from adreno.schedules import _conv, conv2d_1x1, conv2d_direct, conv2d_texture, conv2d_winograd, depthwise, occupancy
 from adreno.schedules import packed, pool, reduce
 from tests.schedules.sched_helpers import context
 
 FLOOR = 2048
-GPUS = [*targets.DEVICES, "nvidia-h200"]
+GPUS = [*devices.DEVICES, "nvidia-h200"]
 
 
 def _conv_wl(c, hw, o, k, s, groups=1):
@@ -94,7 +94,7 @@ CASES = list(_cases())
 @pytest.mark.parametrize("name", GPUS)
 def test_every_default_fills_the_device_or_is_most_parallel(name):
     target = context(name)
-    device = targets.get_device(name)
+    device = devices.get_device(name)
     short = []
     for family, wl, module, launch, tiles in CASES:
         cfg = module.default_config(wl, target)
@@ -118,11 +118,11 @@ def test_a_cpu_keeps_the_big_register_tiles():
         == 28
     assert _conv.tiled_launch(deep, conv2d_direct.default_config(deep, gpu)).work_items >= FLOOR
     for family, wl, module, launch, _ in CASES:
-        assert occupancy.fills(targets.get_device("pocl-cpu"), launch(wl, module.default_config(wl, cpu))), family
+        assert occupancy.fills(devices.get_device("pocl-cpu"), launch(wl, module.default_config(wl, cpu))), family
 
 
 def test_resident_waves_follow_the_register_file():
-    a740, a650, h200 = (targets.get_device(n) for n in ("adreno-740", "adreno-650", "nvidia-h200"))
+    a740, a650, h200 = (devices.get_device(n) for n in ("adreno-740", "adreno-650", "nvidia-h200"))
     # ir3: reg_size_vec4 // vec4 registers per fiber x 2, at most 16 waves
     assert [a740.resident_waves(r) for r in (8, 48, 96, 132, 400)] == [16, 16, 8, 4, 1]
     assert [a650.resident_waves(r) for r in (32, 64, 128)] == [16, 8, 4]
@@ -131,20 +131,19 @@ def test_resident_waves_follow_the_register_file():
     assert [h200.resident_waves(r) for r in (32, 40, 128, 255)] == [64, 51, 16, 8]
     assert occupancy.required_work_items(h200) == 132 * 4 * 32 and occupancy.required_work_items(a740) == 6 * 8 * 64
     for name in GPUS:
-        d = targets.get_device(name)
+        d = devices.get_device(name)
         assert d.compute_units > 0 and d.wave_size in (32, 64) and d.latency_waves <= d.max_waves_per_cu
-        assert set(d.estimated) <= {f for f in targets.describe(d)} and d.facts_source
+        assert set(d.estimated) <= {f for f in devices.describe(d)} and d.facts_source
 
 
-def test_live_device_facts_override_the_table(pocl_device, monkeypatch):
-    monkeypatch.setattr(targets, "_MEASURED", {})  # the live entry stays in this test
-    assert targets.get_device("pocl-cpu") is targets.OTHER_DEVICES["pocl-cpu"]
-    live = targets.from_opencl(pocl_device)
+def test_live_device_facts_override_the_table(pocl_device):
+    assert devices.get_device("pocl-cpu") is devices.OTHER_DEVICES["pocl-cpu"]
+    live = devices.from_opencl(pocl_device)
     assert live.name == "pocl-cpu" and live.device_class == "cpu"
     assert live.compute_units == pocl_device.max_compute_units and live.wave_size >= 1
     assert live.local_memory_bytes == pocl_device.local_mem_size
     assert "compute_units" not in live.estimated
-    assert live == targets.get_device("pocl-cpu")
+    assert devices.get_device("pocl-cpu") is devices.OTHER_DEVICES["pocl-cpu"]  # the table is not changed
 
 
 def test_packed_groups_shrink_only_for_small_launches():
@@ -168,13 +167,13 @@ def _plan_launches(model: str, memory: Memory):
     from adreno.compile import lower_relax
     from adreno.plan import extract_plan
     from adreno.frontend.importer import to_relax
-    from adreno.ranked_defaults import RankedDefaults
+    from adreno.costmodel.ranked_defaults import RankedDefaults
     from adreno.frontend.zoo import get_model
     from adreno.options import Host
     from adreno.records import TunedConfigs
     from adreno.schedules.context import ScheduleContext
 
-    device = targets.get_device("adreno-740")
+    device = devices.get_device("adreno-740")
     defaults = TunedConfigs()  # as `adreno compile` (--defaults model) without records
     defaults.ranker = RankedDefaults()
     ctx = ScheduleContext.for_device(device, host=Host.NATIVE, knobs=defaults)
@@ -198,7 +197,7 @@ def test_split_k_fills_the_h200_where_no_unsplit_config_does():
     """No direct or texture conv default of ResNet-18 and MobileNetV2 is short on the H200 any more: those whose
     unsplit tiles cannot fill it (deep layers on 14x14 and 7x7 maps) split their reduction (`threads_k`), and only
     those (the same tiles unsplit are short)."""
-    target, device = context("nvidia-h200"), targets.get_device("nvidia-h200")
+    target, device = context("nvidia-h200"), devices.get_device("nvidia-h200")
     split = []
     for family, wl, module, launch, _ in CASES:
         if family not in ("conv2d_direct", "conv2d_texture"):

@@ -80,7 +80,7 @@ def test_tuned_knobs_build_and_match(case_id, knobs, tmp_path):
 
 def test_defaults_are_valid_and_bad_configs_refused():
     from adreno.tune.extract import extract_tasks
-    from adreno.tune.features import featurize
+    from adreno.costmodel.features import featurize
 
     target = context("adreno-740")
     for case_id in CASES:

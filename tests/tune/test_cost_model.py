@@ -11,8 +11,8 @@ import pytest
 
 from adreno.schedules._conv import ConvWorkload
 from adreno.schedules.conv2d_direct import KNOBS
-from adreno.tune import features as feats
-from adreno.tune.cost_model import (
+from adreno.costmodel import features as feats
+from adreno.costmodel import (
     AnalyticalModel,
     CostModel,
     LearnedModel,
@@ -21,8 +21,8 @@ from adreno.tune.cost_model import (
     make_model,
     ranking_quality,
 )
-from adreno.tune.cost_model.base import speed_targets
-from adreno.tune.cost_model.learned import relevance
+from adreno.costmodel.base import speed_targets
+from adreno.costmodel.learned import relevance
 
 LIMITS = {"compute_units": 4, "max_threads": 256, "local_memory_bytes": 32768}
 
@@ -357,7 +357,7 @@ def test_resending_all_records_each_round_equals_sending_each_once(device_a):
 
 def test_large_tasks_are_split_into_queries(device_a, monkeypatch):
     """LightGBM refuses lambdarank queries over 10,000 rows: large tasks are cut into queries of MAX_QUERY rows."""
-    from adreno.tune.cost_model import learned as cost_model
+    from adreno.costmodel import learned as cost_model
 
     monkeypatch.setattr(cost_model, "MAX_QUERY", 50)
     x, s, g = device_a

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from adreno.schedules._conv import ConvWorkload
+from adreno.schedules import conv2d_1x1, conv2d_direct, conv2d_texture, conv2d_winograd
 from adreno.schedules.conv2d_direct import KNOBS
-from adreno.tune import features as feats
+from adreno.costmodel import features as feats
 
 LIMITS = {"compute_units": 4, "max_threads": 256, "local_memory_bytes": 32768}
 
@@ -119,34 +120,35 @@ def test_1x1_gemm_configs_are_the_direct_conv_on_one_row_of_pixels():
     tile_x (not the Winograd GEMM's tile_p column), its K step 4 * tile_k input channels."""
     wl = conv(96, 14, 24, 1)
     gemm = {"tile_cb": 2, "tile_p": 7, "tile_k": 2, "threads_cb": 1, "threads_p": 14}
-    row = feats.featurize(wl, [gemm], LIMITS, "gemm_1x1")[0]
+    row = feats.featurize(wl, [gemm], LIMITS, conv2d_1x1.features)[0]
     assert np.isfinite(row).all()
     named = dict(zip(feats.FEATURE_NAMES, row))
     assert (named["tile_f"], named["tile_x"], named["threads_x"], named["tile_rc"]) == (8, 7, 14, 8)
-    assert named["tile_p"] == named["threads_p"] == feats.LAYOUT_KNOB_DEFAULTS["tile_p"]  # Winograd columns untouched
+    assert named["tile_p"] == named["threads_p"] == conv2d_winograd.ROW_KNOBS["tile_p"]  # Winograd columns untouched
     # one row of 196 pixels in 14 tiles of 7 over 14 work-items: nothing ragged; 16 work-items would waste two
-    assert feats.layout_metrics(wl, gemm, LIMITS, "gemm_1x1")["branch_efficiency"] == 1.0
-    assert feats.layout_metrics(wl, {**gemm, "threads_p": 16}, LIMITS, "gemm_1x1")["branch_efficiency"] < 1.0
+    assert feats.layout_metrics(wl, gemm, LIMITS, conv2d_1x1.features)["branch_efficiency"] == 1.0
+    assert feats.layout_metrics(wl, {**gemm, "threads_p": 16}, LIMITS, conv2d_1x1.features)["branch_efficiency"] < 1.0
 
 
 def test_split_k_and_cooperative_staging_are_seen_by_the_features_and_the_model():
     """`threads_k` (conv2d_1x1's split-K) and `cooperative` (local-memory staging of the workgroup's tiles) change
     the metrics they act on, through every family view, and so the analytical model's score."""
-    from adreno.target import get_device
-    from adreno.tune.cost_model import AnalyticalModel
+    from adreno.devices import get_device
+    from adreno.costmodel import AnalyticalModel
 
     model, gpu = AnalyticalModel(), feats.device_limits(get_device("adreno-740"))
     deep = conv(640, 7, 160, 1)  # MobileNetV2's ->160 1x1 on 7x7: too few pixels to fill a GPU without split-K
     gemm = {"tile_cb": 1, "tile_p": 1, "tile_k": 1, "threads_cb": 8, "threads_p": 7, "threads_k": 1}
-    rows = feats.featurize(deep, [gemm, {**gemm, "threads_k": 4}, {**gemm, "cooperative": 1}], gpu, "gemm_1x1")
+    rows = feats.featurize(deep, [gemm, {**gemm, "threads_k": 4}, {**gemm, "cooperative": 1}], gpu, conv2d_1x1.features)
     assert len({tuple(r) for r in rows}) == 3
-    one, split = (feats.layout_metrics(deep, {**gemm, "threads_k": k}, gpu, "gemm_1x1") for k in (1, 4))
+    one, split = (feats.layout_metrics(deep, {**gemm, "threads_k": k}, gpu, conv2d_1x1.features) for k in (1, 4))
     assert split["parallelism"] > one["parallelism"] and split["sync_efficiency"] < one["sync_efficiency"] == 1.0
     assert rows[1, feats.FEATURE_NAMES.index("threads_k")] == 4
     assert len(set(model.predict(rows).tolist())) == 3
     wl = conv(64, 56, 64, 3)
-    for view, config in (("direct", BASE), ("texture", {**{k: v for k, v in BASE.items() if k not in (
-            "tile_f", "threads_f", "tile_rc")}, "tile_cb": 1, "threads_cb": 2})):
+    texture = {**{k: v for k, v in BASE.items() if k not in ("tile_f", "threads_f", "tile_rc")}, "tile_cb": 1,
+               "threads_cb": 2}
+    for view, config in ((conv2d_direct.FAMILY.features, BASE), (conv2d_texture.features, texture)):
         alone, shared = (feats.layout_metrics(wl, {**config, "cooperative": c}, LIMITS, view) for c in (0, 1))
         assert shared["local_reuse"] > alone["local_reuse"] == 1.0  # global loads divided by the group's reuse
         assert shared["sync_efficiency"] < 1.0 == alone["sync_efficiency"]  # a barrier per reduction step
@@ -159,8 +161,7 @@ def test_split_k_of_the_tiled_families_is_seen_by_their_launch_and_features():
     """`threads_k` of `conv2d_direct` and `conv2d_texture` (a 256@7x7 3x3 conv, too small for an H200 without it)
     multiplies the work-group and the launch (`Family.launch`, what the occupancy rule judges), and the features of
     both views see it as for the 1x1 GEMM: more parallelism, a cross-thread sum to pay."""
-    from adreno.schedules import conv2d_direct, conv2d_texture
-    from adreno.target import get_device
+    from adreno.devices import get_device
 
     h200 = feats.device_limits(get_device("nvidia-h200"))
     deep = conv(256, 7, 256, 3)
@@ -168,12 +169,12 @@ def test_split_k_of_the_tiled_families_is_seen_by_their_launch_and_features():
            "unroll_k": 1, "stage": 0, "threads_k": 1, "cooperative": 0}
     texture = {**{k: v for k, v in one.items() if k not in ("tile_f", "threads_f", "tile_rc")}, "tile_cb": 1,
                "threads_cb": 1}
-    for family, view, config, wl in ((conv2d_direct.FAMILY, "direct", one, deep),
-                                     (conv2d_texture.FAMILY, "texture", texture, deep)):
+    for family, config, wl in ((conv2d_direct.FAMILY, one, deep), (conv2d_texture.FAMILY, texture, deep)):
+        view = family.features
         launches = [family.launch(wl, {**config, "threads_k": k}) for k in (1, 4)]
         assert (launches[1].work_items, launches[1].workgroup) == (4 * launches[0].work_items, 28)
         rows = feats.featurize(wl, [config, {**config, "threads_k": 4}], h200, view)
         assert rows[1, feats.FEATURE_NAMES.index("threads_k")] == 4
         alone, split = (feats.layout_metrics(wl, {**config, "threads_k": k}, h200, view) for k in (1, 4))
-        assert split["parallelism"] > alone["parallelism"], view
-        assert split["sync_efficiency"] < alone["sync_efficiency"] == 1.0, view
+        assert split["parallelism"] > alone["parallelism"], family
+        assert split["sync_efficiency"] < alone["sync_efficiency"] == 1.0, family

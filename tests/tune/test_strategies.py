@@ -9,7 +9,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from adreno.tune.cost_model import AnalyticalModel, LearnedModel, RandomModel
+from adreno.costmodel import AnalyticalModel, LearnedModel, RandomModel
 from adreno.tune.space import SearchSpace
 from adreno.tune.strategies import SearchStrategy, get_strategy
 

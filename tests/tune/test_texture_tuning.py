@@ -116,7 +116,7 @@ def test_a_config_the_schedule_refuses_is_an_error_record(tmp_path, pocl_device)
 
 
 def test_texture_configs_featurize_as_the_direct_conv_they_tile():
-    from adreno.tune.features import FEATURE_NAMES
+    from adreno.costmodel.features import FEATURE_NAMES
 
     col = FEATURE_NAMES.index
     for task in [t for t in extract_tasks("tiny", CompileOptions(memory="texture")) if t.family == "conv2d_texture"]:

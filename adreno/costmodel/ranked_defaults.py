@@ -2,7 +2,7 @@
 
 Without tuning records a kernel gets its family's rule default (`Family.default_config`: the occupancy rule's
 biggest register tile that fills the device). With `--defaults model` the compile asks the analytical model
-(Woodpecker's metrics with the prior weights, `adreno.tune.cost_model.analytical`; nothing measured, nothing
+(Woodpecker's metrics with the prior weights, `adreno.costmodel.analytical`; nothing measured, nothing
 trained) which config of the kernel's space it predicts fastest on the target's device facts, and uses that:
 
 - the space is sampled: the rule default, every config one knob away from it, and `SAMPLES` configs drawn
@@ -32,6 +32,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..schedules import staging
+from ..schedules.occupancy import fills
+from .analytical import AnalyticalModel
+from .features import FEATURE_NAMES, device_limits, featurize
 
 SAMPLES = 1500  # random configs per kernel on top of the rule default and its one-knob neighbours
 
@@ -88,20 +92,16 @@ class RankedDefaults:
 def rank(family, matched, rule: dict, ctx, samples: int = SAMPLES) -> Ranking | None:
     """The model's pick for the kernel `matched` of `family` (None: the model does not describe it), among the
     configs the context's staging policy (`--staging`) allows, on the context's device facts."""
-    from .schedules import staging
-    from .tune.cost_model.analytical import AnalyticalModel
-    from .tune.features import FEATURE_NAMES, device_limits, featurize, seen
-
     started = time.perf_counter()
     workload = matched.workload
     rule_launch = family.launch(workload, rule)
-    if family.view is None or rule_launch is None or seen(workload, rule, family.view) is None:
+    if family.features is None or rule_launch is None or family.features(workload, rule) is None:
         return None
     knobs = {k: v for k, v in staging.space(family.knobs, ctx.staging).items()
              if matched.knobs is None or k in matched.knobs}
     legal = [c for c in _candidates(rule, knobs, samples, matched.key)
              if _legal(family, workload, c, ctx, rule_launch)]
-    features = featurize(workload, legal, device_limits(ctx.device), family.view)
+    features = featurize(workload, legal, device_limits(ctx.device), family.features)
     scores = AnalyticalModel().predict(features)
     branch = features[:, FEATURE_NAMES.index("log_branch_efficiency")]
     scores[branch < branch[0] - 1e-9] = -np.inf  # more wasted work than the rule default (see the module doc)
@@ -132,8 +132,6 @@ def _frozen(config: dict) -> tuple:
 
 def _legal(family, workload, config: dict, ctx, rule_launch) -> bool:
     """In the family's space, and within the occupancy rule as the rule default is (see the module doc)."""
-    from .schedules.occupancy import fills
-
     try:
         family.check_config(workload, config, ctx)
     except ValueError:

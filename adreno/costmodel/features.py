@@ -63,46 +63,40 @@ memory once and every work-item reads them from there:
                       local-memory rounds of the partial sums (split-K); a barrier costs SYNC_COST MACs (estimate)
 
 Features per family. Which conv a candidate describes and how its knobs map onto the direct conv's is the family's
-feature view (`Family.view` names one of `VIEWS`; a layout task has "layout" or "layout_texture"), never guessed
-from knob names:
-- "direct" (`conv2d_direct`, `depthwise`; pools and softmax, described as depthwise convs): the config as it is;
-  `stage=1` modelled as the workgroup's patch in local memory.
-- "texture" (`conv2d_texture`): the register-tiled conv on images: `tile_cb` blocks of 4 output channels are
-  tile_f = 4 * tile_cb, threads_cb is threads_f, every read is a pixel of 4 input channels, so tile_rc = 4 (1 for
-  depthwise, whose blocks reduce over no channel); its `stage=1` keeps the patch in registers, not local memory.
-- "gemm_1x1" (`conv2d_1x1`): that conv on one row of OH*OW pixels (`pixel_row`): tile_x, threads_x = tile_p,
-  threads_p, tile_y = threads_y = 1, tile_rc = 4 * tile_k, threads_k as it is.
-- "winograd" (`conv2d_winograd` stage tasks): the batched GEMM stage as the 1x1 conv it is (alpha^2 images of
-  1 x P pixels; packed: tile_o and tile_k in blocks of 4 channels); the transforms have no view (None).
-- "layout", "layout_texture" (layout tasks): `tile` 0: the direct (or texture) view; `tile` 2 or 4: the
-  Winograd GEMM seen as above, with work_reduction = direct MACs / GEMM MACs.
+feature view (`Family.features`, written beside its schedule; `adreno.schedules.feature_view` says what a view
+returns), never guessed from knob names:
+- the direct conv, depthwise, pools and softmax (as depthwise convs): the config as it is; `stage=1` modelled as the
+  workgroup's patch in local memory (`feature_view.direct_view`);
+- `conv2d_texture`: blocks of 4 output channels, pixel reads, `stage=1` in registers;
+- `conv2d_1x1`: the direct conv on one row of OH*OW pixels;
+- `conv2d_winograd` stage tasks: the batched GEMM as a 1x1 conv (the transforms: not described);
+- layout tasks (`adreno.tune.layout_task.layout_features`): `tile` 0: the direct (or texture) view; `tile` 2 or 4:
+  the Winograd GEMM, with work_reduction = direct MACs / GEMM MACs.
 
 `featurize(workload, configs, target_limits, view)` turns candidates into model rows: log of each metric, then the
-raw knob values (direct, then split-K and cooperative, then layout and Winograd knobs), then a few log2 workload
-descriptors (so a model trained across tasks can learn interactions).
+raw knob values (the direct conv's, then split-K and cooperative, then every family's `row_knobs`: the layout and
+Winograd knobs), then a few log2 workload descriptors (so a model trained across tasks can learn interactions).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
 
 import numpy as np
+
+from ..schedules import FAMILIES
+from ..schedules.feature_view import DIRECT_KNOBS, SHARED_KNOBS, Seen, direct_view
+from ..schedules.occupancy import required_work_items
 
 METRIC_NAMES: list[str] = ["parallelism", "occupancy", "memory_efficiency", "register_reuse", "local_reuse",
                            "bank_conflict", "branch_efficiency", "local_fit", "registers", "work_reduction",
                            "sync_efficiency"]
 
-# The direct-conv knobs, in feature order, with the value a missing knob takes (as in `_conv.schedule_tiled`).
-KNOB_DEFAULTS: dict[str, int] = {"tile_f": 1, "tile_y": 1, "tile_x": 1, "threads_f": 1, "threads_y": 1,
-                                 "threads_x": 1, "tile_rc": 1, "unroll_k": 1, "stage": 0}
-# Knobs several families share, with their value when absent: split-K work-items, cooperative local staging.
-SHARED_KNOB_DEFAULTS: dict[str, int] = {"threads_k": 1, "cooperative": 0}
-# The layout knob and the Winograd stage knobs (`adreno/schedules/conv2d_winograd.py`), with their value when absent.
-LAYOUT_KNOB_DEFAULTS: dict[str, int] = {"tile": 0, "tile_o": 1, "tile_p": 1, "threads_o": 1, "threads_p": 1,
-                                        "tile_k": 1, "threads_t": 1, "split_t": 0}
 WORKLOAD_NAMES: list[str] = ["log2_out_channels", "log2_in_channels", "log2_out_pixels", "log2_kernel", "stride"]
-ROW_KNOBS = {**KNOB_DEFAULTS, **SHARED_KNOB_DEFAULTS, **LAYOUT_KNOB_DEFAULTS}
+# The knob columns of a row, with the value a missing knob takes: the direct conv's vocabulary, then the knobs
+# families add (`Family.row_knobs`), in `FAMILIES` order.
+ROW_KNOBS: dict[str, int] = {**DIRECT_KNOBS, **SHARED_KNOBS,
+                             **{k: v for family in FAMILIES for k, v in family.row_knobs.items()}}
 
 FEATURE_NAMES: list[str] = [f"log_{m}" for m in METRIC_NAMES] + list(ROW_KNOBS) + WORKLOAD_NAMES
 METRIC_COLUMNS: list[int] = list(range(len(METRIC_NAMES)))  # where the log metrics sit in a feature row
@@ -118,10 +112,8 @@ _DTYPE_BYTES = {"float32": 4, "float16": 2, "int8": 1, "uint8": 1, "int32": 4}
 
 
 def device_limits(spec) -> dict:
-    """The limits these metrics read, from an `adreno.target.AdrenoDevice`; `fill_work_items` is what the occupancy
+    """The limits these metrics read, from an `adreno.devices.AdrenoDevice`; `fill_work_items` is what the occupancy
     rule asks of a launch."""
-    from ..schedules.occupancy import required_work_items
-
     return {"compute_units": spec.compute_units, "max_threads": spec.schedule_threads,
             "local_memory_bytes": spec.local_memory_bytes, "wave_size": spec.wave_size,
             "fill_work_items": required_work_items(spec)}
@@ -147,7 +139,7 @@ def conv_metrics(workload, config: dict, target_limits: dict | None, stage_local
     """The analytical metrics of one direct-conv candidate (see the module doc for the formulas). `stage_local`:
     `stage=1` stages the patch in local memory (the direct view), else in registers (the texture view)."""
     lim = _limits(target_limits)
-    cfg = {**KNOB_DEFAULTS, **SHARED_KNOB_DEFAULTS, **config}
+    cfg = {**DIRECT_KNOBS, **SHARED_KNOBS, **config}
     vf, vy, vx = int(cfg["tile_f"]), int(cfg["tile_y"]), int(cfg["tile_x"])
     tf, ty, tx = int(cfg["threads_f"]), int(cfg["threads_y"]), int(cfg["threads_x"])
     rc, stage, tk, coop = int(cfg["tile_rc"]), int(cfg["stage"]), int(cfg["threads_k"]), int(cfg["cooperative"])
@@ -222,107 +214,15 @@ def conv_metrics(workload, config: dict, target_limits: dict | None, stage_local
             "sync_efficiency": sync_efficiency}
 
 
-@dataclass(frozen=True)
-class Seen:
-    """A candidate as the metrics see it: the conv (`workload`), its knobs in the direct conv's names plus the shared
-    ones (`knobs`), the knob values of its feature row (`row`), whether `stage=1` stages in local memory, and the
-    direct-conv MACs per MAC of its main reduction."""
-
-    workload: object
-    knobs: dict
-    row: dict
-    stage_local: bool = True
-    work_reduction: float = 1.0
-
-
-def _shared(config: dict) -> dict:
-    return {k: config[k] for k in SHARED_KNOB_DEFAULTS if k in config}
-
-
-def direct_view(workload, config: dict) -> Seen:
-    return Seen(workload, config, config)
-
-
-def texture_view(workload, config: dict) -> Seen:
-    """`conv2d_texture`: blocks of 4 channels, pixel reads (see the module doc)."""
-    knobs = {**{k: v for k, v in config.items() if k not in ("tile_cb", "threads_cb")},
-             "tile_f": 4 * config["tile_cb"], "threads_f": config["threads_cb"],
-             "tile_rc": 1 if workload.is_depthwise else 4}
-    return Seen(workload, knobs, knobs, stage_local=False)
-
-
-def pixel_row(workload):
-    """A 1x1 conv's output pixels as one row (the GEMM view of `conv2d_1x1`)."""
-    return replace(workload, h=1, w=workload.h * workload.w, oh=1, ow=workload.oh * workload.ow)
-
-
-def gemm_1x1_view(workload, config: dict) -> Seen:
-    """`conv2d_1x1`: the direct conv on one row of pixels (see the module doc)."""
-    knobs = {"tile_f": 4 * config["tile_cb"], "threads_f": config["threads_cb"], "tile_y": 1, "threads_y": 1,
-             "tile_x": config["tile_p"], "threads_x": config["threads_p"], "tile_rc": 4 * config["tile_k"],
-             **_shared(config)}
-    return Seen(pixel_row(workload), knobs, knobs, stage_local=False)
-
-
-def _gemm(workload, alpha: int, o: int, p: int, c: int):
-    """The batched GEMM of a Winograd stage as a 1x1 conv: alpha^2 images of 1 x P pixels."""
-    return replace(workload, n=alpha * alpha, c=c, h=1, w=p, o=o, kh=1, kw=1, oh=1, ow=p, stride=(1, 1),
-                   dilation=(1, 1), padding=(0, 0, 0, 0), groups=1)
-
-
-def _gemm_knobs(config: dict, lanes: int = 1) -> dict:
-    cfg = {**LAYOUT_KNOB_DEFAULTS, **config}
-    return {"tile_f": lanes * cfg["tile_o"], "tile_x": cfg["tile_p"], "threads_f": cfg["threads_o"],
-            "threads_x": cfg["threads_p"], "tile_rc": lanes * cfg["tile_k"], **_shared(config)}
-
-
-def winograd_view(workload, config: dict) -> Seen | None:
-    """A Winograd stage task (`(stage, extents)`): its GEMM as a 1x1 conv; None for the transforms."""
-    from ..workload import ConvWorkload
-
-    stage, dims = workload
-    if "batch_gemm" not in stage:
-        return None
-    packed = len(dims) == 6  # (alpha, alpha, O/4, P, 4, C): blocks of 4 output channels
-    lanes = 4 if packed else 1
-    gemm = ConvWorkload(dims[0] * dims[1], dims[-1], 1, dims[3], dims[2] * lanes, 1, 1, 1, dims[3], (1, 1), (1, 1),
-                        (0, 0, 0, 0), 1, "float32")
-    return Seen(gemm, _gemm_knobs(config, lanes), config, stage_local=False)
-
-
-def _layout_view(direct):
-    def view(workload, config: dict) -> Seen:
-        m = int(config.get("tile", 0))
-        if m == 0:
-            seen = direct(workload, {k: v for k, v in config.items() if k != "tile"})
-            return replace(seen, row={**config, **seen.row})
-        from ..schedules import conv2d_winograd
-
-        _, (alpha, _, o, p, c) = conv2d_winograd.stage_workloads(workload, m)[1]
-        gemm = _gemm(workload, alpha, o, p, c)
-        return Seen(gemm, _gemm_knobs(config), config, work_reduction=workload.flops / gemm.flops)
-
-    return view
-
-
-VIEWS = {"direct": direct_view, "texture": texture_view, "gemm_1x1": gemm_1x1_view, "winograd": winograd_view,
-         "layout": _layout_view(direct_view), "layout_texture": _layout_view(texture_view)}
-
-
-def seen(workload, config: dict, view: str = "direct") -> Seen | None:
-    """`config` of `workload` through the feature view `view` (None: the view does not describe it)."""
-    return VIEWS[view](workload, config)
-
-
 def metrics_of(found: Seen, target_limits: dict | None) -> dict[str, float]:
     metrics = conv_metrics(found.workload, found.knobs, target_limits, found.stage_local)
     metrics["work_reduction"] = found.work_reduction
     return metrics
 
 
-def layout_metrics(workload, config: dict, target_limits: dict | None, view: str = "direct") -> dict[str, float]:
-    """The metrics of a candidate through its family's view."""
-    return metrics_of(seen(workload, config, view), target_limits)
+def layout_metrics(workload, config: dict, target_limits: dict | None, view=direct_view) -> dict[str, float]:
+    """The metrics of a candidate through its family's view (`Family.features`)."""
+    return metrics_of(view(workload, config), target_limits)
 
 
 def workload_descriptors(workload) -> list[float]:
@@ -331,14 +231,14 @@ def workload_descriptors(workload) -> list[float]:
             math.log2(wl.kh * wl.kw), float(max(wl.stride))]
 
 
-def featurize(workload, configs: list[dict], target_limits: dict | None, view: str = "direct") -> np.ndarray:
-    """One row per config, seen through the family's `view`: log metrics (METRIC_NAMES order), raw knob values,
-    workload descriptors (FEATURE_NAMES gives the column names)."""
+def featurize(workload, configs: list[dict], target_limits: dict | None, view=direct_view) -> np.ndarray:
+    """One row per config, seen through the family's `view` (`Family.features`): log metrics (METRIC_NAMES order),
+    raw knob values, workload descriptors (FEATURE_NAMES gives the column names)."""
     rows = []
     for config in configs:
-        found = seen(workload, config, view)
+        found = view(workload, config)
         metrics = metrics_of(found, target_limits)
         cfg = {**ROW_KNOBS, **found.row}
         rows.append([math.log(metrics[m]) for m in METRIC_NAMES] + [float(cfg[k]) for k in ROW_KNOBS]
-                    + workload_descriptors(found.workload if view == "winograd" else workload))
+                    + workload_descriptors(workload if found.described is None else found.described))
     return np.asarray(rows, dtype=np.float64).reshape(len(configs), len(FEATURE_NAMES))

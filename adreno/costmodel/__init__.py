@@ -1,4 +1,11 @@
-"""Cost models: score candidates so that HIGHER means predicted FASTER. One interface, several models.
+"""The cost model: features of a candidate, models that score them, and the compile defaults they rank.
+
+It sits below both compile and tune: `features.py` (Woodpecker's metrics of a candidate seen through its family's
+feature view, `Family.features`, and the feature rows), the models below, and `ranked_defaults.py` (`adreno compile
+--defaults model`). It may import the schedules, the device table and the workloads; never compile, tune or the
+CLI (`tests/test_architecture.py` checks it).
+
+Models score candidates so that HIGHER means predicted FASTER. One interface, several models.
 
     model.predict(features) -> scores                   one score per feature row (see features.featurize)
     model.update(features, seconds, groups=None)        measured medians; inf/nan = failed (ranked worst);
@@ -27,8 +34,8 @@
 
 from __future__ import annotations
 
-from ...errors import AdrenoError
-from ...paths import regular_file
+from ..errors import AdrenoError
+from ..paths import regular_file
 from .analytical import AnalyticalModel
 from .base import CostModel, RandomModel, ranking_quality
 from .learned import LearnedModel, TransferModel

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import features as _features
+from . import features as _features
 from .base import CostModel, Records, as_2d
 
 PRIOR_WEIGHTS: dict[str, float] = {"parallelism": -1.0, "occupancy": -0.5, "memory_efficiency": -0.5,
