@@ -1,4 +1,4 @@
-"""Tests of the OpenCL program-binary cache (adreno/cache.py) on a real OpenCL device (PoCL), no mocks.
+"""Tests of the OpenCL program-binary cache (adreno/cache/) on a real OpenCL device (PoCL), no mocks.
 
 Tests that only exercise the store (keys, entry format, concurrency, eviction, crash guard, TVM blob)
 use a synthetic device identity; those that build and run kernels use the suite's PoCL device.
@@ -20,7 +20,7 @@ import pyopencl as cl
 import pytest
 
 import adreno
-from adreno import cache as cache_mod
+from adreno.cache import format as cache_format
 from adreno.cache import (
     CACHE_FORMAT_VERSION,
     DeviceIdentity,
@@ -104,10 +104,10 @@ def test_key_changes_with_every_field_and_only_then(monkeypatch):
     monkeypatch.setattr(adreno, "__version__", "99.0")
     variants.append(cache_key(FAKE, VADD, "-cl-fast-relaxed-math"))
     monkeypatch.undo()
-    monkeypatch.setattr(cache_mod, "_tvm_version", lambda: "0.0.0-other")
+    monkeypatch.setattr(cache_format, "tvm_version", lambda: "0.0.0-other")
     variants.append(cache_key(FAKE, VADD, "-cl-fast-relaxed-math"))
     monkeypatch.undo()
-    monkeypatch.setattr(cache_mod, "CACHE_FORMAT_VERSION", CACHE_FORMAT_VERSION + 1)
+    monkeypatch.setattr(cache_format, "CACHE_FORMAT_VERSION", CACHE_FORMAT_VERSION + 1)
     variants.append(cache_key(FAKE, VADD, "-cl-fast-relaxed-math"))
     monkeypatch.undo()
 
@@ -365,7 +365,7 @@ def test_entry_larger_than_cap_is_not_stored(tmp_path, caplog):
 
 def _die_while_loading(root: str, identity: DeviceIdentity, key: str, loading) -> None:
     """Child: enter the binary-load crash guard for entry ``key`` and hang there until killed (a driver crash)."""
-    with ProgramCache(pathlib.Path(root))._binary_load_guard(identity, key):
+    with ProgramCache(pathlib.Path(root)).guard.loading(identity, key):
         loading.set()
         time.sleep(120)
 

@@ -35,7 +35,7 @@ def warm(tiny_artifact, tmp_path, pocl_device):
 
 
 def _hang_in_load(root: str, identity: DeviceIdentity, key: str, loading) -> None:
-    with ProgramCache(pathlib.Path(root))._binary_load_guard(identity, key):
+    with ProgramCache(pathlib.Path(root)).guard.loading(identity, key):
         loading.set()
         time.sleep(120)
 
@@ -108,7 +108,7 @@ def test_random_sigkills_during_warm_starts_leave_the_cache_enabled(warm):
 
 
 def test_fifo_in_place_of_an_entry_or_marker_hangs_nothing(tiny_artifact, tmp_path, pocl_device):
-    from adreno.cache import _device_key
+    from adreno.cache.format import device_key
 
     cache = tmp_path / "cache"
     env = {**os.environ, "ADRENO_CACHE_DIR": str(cache)}
@@ -123,7 +123,7 @@ def test_fifo_in_place_of_an_entry_or_marker_hangs_nothing(tiny_artifact, tmp_pa
     victim.unlink()
     os.mkfifo(victim)
     (cache / "guard").mkdir(exist_ok=True)
-    os.mkfifo(cache / "guard" / f"{_device_key(DeviceIdentity.from_cl_device(pocl_device))}.1-abc.loading")
+    os.mkfifo(cache / "guard" / f"{device_key(DeviceIdentity.from_cl_device(pocl_device))}.1-abc.loading")
 
     verify = cli("cache", "verify", "--json")
     assert verify.returncode == 1, verify.stderr
