@@ -70,7 +70,8 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     quantized = QuantizedWeights()  # stored in their integer type, dequantized at load (adreno.weights)
     mod = to_relax(onnx_model, options.input_shapes, empty, quantized)
     tuned = tuned_configs(options.records, options.precision, device.name)
-    options = options.resolved(default_memory(tuned))  # memory, Winograd and defaults decided; checked again (fp16 needs textures)
+    # memory, Winograd and defaults decided; checked again (fp16 needs textures)
+    options = options.resolved(default_memory(tuned))
     memory, winograd, host = options.memory, options.winograd, options.host
     if options.defaults is Defaults.MODEL and options.schedules is Schedules.ADRENO:
         from .costmodel.ranked_defaults import RankedDefaults

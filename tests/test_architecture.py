@@ -89,7 +89,8 @@ def test_layers_import_downwards_only():
         assert set(re.findall(r"from \.\.compile import (\w+)", source)) == {"lower_relax"}, name
 
 
-MODE_COMPARISON = re.compile(r"""[!=]=\s*["'](texture|buffer|fp16|fp32|plan|tvm|android|native|auto|off|rule|model)["']""")
+MODES = "texture|buffer|fp16|fp32|plan|tvm|android|native|auto|off|rule|model"
+MODE_COMPARISON = re.compile(rf"""[!=]=\s*["']({MODES})["']""")
 
 
 def test_no_mode_compared_as_a_string():

@@ -1,7 +1,7 @@
-"""Model-ranked compile defaults (`adreno/costmodel/ranked_defaults.py`, `adreno compile --defaults model`): every pick is in its
-family's space and meets the occupancy rule as the rule default does (on adreno-740 every conv and Winograd GEMM
-launch keeps >= 2,048 work-items), ranking a kernel stays far under a second, a compile with model defaults runs
-and matches onnxruntime in both memories, and tuning records still win over the model."""
+"""Model-ranked compile defaults (`adreno/costmodel/ranked_defaults.py`, `adreno compile --defaults model`): every
+pick is in its family's space and meets the occupancy rule as the rule default does (on adreno-740 every conv and
+Winograd GEMM launch keeps >= 2,048 work-items), ranking a kernel stays far under a second, a compile with model
+defaults runs and matches onnxruntime in both memories, and tuning records still win over the model."""
 
 from __future__ import annotations
 

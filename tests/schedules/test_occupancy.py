@@ -6,9 +6,9 @@
 - on the H200, the direct and texture convs that no unsplit config fills split their reduction (split-K) and fill it;
 - a CPU OpenCL device keeps the big register tiles (its rule holds for them as they are);
 - compiled for adreno-740 (with the defaults a compile gets there: ranked by the analytical model among configs that
-  meet this rule, `adreno.costmodel.ranked_defaults`), every conv and Winograd kernel of ResNet-18 and MobileNetV2 launches at
-  least 2,048 work-items (plan.json global sizes), with textures and with buffers (MobileNetV2's ->160 1x1 convs on
-  7x7 images have 40 channel blocks x 49 pixels in all: they split their reduction).
+  meet this rule, `adreno.costmodel.ranked_defaults`), every conv and Winograd kernel of ResNet-18 and MobileNetV2
+  launches at least 2,048 work-items (plan.json global sizes), with textures and with buffers (MobileNetV2's ->160
+  1x1 convs on 7x7 images have 40 channel blocks x 49 pixels in all: they split their reduction).
 """
 
 from __future__ import annotations
