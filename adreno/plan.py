@@ -300,6 +300,7 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None,
     pipeline's result, keyed by the function as it entered the pipeline."""
     import tvm
 
+    from .float_literals import exact_float_literals
     from .texture import tir as texture_tir
 
     capture = tvm.ir.instrument.pass_instrument(_SplitCapture)()
@@ -353,7 +354,7 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None,
     private_arrays.check(device_module)
     if textured:
         texture_tir.check_texture_stores(device_module)
-    device_module = finalize_device()(device_module)
+    device_module = exact_float_literals(finalize_device()(device_module))
     source = tvm.get_global_func("target.build.opencl")(device_module, tvm_target).inspect_source()
     if store is not None:
         store.put(module[symbol], result)

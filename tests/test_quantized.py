@@ -211,3 +211,54 @@ def test_dynamic_models_long_fused_kernels_are_named_short_for_pocl(tiny_quantiz
     steps = Artifact.load(path).plan.steps
     assert max(len(s.func) for s in steps) > 120  # the rule shortens these
     assert max(len(k.name) for s in steps for k in s.kernels) <= 124
+
+
+def _conv_integer_model(rng, channels=64, size=16):
+    w = rng.integers(-127, 128, (channels, channels, 3, 3), dtype=np.int8)
+    node = helper.make_node("ConvInteger", ["x", "w", "xz"], ["y"], pads=[1, 1, 1, 1])
+    graph = helper.make_graph([node], "ci", [helper.make_tensor_value_info("x", TensorProto.UINT8,
+                                                                           (1, channels, size, size))],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.uint8(7), "xz")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("memory", ["texture", "buffer"])
+def test_conv_integer_stays_exact_where_winograd_is_forced(memory, pocl_device, tmp_path):
+    """A 3x3 ConvInteger is Winograd-eligible by shape, but its integer sums must be exact (the Cast to int32
+    truncates, so Winograd's rounding made n - 1 of 44% of a ResNet-18 layer's outputs): the rewrite refuses
+    integer-valued weights even under `--winograd f4`, and the int32 output equals onnxruntime's."""
+    rng = np.random.default_rng(3)
+    model = _conv_integer_model(rng)
+    x = rng.integers(0, 256, (1, 64, 16, 16), dtype=np.uint8)
+    artifact = compile_model(model, tmp_path / "a", CompileOptions(memory=memory, winograd="f4"))
+    got = Executor(artifact, pocl_device).run([x])[0]
+    np.testing.assert_array_equal(got, onnxruntime_outputs(model, [x])[0])
+    import json
+
+    funcs = [step["func"] for step in json.loads((artifact / "plan.json").read_text())["steps"]]
+    assert funcs and not any("winograd" in name for name in funcs), funcs
+
+
+def test_dynamic_models_are_checked_against_onnxruntimes_own_spread(tiny_quantized):
+    """`adreno run --check` widens its tolerance for a model with DynamicQuantizeLinear by onnxruntime's own change
+    under one-ulp nudges of every DynamicQuantizeLinear input (`reference_spread`); a static or float model keeps the
+    plain tolerance."""
+    from adreno.reference import _nudged, reference_spread, tolerance
+
+    dynamic = tiny_quantized[Recipe.DYNAMIC]
+    x = calibration_feeds(dynamic, 1, seed=7)[0]["input"]
+    spread = reference_spread(dynamic, [x])
+    assert spread is not None and len(spread) == len(dynamic.graph.output) and all(s >= 0 for s in spread)
+    nudged = _nudged(dynamic, 1.0 + 2.0 ** -23)
+    count = sum(n.op_type == "DynamicQuantizeLinear" for n in dynamic.graph.node)
+    assert sum(n.op_type == "Mul" for n in nudged.graph.node) == count + sum(
+        n.op_type == "Mul" for n in dynamic.graph.node)
+    onnx.checker.check_model(nudged)
+    assert reference_spread(tiny_quantized[Recipe.QDQ], [x]) is None
+    assert reference_spread(zoo.get_model("tiny"), [x]) is None
+    row = {"max_abs_ref": 2.0, "spread": 0.01}
+    assert tolerance(row, 1e-3, 1e-4) == pytest.approx(1e-4 + 2e-3 + 1.5 * 0.01)
+    assert tolerance({"max_abs_ref": 2.0, "spread": None}, 1e-3, 1e-4) == pytest.approx(1e-4 + 2e-3)

@@ -329,10 +329,16 @@ def register_pipeline() -> str:
     import tvm
     from tvm.tirx import compilation_pipeline as cp
 
+    from ..float_literals import exact_float_literals_pass
+
     if PIPELINE_NAME not in cp.PIPELINE_MAP:
         def factory():
             _, finalize_host, finalize_device = tvm.tirx.get_tir_pipeline("s_tir")
-            return texture_tir_pipeline(), finalize_host, finalize_device
+
+            def finalize_exact():  # the host library's kernels get the plan's exact constants
+                return tvm.transform.Sequential([finalize_device(), exact_float_literals_pass()])
+
+            return texture_tir_pipeline(), finalize_host, finalize_exact
 
         cp.register_tir_pipeline(PIPELINE_NAME, factory)
     return PIPELINE_NAME
