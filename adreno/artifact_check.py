@@ -100,7 +100,8 @@ def _ints(values, what: str, low: int = 0) -> list[int]:
 def _check_stored(name: str, t) -> None:
     """A param's stored form (`adreno.weights`) names a known dtype, a shape of ints, and a transform that gives
     the param's shape (a Winograd source is an (O, C, 3, 3) weight, a packed one an (O, I, KH, KW) weight for
-    OIHW4o); a quantized one is int8 / uint8 with a scale and zero point per tensor or per index of its axis."""
+    OIHW4o, a transposed one the 2-D transpose); a quantized one is int8 / uint8 with a scale and zero point per
+    tensor or per index of its axis."""
     from .weights import WeightTransform, packed_shapes
 
     _ints(t.stored["shape"], f"tensor {name} stored shape")
@@ -115,6 +116,10 @@ def _check_stored(name: str, t) -> None:
         if list(t.shape) not in (packed_shapes(stored.shape) if stored.packed else [list(stored.shape)]):
             _fail(f"param {name} is stored as {list(stored.shape)}{' packed' if stored.packed else ''}, "
                   f"not its shape {t.shape}")
+        return
+    if stored.transform is WeightTransform.TRANSPOSE:
+        if len(stored.shape) != 2 or list(t.shape) != [stored.shape[1], stored.shape[0]]:
+            _fail(f"param {name}: a transposed weight stored as {list(stored.shape)} for {t.shape}")
         return
     alpha = stored.transform.tile + 2
     if len(stored.shape) != 4 or list(stored.shape[2:]) != [3, 3] or list(t.shape[:2]) != [alpha, alpha]:

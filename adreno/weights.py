@@ -14,7 +14,9 @@ smallest thing it can be rebuilt from (`TensorSpec.stored`, a `StoredWeight`; No
   `float32(int32(q) - int32(zero_point)) * scale` in float32 (one exactly rounded multiply: every loader gets the
   same values), before its transform when it has one (a quantized 3x3 weight that the Winograd rewrite
   transformed is stored as its integer g) or its packing (`packed` with no transform: a conv weight the texture
-  planner packed to OIHW4o is stored as its integer (O, I, KH, KW) tensor and packed by `pack_oihw4o` at load).
+  planner packed to OIHW4o is stored as its integer (O, I, KH, KW) tensor and packed by `pack_oihw4o` at load; a
+  Gemm or MatMul weight that Relax folded into its transpose is stored as its integer tensor and transposed at load,
+  `WeightTransform.TRANSPOSE`).
 
 Every loader (the launch-plan executor, TVM's runtime path, the C++ harness `native/harness/weight_forms.cc`)
 calls the same recipe (`adreno.winograd.transform_weight`: an explicit order of float64 operations, so that C++
@@ -43,6 +45,7 @@ class WeightTransform(str, Enum):
     NONE = "none"  # stored as the param is (perhaps in a narrower dtype: float16 for half images)
     WINOGRAD_F2 = "winograd2"  # U = G g G^T of F(2x2, 3x3), alpha = 4
     WINOGRAD_F4 = "winograd4"  # F(4x4, 3x3), alpha = 6
+    TRANSPOSE = "transpose"  # a 2-D weight stored as the model has it, transposed at load (Relax's Dense layout)
 
     @property
     def tile(self) -> int:
@@ -127,6 +130,8 @@ def param_value(name: str, shape: list[int], dtype: str, stored: StoredWeight | 
         array = stored.quantization.dequantize(array)
     if stored.transform is WeightTransform.NONE:
         value = _pack_into(array, shape) if stored.packed else array
+    elif stored.transform is WeightTransform.TRANSPOSE:
+        value = np.ascontiguousarray(array.T) if array.ndim == 2 else array  # the caller's shape check refuses it
     else:
         from .winograd import pack_weight, transform_weight
 
@@ -165,8 +170,8 @@ def stored_form(array: np.ndarray, fp16: bool, half_pixels: bool, source: tuple 
     stored = array if source is None else source[0]
     integer = quantized.source_of(stored) if quantized else None
     if integer is not None:
-        q, quantization, packed = integer
-        transform, packed = (WeightTransform.NONE, packed) if source is None else source[1:]
+        q, quantization, packed, own = integer
+        transform, packed = (own, packed) if source is None else source[1:]
         return StoredWeight(tuple(q.shape), str(q.dtype), transform, packed, quantization), q
     narrow = fp16 and stored.dtype == np.float32 and (half_pixels or _fits_half(stored))
     with np.errstate(over="ignore"):  # only into a half image, whose pixels hold the same infinities
@@ -208,25 +213,30 @@ class QuantizedWeights:
     that Relax changed (a transpose, a fold with another constant) no longer matches and is stored as it is."""
 
     def __init__(self):
-        self._by_digest: dict[tuple, tuple[np.ndarray, Quantization, bool]] = {}
+        self._by_digest: dict[tuple, tuple[np.ndarray, Quantization, bool, WeightTransform]] = {}
 
     def record(self, values: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, axis: int | None) -> None:
         """The integer tensor `values` with its scale and zero point (per tensor, or along `axis`). A convolution
         weight (O, I, KH, KW) is also known by the forms the texture planner packs it to (`pack_oihw4o`, OIHW4o,
-        and its depthwise form when I is 1): its packed constant is stored as q too, and packed at load."""
+        and its depthwise form when I is 1): its packed constant is stored as q too, and packed at load. A 2-D
+        weight is also known by its transpose, the constant Relax folds a Gemm's or a Dense's weight into."""
         if values.dtype not in (np.int8, np.uint8):
             return  # an int32 bias: as large as its float32 form
         quantization = Quantization(tuple(float(x) for x in np.asarray(scale, np.float32).reshape(-1)),
                                     tuple(int(x) for x in np.asarray(zero_point).reshape(-1)), axis)
         value = quantization.dequantize(values)
-        self._by_digest[_digest(value)] = (values, quantization, False)
+        self._by_digest[_digest(value)] = (values, quantization, False, WeightTransform.NONE)
         if value.ndim == 4:
             for depthwise in (False, True) if value.shape[1] == 1 else (False,):
-                self._by_digest[_digest(pack_oihw4o(value, depthwise))] = (values, quantization, True)
+                self._by_digest[_digest(pack_oihw4o(value, depthwise))] = (values, quantization, True,
+                                                                            WeightTransform.NONE)
+        if value.ndim == 2:
+            self._by_digest[_digest(np.ascontiguousarray(value.T))] = (values, quantization, False,
+                                                                       WeightTransform.TRANSPOSE)
 
-    def source_of(self, array: np.ndarray) -> tuple[np.ndarray, Quantization, bool] | None:
-        """(q, quantization, packed) when `array` is a recorded weight's dequantized value (packed: in OIHW4o),
-        else None."""
+    def source_of(self, array: np.ndarray) -> tuple[np.ndarray, Quantization, bool, WeightTransform] | None:
+        """(q, quantization, packed, transform) when `array` is a recorded weight's dequantized value (packed: in
+        OIHW4o; transform TRANSPOSE: its transpose), else None."""
         if array.dtype != np.float32 or not any(key[0] == array.shape for key in self._by_digest):
             return None
         return self._by_digest.get(_digest(array))

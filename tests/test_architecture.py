@@ -89,6 +89,35 @@ def test_layers_import_downwards_only():
         assert set(re.findall(r"from \.\.compile import (\w+)", source)) == {"lower_relax"}, name
 
 
+RUN_SIDE = ("adreno.cache", "adreno.opencl", "adreno.runners", "adreno.farm", "adreno.native")
+COMPILER = ("adreno.compile", "adreno.tune", "adreno.schedules", "adreno.costmodel", "adreno.frontend",
+            "adreno.texture", "adreno.target")
+
+
+def test_the_run_side_has_no_compiler_and_the_frontend_only_leaves():
+    """What runs an artifact (the cache, the OpenCL executor, the runners, the farm, TVM's runtime path) never
+    imports the compiler: a phone's farm agent and the GPU bundle run it without TVM or onnx. The ONNX frontend
+    imports only the TVM-free leaves (errors, paths, identifiers, native_log, artifact)."""
+    for package in RUN_SIDE:
+        compiler = sorted(d for d in _package_imports(package) if d.startswith(COMPILER))
+        assert not compiler, (package, compiler)
+    leaves = {"adreno.errors", "adreno.paths", "adreno.identifiers", "adreno.native_log", "adreno.artifact"}
+    outside = sorted(d for d in _package_imports("adreno.frontend") if not d.startswith("adreno.frontend"))
+    assert set(outside) <= leaves, outside
+
+
+def test_an_artifact_runs_without_tvm_or_onnx():
+    blocker = ("import sys\n"
+               "class Block:\n"
+               "    def find_spec(self, name, path=None, target=None):\n"
+               "        if name.split('.')[0] in ('tvm', 'tvm_ffi', 'onnx', 'onnxruntime'):\n"
+               "            raise ImportError('blocked: ' + name)\n"
+               "sys.meta_path.insert(0, Block())\n"
+               "import adreno.cache, adreno.opencl.executor, adreno.runners.offline, adreno.devices\n")
+    proc = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
 MODES = "texture|buffer|fp16|fp32|plan|tvm|android|native|auto|off|rule|model"
 MODE_COMPARISON = re.compile(rf"""[!=]=\s*["']({MODES})["']""")
 

@@ -166,9 +166,10 @@ def test_refusals_are_one_line_naming_the_node(make, message, tmp_path):
 @pytest.mark.parametrize("memory", ["texture", "buffer"])
 @pytest.mark.parametrize("recipe", [Recipe.QDQ, Recipe.DYNAMIC_UINT8, Recipe.QOPERATOR_PER_CHANNEL])
 def test_artifact_stores_the_integer_weights(recipe, memory, tiny_quantized, pocl_device, tmp_path):
-    """Each conv weight is stored in its integer type with its scales (docs/weights.md) and dequantized at load to
-    the float32 values the compile folded, packed to OIHW4o in texture memory (the model still matches
-    onnxruntime)."""
+    """Each conv weight, and the fc weight of a static recipe (Gemm: Relax folds it into its transpose, which is
+    transposed back at load), is stored in its integer type with its scales (docs/weights.md) and dequantized at
+    load to the float32 values the compile folded, packed to OIHW4o in texture memory (the model still matches
+    onnxruntime). The dynamic recipe leaves `tiny`'s fc in float32."""
     import json
 
     from adreno.artifact import Artifact
@@ -178,15 +179,19 @@ def test_artifact_stores_the_integer_weights(recipe, memory, tiny_quantized, poc
     compile_model(model, tmp_path / "a", CompileOptions(memory=memory))
     storage = json.loads((tmp_path / "a" / "manifest.json").read_text())["weight_storage"]
     integer = "uint8" if recipe is Recipe.DYNAMIC_UINT8 else "int8"
-    assert storage["quantized"] == storage["dtypes"][integer] == 3 and storage["stored_bytes"] < storage["param_bytes"]
+    count = 3 if recipe is Recipe.DYNAMIC_UINT8 else 4
+    assert storage["quantized"] == storage["dtypes"][integer] == count
+    assert storage["stored_bytes"] < storage["param_bytes"]
     artifact = Artifact.load(tmp_path / "a")
     stored, params = artifact.stored_params(), artifact.params()
     folded = {w.dequantized().tobytes() for w in quantized_weights(model)}
     if memory == "texture":  # conv weights packed as the texture planner packs them (depthwise: I kept)
         folded = {pack_oihw4o(w.dequantized(), depthwise).tobytes() for w in quantized_weights(model)
                   if w.values.ndim == 4 for depthwise in {False, w.values.shape[1] == 1}}
+    folded |= {np.ascontiguousarray(w.dequantized().T).tobytes() for w in quantized_weights(model)
+               if w.values.ndim == 2}
     quantized = [n for n, t in artifact.plan.tensors.items() if t.kind == "param" and t.stored_weight.quantization]
-    assert len(quantized) == 3
+    assert len(quantized) == count
     for name in quantized:
         assert str(stored[name].dtype) == integer and params[name].dtype == np.float32
         assert params[name].tobytes() in folded

@@ -102,6 +102,7 @@ def _resign(root, rel):
     (lambda s: s.update(shape=[66, 64, 3.5, 3]), "not a list of integers"),
     (lambda s: s.update(transform="none"), "stored as"),
     (lambda s: s.update(transform="none", packed=True), "stored as"),  # (66, 64, 3, 3) packs to no (6, 6, ...)
+    (lambda s: s.update(transform="transpose"), "a transposed weight stored as"),  # 4-D: no 2-D transpose
 ])
 def test_a_tampered_stored_form_is_refused_in_one_line(change, says, tmp_path):
     import shutil

@@ -119,6 +119,15 @@ std::vector<float> PackOihw4o(const std::vector<float>& w, const std::vector<int
   return packed;
 }
 
+// The (rows, cols) matrix m transposed to (cols, rows), as numpy's m.T made contiguous.
+std::vector<float> Transposed(const std::vector<float>& m, int64_t rows, int64_t cols) {
+  std::vector<float> out(m.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) out[static_cast<size_t>(c * rows + r)] = m[static_cast<size_t>(r * cols + c)];
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<float> ParamValues(const std::string& name, const NpyView& stored, const StoredForm& form,
@@ -140,6 +149,11 @@ std::vector<float> ParamValues(const std::string& name, const NpyView& stored, c
     got = shape;
   } else if (form.transform == "none") {
     got = stored.shape;
+  } else if (form.transform == "transpose") {
+    if (stored.shape.size() != 2) throw std::runtime_error("param " + name + ": a transposed weight stored as " +
+                                                           ShapeText(stored.shape));
+    values = Transposed(values, stored.shape[0], stored.shape[1]);
+    got = {stored.shape[1], stored.shape[0]};
   } else if (form.transform == "winograd2" || form.transform == "winograd4") {
     if (stored.shape.size() != 4 || stored.shape[2] != 3 || stored.shape[3] != 3) {
       throw std::runtime_error("param " + name + ": a Winograd weight stored as " + ShapeText(stored.shape));

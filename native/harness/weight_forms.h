@@ -4,6 +4,7 @@
 // transformed here to U = G g G^T (alpha, alpha, O, C), and laid out for packed stages when "packed" is set
 // (alpha, alpha, ceil(O/4), 4 ceil(C/4), 4); a "none" member with "packed" set is an (O, I, KH, KW) weight packed
 // here to the plan's OIHW4o shape (ceil(O/4), I', KH, KW, 4), as the texture planner packed it (adreno/layout.py).
+// A "transpose" member is a 2-D (K, N) weight transposed to (N, K), the constant Relax folds a Dense weight into.
 // The float64 operations run in adreno.winograd.transform_weight's order and this file is compiled with
 // -ffp-contract=off, so U is the launch-plan executor's bit for bit.
 #ifndef ADRENO_HARNESS_WEIGHT_FORMS_H_
@@ -18,7 +19,7 @@
 namespace adreno_harness {
 
 struct StoredForm {
-  std::string transform = "none";  // "none", "winograd2", "winograd4"
+  std::string transform = "none";  // "none", "winograd2", "winograd4", "transpose" (a 2-D member, transposed)
   bool packed = false;  // laid out for packed (NCHW4c) stages: Winograd's U, or a "none" weight in OIHW4o
   // an int8 / uint8 member (adreno/weights.py Quantization): float(int32(q) - zero_point) * scale, in float32, per
   // tensor (axis -1, one of each) or per index of `axis`; done before the transform

@@ -35,8 +35,9 @@ def test_every_loader_rebuilds_the_stored_weights_bit_for_bit(memory, precision,
 @pytest.mark.parametrize("memory", ["buffer", "texture"])
 def test_every_loader_dequantizes_the_int8_weights_bit_for_bit(memory, tmp_path):
     """An artifact of a model quantized by onnxruntime (per-channel QDQ: int8 weights with a scale and zero point
-    per output channel) gives the same outputs through the three loaders; in texture memory the int8 weights are
-    packed to OIHW4o at load (after the dequantization)."""
+    per output channel) gives the same outputs through the three loaders; in texture memory the int8 conv weights
+    are packed to OIHW4o at load (after the dequantization), and the fc's int8 weight is transposed at load into
+    the (K, N) constant Relax folds a Gemm's weight into."""
     from adreno.frontend import zoo
     from adreno.compile import compile_model
     from adreno.options import CompileOptions
@@ -48,8 +49,9 @@ def test_every_loader_dequantizes_the_int8_weights_bit_for_bit(memory, tmp_path)
     path = compile_model(quantized, tmp_path / "art", CompileOptions(memory=memory, host="native"))
     artifact = Artifact.load(path)
     forms = [t.stored_weight for t in artifact.plan.tensors.values() if t.kind == "param"]
-    assert sum(f.quantization is not None and f.quantization.axis == 0 and f.dtype == "int8"
-               and f.packed == (memory == "texture") for f in forms) == 3
+    int8 = [f for f in forms if f.quantization is not None and f.quantization.axis == 0 and f.dtype == "int8"]
+    assert sum(f.packed == (memory == "texture") and f.transform is WeightTransform.NONE for f in int8) == 3
+    assert [f.transform for f in int8 if len(f.shape) == 2] == [WeightTransform.TRANSPOSE]  # the fc, transposed
     _assert_loaders_agree(artifact, path, "input", calibration_feeds(quantized, 1, seed=3)[0]["input"], tmp_path)
 
 
