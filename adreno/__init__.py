@@ -1,4 +1,11 @@
-"""Compile, tune and deploy neural networks on Qualcomm Adreno GPUs through OpenCL."""
+"""Compile, tune and deploy neural networks on Qualcomm Adreno GPUs through OpenCL.
+
+Importing a module of this package loads neither TVM nor onnx. The exceptions are the modules that are TVM or onnx
+work through and through: `target` (TVM targets), `texture.planning`, `orchestrate/` and the zoo's model builders
+(`frontend.zoo`). That is why most imports of our own compiler modules sit inside the functions that need them:
+`adreno --help` starts in milliseconds, and the run side (the offline runner, a farm agent, the GPU bundle) runs on
+machines without TVM or onnx. `tests/test_architecture.py` checks the rule, and it checks that those imports hide
+no cycle."""
 __version__ = "0.1.0"
 
 from .native import plugin as _plugin

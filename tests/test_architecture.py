@@ -106,6 +106,23 @@ def test_the_run_side_has_no_compiler_and_the_frontend_only_leaves():
     assert set(outside) <= leaves, outside
 
 
+HEAVY = ("adreno.target", "adreno.texture.planning", "adreno.orchestrate", "adreno.frontend.zoo", "adreno.cli.__main__")
+
+
+def test_importing_our_modules_loads_neither_tvm_nor_onnx():
+    """The rule `adreno/__init__.py` states: only the modules in HEAVY load TVM or onnx at import (`cli.__main__`
+    runs the command line)."""
+    light = sorted(m for m in MODULES if not m.startswith(HEAVY))
+    code = ("import importlib, sys\n"
+            f"for name in {light!r}:\n"
+            "    importlib.import_module(name)\n"
+            "    heavy = [m for m in ('tvm', 'onnx', 'onnxruntime') if m in sys.modules]\n"
+            "    if heavy:\n"
+            "        sys.exit(f'importing {name} loaded {heavy}')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-400:]
+
+
 def test_an_artifact_runs_without_tvm_or_onnx():
     blocker = ("import sys\n"
                "class Block:\n"
