@@ -10,8 +10,9 @@ after layer.
 `exact_float_literals` rewrites each float32 constant whose printed form does not read back as itself into a sum
 of two constants that do (`hi + lo`, checked in float32 arithmetic), which the OpenCL compiler folds into the exact
 value. The rewrite is idempotent, and constants that already print exactly are left alone, so most kernels keep
-their source byte for byte. It runs after the device finalize passes, on the module that becomes OpenCL source:
-`plan.lower_primfunc` for the launch plan, and the texture pipeline's finalize for the host library.
+their source byte for byte. It runs once, as the last of the device finalize passes of our TIR pipeline
+(`adreno.texture.tir.register_pipeline`), which both the launch plan (`plan.lower_primfunc`) and the host library's
+build finalize their kernels with.
 """
 
 from __future__ import annotations

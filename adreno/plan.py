@@ -300,7 +300,6 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None,
     pipeline's result, keyed by the function as it entered the pipeline."""
     import tvm
 
-    from .float_literals import exact_float_literals
     from .texture import tir as texture_tir
 
     capture = tvm.ir.instrument.pass_instrument(_SplitCapture)()
@@ -309,7 +308,10 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None,
     symbol = short_name(name)  # the kernels' names: PoCL fails to link one named past about 250 characters
     module = tvm.IRModule({symbol: func.with_attr("global_symbol", symbol)})
     module = tvm.tirx.transform.BindTarget(tvm_target)(module)
-    pipeline, _, finalize_device = tvm.tirx.get_tir_pipeline(pipeline_name)
+    pipeline = tvm.tirx.get_tir_pipeline(pipeline_name)[0]
+    # the device finalize the host library's build runs too, for buffer and texture kernels alike: TVM's, then
+    # exact float literals (`adreno.float_literals`)
+    finalize_device = tvm.tirx.get_tir_pipeline(texture_tir.register_pipeline())[2]
     with tvm.transform.PassContext(instruments=[capture]):
         result = pipeline(module)
     split = capture.module
@@ -354,7 +356,7 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None,
     private_arrays.check(device_module)
     if textured:
         texture_tir.check_texture_stores(device_module)
-    device_module = exact_float_literals(finalize_device()(device_module))
+    device_module = finalize_device()(device_module)
     source = tvm.get_global_func("target.build.opencl")(device_module, tvm_target).inspect_source()
     if store is not None:
         store.put(module[symbol], result)
