@@ -102,7 +102,7 @@ def _check_stored(name: str, t) -> None:
     the param's shape (a Winograd source is an (O, C, 3, 3) weight, a packed one an (O, I, KH, KW) weight for
     OIHW4o, a transposed one the 2-D transpose); a quantized one is int8 / uint8 with a scale and zero point per
     tensor or per index of its axis."""
-    from .weights import WeightTransform, packed_shapes
+    from .weights import WeightTransform
 
     _ints(t.stored["shape"], f"tensor {name} stored shape")
     stored = t.stored_weight  # KeyError / ValueError: malformed
@@ -112,18 +112,11 @@ def _check_stored(name: str, t) -> None:
     if quantization is not None and (stored.dtype not in ("int8", "uint8") or not quantization.fits(stored.shape)):
         _fail(f"param {name}: an int8 / uint8 weight with one scale and zero point per tensor or per index of its "
               f"axis is stored as {list(stored.shape)} {stored.dtype} with {len(quantization.scale)} scales")
-    if stored.transform is WeightTransform.NONE:
-        if list(t.shape) not in (packed_shapes(stored.shape) if stored.packed else [list(stored.shape)]):
-            _fail(f"param {name} is stored as {list(stored.shape)}{' packed' if stored.packed else ''}, "
-                  f"not its shape {t.shape}")
-        return
-    if stored.transform is WeightTransform.TRANSPOSE:
-        if len(stored.shape) != 2 or list(t.shape) != [stored.shape[1], stored.shape[0]]:
-            _fail(f"param {name}: a transposed weight stored as {list(stored.shape)} for {t.shape}")
-        return
-    alpha = stored.transform.tile + 2
-    if len(stored.shape) != 4 or list(stored.shape[2:]) != [3, 3] or list(t.shape[:2]) != [alpha, alpha]:
-        _fail(f"param {name}: a {stored.transform.value} weight stored as {list(stored.shape)} for {t.shape}")
+    if not stored.yields(t.shape):
+        form = {WeightTransform.NONE: "weight", WeightTransform.TRANSPOSE: "transposed weight"}.get(
+            stored.transform, f"{stored.transform.value} weight")
+        _fail(f"param {name}: a {form}{' packed' if stored.packed else ''} stored as {list(stored.shape)} does not "
+              f"give its shape {t.shape}")
 
 
 def check_plan(plan, root: Path, listed: set[str]) -> None:

@@ -41,7 +41,7 @@ Progress = Callable[[str], None]
 
 def compile_model(model, output: str | os.PathLike, options: CompileOptions | None = None,
                   progress: Progress | None = None, bind: Mapping[str, np.ndarray] | None = None,
-                  build_check: BuildCheck | None = None) -> Path:
+                  build_check: BuildCheck | None = None, orchestrator=None) -> Path:
     """Compile `model` (a zoo name, an .onnx path or an onnx.ModelProto) into an artifact directory.
 
     `bind` maps graph inputs to values baked into the compile (`adreno.frontend.bind`; `--bind`). It is an argument
@@ -51,6 +51,10 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
 
     `build_check` (`adreno.build_check`; `adreno compile` passes one unless `--no-build-check`) builds the finished
     artifact's programs on a local OpenCL device before it is moved into place (its result: `build_check.result`).
+
+    `orchestrator` (`adreno.orchestrate.orchestrator.Orchestrator`; `--orchestrate`) replaces FuseOps' partition
+    with the kernels a binary linear program chose on costs measured on a device; the manifest's `orchestration`
+    lists them.
 
     Nothing is left at `output` unless the whole compile succeeds, the build check included (the artifact is written
     to a temporary sibling directory and renamed into place at the end)."""
@@ -73,6 +77,10 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     # memory, Winograd and defaults decided; checked again (fp16 needs textures)
     options = options.resolved(default_memory(tuned))
     memory, winograd, host = options.memory, options.winograd, options.host
+    if orchestrator is not None and mod is not None:
+        orchestrator.check(options)
+        say("orchestrating: fission, candidates, costs, the BLP of each block")
+        mod = orchestrator.prepare(mod, model_name)
     if options.defaults is Defaults.MODEL and options.schedules is Schedules.ADRENO:
         from .costmodel.ranked_defaults import RankedDefaults
 
@@ -87,7 +95,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             f"{f', {len(tuned)} tuned workloads' if options.records else ''})")
         transformed = WinogradWeights()  # stored as their 3x3 source, transformed at load (adreno.weights)
         lowered = lower_relax(mod, ctx, options.schedules, memory=memory, winograd=winograd, refusals=refusals,
-                              weights=transformed)
+                              weights=transformed, fuse=orchestrator.fuse_pass() if orchestrator else None)
         for refusal in refusals:
             say(f"fallback: {refusal}; TVM's schedule runs it")
         ranked = tuned.ranker.summary() if tuned.ranker else None
@@ -146,6 +154,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "outputs": _io_entries(plan, plan.outputs, [o.name for o in onnx_model.graph.output]),
             "kernels": plan.kernel_count(),
             "empty_outputs": list(empty.outputs),  # no kernel writes them: zeros of their shape (frontend.empty)
+            "orchestration": orchestrator.summary(plan) if orchestrator is not None and lowered is not None else None,
         }
         sealed = writer.seal(manifest)
         if build_check is not None:
@@ -210,7 +219,7 @@ def model_source(model, model_name: str) -> dict:
 
 
 def lower_relax(mod, ctx, schedules: Schedules = Schedules.ADRENO, memory: Memory = Memory.BUFFER,
-                winograd: Winograd = Winograd.OFF, refusals: list | None = None, weights=None):
+                winograd: Winograd = Winograd.OFF, refusals: list | None = None, weights=None, fuse=None):
     """Run the Adreno Relax legalization pipeline (library dispatch, legalize, fuse, schedules) for the
     `ScheduleContext` `ctx` (`adreno.schedules.context`: device, TVM target, staging policy, knob source).
 
@@ -219,7 +228,8 @@ def lower_relax(mod, ctx, schedules: Schedules = Schedules.ADRENO, memory: Memor
     refusal is appended to `refusals` when given); tvm keeps TVM 0.27's
     defaults (for comparisons); none stops before any schedule (what the tuner extracts tasks from).
     The result's `main` is a flat dataflow of `call_tir`; any other call left there is an op we cannot lower.
-    `weights` (an `adreno.weights.WinogradWeights`) collects the Winograd-transformed weights, for `extract_plan`."""
+    `weights` (an `adreno.weights.WinogradWeights`) collects the Winograd-transformed weights, for `extract_plan`.
+    `fuse` (buffer memory only) is a pass run instead of TVM's FuseOps (`adreno.orchestrate.emit.fuse_within`)."""
     import tvm
     from tvm.relax.backend.adreno import pipeline
 
@@ -232,6 +242,9 @@ def lower_relax(mod, ctx, schedules: Schedules = Schedules.ADRENO, memory: Memor
         if memory is Memory.TEXTURE:
             from .texture.planning import relax_passes
 
+            if fuse is not None:
+                raise AdrenoError("a replacement of FuseOps applies to buffer memory only")
+
             passes = relax_passes(ctx, ours, default_schedules=schedules is not Schedules.NONE, winograd=winograd,
                                   weights=weights)
         else:
@@ -239,6 +252,8 @@ def lower_relax(mod, ctx, schedules: Schedules = Schedules.ADRENO, memory: Memor
             # batch norms' constant arithmetic in numpy, right after TVM decomposes them (adreno.numpy_fold)
             decomposed = next(i for i, p in enumerate(passes) if p.info.name == "DecomposeOps") + 1
             passes.insert(decomposed, fold_pass())
+            if fuse is not None:
+                passes = [fuse if p.info.name == "FuseOps" else p for p in passes]
             dlight_defaults = passes[-2:]  # TVM's dlight default-schedule passes close the list
             passes = passes[:-2] + ours + ([] if schedules is Schedules.NONE else dlight_defaults)
             # Relax-level rewrite of eligible 3x3 stride-1 convs before legalization (mode and tuned layout records)

@@ -114,6 +114,18 @@ class StoredWeight:
         return cls(tuple(int(d) for d in data["shape"]), str(data["dtype"]), WeightTransform(data["transform"]),
                    bool(data["packed"]), None if quantization is None else Quantization.from_json(quantization))
 
+    def yields(self, shape) -> bool:
+        """Whether this stored form gives a param of `shape`, the rule the artifact check applies before any load:
+        as stored (or its OIHW4o packing), the 2-D transpose, or a Winograd (alpha, alpha, ...) param of an
+        (O, C, 3, 3) source."""
+        shape, stored = [int(d) for d in shape], list(self.shape)
+        if self.transform is WeightTransform.NONE:
+            return shape in (packed_shapes(stored) if self.packed else [stored])
+        if self.transform is WeightTransform.TRANSPOSE:
+            return len(stored) == 2 and shape == stored[::-1]
+        alpha = self.transform.tile + 2
+        return len(stored) == 4 and stored[2:] == [3, 3] and shape[:2] == [alpha, alpha]
+
     @property
     def nbytes(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize

@@ -24,6 +24,11 @@ ENTRY_SUFFIX = ".clbin"
 KEY_PATTERN = re.compile(r"[0-9a-f]{64}")
 
 
+def entry_path(root: pathlib.Path, key: str) -> pathlib.Path:
+    """Where the entry of ``key`` lives under the cache root: the one rule the store and the crash guard share."""
+    return root / (key + ENTRY_SUFFIX)
+
+
 def default_cache_dir() -> pathlib.Path:
     """Return the cache root: ``$ADRENO_CACHE_DIR`` if set and not empty, else ``~/.cache/adreno/programs``."""
     env = os.environ.get("ADRENO_CACHE_DIR")

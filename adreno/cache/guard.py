@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from adreno.opencl.device import DeviceIdentity
 
 from .files import read_regular, unlink
-from .format import ENTRY_SUFFIX, KEY_PATTERN, canonical_json, device_key
+from .format import KEY_PATTERN, canonical_json, device_key, entry_path
 
 BLOCK_AFTER_CRASHES: int = 2  # crashed loads of one key after which it is built from source only
 MARKER_SUFFIX = ".loading"
@@ -94,7 +94,7 @@ class CrashGuard:
                     note["crashes"] = self.crashes(key) + 1
                     self.quarantine_dir.mkdir(parents=True, exist_ok=True)
                     (self.quarantine_dir / key).write_bytes(canonical_json(note))
-                    unlink(self.root / (key + ENTRY_SUFFIX))
+                    unlink(entry_path(self.root, key))
                 unlink(marker)
             except OSError as exc:
                 if marker.name not in self._reported:

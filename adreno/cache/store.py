@@ -20,7 +20,7 @@ from adreno.opencl.device import DeviceIdentity
 from .bundled import BundledBinaries
 from .files import fsync_dir, read_regular, touch, unlink, write_durably
 from .format import (ENTRY_SUFFIX, BadEntry, canonical_json, decode_entry, default_cache_dir, encode_entry,
-                     entry_problem, key_fields, key_of)
+                     entry_path, entry_problem, key_fields, key_of)
 from .guard import CrashGuard
 
 logger = logging.getLogger("adreno.cache")
@@ -200,7 +200,7 @@ class ProgramCache:
         return self.enabled and not self.guard.blocked(identity, key)
 
     def _entry_path(self, key: str) -> pathlib.Path:
-        return self.root / (key + ENTRY_SUFFIX)
+        return entry_path(self.root, key)
 
     def _read(self, header: bytes) -> bytes | None:
         """Return the binary of the entry for ``header`` if it is intact and matches; log bad entries."""

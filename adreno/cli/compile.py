@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import AdrenoError
@@ -62,6 +63,15 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
                    "device at the end of the compile (default: they are built, through the program cache, on a "
                    "device of the target's name or PoCL, so a kernel that cannot build fails the compile and a later "
                    "`adreno run` there loads them from the cache)")
+    p.add_argument("--orchestrate", action="store_true",
+                   help="choose the kernels as `adreno orchestrate` does (fission into primitives, candidate kernels "
+                   "measured on --measure-device, the exact BLP of each block) and compile that partition instead "
+                   "of TVM FuseOps'; implies --memory buffer and --winograd off. Costs are read from and appended to "
+                   "--records, so a second compile measures nothing; see docs/orchestrate.md")
+    p.add_argument("--max-size", type=int, default=3, help="with --orchestrate: most primitives per candidate "
+                   "kernel (default 3; FuseOps' groups are candidates whatever their size)")
+    p.add_argument("--measure-device", default="pocl", help="with --orchestrate: the local OpenCL device that "
+                   "measures the candidates (default pocl)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
@@ -100,6 +110,9 @@ def cmd_compile(args) -> int:
     from ..options import CompileOptions
 
     output = f"build/{Path(str(args.model)).stem}" if args.output is None else args.output
+    if args.orchestrate:  # the conditions its candidates are measured under, unless asked otherwise (then refused)
+        args.memory = args.memory or Memory.BUFFER
+        args.winograd = args.winograd or Winograd.OFF
     options = CompileOptions(target=args.target, host=args.host, cc=args.cc,
                              input_shapes=_parse_shapes(args.input_shape),
                              memory=args.memory, precision=args.precision, schedules=args.schedules,
@@ -109,7 +122,9 @@ def cmd_compile(args) -> int:
     progress = Progress(not (args.json or args.quiet))
     started = time.perf_counter()
     check = None if args.no_build_check else BuildCheck(ProgramCache())
-    path = compile_model(args.model, output, options, progress=progress, bind=bind, build_check=check)
+    with _orchestrator(args, options, progress) as orchestrator:
+        path = compile_model(args.model, output, options, progress=progress, bind=bind, build_check=check,
+                             orchestrator=orchestrator)
     progress.finish_step()
     manifest = json.loads((path / "manifest.json").read_text())
     summary = {"artifact": str(path), "target": manifest["target"], "kernels": manifest["kernels"],
@@ -127,6 +142,8 @@ def cmd_compile(args) -> int:
     if manifest["bound"]:
         tuned += f", bound inputs {', '.join(manifest['bound'])}"
     library = manifest["host_library"] or "none (nothing to compute)"
+    if manifest.get("orchestration"):
+        tuned += f", {orchestration_line(manifest['orchestration'])}"
     sizes = manifest["sizes"]
     emit(args, summary, f"compiled {manifest['model']} for {manifest['target']} ({manifest['memory']} memory): "
                          f"{manifest['kernels']} kernels{tuned}, host library {library} -> {path} "
@@ -135,3 +152,30 @@ def cmd_compile(args) -> int:
                          f"\n  {check.result.line() if check else 'build check: off (--no-build-check)'}")
     return 0
 
+
+
+@contextmanager
+def _orchestrator(args, options, progress):
+    """The `Orchestrator` of `--orchestrate` (None without it), its options checked before anything is measured."""
+    if not args.orchestrate:
+        yield None
+        return
+    from ..orchestrate.orchestrator import Orchestrator
+    from .common import require_positive
+    from .orchestrate import cost_table
+
+    require_positive(args, "max_size")
+    Orchestrator.check(options)
+    if args.records and not Path(args.records).exists():
+        Path(args.records).touch()  # the costs are appended to it; the compile reads its tuning records too
+    with cost_table(args.records, args.measure_device, options.target, 5, progress) as table:
+        yield Orchestrator(table, args.max_size, progress=progress)
+
+
+def orchestration_line(summary: dict) -> str:
+    """The orchestration in a few words: kernels chosen, candidates measured, the predicted total."""
+    predicted = summary["predicted_run_s"]
+    fallbacks = f", {len(summary['fallbacks'])} blocks on FuseOps' partition" if summary["fallbacks"] else ""
+    return (f"orchestrated: {len(summary['kernels'])} chosen kernels of {summary['candidates']} candidates "
+            f"({summary['measured_now']} measured now), a run predicted "
+            f"{'unknown' if predicted is None else f'{predicted * 1e3:.3f} ms'}{fallbacks}")

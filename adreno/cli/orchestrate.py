@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from .common import require_positive
@@ -18,7 +19,7 @@ from .common import require_positive
 def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command) interface of adreno.cli.main
     """Add `orchestrate` to the `adreno` parser (its own --json names a file, so not through `command`)."""
     p = sub.add_parser("orchestrate", help="choose kernels by a BLP on measured costs and report them next to "
-                       "TVM FuseOps' partition (no artifact yet)",
+                       "TVM FuseOps' partition (`adreno compile --orchestrate` emits the choice)",
                        description="Split MODEL into primitives, enumerate candidate kernels per block (FuseOps' "
                        "groups among them), measure what --records lacks on a local OpenCL device, solve each "
                        "block's binary linear program, and print per block FuseOps' kernels next to the chosen ones.")
@@ -39,33 +40,42 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
 
 
 def cmd_orchestrate(args) -> int:
-    from adreno.opencl.device import DeviceIdentity, select_device
-    from adreno.orchestrate.costs import CostTable
     from adreno.orchestrate.report import orchestrate_model, report_text
-    from adreno.paths import output_file, regular_file
-    from adreno.records import Database
-    from adreno.runners.local import LocalRunner
+    from adreno.paths import output_file
     from adreno.devices import get_device
 
     require_positive(args, "max_size", "repeat", "time_limit")
     get_device(args.target)  # an unknown target: one line before anything runs
     out = output_file(args.json, "--json") if args.json else None
-    if args.records and Path(args.records).exists():
-        regular_file(args.records, "--records")
-    device = DeviceIdentity.from_cl_device(select_device(args.device)).fingerprint
 
     def say(line: str) -> None:
         print(f"  {line}", file=sys.stderr, flush=True)
 
-    runner = LocalRunner(args.device)
-    try:
-        with tempfile.TemporaryDirectory(prefix="adreno-orchestrate-records-") as scratch:
-            database = Database(args.records or Path(scratch) / "records.jsonl")
-            table = CostTable(database, runner, device, args.target, repeat=args.repeat, progress=say)
-            report = orchestrate_model(args.model, args.target, table, args.max_size, args.time_limit, say)
-    finally:
-        runner.close()
+    with cost_table(args.records, args.device, args.target, args.repeat, say) as table:
+        report = orchestrate_model(args.model, args.target, table, args.max_size, args.time_limit, say)
     print(report_text(report))
     if out is not None:
         out.write_text(json.dumps(report, indent=1) + "\n")
     return 0 if report["complete"] else 1
+
+
+@contextmanager
+def cost_table(records: str | None, device_name: str, target: str, repeat: int, say):
+    """A `costs.CostTable` measuring on the local OpenCL device `device_name` through a LocalRunner, kept in
+    `records` (a temporary file, removed afterwards, when None); the runner is closed on the way out."""
+    from adreno.opencl.device import DeviceIdentity, select_device
+    from adreno.orchestrate.costs import CostTable
+    from adreno.paths import regular_file
+    from adreno.records import Database
+    from adreno.runners.local import LocalRunner
+
+    if records and Path(records).exists():
+        regular_file(records, "--records")
+    device = DeviceIdentity.from_cl_device(select_device(device_name)).fingerprint
+    runner = LocalRunner(device_name)
+    try:
+        with tempfile.TemporaryDirectory(prefix="adreno-orchestrate-records-") as scratch:
+            database = Database(records or Path(scratch) / "records.jsonl")
+            yield CostTable(database, runner, device, target, repeat=repeat, progress=say)
+    finally:
+        runner.close()

@@ -2,20 +2,22 @@
 artifact, measured through a Runner with its outputs checked, and kept in the records database.
 
 A candidate is compiled as `adreno compile` compiles a model (`compile.lower_relax` with our schedules, then the
-launch plan) into a one-candidate artifact of kind "kernel", without the host library: the Runner measures the
-plan. Its time is the sum of the artifact's kernel times, so a group the normal lowering cannot make one kernel of
-(FuseOps splits a softmax's reductions) costs what its kernels cost together; the record's `extra["kernels"]`
-says how many there were. Its inputs are seeded uniform in [0.5, 1.5): whatever a group's input stands for (a
-variance under an rsqrt, a sum under a log), the outputs stay finite. The reference is TVM's LLVM build of the same
-module on the same inputs; a candidate whose outputs differ fails its measurement and gets no cost (it is left out
-of the choice, never given one made up).
+launch plan) into a one-candidate artifact of kind "kernel", without the host library: the Runner measures the plan.
+Its time is the sum of the artifact's kernel times, so a group the normal lowering cannot make one kernel of
+(FuseOps splits a softmax's reductions) costs what its kernels cost together; the record's `extra["kernels"]` says
+how many there were. The cost the choice sees adds each of those kernels' launch, measured on the device
+(`launch.py`): what fusing saves, and what no device time shows. Its inputs are seeded uniform in [0.5, 1.5):
+whatever a group's input stands for (a variance under an rsqrt, a sum under a log), the outputs stay finite. The
+reference is TVM's LLVM build of the same module on the same inputs; a candidate whose outputs differ fails its
+measurement and gets no cost (it is left out of the choice, never given one made up).
 
 Records (`adreno.records.Database`): one line per candidate under the workload key
 `orchestrate|<memory>|<target>|<structural hash>|<parameter shapes>|<outputs>` and the measuring device's
 fingerprint, config `{}`. A failed measurement is a record too, so a second run over the same blocks measures
-nothing. A compile's `--records` passes over these keys (`TunedConfigs.load`), so one file may hold both. Only
-buffer memory is measured for now (texture candidates would need their parameters in the images the model gives
-them, as the tuner's texture tasks do).
+nothing; so are the two launch-cost artifacts (`orchestrate|launch|<target>|<kernels>`). A compile's `--records`
+passes over these keys (`TunedConfigs.load`), so one file may hold both. Only buffer memory is measured for now
+(texture candidates would need their parameters in the images the model gives them, as the tuner's texture tasks
+do).
 """
 
 from __future__ import annotations
@@ -25,14 +27,17 @@ import time
 from pathlib import Path
 
 import numpy as np
+import tvm
 
 from adreno.errors import TVM_ERRORS, AdrenoError
 from adreno.options import Memory, Schedules
+from adreno.orchestrate.launch import CHAIN, LaunchCost, chain_module, from_records, launch_key
 from adreno.orchestrate.subgraph import subgraph
 from adreno.records import ORCHESTRATE_OP, Record
 from adreno.runners.interface import RunInput
 
 INPUT_LOW, INPUT_HIGH = 0.5, 1.5
+LAUNCH_REPEAT = 50  # the launch-cost artifacts take microseconds a run: enough runs for a stable median wall time
 
 
 class CostTable:
@@ -49,49 +54,80 @@ class CostTable:
         self.say = progress or (lambda line: None)
         self.measured = 0  # measurements made by this table (not found in the records)
         self.launches = {}  # group -> how many kernels the normal lowering made of it (its record's extra)
+        self.launch = None  # the device's launch.LaunchCost, measured (or read) by the first `costs`
 
     def costs(self, graph, kernels) -> dict:
-        """Group (frozenset of primitives) -> median seconds, or None where the measurement failed, for `kernels`
-        (`blp.Kernel`s over `graph`); what the records lack is measured, one line of progress each."""
+        """Group (frozenset of primitives) -> seconds, or None where the measurement failed, for `kernels`
+        (`blp.Kernel`s over `graph`): the median device time of its kernels plus their launches
+        (`launch.py`). What the records lack is measured, one line of progress each."""
         keyed = {k.primitives: self._key(graph, k) for k in kernels}
         modules = {key: (sg, len(group)) for group, (key, sg) in keyed.items()}
         missing = [key for key in modules if not self.database.query(key, self.device)]
+        self.launch = self.launch or self._launch_cost()
         with tempfile.TemporaryDirectory(prefix="adreno-orchestrate-") as work:
             for n, key in enumerate(missing, 1):
-                record = self._measure(*modules[key], key, Path(work) / str(n))
+                sg, size = modules[key]
+                record = self._measure(sg.mod, key, Path(work) / str(n), {"primitives": size})
                 self.database.append([record])
                 self.measured += 1
                 cost = f"{record.median * 1e6:.1f} us" if record.ok else f"failed ({record.stage}: {record.error})"
                 self.say(f"measured {n}/{len(missing)}: {cost}")
         best = {group: self.database.best(key, self.device) for group, (key, _) in keyed.items()}
         self.launches.update({group: r.extra.get("kernels") for group, r in best.items() if r is not None})
-        return {group: r.median if r is not None else None for group, r in best.items()}
+        return {group: None if r is None else r.median + r.extra.get("kernels", 1) * self.launch.per_launch_s
+                for group, r in best.items()}
+
+    def _launch_cost(self) -> LaunchCost:
+        """The device's launch cost from its two records, measuring those the records lack."""
+        found = {}
+        for kernels in (1, CHAIN):
+            key = launch_key(self.target_name, kernels)
+            if not self.database.query(key, self.device):
+                self.say(f"measuring the launch cost ({kernels} kernel{'s' if kernels > 1 else ''} of nothing)")
+                with tempfile.TemporaryDirectory(prefix="adreno-orchestrate-launch-") as work:
+                    record = self._measure(chain_module(kernels), key, Path(work) / "chain", {}, fuse=UNFUSED,
+                                           repeat=max(self.repeat, LAUNCH_REPEAT))
+                self.database.append([record])
+            found[kernels] = self.database.best(key, self.device)
+        cost = from_records(found[1], found[CHAIN])
+        if cost is None:
+            raise AdrenoError(f"the launch-cost artifacts of {self.target_name} did not measure on this device; "
+                              f"see the records under {launch_key(self.target_name, 1)}")
+        self.say(f"launch cost {cost.per_launch_s * 1e6:.1f} us a kernel, {cost.per_run_s * 1e6:.1f} us a run")
+        return cost
 
     def _key(self, graph, kernel):
         sg = subgraph(graph, kernel)
         return f"{ORCHESTRATE_OP}|{self.memory.value}|{self.target_name}|{sg.key}", sg
 
-    def _measure(self, sg, size: int, key: str, out: Path) -> Record:
-        record = Record(key, self.device, {}, timestamp=time.time(), strategy=ORCHESTRATE_OP,
-                        extra={"primitives": size})
-        inputs = positive_inputs(sg.mod["main"])
+    def _measure(self, mod, key: str, out: Path, extra: dict, fuse=None, repeat: int | None = None) -> Record:
+        record = Record(key, self.device, {}, timestamp=time.time(), strategy=ORCHESTRATE_OP, extra=dict(extra))
+        inputs = positive_inputs(mod["main"])
         if inputs is None:
             record.error, record.stage = "a parameter is not floating point: no seeded input for it", "build"
             return record
         try:
-            record.extra["kernels"] = build_artifact(sg.mod, key, self.target_name, out)
-            reference = llvm_reference(sg.mod, inputs)
+            record.extra["kernels"] = build_artifact(mod, key, self.target_name, out, fuse)
+            reference = llvm_reference(mod, inputs)
         except (*TVM_ERRORS, AdrenoError) as err:
             record.error, record.stage = f"{type(err).__name__}: {str(err).strip().splitlines()[-1][:300]}", "build"
             return record
-        result = self.runner.submit(RunInput(str(out), inputs, reference, repeat=self.repeat, tag=key)).result()
+        run = RunInput(str(out), inputs, reference, repeat=repeat or self.repeat, tag=key)
+        result = self.runner.submit(run).result()
         record.seconds, record.error, record.stage = result.seconds, result.error, result.stage
+        if result.ok and result.extra.get("wall_ms"):
+            record.extra["wall_s"] = float(np.median(result.extra["wall_ms"])) * 1e-3
         return record
 
 
-def build_artifact(mod, key: str, target_name: str, out: Path) -> int:
-    """Compile `mod` as `adreno compile` would (buffer memory, our schedules) into a kernel artifact at `out`;
-    the number of kernels its plan launches."""
+@tvm.transform.module_pass(opt_level=0, name="NoFusion")
+def UNFUSED(mod, _ctx):  # noqa: N802 - a pass value: every operator stays a kernel of its own
+    return mod
+
+
+def build_artifact(mod, key: str, target_name: str, out: Path, fuse=None) -> int:
+    """Compile `mod` as `adreno compile` would (buffer memory, our schedules; `fuse` in place of FuseOps, when
+    given) into a kernel artifact at `out`; the number of kernels its plan launches."""
     from adreno.compile import lower_relax
     from adreno.plan import extract_plan
     from adreno.options import Host
@@ -100,7 +136,7 @@ def build_artifact(mod, key: str, target_name: str, out: Path) -> int:
     from adreno.tune.builder import write_kernel_artifact
 
     ctx = ScheduleContext.for_device(get_device(target_name), host=Host.NATIVE)
-    lowered = lower_relax(mod, ctx, Schedules.ADRENO, memory=Memory.BUFFER)
+    lowered = lower_relax(mod, ctx, Schedules.ADRENO, memory=Memory.BUFFER, fuse=fuse)
     plan, sources, params = extract_plan(lowered, ctx.target, memory=Memory.BUFFER, device=ctx.device)
     write_kernel_artifact(str(out), plan, sources, params, key, target_name, {})
     return len(plan.steps)

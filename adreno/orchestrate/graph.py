@@ -112,11 +112,14 @@ def numbered(mod):
 
 
 def substitute(expr, mapping):
-    """`expr` with the variables (and constants) of `mapping` replaced, through tuples and call arguments."""
+    """`expr` with the variables (and constants) of `mapping` replaced, through tuples, their items and call
+    arguments."""
     if isinstance(expr, (relax.Var, tvm.ir.expr.GenericConst)):
         return mapping.get(expr, expr)
     if isinstance(expr, relax.Tuple):
         return relax.Tuple([substitute(f, mapping) for f in expr.fields])
+    if isinstance(expr, relax.TupleGetItem):
+        return relax.TupleGetItem(substitute(expr.tuple_value, mapping), expr.index)
     if isinstance(expr, relax.Call):
         return relax.Call(expr.op, [substitute(a, mapping) for a in expr.args], expr.attrs, expr.ty_args)
     return expr

@@ -1,16 +1,19 @@
 """`adreno orchestrate MODEL --report`: one model orchestrated block by block on measured costs, next to FuseOps.
 
-`orchestrate_model` runs the whole chain: import, `graph.prepared` (fission, constant folding, numbering), FuseOps'
-partition through the compile's own pipeline (`fuseops.py`), blocks and their candidates (`choose.py`), the costs
-the records lack measured on the device (`costs.CostTable`), and the BLP of every block. The report is plain data
-(what `--json` writes); `report_text` is its table. Costs are medians in seconds, the chosen and FuseOps' totals
-sums of measured kernel times (no prediction of the end-to-end time yet); a kernel entry's `kernels` is how many
-kernels the normal lowering made of its group (more than one where FuseOps would not fuse it).
+`orchestrate_module` runs the whole chain (`orchestrate_model` imports the model first): `graph.prepared` (fission,
+constant folding, numbering), FuseOps' partition through the compile's own pipeline (`fuseops.py`), blocks and their
+candidates (`choose.py`), the costs the records lack measured on the device (`costs.CostTable`), and the BLP of
+every block. The report is plain data (what `--json` writes); `report_text` is its table. A cost is a candidate's
+median device time plus its launches (`launch.py`), in seconds; the chosen and FuseOps' totals are sums of them, and
+a run's predicted wall time adds the device's per-run cost (`launch.per_run_s`). A kernel entry's `kernels` is how
+many kernels the normal lowering made of its group (more than one where FuseOps would not fuse it). The
+`Orchestration` also keeps what a compile needs to emit the choice (`partition.py`).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from adreno.errors import AdrenoError
 from adreno.orchestrate.blp import Choice
@@ -20,20 +23,40 @@ from adreno.orchestrate.fuseops import FuseOpsMismatch, fuseops_groups
 from adreno.orchestrate.graph import op_name, prepared, primitive_graph
 
 
+@dataclass(frozen=True)
+class Orchestration:
+    """One module orchestrated: the prepared (fissioned, numbered) module and its primitive graph, every block's
+    choice (`choose.BlockChoice`), FuseOps' group names, the costs, and the report (plain data)."""
+
+    mod: object
+    graph: object
+    chosen: list
+    fused_names: dict
+    costs: dict
+    report: dict
+
+
 def orchestrate_model(model, target_name: str, costs_of, max_size: int = 4, time_limit_s: float = 10.0,
                       progress=None) -> dict:
     """The report of `model` (a zoo name, .onnx path or ModelProto) for `target_name`; `costs_of`: a
     `costs.CostTable` (its `costs(graph, kernels)` and `measured`)."""
     from adreno.frontend.importer import load_model, to_relax
+
+    onnx_model, name = load_model(model)
+    mod = to_relax(onnx_model)
+    if mod is None:
+        raise AdrenoError(f"{name}: every output is empty, there are no kernels to choose")
+    return orchestrate_module(mod, name, target_name, costs_of, max_size, time_limit_s, progress).report
+
+
+def orchestrate_module(mod, name: str, target_name: str, costs_of, max_size: int = 4, time_limit_s: float = 10.0,
+                       progress=None) -> Orchestration:
+    """`mod` (the model's imported Relax module) orchestrated for `target_name` on the costs of `costs_of`."""
     from adreno.devices import get_device
 
     say = progress or (lambda line: None)
     started = time.perf_counter()
-    onnx_model, name = load_model(model)
     say("fission and FuseOps' partition")
-    mod = to_relax(onnx_model)
-    if mod is None:
-        raise AdrenoError(f"{name}: every output is empty, there are no kernels to choose")
     mod = prepared(mod)
     graph = primitive_graph(mod)
     fused = fuseops_groups(mod, graph, get_device(target_name))
@@ -51,9 +74,8 @@ def orchestrate_model(model, target_name: str, costs_of, max_size: int = 4, time
     chosen = choose(candidates, costs, time_limit_s)
 
     def kernel(group, fused_name=None):
-        ops = "+".join(op_name(graph.calls[p.name]) for p in graph.primitives if p.name in group)
-        return {"name": fused_name or ops, "ops": ops, "primitives": sorted(group), "cost_s": costs.get(group),
-                "kernels": costs_of.launches.get(group)}
+        return {"name": fused_name or ops_label(graph, group), "ops": ops_label(graph, group),
+                "primitives": sorted(group), "cost_s": costs.get(group), "kernels": costs_of.launches.get(group)}
 
     blocks = []
     for i, bc in enumerate(chosen):
@@ -70,13 +92,20 @@ def orchestrate_model(model, target_name: str, costs_of, max_size: int = 4, time
         blocks.append(entry)
     complete = all(b["chosen"] is not None for b in blocks)
     fuseops_total = [b["fuseops_cost_s"] for b in blocks]
-    return {"model": name, "target": target_name, "device": costs_of.device, "memory": costs_of.memory,
-            "max_size": max_size, "primitives": len(graph.primitives), "blocks": blocks,
-            "candidates": sum(b["candidates"] for b in blocks),
-            "measured_now": costs_of.measured, "solve_s": sum(b["solve_s"] for b in blocks),
-            "fuseops_cost_s": sum(fuseops_total) if None not in fuseops_total else None,
-            "chosen_cost_s": sum(b["chosen_cost_s"] for b in blocks) if complete else None,
-            "complete": complete, "seconds": time.perf_counter() - started}
+    report = {"model": name, "target": target_name, "device": costs_of.device, "memory": costs_of.memory,
+              "max_size": max_size, "primitives": len(graph.primitives), "blocks": blocks,
+              "candidates": sum(b["candidates"] for b in blocks),
+              "measured_now": costs_of.measured, "solve_s": sum(b["solve_s"] for b in blocks),
+              "fuseops_cost_s": sum(fuseops_total) if None not in fuseops_total else None,
+              "chosen_cost_s": sum(b["chosen_cost_s"] for b in blocks) if complete else None,
+              "complete": complete, "seconds": time.perf_counter() - started,
+              "launch": {"per_launch_s": costs_of.launch.per_launch_s, "per_run_s": costs_of.launch.per_run_s}}
+    return Orchestration(mod, graph, chosen, fused_names, costs, report)
+
+
+def ops_label(graph, group) -> str:
+    """The operators of a group in graph order, e.g. `conv2d+add+relu`."""
+    return "+".join(op_name(graph.calls[p.name]) for p in graph.primitives if p.name in group)
 
 
 def report_text(report: dict) -> str:
@@ -96,7 +125,8 @@ def report_text(report: dict) -> str:
                  f"({report['memory']} memory): {report['primitives']} primitives, {len(report['blocks'])} blocks, "
                  f"{report['candidates']} candidates ({report['measured_now']} measured now, the rest from the "
                  f"records), solve {report['solve_s']:.2f} s; "
-                 f"FuseOps {_us(fuseops)} -> chosen {_us(chosen)}{ratio} (sums of measured kernel times)")
+                 f"FuseOps {_us(fuseops)} -> chosen {_us(chosen)}{ratio} (sums of kernel times and launches of "
+                 f"{_us(report['launch']['per_launch_s'])} each)")
     return "\n".join(lines)
 
 

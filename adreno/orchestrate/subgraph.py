@@ -3,7 +3,8 @@ keyed by.
 
 The module's `main` takes every value the group reads as a parameter, weights included (a kernel's time does not
 depend on its weights' values, so two blocks of the same shapes share one measurement), except constants of at
-most one element: those are part of the operator (GELU's 0.5, LayerNorm's epsilon) and change the kernel. It binds
+most one element and immediates: those are part of the operator (GELU's 0.5, LayerNorm's epsilon, clip's bounds)
+and change the kernel. It binds
 the group's primitives in graph order and returns the values the kernel writes (`candidates.kernel_of`). Parameters
 are named by position, so the module's structural hash (`key`) is that of the computation and its shapes alone:
 equal for the same group in another place of the model, or in another model.
@@ -63,5 +64,8 @@ def subgraph(graph, kernel) -> Subgraph:
 
 
 def _inline(value) -> bool:
-    """A constant of at most one element: part of the operator, kept in the module."""
-    return isinstance(value, tvm.ir.expr.GenericConst) and int(value.value.numpy().size) <= 1
+    """A constant of at most one element, or an immediate (a `PrimValue` such as clip's bounds): part of the
+    operator, kept in the module."""
+    if isinstance(value, relax.Var):
+        return False
+    return not isinstance(value, tvm.ir.expr.GenericConst) or int(value.value.numpy().size) <= 1

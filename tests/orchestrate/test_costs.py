@@ -8,6 +8,7 @@ from adreno.compile import tuned_configs
 from adreno.frontend.importer import to_relax
 from adreno.opencl.device import DeviceIdentity, select_device
 from adreno.orchestrate.candidates import enumerate_groups, kernel_of
+from adreno.orchestrate.launch import CHAIN
 from adreno.orchestrate.costs import CostTable
 from adreno.orchestrate.fuseops import fuseops_groups
 from adreno.orchestrate.graph import prepared, primitive_graph
@@ -35,13 +36,22 @@ def test_measured_once_then_read_from_the_records(tiny, tmp_path):
         first = CostTable(Database(tmp_path / "r.jsonl"), runner, device, "adreno-740", repeat=3,
                           progress=lines.append)
         costs = first.costs(graph, kernels)
-        assert first.measured == len(groups) == len(lines) and lines[-1].startswith(f"measured {len(groups)}/")
+        measured = [line for line in lines if line.startswith("measured ")]
+        assert first.measured == len(groups) == len(measured) and measured[-1].startswith(f"measured {len(groups)}/")
         assert set(costs) == set(groups) and all(c is not None and c > 0 for c in costs.values()), costs
+        launch = first.launch
+        assert launch.per_launch_s >= 0 and launch.per_run_s >= 0 and launch.per_launch_s + launch.per_run_s > 0
         records = Database(tmp_path / "r.jsonl").records
-        assert len(records) == len(groups) and all(r.device == device and r.ok for r in records)
-        assert all(r.extra["kernels"] == 1 for r in records)  # FuseOps' groups and single primitives: one kernel
+        assert len(records) == len(groups) + 2 and all(r.device == device and r.ok for r in records)
+        assert sorted(r.extra["kernels"] for r in records)[-1] == CHAIN  # the launch cost's chain stays unfused
+        candidates = [r for r in records if "|launch|" not in r.workload]
+        assert all(r.extra["kernels"] == 1 for r in candidates)  # FuseOps' groups and single primitives: one kernel
+        for group, cost in costs.items():  # device time plus one launch
+            assert cost > launch.per_launch_s
+        seen = len(lines)
         again = CostTable(Database(tmp_path / "r.jsonl"), runner, device, "adreno-740", progress=lines.append)
-        assert again.costs(graph, kernels) == costs and again.measured == 0 and len(lines) == len(groups)
+        assert again.costs(graph, kernels) == costs and again.measured == 0
+        assert not any(line.startswith("measur") for line in lines[seen:])
         # a compile's --records of the same file takes none of them as a schedule's knobs, nor its memory from them
         tuned = tuned_configs(str(tmp_path / "r.jsonl"), "fp32", "adreno-740")
         assert len(tuned) == 0 and tuned.skipped == 0 and not tuned.elsewhere

@@ -1,0 +1,83 @@
+"""The partition a compile emits: every block's chosen kernels, or FuseOps' partition of a block that has no choice.
+
+A block falls back to FuseOps' partition (its fused groups and the primitives it left alone), with the reason kept
+as a `Fallback` value, when
+- its BLP gave no choice (`blp.Refusal`: a required FuseOps group failed to measure, or the solver's time limit
+  came first), or
+- its chosen kernels have no order (two kernels each reading what the other writes; the BLP does not forbid it).
+
+FuseOps' partition is always emittable: it is what FuseOps makes of the same module. So a compile with
+`--orchestrate` never fails for want of a choice, and never emits one it cannot order. The predicted time is the sum
+of the emitted kernels' measured costs; it is None when a fallback block has an unmeasured group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from adreno.orchestrate.blp import Choice
+from adreno.orchestrate.candidates import kernel_of
+from adreno.orchestrate.emit import EmittedKernel, topological
+from adreno.orchestrate.graph import BINDING_PREFIX
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """Block `block` emits FuseOps' partition, because of `reason`."""
+
+    block: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Partition:
+    """The kernels to emit in a topological order, the blocks that fell back, and the predicted total (s)."""
+
+    kernels: tuple
+    fallbacks: tuple
+    predicted_s: float | None
+    blocks: tuple  # per emitted kernel, its block
+
+
+def partition(orchestration) -> Partition:
+    """The emitted partition of an `report.Orchestration`."""
+    from adreno.orchestrate.report import ops_label
+
+    graph = orchestration.graph
+    number = {p.name: f"{BINDING_PREFIX}{i}" for i, p in enumerate(graph.primitives)}
+    kernels, blocks, fallbacks, predicted = [], [], [], 0.0
+    for index, bc in enumerate(orchestration.chosen):
+        block = bc.candidates.block
+        chosen, reason = _ordered(bc.choice)
+        if chosen is None:
+            prims = list(block.primitives)
+            chosen = [kernel_of(g, prims, block.outputs, 0.0, "") for g in bc.candidates.fuseops]
+            chosen = [chosen[i] for i in _order(chosen)]  # FuseOps' groups of one module always have an order
+            fallbacks.append(Fallback(index, reason))
+        for k in chosen:
+            members = tuple(number[p.name] for p in graph.primitives if p.name in k.primitives)
+            kernels.append(EmittedKernel(members, tuple(number[w] for w in sorted(k.outputs, key=_position(graph))),
+                                         ops_label(graph, k.primitives)))
+            blocks.append(index)
+            cost = orchestration.costs.get(k.primitives)
+            predicted = None if predicted is None or cost is None else predicted + cost
+    return Partition(tuple(kernels), tuple(fallbacks), predicted, tuple(blocks))
+
+
+def _ordered(choice):
+    """The choice's kernels in a topological order and no reason, or None and why the block falls back."""
+    if not isinstance(choice, Choice):
+        return None, getattr(choice, "value", None) or f"more than {choice.limit} candidates"
+    order = _order(list(choice.kernels))
+    if order is None:
+        return None, "the chosen kernels read each other's outputs"
+    return [choice.kernels[i] for i in order], None
+
+
+def _order(kernels):
+    return topological([k.inputs for k in kernels], [sorted(k.outputs) for k in kernels])
+
+
+def _position(graph):
+    position = {p.name: i for i, p in enumerate(graph.primitives)}
+    return lambda name: position[name]

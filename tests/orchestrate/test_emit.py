@@ -1,0 +1,98 @@
+"""Emission: the BLP's kernels compiled into the artifact (`adreno compile --orchestrate`).
+
+Whatever the costs, the emitted partition must compute the model: seeded random costs (an input, not a device) make
+the BLP choose odd partitions, with recomputation among them, and each artifact is checked against onnxruntime.
+The CLI test measures on PoCL for real: the artifact passes `run --check`, its plan launches the functions the
+manifest names for the chosen kernels, and a second compile measures nothing.
+"""
+
+import json
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from adreno.cli.main import main
+from adreno.compile import compile_model
+from adreno.frontend.importer import load_model
+from adreno.options import CompileOptions, Host, Memory, Winograd
+from adreno.orchestrate.emit import topological
+from adreno.orchestrate.launch import LaunchCost
+from adreno.orchestrate.orchestrator import Orchestrator
+
+
+class SeededCosts:
+    """A cost source of seeded uniform costs (the `costs.CostTable` interface), so the choice is arbitrary."""
+
+    target_name, device, memory, measured = "adreno-740", "seeded", Memory.BUFFER, 0
+
+    def __init__(self, seed: int):
+        self.rng, self.launches, self.launch = np.random.default_rng(seed), {}, LaunchCost(1e-6, 0.0)
+
+    def costs(self, graph, kernels):
+        return {k.primitives: float(self.rng.uniform(1e-6, 1e-4)) for k in kernels}
+
+
+def test_topological_order_and_cycle():
+    assert topological([set(), {"a"}, {"b"}], [["a"], ["b"], ["c"]]) == [0, 1, 2]
+    assert topological([{"b"}, set()], [["a"], ["b"]]) == [1, 0]
+    assert topological([{"b"}, {"a"}], [["a"], ["b"]]) is None  # each reads what the other writes
+    assert topological([{"x"}], [["a"]]) == [0]  # nobody writes x: external
+
+
+@pytest.mark.parametrize("model, seed", [("tiny", 0), ("tiny", 1), ("efficientnet_se", 2),
+                                         ("mobilenetv3_small", 3)])
+def test_any_choice_computes_the_model(tmp_path, model, seed, pocl_device):
+    orchestrator = Orchestrator(SeededCosts(seed), max_size=3)
+    options = CompileOptions(host=Host.NATIVE, memory=Memory.BUFFER, winograd=Winograd.OFF)
+    path = compile_model(model, tmp_path / "a", options, orchestrator=orchestrator)
+    manifest = json.loads((path / "manifest.json").read_text())
+    summary = manifest["orchestration"]
+    assert summary["kernels"] and all(k["functions"] or k["dead"] for k in summary["kernels"])
+    assert len(orchestrator.partition.kernels) == len(summary["kernels"])
+    plan_funcs = {step["func"] for step in json.loads((path / "plan.json").read_text())["steps"]}
+    assert {f for k in summary["kernels"] for f in k["functions"]} <= plan_funcs
+
+    from adreno.opencl.executor import Executor
+
+    onnx_model, _ = load_model(model)
+    feed = {i.name: np.random.default_rng(0).standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
+            .astype(np.float32) for i in onnx_model.graph.input}
+    want = ort.InferenceSession(onnx_model.SerializeToString()).run(None, feed)
+    got = Executor(str(path), pocl_device).run(list(feed.values()))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-4)
+
+
+def test_compile_orchestrate_measures_once_and_passes_check(tmp_path, capsys):
+    records, out = tmp_path / "r.jsonl", tmp_path / "a"
+    args = ["compile", "tiny", "-o", str(out), "--orchestrate", "--max-size", "2", "--records", str(records),
+            "--host", "native"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "measured 1/" in err and "launch cost" in err
+    manifest = json.loads((out / "manifest.json").read_text())
+    summary = manifest["orchestration"]
+    assert manifest["memory"] == "buffer" and manifest["winograd"] == "off"
+    assert summary["measured_now"] > 0 and summary["predicted_run_s"] > 0 and not summary["fallbacks"]
+    plan_funcs = {step["func"] for step in json.loads((out / "plan.json").read_text())["steps"]}
+    for kernel in summary["kernels"]:  # the plan launches what each chosen kernel became
+        assert kernel["cost_s"] > 0 and set(kernel["functions"]) <= plan_funcs, kernel
+    assert main(["run", str(out), "--check", "--repeat", "2"]) == 0
+    lines = len(records.read_text().splitlines())
+    assert main(args) == 0
+    assert "measured 1/" not in capsys.readouterr().err and len(records.read_text().splitlines()) == lines
+    assert json.loads((out / "manifest.json").read_text())["orchestration"]["measured_now"] == 0
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--memory", "texture"], "--memory texture"),
+    (["--winograd", "f4"], "--winograd f4"),
+    (["--schedules", "tvm"], "--schedules tvm"),
+    (["--max-size", "0"], "--max-size must be positive"),
+])
+def test_orchestrate_refuses_what_it_cannot_honour(tmp_path, extra, message, capsys):
+    assert main(["compile", "tiny", "-o", str(tmp_path / "a"), "--orchestrate", *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "a").exists()

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""End to end: `adreno compile --orchestrate` next to the default compiles, side by side in one run.
+
+    python tools/bench_orchestrate.py [mobilevit_xs mobilenetv3_small ...] [--records R] [--max-size 3]
+        [--repeat 30] [--rounds 3] [--device pocl] [--json out.json]
+
+Per model, three artifacts, each compiled by the CLI as a user would (host native):
+- `default`: `adreno compile MODEL` (texture memory, Winograd auto: what a user gets);
+- `buffer`: `--memory buffer --winograd off`, the conditions orchestration compiles under;
+- `orchestrated`: `--orchestrate --max-size N --records R` (its candidates measured on --device, kept in R).
+
+Each is run with `adreno run --check` (outputs against onnxruntime; a timing counts only after its check passed),
+in `--rounds` interleaved rounds of `--repeat` runs, and the median of the rounds' median wall times is reported,
+with the kernels' device time. The orchestrated row also shows its predicted wall time (the manifest's
+`predicted_run_s`: the device's per-run cost plus the chosen kernels' measured costs), the candidates, the
+measurements made by this run and the BLP's solve time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ADRENO = [sys.executable, "-m", "adreno.cli"]
+MODELS = ["mobilevit_xs", "mobilenetv3_small", "mobilenetv2", "resnet18"]
+
+
+def compile_variant(model: str, variant: str, out: Path, args) -> dict:
+    flags = {"default": [], "buffer": ["--memory", "buffer", "--winograd", "off"],
+             "orchestrated": ["--orchestrate", "--max-size", str(args.max_size), "--records", args.records,
+                              "--measure-device", args.device]}[variant]
+    started = time.perf_counter()
+    subprocess.run([*ADRENO, "compile", model, "-o", str(out), "--host", "native", "-q", *flags], check=True,
+                   stdout=subprocess.DEVNULL)
+    manifest = json.loads((out / "manifest.json").read_text())
+    return {"variant": variant, "compile_s": round(time.perf_counter() - started, 1), "kernels": manifest["kernels"],
+            "orchestration": manifest.get("orchestration")}
+
+
+def run_once(artifact: Path, args) -> dict:
+    done = subprocess.run([*ADRENO, "run", str(artifact), "--check", "--repeat", str(args.repeat), "--device",
+                           args.device, "--json"], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{artifact}: adreno run --check failed (exit {done.returncode}): "
+                         f"{done.stderr.strip().splitlines()[-1:]}")
+    result = json.loads(done.stdout)
+    return {"wall_ms": result["median_ms"], "kernel_ms": result["device_median_ms"],
+            "max_error": max(o["max_abs_error"] for o in result["check"]["outputs"])}
+
+
+def bench_model(model: str, work: Path, args) -> list[dict]:
+    rows = [compile_variant(model, v, work / f"{model}-{v}", args) for v in ("default", "buffer", "orchestrated")]
+    rounds = {row["variant"]: [] for row in rows}
+    for _ in range(args.rounds):  # interleaved, so a slow spell of the machine falls on every variant
+        for row in rows:
+            rounds[row["variant"]].append(run_once(work / f"{model}-{row['variant']}", args))
+    for row in rows:
+        runs = rounds[row["variant"]]
+        row.update(model=model, wall_ms=statistics.median(r["wall_ms"] for r in runs),
+                   kernel_ms=statistics.median(r["kernel_ms"] for r in runs),
+                   max_error=max(r["max_error"] for r in runs))
+    return rows
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| model | variant | kernels | wall ms | kernel ms | vs default | vs buffer | predicted ms | candidates "
+             "| measured now | solve s | compile s |", "|" + "---|" * 12]
+    by_model = {}
+    for row in rows:
+        by_model.setdefault(row["model"], {})[row["variant"]] = row
+    for model, variants in by_model.items():
+        for row in variants.values():
+            o = row["orchestration"] or {}
+            predicted = o.get("predicted_run_s")
+            lines.append(
+                f"| {model} | {row['variant']} | {row['kernels']} | {row['wall_ms']:.3f} | {row['kernel_ms']:.3f} | "
+                f"{variants['default']['wall_ms'] / row['wall_ms']:.2f}x | "
+                f"{variants['buffer']['wall_ms'] / row['wall_ms']:.2f}x | "
+                f"{'' if predicted is None else f'{predicted * 1e3:.3f}'} | {o.get('candidates', '')} | "
+                f"{o.get('measured_now', '')} | {o.get('solve_s', '')} | {row['compile_s']} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("models", nargs="*", default=MODELS[:2], help=f"zoo models (default {MODELS[:2]})")
+    parser.add_argument("--records", help="records file of the candidates' costs (default: a temporary one)")
+    parser.add_argument("--max-size", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--device", default="pocl")
+    parser.add_argument("--json", help="write the rows as JSON here")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-orchestrate-") as scratch:
+        args.records = args.records or str(Path(scratch) / "records.jsonl")
+        for model in args.models:
+            print(f"{model} ...", file=sys.stderr, flush=True)
+            rows += bench_model(model, Path(scratch), args)
+    print(table(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
