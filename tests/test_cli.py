@@ -255,3 +255,18 @@ def test_input_shape_may_not_change_a_static_input(tmp_path):
     assert "the model's input is 1,4,8,8" in proc.stderr.strip().splitlines()[-1], proc.stderr
     adreno("compile", tmp_path / "m.onnx", "--input-shape", "x:1,4,8,8", "-o", tmp_path / "same", "-q",
            "--memory", "buffer")
+
+
+def test_input_shape_fixes_a_dimension_written_as_minus_one(tmp_path):
+    """paddle2onnx writes a dynamic batch as dim_value -1 (PP-OCR's cls): it is dynamic for --input-shape too."""
+    from adreno.frontend.importer import input_shapes
+    from tests.conftest import single_op_model
+
+    model = single_op_model("Relu", {"x": [-1, 4, 8, 8]})
+    assert input_shapes(model, {"x": [1, 4, 8, 8]}) == {"x": [1, 4, 8, 8]}
+    onnx.save(model, tmp_path / "m.onnx")
+    adreno("compile", tmp_path / "m.onnx", "--input-shape", "x:2,4,8,8", "-o", tmp_path / "out", "-q",
+           "--memory", "buffer")
+    proc = adreno("compile", tmp_path / "m.onnx", "--input-shape", "x:2,4,8,9", "-o", tmp_path / "bad", "-q",
+                  check_rc=2)
+    assert "the model's input is ?,4,8,8" in proc.stderr.strip().splitlines()[-1], proc.stderr

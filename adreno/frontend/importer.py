@@ -78,7 +78,7 @@ def input_shapes(model, overrides: dict[str, list[int]] | None = None) -> dict[s
         dims = inp.type.tensor_type.shape.dim
         shape = []
         for axis, dim in enumerate(dims):
-            if dim.HasField("dim_value") and dim.dim_value >= 0:  # 0: an empty input (adreno.frontend.empty)
+            if declared_size(dim) is not None:
                 shape.append(dim.dim_value)
             else:
                 label = dim.dim_param or "?"
@@ -88,6 +88,12 @@ def input_shapes(model, overrides: dict[str, list[int]] | None = None) -> dict[s
                     f"--input-shape {inp.name}:{example}")
         shapes[inp.name] = _within_int32(inp.name, shape)
     return shapes
+
+
+def declared_size(dim) -> int | None:
+    """A dimension's static size, or None where it is dynamic: a name, nothing, or a negative value (as
+    paddle2onnx writes -1). 0 is static: an empty input (adreno.frontend.empty)."""
+    return dim.dim_value if dim.HasField("dim_value") and dim.dim_value >= 0 else None
 
 
 INT32_MAX = 2 ** 31 - 1  # kernels index tensors with 32-bit ints: a larger input would wrap around
@@ -110,7 +116,7 @@ def _override(inp, shape: list[int]) -> list[int]:
     tensor = inp.type.tensor_type
     if not tensor.HasField("shape"):  # the model says nothing about this input's shape: the override is it
         return shape
-    declared = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+    declared = [declared_size(d) for d in tensor.shape.dim]
     model_shape = ",".join("?" if d is None else str(d) for d in declared)
     if len(declared) != len(shape) or any(d is not None and d != s for d, s in zip(declared, shape)):
         raise ModelError(f"{where}: the model's input is {model_shape} (? dynamic); --input-shape may only fix "

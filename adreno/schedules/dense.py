@@ -1,10 +1,14 @@
-"""Dense / matmul with a single row (classifier heads such as MobileNetV2's 1280 -> 1000): TVM's own dlight GEMV
-rule, which TVM 0.27's Adreno pipeline does not apply (it falls back to a generic reduction schedule).
+"""Matrix products: TVM's own dlight GEMV rule for a single row (classifier heads such as MobileNetV2's 1280 -> 1000),
+and dlight's Matmul rule, with the Adreno configuration TVM ships for it (8x2 outputs a work-item, 32x4 work-groups,
+K in steps of 16, vectors of 8, no local memory), for products with many rows (a transformer's linear layers and
+attention, an LSTM's gates). TVM 0.27's Adreno pipeline applies neither: its generic reduction schedule gives every
+output element a work-group of 256 work-items, so MobileViT-XS's 64x48 by 48x48 linear layers launched 786,432
+work-items for 3,072 outputs, 208 of each 256 with no product to add.
 
-GEMV assumes that its epilogue is elementwise on the reduction's output: it binds the epilogue's loops as it bound
-the reduction's rows, so an epilogue that broadcasts to a larger tensor (a squeeze-and-excitation block's 1x1 conv
-on a pooled 1x1 map, fused with `sigmoid(conv) * x`) would store only the first rows' worth of outputs. Such
-functions are refused here and left to the rules after ours.
+GEMV (and Matmul, which computes its epilogue in the output tile) assumes that its epilogue is elementwise on the
+reduction's output: it binds the epilogue's loops as it bound the reduction's rows, so an epilogue that broadcasts
+to a larger tensor (a squeeze-and-excitation block's 1x1 conv on a pooled 1x1 map, fused with `sigmoid(conv) * x`)
+would store only the first rows' worth of outputs. Such functions are refused here and left to the rules after ours.
 
 Not tunable yet: no knobs, and it matches no workload, so the tuner skips these functions.
 """
@@ -33,7 +37,8 @@ def elementwise_epilogue(func) -> bool:
 
 
 class Dense(Family):
-    """dlight's GEMV schedule of matrix-vector products with an elementwise epilogue, on OpenCL targets."""
+    """dlight's GEMV schedule of matrix-vector products, else its Matmul schedule of matrix products, with an
+    elementwise epilogue, on OpenCL targets."""
 
     def __init__(self):
         super().__init__("dense", {}, lambda func: None, lambda wl, ctx: {}, lambda wl, config, ctx: config,
@@ -44,7 +49,7 @@ class Dense(Family):
 
         if not elementwise_epilogue(func):
             return None
-        return dlight.gpu.GEMV().apply(func, ctx.target, False)
+        return dlight.gpu.GEMV().apply(func, ctx.target, False) or dlight.gpu.Matmul().apply(func, ctx.target, False)
 
 
 FAMILY = Dense()

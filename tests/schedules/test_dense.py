@@ -1,4 +1,5 @@
-"""Classifier heads (one-row dense/matmul) get dlight's GEMV schedule instead of TVM's Adreno fallback."""
+"""Classifier heads (one-row dense/matmul) get dlight's GEMV schedule, products with many rows (linear layers,
+attention) dlight's Matmul schedule, instead of TVM's Adreno fallback (a work-group per output element)."""
 
 from __future__ import annotations
 
@@ -26,3 +27,20 @@ def test_gemv_head_matches_onnxruntime_and_is_ours(k, n, tmp_path):
     inputs = random_inputs(ours.input_specs(), seed=1)
     reference = onnxruntime_outputs(model, inputs)[0]
     np.testing.assert_allclose(Executor(ours).run(inputs)[0], reference, atol=1e-4 * max(1, np.abs(reference).max()))
+
+
+@pytest.mark.parametrize("x, w", [([1, 64, 48], [48, 48]), ([1, 12, 20], [20, 13]), ([2, 3, 5, 7], [2, 3, 7, 6])])
+@pytest.mark.parametrize("memory", ["buffer", "texture"])
+def test_matmul_with_rows_is_tiled_and_matches_onnxruntime(x, w, memory, tmp_path):
+    rng = np.random.default_rng(len(x) + x[-1])
+    model = single_op_model("MatMul", {"x": x}, {"w": rng.standard_normal(w)})
+    artifact = Artifact.load(compile_model(model, tmp_path / memory, CompileOptions(memory=memory)))
+    [step] = [s for s in artifact.plan.steps if s.op == "matmul"]
+    outputs = int(np.prod(artifact.plan.tensors[step.args[-1]].shape))
+    work_items = int(np.prod(step.kernels[0].global_size))
+    # tiled (small shapes pad to whole work-groups); TVM's fallback gave each output 256 work-items
+    assert work_items < 16 * outputs and list(step.kernels[0].local_size)[:2] == [32, 4], step.kernels[0]
+    inputs = random_inputs(artifact.input_specs(), seed=1)
+    reference = onnxruntime_outputs(model, inputs)[0]
+    atol = 1e-4 * max(1, np.abs(reference).max())
+    np.testing.assert_allclose(Executor(artifact).run(inputs)[0], reference, atol=atol)

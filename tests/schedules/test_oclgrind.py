@@ -61,8 +61,29 @@ def _softmax_model(shape: list[int]) -> onnx.ModelProto:
     return model
 
 
+def _linear_model() -> onnx.ModelProto:
+    """A linear layer on 12 tokens of 20 features (ragged for 8x2 tiles and K steps of 16), bias and SiLU fused,
+    then an attention-style batched product (2 x 3 heads of 5 x 7 by 7 x 6)."""
+    rng = np.random.default_rng(5)
+    w = numpy_helper.from_array(rng.standard_normal((20, 13)).astype(np.float32) * 0.2, "w")
+    b = numpy_helper.from_array(rng.standard_normal(13).astype(np.float32), "b")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"]),
+             helper.make_node("Sigmoid", ["a"], ["s"]), helper.make_node("Mul", ["a", "s"], ["y"]),
+             helper.make_node("MatMul", ["q", "k"], ["z"])]
+    f = TensorProto.FLOAT
+    graph = helper.make_graph(nodes, "linear", [helper.make_tensor_value_info("x", f, [1, 12, 20]),
+                                                helper.make_tensor_value_info("q", f, [2, 3, 5, 7]),
+                                                helper.make_tensor_value_info("k", f, [2, 3, 7, 6])],
+                              [helper.make_tensor_value_info("y", f, [1, 12, 13]),
+                               helper.make_tensor_value_info("z", f, [2, 3, 5, 6])], [w, b])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
 MODELS = {
     "head": _head_model,
+    "linear": _linear_model,
     "conv3x3": lambda: conv_model(ConvCase(1, 8, 9, 9, 16, 3, 1, (1, 1, 1, 1))),
     "dw": lambda: conv_model(ConvCase(1, 16, 9, 9, 16, 3, 2, (1, 1, 1, 1), groups=16, epilogue="bn_clip")),
     "1x1": lambda: conv_model(ConvCase(1, 16, 7, 7, 24, 1, 1, epilogue="bn")),
@@ -81,6 +102,7 @@ CASES = [
         "pool": {"threads_x": 8, "threads_y": 4, "tile_x": 1, "unroll": 0},     # lanes reduce in local memory
         "reduce": {"threads_x": 8, "threads_y": 1}}),
     ("attention_softmax", "buffer", "adreno-740", "off", {}),
+    ("linear", "buffer", "adreno-740", "off", {}),  # dlight's Matmul (schedules/dense.py), ragged tiles
     ("conv3x3", "texture", "adreno-740", "off", {}),
     ("conv3x3", "texture", "pocl-cpu", "off", {}),
     ("conv3x3", "texture", "adreno-740", "off", {
