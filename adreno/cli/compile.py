@@ -10,11 +10,12 @@ from pathlib import Path
 
 from ..errors import AdrenoError
 from ..options import Defaults, Host, Memory, Precision, Schedules, Winograd, add_staging_argument, enum_argument
-from .common import Progress, emit, megabytes
+from .common import Progress, emit, megabytes, require_positive
 
 
 def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command) interface of adreno.cli.main
     from ..frontend.bind import add_bind_argument
+    from .orchestrate import add_max_size_argument
 
     p = command("compile", cmd_compile, "compile a model into a deployable artifact directory",
                 "Compile MODEL (a bundled model name or an .onnx file) for an Adreno GPU. The artifact directory "
@@ -68,8 +69,7 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
                    "measured on --measure-device, the exact BLP of each block) and compile that partition instead "
                    "of TVM FuseOps'; implies --memory buffer and --winograd off. Costs are read from and appended to "
                    "--records, so a second compile measures nothing; see docs/orchestrate.md")
-    p.add_argument("--max-size", type=int, default=3, help="with --orchestrate: most primitives per candidate "
-                   "kernel (default 3; FuseOps' groups are candidates whatever their size)")
+    add_max_size_argument(p, "with --orchestrate: ")
     p.add_argument("--measure-device", default="pocl", help="with --orchestrate: the local OpenCL device that "
                    "measures the candidates (default pocl)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
@@ -161,7 +161,6 @@ def _orchestrator(args, options, progress):
         yield None
         return
     from ..orchestrate.orchestrator import Orchestrator
-    from .common import require_positive
     from .orchestrate import cost_table
 
     require_positive(args, "max_size")

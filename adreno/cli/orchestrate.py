@@ -31,12 +31,17 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
     p.add_argument("--target", default="adreno-740", help="the target the candidates are compiled for "
                    "(default adreno-740)")
     p.add_argument("--device", default="pocl", help="the local OpenCL device that measures (default pocl)")
-    p.add_argument("--max-size", type=int, default=3, help="most primitives per candidate kernel (default 3; "
-                   "FuseOps' groups are candidates whatever their size)")
+    add_max_size_argument(p)
     p.add_argument("--repeat", type=int, default=5, help="timed runs per candidate (default 5)")
     p.add_argument("--time-limit", type=float, default=10.0, metavar="SECONDS",
                    help="solver time limit per block (default 10)")
     p.set_defaults(func=cmd_orchestrate)
+
+
+def add_max_size_argument(p, when: str = "") -> None:
+    """`--max-size`, the candidates' bound, for `orchestrate` and for `compile --orchestrate` (`when` prefixes it)."""
+    p.add_argument("--max-size", type=int, default=3, help=f"{when}most primitives per candidate kernel (default 3; "
+                   "FuseOps' groups are candidates whatever their size)")
 
 
 def cmd_orchestrate(args) -> int:

@@ -62,22 +62,23 @@ def fuse_within(kernels: tuple, emitted: dict):
         main = mod["main"]
         bindings = [b for block in main.body.blocks for b in block.bindings]
         by_name = {b.var.name: b for b in bindings}
-        missing = {m for k in kernels for m in k.members} - set(by_name)
+        claimed = {m for k in kernels for m in k.members}
+        missing = claimed - set(by_name)
         if missing:
             raise AdrenoError(f"orchestration: the pipeline's module has no bindings {sorted(missing)[:3]}; the "
                               "choice was made on another module")
-        claimed = {m for k in kernels for m in k.members}
         units = [([by_name[m] for m in k.members], [by_name[w].var for w in k.writes]) for k in kernels]
         units += [([b], [b.var]) for b in bindings if b.var.name not in claimed]
-        order = topological([_reads(members) for members, _ in units], [writes for _, writes in units])
+        reads = [_reads(members) for members, _ in units]
+        order = topological(reads, [writes for _, writes in units])
         if order is None:
             raise AdrenoError("orchestration: the chosen kernels read each other's outputs (no order exists)")
         rest = tvm.IRModule({gv: f for gv, f in mod.functions_items() if gv.name_hint != "main"})
         builder = relax.BlockBuilder(rest)
-        grouped = {i: builder.add_func(_kernel_function(*units[i], i), f"orchestrated_kernel{i}")
+        grouped = {i: builder.add_func(_kernel_function(*units[i], reads[i], i), f"orchestrated_kernel{i}")
                    for i in range(len(kernels))}
         fused = relax.transform.FuseOps()(builder.get())
-        return _inlined(fused, main, units, order, grouped, emitted)
+        return _inlined(fused, main, units, reads, order, grouped, emitted)
 
     return run
 
@@ -93,9 +94,9 @@ def _reads(members) -> list:
     return reads
 
 
-def _kernel_function(members, writes, index: int):
-    """A private function binding `members` on parameters standing for what they read, returning `writes`."""
-    reads = _reads(members)
+def _kernel_function(members, writes, reads, index: int):
+    """A private function binding `members` on parameters standing for what they read (`reads`), returning
+    `writes`."""
     params = [relax.Var(f"in{k}", v.ty) for k, v in enumerate(reads)]
     local = dict(zip(reads, params))
     builder = relax.BlockBuilder()
@@ -109,7 +110,7 @@ def _kernel_function(members, writes, index: int):
     return builder.get()[f"orchestrated_kernel{index}"]
 
 
-def _inlined(fused, main, units, order, grouped, emitted):
+def _inlined(fused, main, units, reads, order, grouped, emitted):
     """`fused` with `main` rebuilt in `order`: each kernel function's (fused) body in place of its call."""
     kernel_names = {gv.name_hint for gv in grouped.values()}
     rest = tvm.IRModule({gv: f for gv, f in fused.functions_items()
@@ -126,7 +127,7 @@ def _inlined(fused, main, units, order, grouped, emitted):
                     mapping[b.var] = value if isinstance(value, relax.Var) else builder.emit(value, b.var.name)
                     continue
                 func = fused[grouped[i].name_hint]
-                local = dict(zip(func.params, [mapping.get(v, v) for v in _reads(members)]))
+                local = dict(zip(func.params, [mapping.get(v, v) for v in reads[i]]))
                 callees = []
                 for block in func.body.blocks:
                     for b in block.bindings:

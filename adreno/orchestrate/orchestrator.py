@@ -14,7 +14,6 @@ from __future__ import annotations
 from adreno.errors import AdrenoError
 from adreno.options import Memory, Schedules, Winograd
 from adreno.orchestrate.emit import fuse_within
-from adreno.orchestrate.graph import BINDING_PREFIX
 from adreno.orchestrate.partition import partition
 from adreno.orchestrate.report import orchestrate_module
 
@@ -56,14 +55,11 @@ class Orchestrator:
         dead, removed by the pipeline, and listed under `dead` instead."""
         launched = {step.func for step in plan.steps}
         report, part = self.orchestration.report, self.partition
-        costs = self.orchestration.costs
-        number = {f"{BINDING_PREFIX}{i}": p.name for i, p in enumerate(self.orchestration.graph.primitives)}
         launch = report["launch"]
-        kernels = [{"block": block, "ops": k.label, "primitives": len(k.members),
-                    "cost_s": costs.get(frozenset(number[m] for m in k.members)),
+        kernels = [{"block": block, "ops": k.label, "primitives": len(k.members), "cost_s": cost,
                     "functions": [f for f in self.emitted.get(i, []) if f in launched],
                     "dead": [f for f in self.emitted.get(i, []) if f not in launched]}
-                   for i, (k, block) in enumerate(zip(part.kernels, part.blocks))]
+                   for i, (k, block, cost) in enumerate(zip(part.kernels, part.blocks, part.costs))]
         return {"max_size": self.max_size, "device": report["device"], "primitives": report["primitives"],
                 "blocks": len(report["blocks"]), "candidates": report["candidates"],
                 "measured_now": report["measured_now"], "solve_s": round(report["solve_s"], 3),

@@ -31,12 +31,18 @@ class Fallback:
 
 @dataclass(frozen=True)
 class Partition:
-    """The kernels to emit in a topological order, the blocks that fell back, and the predicted total (s)."""
+    """The kernels to emit in a topological order, the blocks that fell back, and per emitted kernel its block and
+    measured cost (s, None where unmeasured)."""
 
     kernels: tuple
     fallbacks: tuple
-    predicted_s: float | None
-    blocks: tuple  # per emitted kernel, its block
+    blocks: tuple
+    costs: tuple
+
+    @property
+    def predicted_s(self) -> float | None:
+        """The sum of the emitted kernels' costs; None when one is unmeasured."""
+        return None if None in self.costs else sum(self.costs)
 
 
 def partition(orchestration) -> Partition:
@@ -44,8 +50,8 @@ def partition(orchestration) -> Partition:
     from adreno.orchestrate.report import ops_label
 
     graph = orchestration.graph
-    number = {p.name: f"{BINDING_PREFIX}{i}" for i, p in enumerate(graph.primitives)}
-    kernels, blocks, fallbacks, predicted = [], [], [], 0.0
+    position = {p.name: i for i, p in enumerate(graph.primitives)}
+    kernels, blocks, fallbacks, costs = [], [], [], []
     for index, bc in enumerate(orchestration.chosen):
         block = bc.candidates.block
         chosen, reason = _ordered(bc.choice)
@@ -55,13 +61,12 @@ def partition(orchestration) -> Partition:
             chosen = [chosen[i] for i in _order(chosen)]  # FuseOps' groups of one module always have an order
             fallbacks.append(Fallback(index, reason))
         for k in chosen:
-            members = tuple(number[p.name] for p in graph.primitives if p.name in k.primitives)
-            kernels.append(EmittedKernel(members, tuple(number[w] for w in sorted(k.outputs, key=_position(graph))),
-                                         ops_label(graph, k.primitives)))
+            members, writes = (tuple(f"{BINDING_PREFIX}{position[v]}" for v in sorted(values, key=position.get))
+                               for values in (k.primitives, k.outputs))
+            kernels.append(EmittedKernel(members, writes, ops_label(graph, k.primitives)))
             blocks.append(index)
-            cost = orchestration.costs.get(k.primitives)
-            predicted = None if predicted is None or cost is None else predicted + cost
-    return Partition(tuple(kernels), tuple(fallbacks), predicted, tuple(blocks))
+            costs.append(orchestration.costs.get(k.primitives))
+    return Partition(tuple(kernels), tuple(fallbacks), tuple(blocks), tuple(costs))
 
 
 def _ordered(choice):
@@ -77,7 +82,3 @@ def _ordered(choice):
 def _order(kernels):
     return topological([k.inputs for k in kernels], [sorted(k.outputs) for k in kernels])
 
-
-def _position(graph):
-    position = {p.name: i for i, p in enumerate(graph.primitives)}
-    return lambda name: position[name]

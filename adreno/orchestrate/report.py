@@ -26,12 +26,11 @@ from adreno.orchestrate.graph import op_name, prepared, primitive_graph
 @dataclass(frozen=True)
 class Orchestration:
     """One module orchestrated: the prepared (fissioned, numbered) module and its primitive graph, every block's
-    choice (`choose.BlockChoice`), FuseOps' group names, the costs, and the report (plain data)."""
+    choice (`choose.BlockChoice`), the costs, and the report (plain data)."""
 
     mod: object
     graph: object
     chosen: list
-    fused_names: dict
     costs: dict
     report: dict
 
@@ -100,7 +99,7 @@ def orchestrate_module(mod, name: str, target_name: str, costs_of, max_size: int
               "chosen_cost_s": sum(b["chosen_cost_s"] for b in blocks) if complete else None,
               "complete": complete, "seconds": time.perf_counter() - started,
               "launch": {"per_launch_s": costs_of.launch.per_launch_s, "per_run_s": costs_of.launch.per_run_s}}
-    return Orchestration(mod, graph, chosen, fused_names, costs, report)
+    return Orchestration(mod, graph, chosen, costs, report)
 
 
 def ops_label(graph, group) -> str:
