@@ -71,6 +71,13 @@ class TensorSpec:
         return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
 
 
+def random_inputs(specs, seed: int = 0) -> list[np.ndarray]:
+    """Seeded standard-normal inputs for the given tensor specs. The same seed gives the same inputs on every host,
+    which is why a farm agent makes a measurement's inputs itself from the seed a client sends."""
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s.shape).astype(s.dtype) for s in specs]
+
+
 @dataclass
 class KernelArg:
     """One kernel argument: a step argument (by index), a per-step workspace, or a scalar."""

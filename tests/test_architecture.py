@@ -149,3 +149,9 @@ def test_the_device_table_imports_no_tvm():
     code = "import sys, adreno.devices, adreno.options; assert 'tvm' not in sys.modules, 'tvm imported'"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_the_farm_never_imports_the_runners_that_call_it():
+    """The runners (clients) use the farm's protocol helpers; the farm (agents, tracker: the servers) needs nothing
+    of its clients, so the two packages are no import pair."""
+    assert not sorted(d for d in _package_imports("adreno.farm") if d.startswith("adreno.runners"))

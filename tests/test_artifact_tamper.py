@@ -315,7 +315,7 @@ from adreno.cache import ProgramCache
 from adreno.errors import AdrenoError
 from adreno.opencl.device import select_device
 from adreno.opencl.executor import Executor
-from adreno.runners.interface import random_inputs
+from adreno.artifact import random_inputs
 
 device, cache = select_device("pocl"), ProgramCache()
 jobs = json.loads(sys.argv[1])

@@ -31,7 +31,8 @@ from adreno.cache import (
     read_tvm_precompiled_blob,
 )
 from adreno.opencl.executor import Executor
-from adreno.runners.interface import RunInput, random_inputs
+from adreno.artifact import random_inputs
+from adreno.runners.interface import RunInput
 from adreno.runners.local import LocalRunner
 
 ENTRY_HEADER_AT = 16  # magic, version, header length; then the header, the SHA-256 and the binary

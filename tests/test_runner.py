@@ -7,7 +7,8 @@ import numpy as np
 from adreno.frontend import zoo
 from adreno.artifact import Artifact
 from adreno.reference import onnxruntime_outputs
-from adreno.runners.interface import RunInput, check_outputs, random_inputs
+from adreno.artifact import random_inputs
+from adreno.runners.interface import RunInput, check_outputs
 from adreno.runners.local import LocalRunner
 
 

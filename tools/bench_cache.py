@@ -42,7 +42,7 @@ def child(mode: str, artifact_path: str, cache_dir: str, output: str, device_spe
     from adreno.cache import ProgramCache
     from adreno.opencl.device import select_device
     from adreno.opencl.executor import Executor
-    from adreno.runners.interface import random_inputs
+    from adreno.artifact import random_inputs
 
     imported = time.perf_counter()
     artifact = Artifact.load(artifact_path)
@@ -100,7 +100,7 @@ def bench_model(model: str, args, workdir: Path, env: dict) -> dict:
     from adreno.compile import compile_model
     from adreno.opencl.device import select_device
     from adreno.reference import onnxruntime_outputs, reference_model
-    from adreno.runners.interface import random_inputs
+    from adreno.artifact import random_inputs
 
     given = Path(args.artifacts) / model if args.artifacts else None
     if given is not None and given.is_dir():

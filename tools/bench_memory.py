@@ -34,7 +34,7 @@ from adreno.opencl.device import select_device
 from adreno.opencl.executor import Executor
 from adreno.options import CompileOptions
 from adreno.reference import compare, onnxruntime_outputs
-from adreno.runners.interface import random_inputs
+from adreno.artifact import random_inputs
 
 # variant -> (memory, precision, tiled texture convs)
 VARIANTS = {"buffer": ("buffer", "fp32", True), "tex-1px": ("texture", "fp32", False),

@@ -19,7 +19,7 @@ from adreno.compile import compile_model
 from adreno.opencl.executor import Executor
 from adreno.options import CompileOptions
 from adreno.reference import compare, onnxruntime_outputs, reference_model
-from adreno.runners.interface import random_inputs
+from adreno.artifact import random_inputs
 
 
 def bench(model: str, device, repeat: int, workdir: Path, schedules: str) -> dict:

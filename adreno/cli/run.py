@@ -47,7 +47,7 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
 
 
 def _load_inputs(args, artifact) -> list[np.ndarray]:
-    from ..runners.interface import random_inputs
+    from ..artifact import random_inputs
 
     specs = artifact.input_specs()
     if not args.input:

@@ -106,7 +106,7 @@ def _prepare(tar_name: str) -> str:
 def _measure(name: str, request_json: str) -> str:
     import numpy as np
 
-    from adreno.runners.interface import random_inputs
+    from adreno.artifact import random_inputs
 
     request = json.loads(request_json)
     fault = request.get("fault")

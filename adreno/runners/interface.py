@@ -99,12 +99,6 @@ class Runner:
         self._pool.shutdown(wait=True)
 
 
-def random_inputs(specs, seed: int = 0) -> list[np.ndarray]:
-    """Seeded standard-normal inputs for the given tensor specs (the same seed gives the same inputs)."""
-    rng = np.random.default_rng(seed)
-    return [rng.standard_normal(s.shape).astype(s.dtype) for s in specs]
-
-
 def check_outputs(outputs, reference, rtol: float, atol: float) -> tuple[float, str | None]:
     """(max abs error, error message or None) of outputs against a reference."""
     if len(outputs) != len(reference):

@@ -4,7 +4,8 @@ child process with a deadline per measurement, so a hung or crashing driver cost
 from __future__ import annotations
 
 from ..errors import AdrenoError
-from .interface import RunInput, RunResult, Runner, check_outputs, random_inputs
+from ..artifact import random_inputs
+from .interface import RunInput, RunResult, Runner, check_outputs
 
 
 class LocalRunner(Runner):

@@ -28,7 +28,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from adreno.errors import TVM_ERRORS
-from adreno.runners.interface import RunInput, Runner, RunResult, check_outputs, random_inputs
+from adreno.artifact import random_inputs
+from adreno.runners.interface import RunInput, Runner, RunResult, check_outputs
 
 from ..farm.common import FarmError, parse_addr
 from ..farm.deadline import StageTimeout, Timeouts, call_with_deadline, short_error

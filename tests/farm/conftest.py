@@ -29,7 +29,7 @@ def farm2(tmp_path_factory):
 def tiny_reference(tiny_artifact):
     """Outputs of the tiny artifact on the local PoCL device for seed 0 (the agents must reproduce them)."""
     from adreno.opencl.executor import Executor
-    from adreno.runners.interface import random_inputs
+    from adreno.artifact import random_inputs
 
     executor = Executor(str(tiny_artifact), None)
     return executor.run(random_inputs(executor.artifact.input_specs(), 0))

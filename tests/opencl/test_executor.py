@@ -14,7 +14,7 @@ from adreno.errors import AdrenoError, DeviceError, KernelBuildError
 from adreno.opencl import device as devices
 from adreno.opencl.executor import Executor
 from adreno.reference import onnxruntime_outputs
-from adreno.runners.interface import random_inputs
+from adreno.artifact import random_inputs
 
 
 def test_tiny_matches_onnxruntime_and_profiles(tiny_artifact, pocl_device):

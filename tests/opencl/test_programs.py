@@ -15,7 +15,7 @@ from adreno.cache import ProgramCache
 from adreno.errors import KernelBuildError
 from adreno.opencl.executor import Executor
 from adreno.opencl.programs import Grouping, groups, program_kernels
-from adreno.runners.interface import random_inputs
+from adreno.artifact import random_inputs
 
 
 def test_one_program_for_the_model_runs_as_one_per_file(tiny_artifact, pocl_device):

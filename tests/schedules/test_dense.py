@@ -11,7 +11,7 @@ from adreno.compile import compile_model
 from adreno.opencl.executor import Executor
 from adreno.options import CompileOptions
 from adreno.reference import onnxruntime_outputs
-from adreno.runners.interface import random_inputs
+from adreno.artifact import random_inputs
 from tests.conftest import single_op_model
 
 
