@@ -4,7 +4,9 @@ Layout of an artifact directory::
 
     manifest.json      what was compiled, for which target, by which versions; file list with sizes and SHA-256
     plan.json          the launch plan: tensors, storage plan, programs, and the ordered steps/kernels
-    kernels/*.cl       OpenCL C source of every program (one per lowered primitive function)
+    kernels/*.cl.gz    OpenCL C source of every program (one per lowered primitive function), gzip-compressed
+                       (`zcat` reads one): unrolled kernels compress about 16x, and without it the sources
+                       outweighed an fp16 model's weights' saving
     params.npz         constant tensors (weights, folded at compile time), keyed by param name
     lib.so | lib.tar   TVM host library (Relax VM executable) from `export_library`
 
@@ -15,6 +17,7 @@ plan is consistent, before anything runs (`adreno.artifact_check`).
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -33,12 +36,18 @@ from .processes import process_alive
 from .layout import ImageSpec  # noqa: F401  (part of the contract: TensorSpec.image, Plan.images)
 from .weights import StoredWeight, param_value
 
-PLAN_FORMAT = 4  # 2: image storage (TensorSpec.image, Plan.images) for --memory texture; 3: tensors without storage
+PLAN_FORMAT = 5  # 2: image storage (TensorSpec.image, Plan.images) for --memory texture; 3: tensors without storage
 # (storage ""): empty outputs and inputs no kernel reads (adreno.frontend.empty); 4: params stored in another form
 # (TensorSpec.stored: Winograd weights as their 3x3 source, fp16 weights as float16; adreno.weights), and each
-# kernel source starts with its contract line (adreno.kernel_contract)
+# kernel source starts with its contract line (adreno.kernel_contract); 5: kernel sources gzip-compressed
+# (kernel_path), so an older adreno refuses the artifact by its format instead of misreading the bytes
 _NPY_HEADER_MAX = 64 * 1024  # an .npy header is 128 bytes here; numpy allows longer ones, never this long
 MANIFEST_NAME, PLAN_NAME, PARAMS_NAME, KERNEL_DIR = "manifest.json", "plan.json", "params.npz", "kernels"
+
+
+def kernel_path(file_stem: str) -> str:
+    """Where a program's compressed source lives in an artifact (the path `Plan.programs` gives)."""
+    return f"{KERNEL_DIR}/{file_stem}.cl.gz"
 
 
 @dataclass
@@ -191,10 +200,12 @@ class Artifact:
         return artifact
 
     def kernel_source(self, program: str) -> str:
+        path = confined(self.path, self.plan.programs[program])
         try:
-            return confined(self.path, self.plan.programs[program]).read_text()
-        except UnicodeDecodeError:
-            raise ArtifactError(f"{self.path}: kernel source of {program} is not text; recompile the model") from None
+            return gzip.decompress(path.read_bytes()).decode()
+        except (gzip.BadGzipFile, EOFError, zlib.error, UnicodeDecodeError):
+            raise ArtifactError(f"{self.path}: kernel source of {program} ({path.name}) is not gzip-compressed "
+                                "text; recompile the model") from None
 
     def params(self) -> dict[str, np.ndarray]:
         """The constant tensors, keyed by tensor name, as the kernels read them: each rebuilt from its stored form
@@ -353,9 +364,10 @@ class ArtifactWriter:
         (self.tmp / rel).write_text(text)
 
     def write_kernels(self, plan: Plan, sources: dict[str, str]) -> None:
-        """The programs' OpenCL sources, each stamped with what it was lowered for (`adreno.kernel_contract`)."""
+        """The programs' OpenCL sources, each stamped with what it was lowered for (`adreno.kernel_contract`) and
+        compressed with a zero timestamp, so that the same source gives the same bytes (and SHA-256)."""
         for name, source in kernel_contract.stamped(plan, sources).items():
-            self.write_text(plan.programs[name], source)
+            (self.tmp / plan.programs[name]).write_bytes(gzip.compress(source.encode(), compresslevel=9, mtime=0))
 
     def write_json(self, rel: str, data: dict) -> None:
         self.write_text(rel, json.dumps(data, indent=1, sort_keys=False) + "\n")

@@ -15,7 +15,7 @@ from dataclasses import asdict
 import numpy as np
 
 from . import private_arrays
-from .artifact import KERNEL_DIR, ImageSpec, KernelArg, KernelLaunch, Plan, Step, TensorSpec
+from .artifact import ImageSpec, KernelArg, KernelLaunch, Plan, Step, TensorSpec, kernel_path
 from .errors import DynamicShapeError, ModelError, UnsupportedOpError
 from .layout import LANES, tensor_image
 from .options import Memory, Precision
@@ -137,7 +137,7 @@ def extract_plan(lowered, tvm_target, memory: Memory = Memory.BUFFER, device=Non
                 if program in programs:
                     program = f"{program}_{len(programs)}"
                 lowered_funcs[key] = (launches, workspaces, source, program)
-                programs[program] = f"{KERNEL_DIR}/{short_name(program)}.cl"
+                programs[program] = kernel_path(short_name(program))
                 sources[program] = source
                 break
             launches, workspaces, _, program = lowered_funcs[key]

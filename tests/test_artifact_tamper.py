@@ -9,6 +9,7 @@ a crash kills the worker and fails the test with the case's name. A few run thro
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -96,7 +97,7 @@ def _input_everywhere(shape):
 def _kernel_text(change):
     def tamper(root: Path):
         path = root / "kernels" / _first_kernel_file(root)
-        path.write_text(change(path.read_text()))
+        path.write_bytes(gzip.compress(change(gzip.decompress(path.read_bytes()).decode()).encode()))
     return tamper
 
 
@@ -238,7 +239,9 @@ RESIGNED = {  # the manifest's hashes are rewritten too: the path and plan check
     "params complex": _params(lambda p: {k: v.astype(np.complex64) for k, v in p.items()}),
     "params other shape": _params(lambda p: {k: v.reshape(-1) for k, v in p.items()}),
     "params missing one": _params(lambda p: dict(list(p.items())[1:])),
-    "kernel source not text": lambda r: (r / "kernels" / _first_kernel_file(r)).write_bytes(b"\xff\xfe\x00\x80"),
+    "kernel source not gzip": lambda r: (r / "kernels" / _first_kernel_file(r)).write_bytes(b"\xff\xfe\x00\x80"),
+    "kernel source not text": lambda r: (r / "kernels" / _first_kernel_file(r)).write_bytes(
+        gzip.compress(b"\xff\xfe\x00\x80")),
     "kernel links to a sibling": lambda r: _replace(f"kernels/{_first_kernel_file(r)}", lambda p: p.symlink_to(
         sorted(os.listdir(r / "kernels"))[-1]))(r),
     "global size 2^31": _plan(lambda p: p["steps"][0]["kernels"][0].update(global_size=[1 << 31], local_size=[64])),
@@ -372,7 +375,7 @@ def test_unchecked_says_what_it_skips_and_runs_a_hand_edit(cases, tmp_path):
     clean, made = cases
     edited = shutil.copytree(clean, tmp_path / "edited")
     kernel = edited / "kernels" / _first_kernel_file(edited)
-    kernel.write_text(kernel.read_text() + "\n// edited by hand\n")
+    kernel.write_bytes(gzip.compress(gzip.decompress(kernel.read_bytes()) + b"\n// edited by hand\n"))
     run = [sys.executable, "-m", "adreno.cli", "run", "--repeat", "1", "-q", "--unchecked"]
     checked = subprocess.run(run[:-1] + [str(edited)], capture_output=True, text=True, timeout=120, cwd=HERE)
     assert checked.returncode == 2 and "changed since compile" in checked.stderr

@@ -15,6 +15,7 @@ from adreno.compile import compile_model
 from adreno.frontend.importer import to_relax
 from adreno.options import CompileOptions
 from adreno.target import tvm_target
+from tests.kernel_files import kernel_sources
 
 
 def _decomposed(model):
@@ -95,8 +96,7 @@ def _artifact(out) -> dict[str, bytes]:
             return [rename_plan(v) for v in value]
         return rename(value) if isinstance(value, str) and key != "op" else value
 
-    files = {rename(path.relative_to(out).as_posix()): rename(path.read_text()).encode()
-             for path in sorted((out / "kernels").glob("*.cl"))}
+    files = {rename(f"kernels/{stem}.cl"): rename(source).encode() for stem, source in kernel_sources(out).items()}
     files["plan.json"] = json.dumps(rename_plan(json.loads((out / "plan.json").read_text())), sort_keys=True).encode()
     files["params.npz"] = (out / "params.npz").read_bytes()
     return files

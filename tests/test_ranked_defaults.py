@@ -20,6 +20,7 @@ from adreno.schedules import conv2d_winograd, occupancy
 from adreno.schedules.family import Matched
 from tests.schedules.test_occupancy import CASES, FLOOR
 from tests.schedules.sched_helpers import context
+from tests.kernel_files import kernel_sources
 
 
 def _matched(family, wl):
@@ -87,5 +88,5 @@ def test_model_defaults_compile_and_check_on_buffers_and_records_win(tmp_path):
     manifest = json.loads((rule_out / "manifest.json").read_text())
     assert manifest["defaults"] == "rule" and manifest["model_defaults"] is None  # the default
     # the tuned knobs (the rule's) give the rule's kernels, not the model's
-    sources = [{p.name: p.read_text() for p in (out / "kernels").iterdir()} for out in (tuned_out, rule_out, model_out)]
+    sources = [kernel_sources(out) for out in (tuned_out, rule_out, model_out)]
     assert sources[0] == sources[1] != sources[2]

@@ -16,6 +16,7 @@ import pytest
 
 from adreno.options import Memory, Staging
 from tests.schedules.sched_helpers import check_against_onnxruntime, context, conv_model, ConvCase
+from tests.kernel_files import kernel_sources
 
 # a 3x3 conv whose adreno-740 default stages (buffers: overlapping windows; images: 8x fewer reads); 28x28: it fills
 # the device unsplit (at 14x14 its texture default splits K, which does not stage)
@@ -30,8 +31,8 @@ def adreno(*args, rc=0):
 
 
 def _conv_sources(artifact) -> list[str]:
-    sources = [p.read_text() for p in (artifact / "kernels").glob("*conv2d*.cl")]
-    assert sources, sorted(p.name for p in (artifact / "kernels").iterdir())
+    sources = list(kernel_sources(artifact, "*conv2d*").values())
+    assert sources, sorted(kernel_sources(artifact))
     return sources
 
 

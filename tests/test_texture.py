@@ -25,6 +25,7 @@ from adreno.texture import tir as texture_tir
 from tests.conftest import single_op_model
 from tests.schedules.sched_helpers import context, record_claims
 from adreno.options import Host
+from tests.kernel_files import kernel_sources
 
 
 @pytest.mark.parametrize("channels", [3, 4, 10])
@@ -495,7 +496,7 @@ def test_1x1_gemm_private_arrays_stay_register_tiles_when_work_groups_split_rows
     artifact, _ = _ocr_1x1(tmp_path, config, epilogue)
     manifest = Artifact.load(artifact).manifest
     assert (manifest["tuned_kernels"], manifest["refused"]) == (1, [])  # the GEMM family scheduled it
-    source = "".join(p.read_text() for p in (artifact / "kernels").glob("*conv2d*.cl"))
+    source = "".join(kernel_sources(artifact, "*conv2d*").values())
     arrays = re.findall(r"\n\s*(float4?) (\w+)\[(\d+)\];", source)
     assert any(name.startswith("conv2d_NCHW4c") for _, name, _ in arrays)
     bound = 4 * max(config["tile_p"] * config["tile_cb"], config["tile_k"] * 4 * config["tile_cb"])  # floats

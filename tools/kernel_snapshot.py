@@ -27,13 +27,17 @@ def _launches(plan: dict) -> list:
 
 
 def snapshot_one(model: str, target: str, memory: str) -> dict:
+    from adreno.artifact import Artifact
     from adreno.compile import compile_model
     from adreno.options import CompileOptions, Memory
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "artifact"
         compile_model(model, out, CompileOptions(target=target, memory=Memory(memory)))
-        kernels = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((out / "kernels").glob("*"))}
+        # the sources' hashes keyed by the plain .cl name, so a snapshot compares with one of an older commit
+        artifact = Artifact.load(out)
+        kernels = {Path(rel).name.removesuffix(".gz"): hashlib.sha256(artifact.kernel_source(name).encode()).hexdigest()
+                   for name, rel in sorted(artifact.plan.programs.items())}
         return {"kernels": kernels, "launches": _launches(json.loads((out / "plan.json").read_text()))}
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artifact import ArtifactWriter, Plan, Step, TensorSpec
+from ..artifact import ArtifactWriter, Plan, Step, TensorSpec, kernel_path
 from ..errors import TVM_ERRORS
 from ..options import Schedules
 from ..runners.offline import seeded_inputs
@@ -116,7 +116,7 @@ def build_scheduled(task, scheduled, out_dir: str, config: dict, started: float 
     inputs = [s.name for s in specs if s.kind == "input"]
     outputs = [s.name for s in specs if s.kind == "output"]
     storage, images = plan_storage(tensors, steps, with_images=True)
-    plan = Plan(inputs, outputs, tensors, storage, {task.func_name: f"kernels/{task.func_name}.cl"}, steps,
+    plan = Plan(inputs, outputs, tensors, storage, {task.func_name: kernel_path(task.func_name)}, steps,
                 images=images)
     write_kernel_artifact(out_dir, plan, {task.func_name: source}, {}, task.key, task.target_name, config)
     if native is not None:

@@ -9,6 +9,7 @@ from adreno.schedules import _conv, conv2d_direct
 from tests.schedules.sched_helpers import (ConvCase, assert_close, compile_and_run, conv_model, model_inputs,
                                            record_claims, reference)
 from tests.schedules.sched_helpers import context
+from tests.kernel_files import kernel_sources
 
 CASES = [
     # ResNet-18 layers, spatially cut down
@@ -41,7 +42,7 @@ def test_conv_matches_onnxruntime_and_is_ours(case, tmp_path, monkeypatch):
     assert len(claims["conv2d_direct"]) == 1, "conv2d_direct did not schedule the conv (fell back to TVM)"
     key = claims["conv2d_direct"][0]
     assert key.startswith("conv2d_direct|") and f"k{case.k}x{case.k}" in key and f"s{case.stride}x{case.stride}" in key
-    sources = [p.read_text() for p in (artifact / "kernels").glob("*conv2d*.cl")]
+    sources = list(kernel_sources(artifact, "*conv2d*").values())
     # a cross-thread reduction only where the default splits K (an 8->24 conv on 7x7 outputs fills an Adreno 740
     # only split), never TVM's default one
     split = conv2d_direct.default_config(case.workload(), context("adreno-740"))["threads_k"] > 1
@@ -138,7 +139,7 @@ def test_split_k_matches_onnxruntime(case, config, tmp_path, monkeypatch):
         artifact, outputs = compile_and_run(model, tmp_path / "a", inputs)
     assert_close(outputs[0], reference(model, inputs)[0])
     assert len(claims["conv2d_direct"]) == 1
-    source = next((artifact / "kernels").glob("*conv2d*.cl")).read_text()
+    source = next(iter(kernel_sources(artifact, "*conv2d*").values()))
     assert "red_buf" in source and "__local" in source  # the partial sums meet in local memory
 
 

@@ -14,6 +14,7 @@ from adreno.workload import ConvWorkload
 from tests.schedules.sched_helpers import ConvCase, conv_model, model_inputs, record_claims, reference, assert_close
 from tests.schedules.sched_helpers import context
 from adreno.options import Host
+from tests.kernel_files import kernel_sources
 
 # (layer, family, knobs): each config a work-group of several work-items whose tiles overhang the output
 CASES = [
@@ -53,7 +54,7 @@ def test_staged_convs_match_onnxruntime(case, family, knobs, tmp_path, monkeypat
         artifact = compile_model(model, tmp_path / "a", CompileOptions(target="adreno-740", memory="texture",
                                                                        winograd="off", host="native"))
     assert len(claims[family]) == 1, claims  # the staged schedule took the conv (no fallback)
-    (source,) = [p.read_text() for p in (tmp_path / "a" / "kernels").glob("*conv2d*")]
+    (source,) = kernel_sources(tmp_path / "a", "*conv2d*").values()
     assert "__local float4" in source and "barrier(CLK_LOCAL_MEM_FENCE)" in source and "read_imagef" in source
     inputs = model_inputs(model)
     ex = Executor(artifact)
@@ -82,7 +83,7 @@ def test_staged_winograd_gemm_matches_onnxruntime(winograd, knobs, tmp_path, mon
     model = conv_model(ConvCase(1, 8, 9, 9, 8, 3, 1, (1, 1, 1, 1), epilogue="bias_residual_relu"))
     artifact = compile_model(model, tmp_path / "a", CompileOptions(target="adreno-740", memory="texture",
                                                                    winograd=winograd, host="native"))
-    (source,) = [p.read_text() for p in (tmp_path / "a" / "kernels").glob("*gemm*")]
+    (source,) = kernel_sources(tmp_path / "a", "*gemm*").values()
     assert "__local float4" in source and "barrier(CLK_LOCAL_MEM_FENCE)" in source
     inputs = model_inputs(model)
     ex = Executor(artifact)

@@ -9,6 +9,7 @@ from adreno.schedules import _conv, depthwise
 from tests.schedules.sched_helpers import (ConvCase, assert_close, compile_and_run, conv_model, model_inputs,
                                            record_claims, reference)
 from tests.schedules.sched_helpers import context
+from tests.kernel_files import kernel_sources
 
 P1 = (1, 1, 1, 1)
 CASES = [
@@ -32,7 +33,7 @@ def test_depthwise_matches_onnxruntime_and_is_ours(case, tmp_path, monkeypatch):
     assert_close(outputs[0], reference(model, inputs)[0])
     assert claims["conv2d_direct"] == []
     assert len(claims["depthwise"]) == 1 and claims["depthwise"][0].startswith(f"depthwise_conv2d|n{case.n}c{case.c}")
-    assert not any("red_buf" in p.read_text() for p in (artifact / "kernels").glob("*conv2d*.cl"))
+    assert not any("red_buf" in s for s in kernel_sources(artifact, "*conv2d*").values())
 
 
 def test_grouped_non_depthwise_conv_is_conv2d_direct(tmp_path, monkeypatch):

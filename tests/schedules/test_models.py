@@ -8,6 +8,7 @@ import pytest
 
 from adreno.frontend import zoo
 from tests.schedules.sched_helpers import assert_close, compile_and_run, record_claims, reference
+from tests.kernel_files import kernel_sources
 
 
 @pytest.mark.parametrize("name", ["resnet18", "mobilenetv2"])
@@ -19,7 +20,7 @@ def test_model_matches_onnxruntime_with_our_schedules(name, tmp_path, monkeypatc
     with record_claims(monkeypatch, "conv2d_direct", "depthwise") as claims:
         artifact, outputs = compile_and_run(model, tmp_path / name, inputs)
     assert_close(outputs[0], reference(model, inputs)[0], rtol=1e-4)
-    conv_programs = sorted(p.stem for p in (artifact / "kernels").glob("*conv2d*.cl"))
+    conv_programs = sorted(kernel_sources(artifact, "*conv2d*"))
     claimed = len(claims["conv2d_direct"]) + len(claims["depthwise"])
     assert conv_programs and claimed == len(conv_programs), (claims, conv_programs)
     if name == "mobilenetv2":

@@ -12,6 +12,7 @@ from adreno.options import Schedules
 from adreno.schedules import pool
 from tests.conftest import single_op_model
 from tests.schedules.sched_helpers import assert_close, compile_and_run, context, model_inputs, record_claims, reference
+from tests.kernel_files import kernel_sources
 
 P1 = [1, 1, 1, 1]
 
@@ -84,7 +85,7 @@ def test_pool_matches_onnxruntime_and_is_ours(case_id, tmp_path, monkeypatch):
         n, c, h, w = WINDOWED[case_id][2]
         assert key.startswith(f"{op}|n{n}c{c}h{h}w{w}|")
         # ours accumulates in registers; TVM's Adreno pool schedule accumulates in the global output
-        (source,) = [p.read_text() for p in (artifact / "kernels").glob("*pool2d*.cl")]
+        (source,) = kernel_sources(artifact, "*pool2d*").values()
         assert "_local_ptr[" in source
     else:
         assert key.startswith("global_max|" if "max" in case_id else "global_sum|")
@@ -97,7 +98,7 @@ def test_tvm_default_maxpool_is_different(tmp_path):
 
     model = _model("maxpool3x3s2p1-n2c3x7x7")
     out = compile_model(model, tmp_path / "tvm", CompileOptions(target="adreno-740", schedules="tvm", memory="buffer"))
-    (source,) = [p.read_text() for p in (out / "kernels").glob("*pool2d*.cl")]
+    (source,) = kernel_sources(out, "*pool2d*").values()
     assert "_local_ptr[" not in source
 
 

@@ -10,6 +10,7 @@ import pytest
 from adreno.schedules import conv2d_1x1, conv2d_direct, conv2d_winograd
 from adreno.workload import ConvWorkload
 from tests.schedules.sched_helpers import check_against_onnxruntime, context, conv_model, ConvCase, record_claims
+from tests.kernel_files import kernel_sources
 
 # (family, memory, conv, knobs replacing the defaults)
 STAGED = [
@@ -34,7 +35,7 @@ def test_staged_conv_matches_onnxruntime(family, memory, case, knobs, tmp_path, 
     with record_claims(monkeypatch, family) as claims:
         artifact = check_against_onnxruntime(conv_model(case), tmp_path / "a", memory, winograd="off")
     assert len(claims[family]) == 1
-    assert any("__local" in p.read_text() for p in (artifact / "kernels").glob("*conv2d*.cl"))
+    assert any("__local" in s for s in kernel_sources(artifact, "*conv2d*").values())
 
 
 @pytest.mark.parametrize("knobs", [{}, {"tile_o": 2, "tile_p": 2, "threads_o": 2, "threads_p": 8, "tile_k": 2}])
@@ -48,7 +49,7 @@ def test_staged_winograd_gemm_matches_onnxruntime(knobs, tmp_path, monkeypatch):
     monkeypatch.setattr(conv2d_winograd.FAMILY, "default_config", staged)
     case = ConvCase(1, 6, 10, 10, 10, 3, 1, (1, 1, 1, 1), epilogue="bias_residual_relu")
     artifact = check_against_onnxruntime(conv_model(case), tmp_path / "a", "buffer", rtol=1e-3, winograd="f2")
-    assert "__local" in next((artifact / "kernels").glob("*batch_gemm*.cl")).read_text()
+    assert "__local" in next(iter(kernel_sources(artifact, "*batch_gemm*").values()))
 
 
 def _wl(c, o, k, size, stride=1):

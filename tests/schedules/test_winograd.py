@@ -16,6 +16,7 @@ from adreno.options import Winograd
 from adreno.schedules import conv2d_winograd
 from tests.schedules.sched_helpers import ConvCase, assert_close, conv_model, model_inputs, record_claims, reference
 from tests.schedules.sched_helpers import context
+from tests.kernel_files import kernel_sources
 
 RTOL = 1e-3
 
@@ -98,8 +99,7 @@ def test_winograd_matches_onnxruntime(case, mode, memory, tmp_path, monkeypatch)
     stages = sorted(k.split("|")[0] for k in claims["conv2d_winograd"])
     assert stages == _stage_names(memory), claims
     assert not claims["conv2d_direct"] and not claims["conv2d_texture"]
-    programs = sorted(p.stem.split("__tex")[0] for p in (artifact / "kernels").glob("*.cl")
-                      if "pack_nchw4c" not in p.stem)
+    programs = sorted(stem.split("__tex")[0] for stem in kernel_sources(artifact) if "pack_nchw4c" not in stem)
     assert len(programs) == 3, programs  # input transform, GEMM, output transform with the epilogue fused in
     if memory == "texture":  # V, M, U and the output are images; the model's NCHW input and output buffers
         plan = ex.artifact.plan
@@ -193,7 +193,7 @@ def test_resnet18_with_winograd_matches_onnxruntime(memory, tmp_path, monkeypatc
     assert_close(out, reference(model, {spec.input_name: x})[0], rtol=RTOL)
     # the 3x3 stride-1 convs (13 of 20) became Winograd stages, all scheduled by our rules (identical stage functions
     # are shared between layers, so there are fewer functions than 3 x 13)
-    programs = [p.stem for p in (artifact / "kernels").glob("*winograd*.cl")]
+    programs = list(kernel_sources(artifact, "*winograd*"))
     assert {k.split("|")[0] for k in claims["conv2d_winograd"]} == set(_stage_names(memory))
     assert len(claims["conv2d_winograd"]) == len(programs), (claims, programs)
     assert sum("conv2d" in p for p in programs) >= 4  # an output transform per distinct layer shape at least

@@ -11,6 +11,7 @@ from adreno.runners.local import LocalRunner
 from adreno.tune import metaschedule
 from adreno.tune.extract import extract_tasks
 from tests.conftest import single_op_model
+from tests.kernel_files import kernel_sources
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def test_metaschedule_candidates_are_checked_and_timed(conv_task, pocl_device, t
     assert ok, [t.error for t in trials]
     assert all(t.max_error is not None and t.max_error < 1e-3 and min(t.seconds) > 0 for t in ok)
     assert all(t.error and t.stage for t in trials if not t.ok)
-    sources = {(tmp_path / f"ms-{t.trial - 1}" / "kernels" / f"{conv_task.func_name}.cl").read_text() for t in ok}
+    sources = {kernel_sources(tmp_path / f"ms-{t.trial - 1}")[conv_task.func_name] for t in ok}
     assert len(sources) == len(ok), "every sample of MetaSchedule's space is a different kernel"
 
 
