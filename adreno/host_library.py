@@ -13,7 +13,8 @@ order (`param_order`, the manifest's `host_params`), each a tensor of the param'
 (`TensorSpec.scope`: "global" or a texture scope). The library holds no weights: an app loads them once from the
 artifact's weight file and passes the same tensors to every call. An fp16 artifact's images hold half floats
 behind float32 tensors: its texture weights are allocated with `adreno.opencl.empty_image(..., 16)` and uploaded
-as half pixels (`adreno.opencl.write_pixels`), as `adreno.native.vm_executor` and the harness do.
+as half pixels (`adreno.opencl.write_pixels`), as `adreno.native.vm_executor` and the harness do. The kernels'
+source is embedded zlib-compressed (`adreno.library_blob`), which the plugin inflates at load.
 """
 
 from __future__ import annotations
@@ -24,8 +25,14 @@ from pathlib import Path
 
 from .artifact import Plan
 from .errors import AdrenoError
+from .library_blob import pack_imports
 from .options import Host
 from .plan import short_name
+
+
+# A lib.so is linked without its symbol table and debug sections (a third of MobileNetV2's library): TVM's runtime
+# finds the library's entry points through the dynamic symbols, which stay.
+STRIPPED = ("-s",)
 
 
 def param_order(plan: Plan) -> list[str]:
@@ -166,19 +173,20 @@ def export_host_library(lowered, plan: Plan, tvm_target, out_dir: Path, host: Ho
                                  tir_pipeline=tir_pipeline or register_pipeline())
     cc = cc or os.environ.get("TVM_NDK_CC")
     if host is Host.NATIVE:
-        executable.export_library(str(out_dir / "lib.so"), **({"cc": cc} if cc else {}))
+        executable.export_library(str(out_dir / "lib.so"), fpack_imports=pack_imports, options=list(STRIPPED),
+                                  **({"cc": cc} if cc else {}))
         return "lib.so"
     if cc:
         if not shutil.which(cc) and not Path(cc).is_file():
             raise AdrenoError(f"compiler {cc!r} not found (from --cc or $TVM_NDK_CC); give the path of the NDK's "
                               "aarch64-linux-android<API>-clang")
-        executable.export_library(str(out_dir / "lib.so"), fcompile=_cross_compiler(cc))
+        executable.export_library(str(out_dir / "lib.so"), fcompile=_cross_compiler(cc), fpack_imports=pack_imports)
         return "lib.so"
-    executable.export_library(str(out_dir / "lib.tar"))
+    executable.export_library(str(out_dir / "lib.tar"), fpack_imports=pack_imports)
     return "lib.tar"
 
 
 def _cross_compiler(cc: str):
     from tvm.support import cc as tvm_cc  # TVM 0.27 moved it here from tvm.contrib
 
-    return tvm_cc.cross_compiler(cc, options=["-shared", "-fPIC"])
+    return tvm_cc.cross_compiler(cc, options=["-shared", "-fPIC", *STRIPPED])

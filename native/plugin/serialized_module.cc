@@ -1,5 +1,7 @@
 #include "serialized_module.h"
 
+#include <zlib.h>
+
 #include <cstring>
 #include <stdexcept>
 
@@ -70,6 +72,28 @@ class Writer {
 
 static_assert(sizeof(ArgType) == 4, "a dtype is (u8 code, u8 bits, u16 lanes)");
 
+constexpr const char* kCompressedSource = "cl.zlib";
+constexpr uint64_t kMaxSourceBytes = uint64_t(1) << 30;  // a declared size past this is damage, not a model
+
+// The OpenCL C source of a "cl.zlib" module's data: u64 source bytes, then its zlib stream.
+std::string InflateSource(const std::string& data) {
+  Reader in(data, "OpenCL module's compressed source");
+  uint64_t size = in.U64("source size");
+  if (size > kMaxSourceBytes) throw std::invalid_argument("OpenCL module: a compressed source of " +
+                                                          std::to_string(size) + " bytes declared");
+  std::string source(size, '\0');
+  uLongf produced = static_cast<uLongf>(size);
+  const auto* stream = reinterpret_cast<const Bytef*>(data.data() + sizeof(uint64_t));
+  int status = uncompress(reinterpret_cast<Bytef*>(source.data()), &produced, stream,
+                          static_cast<uLong>(data.size() - sizeof(uint64_t)));
+  if (status != Z_OK || produced != size) {
+    throw std::invalid_argument("OpenCL module: its compressed source does not inflate (zlib uncompress: " +
+                                std::to_string(status) + ", " + std::to_string(produced) + " of " +
+                                std::to_string(size) + " bytes)");
+  }
+  return source;
+}
+
 }  // namespace
 
 const KernelInfo* SerializedModule::Find(const std::string& name) const {
@@ -98,6 +122,10 @@ SerializedModule ParseModule(const std::string& bytes) {
   }
   module.data = in.String("data");
   in.End();
+  if (module.format == kCompressedSource) {
+    module.data = InflateSource(module.data);
+    module.format = "cl";
+  }
   return module;
 }
 

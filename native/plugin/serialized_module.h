@@ -2,7 +2,8 @@
 // blob TVM's OpenCL runtime exchanges through opencl.Get/SetPreCompiledPrograms. Plain C++: no TVM, no OpenCL.
 //
 // Every integer is little-endian; a string is a u64 length and its bytes.
-//   module   := string format ("cl": the data is OpenCL C source)
+//   module   := string format ("cl": the data is OpenCL C source; "cl.zlib": the data is u64 source bytes
+//                                  and the source's zlib stream, as adreno/library_blob.py writes a host library)
 //               u64 kernel_count, kernel_count x (string key, kernel)
 //               string data
 //   kernel   := string name
@@ -44,7 +45,8 @@ struct SerializedModule {
 
 using ProgramBlob = std::vector<std::pair<std::string, std::string>>;  // kernel name -> program binary
 
-// Throw std::invalid_argument naming what is truncated or malformed, and where.
+// Throw std::invalid_argument naming what is truncated or malformed, and where. A "cl.zlib" module comes back
+// inflated, as "cl".
 SerializedModule ParseModule(const std::string& bytes);
 ProgramBlob ParseProgramBlob(const std::string& bytes);
 
