@@ -26,6 +26,7 @@ import numpy as np
 
 from .errors import ArtifactError
 from .layout import image_dims
+from .weights import WeightTransform
 
 DTYPES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
           "bool"}
@@ -102,8 +103,6 @@ def _check_stored(name: str, t) -> None:
     the param's shape (a Winograd source is an (O, C, 3, 3) weight, a packed one an (O, I, KH, KW) weight for
     OIHW4o, a transposed one the 2-D transpose); a quantized one is int8 / uint8 with a scale and zero point per
     tensor or per index of its axis."""
-    from .weights import WeightTransform
-
     _ints(t.stored["shape"], f"tensor {name} stored shape")
     stored = t.stored_weight  # KeyError / ValueError: malformed
     if t.kind != "param" or stored.dtype not in DTYPES:

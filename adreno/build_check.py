@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .artifact import Artifact
+from .opencl.device import DeviceIdentity, compiler_works, opencl_devices
+from .opencl.programs import Grouping, build_programs, groups
 
 FP16_PRAGMA = "cl_khr_fp16"  # TVM's preamble enables it in a program that computes in half (and only there)
 
@@ -68,8 +70,6 @@ class BuildCheck:
         `adreno.devices` device); raises the `KernelBuildError` of the first program that does not build."""
         import pyopencl as cl
 
-        from .opencl.programs import Grouping, build_programs, groups
-
         artifact = Artifact.load(directory, checked=False)  # just written by this process
         device, skipped = standing_device(target.name, textures=bool(artifact.plan.images))
         if device is not None and target.fp16 and "cl_khr_fp16" not in device.extensions:
@@ -90,8 +90,6 @@ class BuildCheck:
 
 def standing_device(target: str, textures: bool):
     """(the local OpenCL device that stands for `target`, None) or (None, why there is none)."""
-    from .opencl.device import DeviceIdentity, compiler_works, opencl_devices
-
     devices = opencl_devices()
     if not devices:
         return None, "no local OpenCL device (install PoCL to check that the kernels build)"

@@ -18,7 +18,8 @@ from typing import Callable, Mapping
 import numpy as np
 
 from . import __version__
-from .artifact import PLAN_NAME, ArtifactWriter, Plan
+from .artifact import KERNEL_DIR, PARAMS_NAME, PLAN_NAME, ArtifactWriter, Plan
+from .costmodel.ranked_defaults import RankedDefaults
 from .frontend.bind import bind_inputs, bound_entries
 from .build_check import BuildCheck
 from .frontend.empty import EmptyTensors
@@ -33,8 +34,11 @@ from .options import CompileOptions, Defaults, Memory, Precision, Schedules, Win
 from .paths import regular_file
 from .plan import bindings, extract_plan
 from .records import TunedConfigs, default_memory
+from .schedules import schedule_pass
 from .schedules.context import ScheduleContext
+from .schedules.conv2d_winograd import kernel_configs, layout_config_in_space
 from .weights import QuantizedWeights, WinogradWeights
+from .winograd import rewrite_pass
 
 Progress = Callable[[str], None]
 
@@ -58,7 +62,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
 
     Nothing is left at `output` unless the whole compile succeeds, the build check included (the artifact is written
     to a temporary sibling directory and renamed into place at the end)."""
-    from . import target as targets
+    from . import target as targets  # inside: loads TVM at import
 
     options = options or CompileOptions()
     say = progress or (lambda msg: None)
@@ -82,8 +86,6 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
         say("orchestrating: fission, candidates, costs, the BLP of each block")
         mod = orchestrator.prepare(mod, model_name)
     if options.defaults is Defaults.MODEL and options.schedules is Schedules.ADRENO:
-        from .costmodel.ranked_defaults import RankedDefaults
-
         tuned.ranker = RankedDefaults()
     tvm_target = targets.tvm_target(device, host=host)
     ctx = ScheduleContext(device, tvm_target, options.staging, tuned)
@@ -165,8 +167,6 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
 
 def artifact_sizes(directory: Path, library: str | None) -> dict:
     """Bytes of what an app ships: the weight file, the kernel sources, the host library (before the manifest)."""
-    from .artifact import KERNEL_DIR, PARAMS_NAME
-
     kernels = directory / KERNEL_DIR
     return {"weights": (directory / PARAMS_NAME).stat().st_size,
             "kernels": sum(p.stat().st_size for p in kernels.iterdir()) if kernels.is_dir() else 0,
@@ -193,7 +193,6 @@ def tuned_configs(records: str | None, precision: Precision, target: str) -> Tun
     if not Path(records).exists():
         raise AdrenoError(f"--records {records}: no such file (write one with `adreno tune`)")
     regular_file(records, "--records")  # a FIFO would block the load, a directory is no records file
-    from .schedules.conv2d_winograd import kernel_configs, layout_config_in_space
 
     return TunedConfigs.load(records, precision, kernel_configs, layout_config_in_space, target)
 
@@ -209,7 +208,7 @@ def _io_entries(plan: Plan, tensors: list[str], onnx_names: list[str]) -> dict:
 
 def model_source(model, model_name: str) -> dict:
     """Where the model came from, so `adreno run --check` can find the reference model again."""
-    from .frontend import zoo
+    from .frontend import zoo  # inside: loads onnx at import
 
     if isinstance(model, (str, os.PathLike)) and str(model) in zoo.MODELS:
         return {"zoo": model_name, "seed": 0}
@@ -235,12 +234,10 @@ def lower_relax(mod, ctx, schedules: Schedules = Schedules.ADRENO, memory: Memor
 
     tvm_target, ours = ctx.target, []
     if schedules is Schedules.ADRENO:
-        from .schedules import schedule_pass
-
         ours = [schedule_pass(ctx, refusals)]
     with tvm_target:
         if memory is Memory.TEXTURE:
-            from .texture.planning import relax_passes
+            from .texture.planning import relax_passes  # inside: loads TVM at import
 
             if fuse is not None:
                 raise AdrenoError("a replacement of FuseOps applies to buffer memory only")
@@ -257,8 +254,6 @@ def lower_relax(mod, ctx, schedules: Schedules = Schedules.ADRENO, memory: Memor
             dlight_defaults = passes[-2:]  # TVM's dlight default-schedule passes close the list
             passes = passes[:-2] + ours + ([] if schedules is Schedules.NONE else dlight_defaults)
             # Relax-level rewrite of eligible 3x3 stride-1 convs before legalization (mode and tuned layout records)
-            from .winograd import rewrite_pass
-
             passes = [rewrite_pass(winograd, ctx.knobs, weights)] + passes
         with summarised_stderr():  # legalization's C++ warnings, once per Gather (adreno.native_log)
             lowered = tvm.transform.Sequential(passes)(mod)

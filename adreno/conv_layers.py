@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import ModelError
+from .frontend.importer import conv_nodes
 from .workload import ConvWorkload
 
 TOL = 1e-4  # a layer's output matches when max |out - ref| <= TOL * max(1, max |ref|) (`max_error`)
@@ -91,8 +92,7 @@ def conv_layers(model_name: str) -> list[Layer]:
     """The distinct Conv layers of a zoo model, each with the BatchNormalization and activation after it and how
     many times the model has it, named L0, L1, ... in order of first appearance. A `Layer` is square (kernel, stride,
     dilation); a model with another conv is refused rather than described wrongly."""
-    from .frontend import zoo
-    from .frontend.importer import conv_nodes
+    from .frontend import zoo  # inside: loads onnx at import
 
     model = zoo.get_model(model_name)
     consumers: dict[str, list] = {}

@@ -146,7 +146,7 @@ def from_opencl(device) -> AdrenoDevice:
     as `CompileOptions.facts`, schedules in their `ScheduleContext`)."""
     import pyopencl as cl  # here only: the table is read without OpenCL (compile for a phone, --help)
 
-    from .opencl.device import DeviceIdentity
+    from .opencl.device import DeviceIdentity  # inside: adreno --help does not need it
 
     key = DeviceIdentity.from_cl_device(device).rpc_key
     cpu = bool(device.type & cl.device_type.CPU)

@@ -25,9 +25,12 @@ from pathlib import Path
 
 from .artifact import Plan
 from .errors import AdrenoError
+from .layout import TEXTURE_SCOPES
 from .library_blob import pack_imports
+from .lowered import reusing_pipeline
 from .options import Host
 from .plan import short_name
+from .texture.tir import register_pipeline, specialize_scopes
 
 
 # A lib.so is linked without its symbol table and debug sections (a third of MobileNetV2's library): TVM's runtime
@@ -44,8 +47,6 @@ def plan_module(lowered, plan: Plan, tvm_target):
     """An IRModule whose `main` runs `plan` (see the module doc) with the PrimFuncs of `lowered`."""
     from tvm import relax
     from tvm.relax.global_info import VDevice
-
-    from .texture.tir import specialize_scopes
 
     vdevices: dict[str, VDevice] = {}
 
@@ -119,8 +120,6 @@ def texture_allocations_pass(pixels: str = "float32"):
     from tvm import relax
     from tvm.relax.expr_functor import PyExprMutator, mutator
 
-    from .layout import TEXTURE_SCOPES
-
     alloc_tensor = tvm.ir.Op.get("relax.builtin.alloc_tensor")
 
     @mutator
@@ -158,9 +157,6 @@ def export_host_library(lowered, plan: Plan, tvm_target, out_dir: Path, host: Ho
 
     import tvm
     from tvm.relax.backend.adreno import pipeline
-
-    from .lowered import reusing_pipeline
-    from .texture.tir import register_pipeline
 
     module = plan_module(lowered, plan, tvm_target)
     with tvm_target:

@@ -16,9 +16,11 @@ import numpy as np
 
 from . import private_arrays
 from .artifact import ImageSpec, KernelArg, KernelLaunch, Plan, Step, TensorSpec, kernel_path
+from .devices import get_device
 from .errors import DynamicShapeError, ModelError, UnsupportedOpError
 from .layout import LANES, tensor_image
 from .options import Memory, Precision
+from .texture import tir as texture_tir
 from .texture.tir import TextureLoweringError
 from .weights import QuantizedWeights, WinogradWeights, stored_form
 
@@ -56,8 +58,6 @@ def extract_plan(lowered, tvm_target, memory: Memory = Memory.BUFFER, device=Non
 
     textures = memory is Memory.TEXTURE
     if textures:
-        from .devices import get_device
-
         device = device or get_device("adreno-740")
 
     def assign_image(spec: TensorSpec) -> None:
@@ -299,8 +299,6 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None,
     private array beyond a register tile `private_arrays.PrivateArrayError`. `store` (`adreno.lowered`) keeps the
     pipeline's result, keyed by the function as it entered the pipeline."""
     import tvm
-
-    from .texture import tir as texture_tir
 
     capture = tvm.ir.instrument.pass_instrument(_SplitCapture)()
     func, pipeline_name = texture_tir.for_scopes(func, scopes, tvm_target)

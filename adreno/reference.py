@@ -8,20 +8,19 @@ import numpy as np
 
 from .artifact import Artifact
 from .errors import ArtifactError, ModelError
+from .frontend.importer import load_model
 from .options import Precision
 
 
 def reference_model(artifact: Artifact, override: str | None = None):
     """The ONNX model an artifact was compiled from: `override` (a path or zoo name) if given, else the bundled
     model or the file recorded in the manifest, which must still be the file that was compiled."""
-    from .frontend.importer import load_model
-
     source = artifact.manifest.get("model_source", {})
     if override:
         model, _ = load_model(override)
         return model
     if "zoo" in source:
-        from .frontend import zoo
+        from .frontend import zoo  # inside: loads onnx at import
 
         return zoo.get_model(source["zoo"], seed=source.get("seed", 0))
     if "path" in source:

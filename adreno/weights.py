@@ -145,7 +145,7 @@ def param_value(name: str, shape: list[int], dtype: str, stored: StoredWeight | 
     elif stored.transform is WeightTransform.TRANSPOSE:
         value = np.ascontiguousarray(array.T) if array.ndim == 2 else array  # the caller's shape check refuses it
     else:
-        from .winograd import pack_weight, transform_weight
+        from .winograd import pack_weight, transform_weight  # inside: adreno --help does not need it
 
         value = transform_weight(array, stored.transform.tile)
         value = pack_weight(value) if stored.packed else value

@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .layout import LANES  # the channel lanes of a packed (NCHW4c) tensor's pixel
+from .layout import LANES, PORTABLE_IMAGE2D_MAX  # LANES: the channel lanes of a packed (NCHW4c) tensor's pixel
+from .native_log import summarised_stderr
 from .numpy_fold import fold_constants
 from .options import Memory, Winograd
 from .records import direct_key, layout_key
@@ -320,8 +321,6 @@ def choose_tile(wl, mode: Winograd, config: dict | None, memory: Memory = Memory
 def portable_tile(wl, tile: int) -> int:
     """`tile`, or another tile (4, then direct: 0) when the packed stages' V and M images, one pixel column per tile,
     would be wider than local check devices allow (`PORTABLE_IMAGE2D_MAX`; e.g. F(2x2) on a 224x224 map: 12544)."""
-    from .layout import PORTABLE_IMAGE2D_MAX
-
     def width(m: int) -> int:
         nh, nw = tiles(wl.oh, wl.ow, m)
         return wl.n * nh * nw
@@ -347,8 +346,6 @@ def _calls(func, op) -> bool:
 def eligible_workloads(mod) -> list:
     """The ConvWorkload of every conv2d in `main` that Winograd can replace, in order (repeats included)."""
     import tvm
-
-    from .native_log import summarised_stderr
 
     conv_op = tvm.ir.Op.get("relax.nn.conv2d")
     found = []

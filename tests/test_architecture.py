@@ -135,6 +135,131 @@ def test_an_artifact_runs_without_tvm_or_onnx():
     assert proc.returncode == 0, proc.stderr
 
 
+# Third-party packages whose import costs what a light entry point must not pay: TVM (and its FFI), onnx, onnxruntime,
+# scipy, paramiko, torch, and pyopencl and numpy, which the run side needs only once it runs (the farm agent starts
+# without numpy; nothing of the run side loads pyopencl at import). PULLS: what a package imports at its own import.
+HEAVY_PACKAGES = frozenset({"tvm", "tvm_ffi", "onnx", "onnxruntime", "scipy", "paramiko", "torch", "pyopencl", "numpy"})
+PULLS = {"tvm": {"tvm_ffi", "numpy"}, "tvm_ffi": {"numpy"}, "onnx": {"numpy"}, "onnxruntime": {"numpy"},
+         "scipy": {"numpy"}, "pyopencl": {"numpy"}, "lightgbm": {"scipy", "numpy"}, "matplotlib": {"numpy"},
+         "torch": {"numpy"}}
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
+def _statements(path: Path) -> tuple[list, list]:
+    """A file's import statements: (run at its import, inside functions). A class body runs at import."""
+    top, inside = [], []
+
+    def visit(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                (inside if in_function else top).append(child)
+            visit(child, in_function or isinstance(child, FUNCTIONS))
+
+    visit(ast.parse(path.read_text()), False)
+    return top, inside
+
+
+def _named(name: str, path: Path, node) -> list[str]:
+    """The modules an import statement names: ours resolved to absolute names, `from package import module` naming
+    the package and the module; third-party ones as written."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    base = (".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
+            if node.level else node.module or "")
+    return [base] + [f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in MODULES]
+
+
+def _initialised(target: str) -> list[str]:
+    """Our modules that importing `target` runs: it and every package above it."""
+    parts = target.split(".")
+    return [m for m in (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if m in MODULES]
+
+
+AT_IMPORT = {name: [t for node in _statements(path)[0] for t in _named(name, path, node)]
+             for name, path in MODULES.items()}
+
+
+def _loads(targets) -> tuple[set[str], set[str]]:
+    """(our modules, heavy packages) that importing `targets` loads: their packages' `__init__` and module-level
+    imports, followed through our modules."""
+    ours, heavy, todo = set(), set(), [m for t in targets for m in _initialised(t)]
+    while todo:
+        module = todo.pop()
+        if module in ours:
+            continue
+        ours.add(module)
+        for target in AT_IMPORT[module]:
+            if target.split(".")[0] == "adreno":
+                todo.extend(_initialised(target))
+            else:
+                top = target.split(".")[0]
+                heavy |= ({top} | PULLS.get(top, set())) & HEAVY_PACKAGES
+    return ours, heavy
+
+
+# What `adreno --help` loads: the command line's modules (its parser imports every command module) and below.
+HELP = _loads(m for m in MODULES if m.startswith("adreno.cli.") and m != "adreno.cli.__main__")[0]
+NAMES = {"tvm": "TVM", "tvm_ffi": "TVM"}
+
+
+def why_inside(name: str, path: Path, node) -> str | None:
+    """Why a function-level import of our modules must stay in its function, or None: at module level it would load
+    a heavy package that importing `name` does not load, or (in a module `adreno --help` loads) more of ours."""
+    ours = [t for t in _named(name, path, node) if t.split(".")[0] == "adreno"]
+    loaded, heavy = _loads(ours)
+    extra = heavy - _loads([name])[1]
+    if extra:
+        named = {NAMES.get(p, p) for p in extra}
+        return f"loads {' and '.join(sorted(named - {'numpy'} or named))} at import"  # numpy comes with the others
+    if name in HELP and loaded - HELP:
+        return "adreno --help does not need it"
+    return None
+
+
+def function_level_imports():
+    """(module, path, statement) of every import of our modules inside a function."""
+    for name, path in sorted(MODULES.items()):
+        for node in _statements(path)[1]:
+            if any(t.split(".")[0] == "adreno" for t in _named(name, path, node)):
+                yield name, path, node
+
+
+def test_function_level_imports_of_ours_only_where_needed_and_each_says_why():
+    """The rule `adreno/__init__.py` states: an import of our own modules sits inside a function only where, at
+    module level, it would load TVM, onnx, onnxruntime, scipy, paramiko, torch, pyopencl or numpy (HEAVY_PACKAGES)
+    into a module that does not load it, or more of ours into what `adreno --help` loads; and it says so in a
+    `# inside:` comment on its line or the line above."""
+    needless, silent = [], []
+    for name, path, node in function_level_imports():
+        where = f"{path.relative_to(ROOT.parent)}:{node.lineno}: {ast.unparse(node)}"
+        if why_inside(name, path, node) is None:
+            needless.append(where)
+        lines = path.read_text().splitlines()
+        around = lines[node.lineno - 2:node.end_lineno]
+        if not any("# inside:" in line for line in around[1:]) and not around[0].strip().startswith("# inside:"):
+            silent.append(where)
+    assert not needless and not silent, (
+        "imports that belong at module level (nothing heavy, nothing more for adreno --help):\n" + "\n".join(needless)
+        + "\nfunction-level imports without a `# inside:` comment:\n" + "\n".join(silent))
+
+
+def test_the_import_analysis_misses_no_heavy_package():
+    """`_loads` reads the source; importing the modules, lightest first, loads no heavy package it did not name."""
+    order = sorted((m for m in MODULES if m != "adreno.cli.__main__"), key=lambda m: len(_loads([m])[1]))
+    expected = {m: sorted(_loads([m])[1]) for m in order}
+    code = ("import importlib, sys\n"
+            f"heavy, expected, named = {sorted(HEAVY_PACKAGES)!r}, {expected!r}, set()\n"
+            "for name, packages in expected.items():\n"
+            "    importlib.import_module(name)\n"
+            "    named |= set(packages)\n"
+            "    loaded = {m for m in heavy if m in sys.modules} - named\n"
+            "    if loaded:\n"
+            "        sys.exit(f'importing {name} loaded {sorted(loaded)}, which the analysis does not name')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-600:]
+
+
 MODES = "texture|buffer|fp16|fp32|plan|tvm|android|native|auto|off|rule|model"
 MODE_COMPARISON = re.compile(rf"""[!=]=\s*["']({MODES})["']""")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..artifact import Artifact
 from ..errors import AdrenoError
 from .common import emit
 
@@ -60,7 +61,7 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
 
 
 def _cache(args, enabled: bool = True):
-    from ..cache import ProgramCache
+    from ..cache import ProgramCache  # inside: loads pyopencl at import
 
     return ProgramCache(getattr(args, "cache_dir", None), enabled=enabled)
 
@@ -103,8 +104,7 @@ def cmd_verify(args) -> int:
     lines += [f"  {name}: {entry['reason']}" for name, entry in sorted(report["entries"].items()) if not entry["ok"]]
     bad = report["bad"]
     if args.artifact:
-        from ..artifact import Artifact
-        from ..cache import verify_bundles
+        from ..cache import verify_bundles  # inside: loads pyopencl at import
 
         artifact = Artifact.load(args.artifact)
         bundles = verify_bundles(artifact)
@@ -124,8 +124,7 @@ def cmd_verify(args) -> int:
 
 
 def cmd_warm(args) -> int:
-    from ..artifact import Artifact
-    from ..runners.rpc import warm_artifact
+    from ..runners.rpc import warm_artifact  # inside: adreno --help does not need it
 
     artifact = Artifact.load(args.artifact)
     summary = warm_artifact(str(artifact.path), args.tracker, args.key)
@@ -138,9 +137,8 @@ def cmd_warm(args) -> int:
 def cmd_export(args) -> int:
     import pyopencl as cl
 
-    from ..artifact import Artifact
-    from ..cache import export_bundle
-    from ..opencl.device import select_device
+    from ..cache import export_bundle  # inside: loads pyopencl at import
+    from ..opencl.device import select_device  # inside: adreno --help does not need it
 
     artifact = Artifact.load(args.artifact)
     device = select_device(args.device)

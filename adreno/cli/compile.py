@@ -9,14 +9,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import AdrenoError
-from ..options import Defaults, Host, Memory, Precision, Schedules, Winograd, add_staging_argument, enum_argument
+from ..frontend.bind import add_bind_argument, read_bind
+from ..options import (CompileOptions, Defaults, Host, Memory, Precision, Schedules, Winograd, add_staging_argument,
+                       enum_argument)
 from .common import Progress, emit, megabytes, require_positive
+from .orchestrate import add_max_size_argument, cost_table
 
 
 def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command) interface of adreno.cli.main
-    from ..frontend.bind import add_bind_argument
-    from .orchestrate import add_max_size_argument
-
     p = command("compile", cmd_compile, "compile a model into a deployable artifact directory",
                 "Compile MODEL (a bundled model name or an .onnx file) for an Adreno GPU. The artifact directory "
                 "holds the OpenCL source of every kernel, the launch plan, the weights and the TVM host library; "
@@ -92,7 +92,7 @@ def _parse_shapes(items: list[str] | None) -> dict[str, list[int]]:
 
 def records_elsewhere_line(manifest: dict) -> str:
     """One line saying how many workloads got records measured on devices other than the target ("" if none)."""
-    from ..records import device_target
+    from ..records import device_target  # inside: adreno --help does not need it
 
     elsewhere = manifest["records_elsewhere"]
     if not elsewhere:
@@ -103,11 +103,9 @@ def records_elsewhere_line(manifest: dict) -> str:
 
 
 def cmd_compile(args) -> int:
-    from ..frontend.bind import read_bind
-    from ..build_check import BuildCheck
-    from ..cache import ProgramCache
-    from ..compile import compile_model
-    from ..options import CompileOptions
+    from ..build_check import BuildCheck  # inside: adreno --help does not need it
+    from ..cache import ProgramCache  # inside: loads pyopencl at import
+    from ..compile import compile_model  # inside: adreno --help does not need it
 
     output = f"build/{Path(str(args.model)).stem}" if args.output is None else args.output
     if args.orchestrate:  # the conditions its candidates are measured under, unless asked otherwise (then refused)
@@ -160,8 +158,7 @@ def _orchestrator(args, options, progress):
     if not args.orchestrate:
         yield None
         return
-    from ..orchestrate.orchestrator import Orchestrator
-    from .orchestrate import cost_table
+    from ..orchestrate.orchestrator import Orchestrator  # inside: loads TVM and scipy at import
 
     require_positive(args, "max_size")
     Orchestrator.check(options)

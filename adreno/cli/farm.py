@@ -16,27 +16,27 @@ SECURITY_NOTE = ("TVM RPC has no authentication and lets any client write files 
 
 
 def _cmd_tracker(args) -> int:
-    from ..farm.tracker import serve_tracker
+    from ..farm.tracker import serve_tracker  # inside: adreno --help does not need it
 
     serve_tracker(args.host, args.port, expose=args.expose)
     return 0
 
 
 def _cmd_agent(args) -> int:
-    from ..farm.agent import run_agent
+    from ..farm.agent import run_agent  # inside: adreno --help does not need it
 
     return run_agent(args.tracker, args.key, args.device, args.host, args.port, args.port_end, args.custom_addr,
                      expose=args.expose)
 
 
 def _cmd_status(args) -> int:
-    from ..farm.tracker import print_tracker_devices
+    from ..farm.tracker import print_tracker_devices  # inside: adreno --help does not need it
 
     return print_tracker_devices(args.tracker)
 
 
 def _cmd_ssh(args) -> int:
-    from ..farm.ssh import serve_ssh
+    from ..farm.ssh import serve_ssh  # inside: adreno --help does not need it
 
     options = dict(port=args.ssh_port, key_filename=args.identity, known_hosts=args.known_hosts,
                    accept_new_host_key=args.accept_new_host_key, keepalive=args.keepalive, agents=args.agents,
@@ -50,7 +50,7 @@ def _cmd_ssh(args) -> int:
 
 
 def _cmd_android(args) -> int:
-    from ..farm.android import RUNTIME_FILES, Adb, discover, serve_phones
+    from ..farm.android import RUNTIME_FILES, Adb, discover, serve_phones  # inside: adreno --help does not need it
 
     adb = Adb(args.adb)
     if args.list:

@@ -14,7 +14,7 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
 
 
 def cmd_models(args) -> int:
-    from ..frontend import zoo
+    from ..frontend import zoo  # inside: loads onnx at import
 
     models = zoo.list_models()
     rows = [{"name": m.name, "input": [m.input_name, list(m.input_shape)], "description": m.description}
@@ -32,7 +32,7 @@ def cmd_devices(args) -> int:
     data: dict = {}
     lines: list[str] = []
     if args.local or not args.tracker:
-        from ..opencl.device import list_devices
+        from ..opencl.device import list_devices  # inside: adreno --help does not need it
 
         devices = list_devices()
         data["local"] = [asdict(d) for d in devices]
@@ -44,7 +44,7 @@ def cmd_devices(args) -> int:
                          f"{d.local_memory_bytes // 1024} KiB, images {'yes' if d.image_support else 'no'}, "
                          f"fp16 {'yes' if d.fp16 else 'no'}, compiler {'ok' if d.compiler_ok else 'BROKEN'}")
     if args.tracker:
-        from ..farm.tracker import farm_status, format_status
+        from ..farm.tracker import farm_status, format_status  # inside: adreno --help does not need it
 
         status = farm_status(args.tracker)
         data["tracker"] = asdict(status)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .. import __version__
 from ..errors import AdrenoError
 
 EPILOG = """examples:
@@ -22,8 +23,7 @@ EPILOG = """examples:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .. import __version__
-    from . import cache, compile, farm, listing, orchestrate, run, tune
+    from . import cache, compile, farm, listing, orchestrate, run, tune  # inside: loads numpy at import
 
     parser = argparse.ArgumentParser(
         prog="adreno", description="Compile neural networks for Qualcomm Adreno GPUs (OpenCL, on Apache TVM), run and "

@@ -13,6 +13,8 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..devices import get_device
+from ..paths import output_file, regular_file
 from .common import require_positive
 
 
@@ -45,9 +47,7 @@ def add_max_size_argument(p, when: str = "") -> None:
 
 
 def cmd_orchestrate(args) -> int:
-    from adreno.orchestrate.report import orchestrate_model, report_text
-    from adreno.paths import output_file
-    from adreno.devices import get_device
+    from adreno.orchestrate.report import orchestrate_model, report_text  # inside: loads TVM and scipy at import
 
     require_positive(args, "max_size", "repeat", "time_limit")
     get_device(args.target)  # an unknown target: one line before anything runs
@@ -68,11 +68,10 @@ def cmd_orchestrate(args) -> int:
 def cost_table(records: str | None, device_name: str, target: str, repeat: int, say):
     """A `costs.CostTable` measuring on the local OpenCL device `device_name` through a LocalRunner, kept in
     `records` (a temporary file, removed afterwards, when None); the runner is closed on the way out."""
-    from adreno.opencl.device import DeviceIdentity, select_device
-    from adreno.orchestrate.costs import CostTable
-    from adreno.paths import regular_file
-    from adreno.records import Database
-    from adreno.runners.local import LocalRunner
+    from adreno.opencl.device import DeviceIdentity, select_device  # inside: adreno --help does not need it
+    from adreno.orchestrate.costs import CostTable  # inside: loads TVM and scipy at import
+    from adreno.records import Database  # inside: adreno --help does not need it
+    from adreno.runners.local import LocalRunner  # inside: adreno --help does not need it
 
     if records and Path(records).exists():
         regular_file(records, "--records")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..artifact import Artifact, random_inputs
 from ..errors import AdrenoError
 from ..options import Runtime, enum_argument
 from ..paths import output_file, regular_file
@@ -47,8 +48,6 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
 
 
 def _load_inputs(args, artifact) -> list[np.ndarray]:
-    from ..artifact import random_inputs
-
     specs = artifact.input_specs()
     if not args.input:
         return random_inputs(specs, args.seed)
@@ -90,7 +89,7 @@ def lossless_input(spec, array: np.ndarray, where: str) -> None:
 
 def cmd_run(args) -> int:
     """`adreno run` under --timeout: a spinning kernel or a hung driver call ends in one line, not a hang."""
-    from ..deadline import deadline
+    from ..deadline import deadline  # inside: adreno --help does not need it
 
     require_positive(args, "repeat", "rtol", "atol", "top", "timeout", "seed",
                      allow_zero=("rtol", "atol", "top", "seed"))
@@ -101,19 +100,17 @@ def cmd_run(args) -> int:
 
 def _executor(runtime: Runtime, artifact, device, cache):
     """The executor of `runtime` for `artifact` on a local OpenCL device (`cache`: the program cache, which only the
-    launch plan's executor uses). Imported here: `adreno --help` starts without pyopencl or TVM."""
+    launch plan's executor uses)."""
     if runtime is Runtime.TVM:
-        from ..native.vm_executor import VmExecutor
+        from ..native.vm_executor import VmExecutor  # inside: adreno --help does not need it
 
         return VmExecutor(artifact, device)
-    from ..opencl.executor import Executor
+    from ..opencl.executor import Executor  # inside: adreno --help does not need it
 
     return Executor(artifact, device, cache=cache)
 
 
 def _run_artifact(args, output: Path | None) -> int:
-    from ..artifact import Artifact
-
     runtime = args.runtime
     artifact = Artifact.load(args.artifact, checked=not args.unchecked)
     if args.unchecked:
@@ -132,6 +129,7 @@ def _run_artifact(args, output: Path | None) -> int:
     first_ms = (time.perf_counter() - first_started - store_seconds) * 1e3
     check = None
     if args.check:
+        # inside: adreno --help does not need it
         from ..reference import (compare, default_rtol, onnxruntime_outputs, reference_model, reference_spread,
                                  within)
 
@@ -206,7 +204,7 @@ def _run_text(result: dict, top: int) -> str:
                      f"{sum(k['median_ms'] for k in rest):>10.3f} {sum(k['share'] for k in rest) * 100:>6.1f}%")
     check = result["check"]
     if check:
-        from ..reference import SPREAD_FACTOR, tolerance  # here: a run without --check never imports the reference
+        from ..reference import SPREAD_FACTOR, tolerance  # inside: adreno --help does not need it
 
         lines.append("")
         for index, row in enumerate(check["outputs"]):
@@ -235,7 +233,7 @@ def _build_text(result: dict) -> str:
 def _program_cache(args):
     if args.no_cache:
         return None
-    from ..cache import ProgramCache
+    from ..cache import ProgramCache  # inside: loads pyopencl at import
 
     return ProgramCache()
 

@@ -6,7 +6,7 @@ import math
 import sys
 from pathlib import Path
 
-from ..frontend.bind import add_bind_argument
+from ..frontend.bind import add_bind_argument, read_bind
 from ..farm.common import FarmError, parse_addr
 from ..options import CompileOptions, Host, Memory, Precision, Runtime, add_staging_argument, enum_argument
 from .common import require_positive
@@ -14,16 +14,15 @@ from .common import require_positive
 
 def cmd_tune(args) -> int:
     if args.export_batch or args.import_batch:
-        from ..tune.batch import cmd_batch
+        from ..tune.batch import cmd_batch  # inside: adreno --help does not need it
 
         return cmd_batch(args)
-    from ..frontend.bind import read_bind
-    from ..records import Database
-    from ..costmodel import make_model
-    from ..tune.extract import extract_tasks
-    from ..tune.builder import Builder
-    from ..tune.session import open_tuner
-    from ..tune.tuner import plot_history, save_report
+    from ..records import Database  # inside: adreno --help does not need it
+    from ..costmodel import make_model  # inside: adreno --help does not need it
+    from ..tune.extract import extract_tasks  # inside: adreno --help does not need it
+    from ..tune.builder import Builder  # inside: adreno --help does not need it
+    from ..tune.session import open_tuner  # inside: adreno --help does not need it
+    from ..tune.tuner import plot_history, save_report  # inside: adreno --help does not need it
 
     require_positive(args, "trials", "batch", "repeat", "timeout", "outage", allow_zero=("outage",))
     for addr in (args.tracker, args.server):  # a usage error now, not after extracting the tasks and --outage
@@ -91,7 +90,7 @@ def cmd_tune(args) -> int:
 def native_build(args, runtime: Runtime):
     """How candidates' TVM libraries are built under `--runtime tvm` (a `NativeBuild`; None under plan), or a
     FarmError (one line, exit 2) for options that do not go together."""
-    from ..tune.native_build import NativeBuild
+    from ..tune.native_build import NativeBuild  # inside: adreno --help does not need it
 
     if runtime is Runtime.PLAN:
         if args.server:

@@ -44,6 +44,7 @@ import tarfile
 import threading
 import time
 
+from ..opencl.device import DeviceIdentity, select_device
 from .common import (DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, check_bind, format_addr,
                      kill_group, parse_addr, python_module_command, set_parent_death_signal)
 from .uploads import safe_extract
@@ -63,8 +64,6 @@ def _workpath(name: str) -> str:
 
 def _device():
     if "device" not in _DEVICE:
-        from adreno.opencl.device import select_device
-
         _DEVICE["device"] = select_device(_CONFIG["device"])
     return _DEVICE["device"]
 
@@ -94,8 +93,8 @@ def _unpack(tar_name: str) -> tuple[str, str]:
 
 
 def _prepare(tar_name: str) -> str:
-    from adreno.cache import ProgramCache
-    from adreno.opencl.executor import Executor
+    from adreno.cache import ProgramCache  # inside: loads pyopencl at import
+    from adreno.opencl.executor import Executor  # inside: loads numpy at import
 
     name, dest = _unpack(tar_name)
     if name not in _EXECUTORS:
@@ -106,7 +105,7 @@ def _prepare(tar_name: str) -> str:
 def _measure(name: str, request_json: str) -> str:
     import numpy as np
 
-    from adreno.artifact import random_inputs
+    from adreno.artifact import random_inputs  # inside: loads numpy at import
 
     request = json.loads(request_json)
     fault = request.get("fault")
@@ -152,8 +151,8 @@ def _measure(name: str, request_json: str) -> str:
 def _export(tar_name: str) -> str:
     import pyopencl as cl
 
-    from adreno.artifact import Artifact
-    from adreno.cache import ProgramCache, export_bundle
+    from adreno.artifact import Artifact  # inside: loads numpy at import
+    from adreno.cache import ProgramCache, export_bundle  # inside: loads pyopencl at import
 
     name, dest = _unpack(tar_name)
     summary = export_bundle(Artifact.load(dest), cl.Context([_device()]), ProgramCache())
@@ -242,8 +241,6 @@ def serve_worker(tracker: tuple[str, int] | None, key: str, device, host: str, p
 
 def resolve_key(device_spec) -> tuple[str, str]:
     """(key, device name) for an OpenCL device spec; the key is the device's normalised `DeviceIdentity.rpc_key`."""
-    from adreno.opencl.device import DeviceIdentity, select_device
-
     identity = DeviceIdentity.from_cl_device(select_device(device_spec))
     return identity.rpc_key, identity.device_name
 

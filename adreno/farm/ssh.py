@@ -24,7 +24,7 @@ import shlex
 import socket
 import threading
 
-from .common import HostKeyError, TunnelError, format_addr
+from .common import HostKeyError, TunnelError, format_addr, port_is_free
 
 LOCAL_ALIAS = "127.0.0.2"
 
@@ -245,8 +245,6 @@ def remote_android_command(python: str, tracker_port: int, adb: str = "adb", run
 
 def _free_port_both(link: SSHLink, start: int, python: str = "python3") -> int:
     """A port free on the remote 127.0.0.1 and on the local alias address."""
-    from .common import port_is_free
-
     for port in range(start, start + 200):
         if not port_is_free(LOCAL_ALIAS, port):
             continue

@@ -84,7 +84,7 @@ def bind_inputs(model, values: Mapping | None) -> tuple:
     import onnx
     from onnx import numpy_helper
 
-    from .importer import graph_inputs
+    from .importer import graph_inputs  # inside: adreno --help does not need it
 
     declared = {i.name: i for i in graph_inputs(model)}
     unknown = sorted(set(values) - set(declared))

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from .recurrent import RECURRENT_OPS, unroll
+from .rewrites import static_shapes
 
 
 def decompose(model, shapes: dict[str, list[int]]):
@@ -38,8 +39,6 @@ def decompose(model, shapes: dict[str, list[int]]):
     if not targets:
         return model
     import onnx
-
-    from .rewrites import static_shapes
 
     out = onnx.ModelProto()
     out.CopyFrom(model)

@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 
 from . import decompose, old_opsets, rewrites
+from .constfold import prepare
 from .quantized import dequantize
 from ..errors import TVM_ERRORS, DynamicShapeError, ModelError, UnsupportedOpError
 from ..identifiers import identifiers
@@ -27,7 +28,7 @@ def load_model(model) -> tuple:
 
     if isinstance(model, onnx.ModelProto):
         return model, model.graph.name or "model"
-    from . import zoo
+    from . import zoo  # inside: loads onnx at import
 
     text = str(model)
     if text in zoo.MODELS:
@@ -173,8 +174,6 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None, q
     `quantized` (an `adreno.weights.QuantizedWeights`) collects the integer weights of a quantized model."""
     from tvm import relax
     from tvm.relax.frontend.onnx import from_onnx
-
-    from .constfold import prepare
 
     shapes = input_shapes(model, overrides)
     dequantized = dequantize(model)  # first: the op check and constfold know no com.microsoft op

@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import DeviceError
 from .versions import wheel_versions
 
 # Where `make native` puts the plugin and the harness; ADRENO_PLUGIN_DIR points elsewhere (another build of them).
@@ -88,8 +89,6 @@ def _load() -> PluginStatus:
 
 def require() -> None:
     """Raise `adreno.errors.DeviceError` with the reason when the plugin is not loaded."""
-    from ..errors import DeviceError
-
     status = load()
     if not status.loaded:
         raise DeviceError(status.problem)

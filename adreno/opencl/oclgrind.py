@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .device import select_device
+
 ICD = Path("/usr/lib/oclgrind/liboclgrind-rt-icd.so")
 FLOAT_BYTES = 4
 
@@ -112,8 +114,7 @@ def errors(stdout: str) -> list[dict]:
 def _main(cases_json: str) -> None:
     import numpy as np
 
-    from .device import select_device
-    from .executor import Executor
+    from .executor import Executor  # inside: loads numpy at import
 
     device = select_device("oclgrind")
     for case in json.loads(cases_json):

@@ -29,12 +29,17 @@ from pathlib import Path
 import numpy as np
 import tvm
 
+from adreno.compile import lower_relax
+from adreno.devices import get_device
 from adreno.errors import TVM_ERRORS, AdrenoError
-from adreno.options import Memory, Schedules
+from adreno.options import Host, Memory, Schedules
 from adreno.orchestrate.launch import CHAIN, LaunchCost, chain_module, from_records, launch_key
 from adreno.orchestrate.subgraph import subgraph
+from adreno.plan import extract_plan
 from adreno.records import ORCHESTRATE_OP, Record
 from adreno.runners.interface import RunInput
+from adreno.schedules.context import ScheduleContext
+from adreno.tune.builder import write_kernel_artifact
 
 INPUT_LOW, INPUT_HIGH = 0.5, 1.5
 LAUNCH_REPEAT = 50  # the launch-cost artifacts take microseconds a run: enough runs for a stable median wall time
@@ -128,13 +133,6 @@ def UNFUSED(mod, _ctx):  # noqa: N802 - a pass value: every operator stays a ker
 def build_artifact(mod, key: str, target_name: str, out: Path, fuse=None) -> int:
     """Compile `mod` as `adreno compile` would (buffer memory, our schedules; `fuse` in place of FuseOps, when
     given) into a kernel artifact at `out`; the number of kernels its plan launches."""
-    from adreno.compile import lower_relax
-    from adreno.plan import extract_plan
-    from adreno.options import Host
-    from adreno.schedules.context import ScheduleContext
-    from adreno.devices import get_device
-    from adreno.tune.builder import write_kernel_artifact
-
     ctx = ScheduleContext.for_device(get_device(target_name), host=Host.NATIVE)
     lowered = lower_relax(mod, ctx, Schedules.ADRENO, memory=Memory.BUFFER, fuse=fuse)
     plan, sources, params = extract_plan(lowered, ctx.target, memory=Memory.BUFFER, device=ctx.device)

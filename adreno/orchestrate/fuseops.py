@@ -14,8 +14,10 @@ from dataclasses import dataclass
 import tvm
 from tvm import relax
 
-from adreno.options import Memory, Schedules
+from adreno.compile import lower_relax
+from adreno.options import Host, Memory, Schedules
 from adreno.orchestrate.graph import BINDING_PREFIX, _operands
+from adreno.schedules.context import ScheduleContext
 
 
 @dataclass(frozen=True)
@@ -36,10 +38,6 @@ class FuseOpsMismatch:
 def fuseops_groups(numbered_mod, graph, device, memory: Memory = Memory.BUFFER):
     """FuseOps' fused groups (FusedGroup, over `graph`'s primitive names; primitives left alone are not listed) of
     `numbered_mod`, as compiled for `device` (an `adreno.devices.AdrenoDevice`) in `memory`; or a FuseOpsMismatch."""
-    from adreno.compile import lower_relax
-    from adreno.options import Host
-    from adreno.schedules.context import ScheduleContext
-
     ctx = ScheduleContext.for_device(device, host=Host.NATIVE)
     before, after = _capture(lambda: lower_relax(numbered_mod, ctx, Schedules.NONE, memory=memory))
     if before is None or after is None:

@@ -15,6 +15,7 @@ import tvm
 from tvm import relax
 
 from adreno.orchestrate.candidates import Primitive
+from adreno.orchestrate.fission import fission
 
 BINDING_PREFIX = "p"  # primitive i's variable is `p<i>` in a `numbered` module
 HEAVY_OPS = frozenset({"relax.nn.conv2d", "relax.matmul", "relax.nn.conv2d_transpose", "relax.nn.conv1d"})
@@ -81,8 +82,6 @@ def op_name(call) -> str:
 def prepared(mod):
     """The module orchestration works on: fissioned, primitives of constants only folded (the weight arithmetic the
     importer leaves, which the compile folds too, so it is no kernel to choose), primitives numbered."""
-    from adreno.orchestrate.fission import fission
-
     return numbered(relax.transform.FoldConstant()(fission(mod)))
 
 

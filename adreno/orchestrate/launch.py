@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 from tvm import relax
 
+from adreno.records import ORCHESTRATE_OP
+
 CHAIN = 16
 WIDTH = 256  # elements of the added tensor: a kernel with next to no work
 
@@ -46,8 +48,6 @@ def chain_module(kernels: int):
 
 
 def launch_key(target_name: str, kernels: int) -> str:
-    from adreno.records import ORCHESTRATE_OP
-
     return f"{ORCHESTRATE_OP}|launch|{target_name}|{kernels}"
 
 

@@ -19,6 +19,7 @@ from adreno.orchestrate.blp import Choice
 from adreno.orchestrate.candidates import kernel_of
 from adreno.orchestrate.emit import EmittedKernel, topological
 from adreno.orchestrate.graph import BINDING_PREFIX
+from adreno.orchestrate.report import ops_label
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,6 @@ class Partition:
 
 def partition(orchestration) -> Partition:
     """The emitted partition of an `report.Orchestration`."""
-    from adreno.orchestrate.report import ops_label
-
     graph = orchestration.graph
     position = {p.name: i for i, p in enumerate(graph.primitives)}
     kernels, blocks, fallbacks, costs = [], [], [], []

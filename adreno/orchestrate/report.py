@@ -15,7 +15,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from adreno.devices import get_device
 from adreno.errors import AdrenoError
+from adreno.frontend.importer import load_model, to_relax
 from adreno.orchestrate.blp import Choice
 from adreno.orchestrate.candidates import TooManyCandidates, kernel_of
 from adreno.orchestrate.choose import block_candidates, choose
@@ -39,8 +41,6 @@ def orchestrate_model(model, target_name: str, costs_of, max_size: int = 4, time
                       progress=None) -> dict:
     """The report of `model` (a zoo name, .onnx path or ModelProto) for `target_name`; `costs_of`: a
     `costs.CostTable` (its `costs(graph, kernels)` and `measured`)."""
-    from adreno.frontend.importer import load_model, to_relax
-
     onnx_model, name = load_model(model)
     mod = to_relax(onnx_model)
     if mod is None:
@@ -51,8 +51,6 @@ def orchestrate_model(model, target_name: str, costs_of, max_size: int = 4, time
 def orchestrate_module(mod, name: str, target_name: str, costs_of, max_size: int = 4, time_limit_s: float = 10.0,
                        progress=None) -> Orchestration:
     """`mod` (the model's imported Relax module) orchestrated for `target_name` on the costs of `costs_of`."""
-    from adreno.devices import get_device
-
     say = progress or (lambda line: None)
     started = time.perf_counter()
     say("fission and FuseOps' partition")

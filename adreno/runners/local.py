@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from ..errors import AdrenoError
 from ..artifact import random_inputs
+from ..opencl.device import opencl_devices
+from ..opencl.executor import Executor
 from .interface import RunInput, RunResult, Runner, check_outputs
 
 
@@ -19,8 +21,6 @@ class LocalRunner(Runner):
 
     def run(self, run_input: RunInput) -> RunResult:
         import pyopencl as cl
-
-        from ..opencl.executor import Executor
 
         stage = "build"
         try:
@@ -46,7 +46,7 @@ class LocalRunner(Runner):
 
 def _isolated_worker(conn, device_spec, use_cache: bool) -> None:
     """Child process of `IsolatedLocalRunner`: one LocalRunner measuring what the parent sends."""
-    from ..cache import ProgramCache
+    from ..cache import ProgramCache  # inside: loads pyopencl at import
 
     runner = LocalRunner(device_spec, cache=ProgramCache() if use_cache else None)
     conn.send("ready")
@@ -65,8 +65,6 @@ class IsolatedLocalRunner(Runner):
         """`device`: a spec as `select_device` takes it, or a pyopencl Device (sent to the child as its index)."""
         super().__init__()
         if hasattr(device, "platform"):
-            from ..opencl.device import opencl_devices
-
             device = next(i for i, d in enumerate(opencl_devices()) if d == device)
         self.device_spec, self.timeout_s, self.use_cache = device, timeout_s, cache
         self.start_timeout_s = start_timeout_s

@@ -29,6 +29,7 @@ import numpy as np
 
 from adreno.errors import TVM_ERRORS
 from adreno.artifact import random_inputs
+from adreno.farm.tracker import TrackerClient
 from adreno.runners.interface import RunInput, Runner, RunResult, check_outputs
 
 from ..farm.common import FarmError, parse_addr
@@ -102,8 +103,6 @@ class NativeRunner(Runner):
 
     def _connect(self):
         from tvm import rpc
-
-        from ..farm.tracker import TrackerClient
 
         if self._session is not None:
             return self._session

@@ -32,9 +32,16 @@ from pathlib import Path
 
 import numpy as np
 
+from ..artifact import Artifact
 from ..artifact_check import sha256_file
 from ..errors import AdrenoError
+from ..opencl.device import DeviceIdentity, select_device
+from ..opencl.executor import Executor
+from ..opencl.programs import Grouping, group_source, groups
+from ..opencl.signature import program_options
 from ..options import Precision
+from ..records import Database, Record
+from .interface import check_outputs
 
 BATCH_FORMAT = 1
 MANIFEST_NAME, RESULTS_NAME, PARAM_SEEDS = "batch.json", "records.jsonl", "params.seed.json"
@@ -91,8 +98,6 @@ def load_reference(path: Path) -> list[tuple[tuple, np.ndarray]]:
 def check_reference(outputs: list[np.ndarray], reference, rtol: float = RTOL, atol: float = ATOL):
     """(max abs error over the kept elements, problem or None): shapes must match, every output element must be
     finite, and the kept elements must match the reference within atol + rtol * |ref|."""
-    from .interface import check_outputs
-
     if len(outputs) != len(reference):
         return float("inf"), f"{len(outputs)} outputs, the reference has {len(reference)}"
     for index, (out, (shape, _)) in enumerate(zip(outputs, reference)):
@@ -143,8 +148,6 @@ def travel_light(artifact: Path, seed: int = 0) -> dict[str, np.ndarray]:
     reference outputs must then be computed with the seeded values, which this returns (as the kernels read them:
     the draws are of params.npz's stored forms, `adreno.weights`, so a Winograd weight travels as its 3x3 source).
     The kernels, and so the timings, do not depend on the values."""
-    from ..artifact import Artifact
-
     artifact = Path(artifact)
     manifest = json.loads((artifact / "manifest.json").read_text())
     for lib in ("lib.so", "lib.tar"):
@@ -185,11 +188,7 @@ def _build_programs(artifact: str, device_spec, cache_root: str) -> tuple[float,
     model) through the program cache (seconds, error or None)."""
     import pyopencl as cl
 
-    from ..artifact import Artifact
-    from ..cache import ProgramCache
-    from ..opencl.device import select_device
-    from ..opencl.programs import Grouping, group_source, groups
-    from ..opencl.signature import program_options
+    from ..cache import ProgramCache  # inside: loads pyopencl at import
 
     started = time.perf_counter()
     try:
@@ -229,8 +228,6 @@ def measure_artifact(artifact: str, inputs, reference, device, cache=None, repea
     """Load, run once, check against `reference` (`load_reference`'s form), then profile an artifact: a dict with
     "seconds" (device time per run, a list) or "error" and "stage", and "max_error", "wall_ms", "load_s"."""
     import pyopencl as cl
-
-    from ..opencl.executor import Executor
 
     stage, started = "build", time.perf_counter()
     try:
@@ -286,9 +283,7 @@ def candidate_artifact(batch: Path, candidate: dict) -> str:
 def measure_batch(batch: Path, device_spec=None, repeat: int = 20, jobs: int | None = None,
                   budget_s: float | None = None, say=print) -> dict:
     """Measure every not yet measured candidate of a batch on one device; returns counts and the records path."""
-    from ..cache import ProgramCache
-    from ..opencl.device import DeviceIdentity, select_device
-    from ..records import Database, Record
+    from ..cache import ProgramCache  # inside: loads pyopencl at import
 
     started = time.perf_counter()
     batch = Path(batch)

@@ -22,6 +22,7 @@ from ..workload import ConvWorkload
 from . import splitk, staging
 from .family import Family, Matched
 from .feature_view import direct_view
+from .occupancy import grid
 
 SCHEDULE_KNOBS = ("tile_f", "tile_y", "tile_x", "threads_f", "threads_y", "threads_x", "tile_rc", "unroll_k", "stage",
                   "cooperative")
@@ -347,8 +348,6 @@ def tile_registers(wl: ConvWorkload, cfg: dict, lanes: int = 1) -> int:
 
 def tiled_launch(wl: ConvWorkload, cfg: dict):
     """The launch of `schedule_tiled` with `cfg` (see `occupancy.grid`)."""
-    from .occupancy import grid
-
     k = splitk.threads(cfg)
     return grid((wl.o, cfg["tile_f"], cfg["threads_f"]), (wl.oh, cfg["tile_y"], cfg["threads_y"]),
                 (wl.ow, cfg["tile_x"], cfg["threads_x"]), (k, 1, k), registers=tile_registers(wl, cfg), batch=wl.n)

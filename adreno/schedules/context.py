@@ -62,7 +62,7 @@ class ScheduleContext:
     def for_device(cls, device, host: Host = Host.ANDROID, staging: Staging = Staging.AUTO,
                    knobs: KnobSource | None = None) -> ScheduleContext:
         """The context of a compile for `device`, its target built by `adreno.target.tvm_target`."""
-        from ..target import tvm_target
+        from ..target import tvm_target  # inside: loads TVM at import
 
         return cls(device, tvm_target(device, host=host), staging, Candidate() if knobs is None else knobs)
 

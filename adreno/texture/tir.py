@@ -4,6 +4,7 @@ and the pipeline registered with TVM as "adreno_texture" (see the package docstr
 from __future__ import annotations
 
 from ..errors import AdrenoError
+from ..float_literals import exact_float_literals_pass
 from ..layout import LANES
 
 
@@ -328,8 +329,6 @@ def register_pipeline() -> str:
     which callers that unpack three fail on)."""
     import tvm
     from tvm.tirx import compilation_pipeline as cp
-
-    from ..float_literals import exact_float_literals_pass
 
     if PIPELINE_NAME not in cp.PIPELINE_MAP:
         def factory():

@@ -26,10 +26,19 @@ import numpy as np
 
 import adreno
 
+from ..costmodel import AnalyticalModel
+from ..costmodel.base import quality_per_task
+from ..costmodel.ranked_defaults import RankedDefaults
+from ..frontend.bind import read_bind
 from ..runners.offline import (BATCH_FORMAT, MANIFEST_NAME, RESULTS_NAME, BatchError, digest, read_manifest,
     save_reference)
 from ..options import CompileOptions, Memory, Precision, Staging
 from ..records import Database
+from ..schedules.family import Matched
+from .builder import Builder
+from .extract import extract_tasks
+from .layout_task import LAYOUT
+from .tuner import Tuner, target_limits
 
 
 def _candidates(tuner, state, k: int, seed: int) -> list[tuple[str, dict]]:
@@ -58,10 +67,6 @@ def _candidates(tuner, state, k: int, seed: int) -> list[tuple[str, dict]]:
 def _model_default(state):
     """The candidate `adreno compile --defaults model` would use for the task (None: the model keeps the rule, or
     the task is a layout task, whose layout the rule picks)."""
-    from ..costmodel.ranked_defaults import RankedDefaults
-    from ..schedules.family import Matched
-    from .layout_task import LAYOUT
-
     task = state.task
     if task.family == LAYOUT:
         return None
@@ -79,10 +84,6 @@ def export_batch(model, out: Path, *, target: str = "adreno-740", memory: Memory
     """Write a batch of `trials` candidates per tunable task of `model` into `out` (replaced if it exists).
     `save_model`: also save the cost model trained on the records (for `--model transfer:FILE` elsewhere); `bind`:
     graph inputs baked in (`extract_tasks`)."""
-    from .extract import extract_tasks
-    from .builder import Builder
-    from .tuner import Tuner, target_limits
-
     out = Path(out)
     tasks = extract_tasks(model, CompileOptions(target=target, memory=memory, precision=precision, staging=staging),
                           layouts=layouts, bind=bind)
@@ -135,8 +136,6 @@ def _predicted(tuner, task, configs: list[dict]) -> dict[str, np.ndarray]:
     """The cost models' scores of a task's candidates (higher: predicted faster), so that the measuring side can
     say how well they ranked (`model_quality`): the analytical model with its prior weights on the target's facts,
     and the tuner's model as trained on --records (when it is another kind)."""
-    from ..costmodel import AnalyticalModel
-
     features = task.featurize(configs, tuner.limits)
     scores = {"analytical": AnalyticalModel().predict(features)}
     if tuner.model.name != "analytical":
@@ -148,8 +147,6 @@ def model_quality(manifest: dict, records) -> dict:
     """How well the scores stored at export ranked the measured candidates: per model, per task (its key) Pearson
     of score vs -log(seconds), Spearman, top-1 and top-5 recall (`quality_per_task`; failed candidates count as the
     task's slowest x2), and their means over the tasks. Numpy only: the measuring side has no TVM."""
-    from ..costmodel.base import quality_per_task
-
     candidates = {c["id"]: c for c in manifest["candidates"]}
     measured = [(candidates[r.extra["candidate"]], r) for r in records if r.extra.get("candidate") in candidates]
     out = {}
@@ -183,8 +180,6 @@ def import_batch(model, batch: Path, records: str, say=lambda text: None, bind: 
     """Merge the measured records of `batch` into `records`: refused for another adreno version or another model's
     tasks (`model` with `bind`, as exported); idempotent; only records that are one of the batch's candidates
     (workload and config) count."""
-    from .extract import extract_tasks
-
     batch = Path(batch)
     manifest = read_manifest(batch)
     if manifest["adreno_version"] != adreno.__version__:
@@ -231,8 +226,6 @@ def import_batch(model, batch: Path, records: str, say=lambda text: None, bind: 
 def cmd_batch(args) -> int:
     """`adreno tune MODEL --export-batch DIR` / `--import-batch DIR` (called by `adreno tune`)."""
     import sys
-
-    from ..frontend.bind import read_bind
 
     def say(text: str) -> None:
         if not args.quiet:

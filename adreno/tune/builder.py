@@ -28,10 +28,17 @@ from pathlib import Path
 import numpy as np
 
 from ..artifact import ArtifactWriter, Plan, Step, TensorSpec, kernel_path
+from ..compile import lower_relax
 from ..errors import TVM_ERRORS
+from ..farm.common import set_parent_death_signal
 from ..options import Schedules
+from ..plan import extract_plan, lower_primfunc, plan_storage
+from ..private_arrays import PrivateArrayError
 from ..runners.offline import seeded_inputs
+from ..schedules.conv2d_winograd import kernel_configs
 from ..schedules.family import Refused
+from ..texture.tir import TextureLoweringError
+from .native_build import export_candidate
 
 
 @dataclass
@@ -96,10 +103,7 @@ def build_scheduled(task, scheduled, out_dir: str, config: dict, started: float 
     (a `native_build.NativeBuild`) also the native artifact TVM's runtime measures (`native_build`). A lowering
     or library build failure is a BuildResult error. `started`: when the caller's part of the build began
     (perf_counter), so that BuildResult.seconds covers it."""
-    from ..plan import lower_primfunc, plan_storage
-    from ..private_arrays import PrivateArrayError
-    from ..target import tvm_target
-    from ..texture.tir import TextureLoweringError
+    from ..target import tvm_target  # inside: loads TVM at import
 
     started = time.perf_counter() if started is None else started
     func = task.func()
@@ -120,8 +124,6 @@ def build_scheduled(task, scheduled, out_dir: str, config: dict, started: float 
                 images=images)
     write_kernel_artifact(out_dir, plan, {task.func_name: source}, {}, task.key, task.target_name, config)
     if native is not None:
-        from .native_build import export_candidate
-
         try:
             export_candidate(task, scheduled, out_dir, native)
         except (*TVM_ERRORS, OSError) as err:  # TVM's build, or the host compiler linking lib.so
@@ -157,9 +159,6 @@ def build_layout(task, config: dict, out_dir: str, native=None) -> BuildResult:
     if native is not None:
         return BuildResult(error="a layout candidate (a conv's whole pipeline) is not measured through TVM's "
                                  "runtime: tune with --no-layouts")
-    from ..compile import lower_relax
-    from ..plan import extract_plan
-    from ..schedules.conv2d_winograd import kernel_configs
     started = time.perf_counter()
     ctx, refusals = task.context(kernel_configs({task.key: config})), []
     try:
@@ -252,8 +251,6 @@ class Builder:
         self._counter = 0
 
     def _new_pool(self) -> futures.ProcessPoolExecutor:
-        from ..farm.common import set_parent_death_signal
-
         return futures.ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
                                            initializer=set_parent_death_signal)
 

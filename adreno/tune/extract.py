@@ -8,10 +8,16 @@ from dataclasses import asdict
 
 import numpy as np
 
+from .. import schedules, winograd
+from ..compile import lower_relax
 from ..errors import AdrenoError
+from ..frontend.bind import bind_inputs
+from ..frontend.importer import load_model, to_relax
 from ..layout import tensor_image
 from ..options import CompileOptions, Memory, Precision, Schedules
+from ..plan import kernel_calls
 from ..records import default_memory, layout_key, packed_workload
+from ..schedules.context import ScheduleContext
 from .layout_task import LAYOUT, LayoutTask
 from .task import Task
 
@@ -41,13 +47,6 @@ def extract_tasks(model, options: CompileOptions = BUFFER_TASKS, layouts: bool =
     lowers it (packed convs are `conv2d_texture` tasks) and each task records its parameters' images (`Task.images`,
     within the device's image limits as `CompileOptions.device` caps them; precision fp16: half-float images).
     `bind`: graph inputs baked in, as `compile_model(..., bind=)` takes."""
-    from .. import schedules, winograd
-    from ..compile import lower_relax
-    from ..frontend.bind import bind_inputs
-    from ..frontend.importer import load_model, to_relax
-    from ..plan import kernel_calls
-    from ..schedules.context import ScheduleContext
-
     options = options.resolved(default_memory(()))
     memory, precision, target_name = options.memory, options.precision, options.target
     onnx_model, _ = load_model(model)

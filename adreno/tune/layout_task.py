@@ -13,6 +13,7 @@ from functools import cached_property
 from ..options import Memory
 from ..records import layout_workload, packed_workload
 from ..schedules import conv2d_direct, conv2d_texture, conv2d_winograd, staging
+from ..winograd import select_tile
 from . import builder
 from .space import SearchSpace
 from .task import Task
@@ -102,8 +103,6 @@ class LayoutTask(Task):
 
     def default_config(self) -> dict:
         """The layout the fixed rule of `--winograd auto` picks, with its default knobs."""
-        from ..winograd import select_tile
-
         return self.layout_default(select_tile(self.workload))
 
     def seed_configs(self) -> list[dict]:

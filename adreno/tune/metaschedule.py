@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import AdrenoError
+from ..runners.interface import RunInput
 from .builder import build_scheduled
 from .task import Task
 
@@ -72,13 +73,12 @@ def tune(task: Task, runner, trials: int, batch: int = 8, seed: int = 0, repeat:
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    from ..target import tvm_target
+    from ..target import tvm_target  # inside: loads TVM at import
 
     if strategy in BROKEN:
         raise AdrenoError(f"MetaSchedule strategy {strategy!r} cannot run here: {BROKEN[strategy]}")
     if strategy not in STRATEGIES:
         raise AdrenoError(f"MetaSchedule strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
-    from ..runners.interface import RunInput
 
     target = metaschedule_target(tvm_target(task.target_name))
     mod = tvm.IRModule({"main": task.func().with_attr("global_symbol", "main")})

@@ -34,7 +34,7 @@ class NativeBuild:
 
 def native_args(task):
     """The `NativeArg` of every parameter of a task's function (outputs last), in the scope its image gives it."""
-    from ..runners.native import NativeArg
+    from ..runners.native import NativeArg  # inside: loads numpy at import
 
     func = task.func()
     n_inputs = len(func.params) - task.n_outputs
@@ -49,9 +49,9 @@ def export_candidate(task, scheduled, out_dir: str, build: NativeBuild) -> None:
     calling convention to `out_dir`; TVM's and the linker's errors are raised (the caller makes them values)."""
     import tvm
 
-    from ..runners.native import export_native
-    from ..target import tvm_target
-    from ..texture.tir import for_scopes
+    from ..runners.native import export_native  # inside: loads numpy at import
+    from ..target import tvm_target  # inside: loads TVM at import
+    from ..texture.tir import for_scopes  # inside: loads numpy at import
 
     if task.precision is Precision.FP16:  # TVM's runtime gives a tensor an image of its own dtype: float32 here
         raise ValueError("half-float image storage is not measured through TVM's runtime (its images have the "

@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import os
 
+from ..farm.deadline import Timeouts
+from ..opencl.device import DeviceIdentity, select_device
 from ..options import Runtime
 from ..records import Database
+from ..runners.local import IsolatedLocalRunner
+from ..runners.native import NativeRunner
+from ..runners.rpc import RPCRunner
 from .task import Task
 from .tuner import Tuner, target_limits
 
@@ -24,24 +29,15 @@ def open_tuner(tasks: list[Task], records: str | os.PathLike | Database, *, targ
     `device` spec (records keyed by its `DeviceIdentity.fingerprint`) through `runner`, by default an isolated
     local runner. `options` go to `Tuner` (strategy, model, batch, builder, seed, repeat, progress). Closing the
     tuner closes what it opened."""
-    from ..farm.deadline import Timeouts
-
     opened = runner is None
     timeouts = Timeouts() if outage_s is None else Timeouts(outage=outage_s)
     if runtime is Runtime.TVM:
-        from ..runners.native import NativeRunner
-
         runner = runner or NativeRunner(tracker=tracker, key=key, server=server, timeouts=timeouts)
         fingerprint, limits = f"{key}|tvm-rpc", target_limits(target)
     elif tracker:
-        from ..runners.rpc import RPCRunner
-
         runner = runner or RPCRunner(tracker, key, timeouts=timeouts)
         fingerprint, limits = f"{key}|rpc", target_limits(target)
     else:
-        from ..opencl.device import DeviceIdentity, select_device
-        from ..runners.local import IsolatedLocalRunner
-
         found = select_device(device)
         runner = runner or IsolatedLocalRunner(device, timeout_s=timeout_s, cache=cache)
         fingerprint, limits = DeviceIdentity.from_cl_device(found).fingerprint, target_limits(target, found)

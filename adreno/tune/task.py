@@ -15,8 +15,10 @@ from functools import cached_property
 import numpy as np
 
 from ..costmodel.features import featurize
+from ..devices import get_device
 from ..options import Precision, Staging
-from ..schedules import staging
+from ..schedules import family, staging
+from ..schedules.context import ScheduleContext
 from . import builder
 from .space import SearchSpace
 
@@ -46,8 +48,6 @@ class Task:
 
     @property
     def schedule_family(self):
-        from ..schedules import family
-
         return family(self.family)
 
     def func(self):
@@ -67,9 +67,6 @@ class Task:
         """The `ScheduleContext` its candidates are scheduled in: the target's device facts, the task's `--staging`,
         and `knobs` (workload key -> the candidate's config) as the tuner's knob source. Built where it is used,
         since a task travels to build workers as text and a TVM target does not pickle."""
-        from ..schedules.context import ScheduleContext
-        from ..devices import get_device
-
         return ScheduleContext.for_device(get_device(self.target_name), staging=self.staging).candidate(knobs or {})
 
     def space(self) -> SearchSpace:

@@ -19,6 +19,8 @@ from typing import Callable
 
 import numpy as np
 
+from ..costmodel.features import device_limits
+from ..devices import from_opencl, get_device
 from ..options import Precision
 from ..records import Database, Record
 from ..runners.interface import RunInput, Runner
@@ -74,9 +76,6 @@ class TuneReport:
 def target_limits(target_name: str, device=None) -> dict:
     """Limits the analytical features use: the measuring device's facts where known (`from_opencl`), else the target
     table's; `fill_work_items` is what the occupancy rule asks of a launch."""
-    from ..devices import from_opencl, get_device
-    from ..costmodel.features import device_limits
-
     return device_limits(get_device(target_name) if device is None else from_opencl(device))
 
 
