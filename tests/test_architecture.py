@@ -225,19 +225,27 @@ def function_level_imports():
                 yield name, path, node
 
 
+def _says_why(lines: list[str], node) -> bool:
+    """An `# inside:` comment on the statement's lines, or on the line above the run of imports it belongs to."""
+    if any("# inside:" in line for line in lines[node.lineno - 1:node.end_lineno]):
+        return True
+    above = node.lineno - 2
+    while above >= 0 and lines[above].strip().startswith(("from ", "import ")):
+        above -= 1
+    return above >= 0 and lines[above].strip().startswith("# inside:")
+
+
 def test_function_level_imports_of_ours_only_where_needed_and_each_says_why():
     """The rule `adreno/__init__.py` states: an import of our own modules sits inside a function only where, at
     module level, it would load TVM, onnx, onnxruntime, scipy, paramiko, torch, pyopencl or numpy (HEAVY_PACKAGES)
     into a module that does not load it, or more of ours into what `adreno --help` loads; and it says so in a
-    `# inside:` comment on its line or the line above."""
+    `# inside:` comment on its line or above the run of imports it belongs to."""
     needless, silent = [], []
     for name, path, node in function_level_imports():
         where = f"{path.relative_to(ROOT.parent)}:{node.lineno}: {ast.unparse(node)}"
         if why_inside(name, path, node) is None:
             needless.append(where)
-        lines = path.read_text().splitlines()
-        around = lines[node.lineno - 2:node.end_lineno]
-        if not any("# inside:" in line for line in around[1:]) and not around[0].strip().startswith("# inside:"):
+        if not _says_why(path.read_text().splitlines(), node):
             silent.append(where)
     assert not needless and not silent, (
         "imports that belong at module level (nothing heavy, nothing more for adreno --help):\n" + "\n".join(needless)

@@ -70,8 +70,9 @@ def cost_table(records: str | None, device_name: str, target: str, repeat: int, 
     `records` (a temporary file, removed afterwards, when None); the runner is closed on the way out."""
     from adreno.opencl.device import DeviceIdentity, select_device  # inside: adreno --help does not need it
     from adreno.orchestrate.costs import CostTable  # inside: loads TVM and scipy at import
-    from adreno.records import Database  # inside: adreno --help does not need it
-    from adreno.runners.local import LocalRunner  # inside: adreno --help does not need it
+    # inside: adreno --help does not need it
+    from adreno.records import Database
+    from adreno.runners.local import LocalRunner
 
     if records and Path(records).exists():
         regular_file(records, "--records")

@@ -17,12 +17,13 @@ def cmd_tune(args) -> int:
         from ..tune.batch import cmd_batch  # inside: adreno --help does not need it
 
         return cmd_batch(args)
-    from ..records import Database  # inside: adreno --help does not need it
-    from ..costmodel import make_model  # inside: adreno --help does not need it
-    from ..tune.extract import extract_tasks  # inside: adreno --help does not need it
-    from ..tune.builder import Builder  # inside: adreno --help does not need it
-    from ..tune.session import open_tuner  # inside: adreno --help does not need it
-    from ..tune.tuner import plot_history, save_report  # inside: adreno --help does not need it
+    # inside: adreno --help does not need it
+    from ..records import Database
+    from ..costmodel import make_model
+    from ..tune.extract import extract_tasks
+    from ..tune.builder import Builder
+    from ..tune.session import open_tuner
+    from ..tune.tuner import plot_history, save_report
 
     require_positive(args, "trials", "batch", "repeat", "timeout", "outage", allow_zero=("outage",))
     for addr in (args.tracker, args.server):  # a usage error now, not after extracting the tasks and --outage
