@@ -111,13 +111,23 @@ def match_conv(func, sch=None) -> ConvMatch | None:
 
     epilogue = blocks[ci + 1:]
     for b, info in zip(epilogue, infos[ci + 1:]):
-        if not info.is_injective() or len(sch.get_loops(b)) != 4:
+        if not info.is_injective():
             return None
-        if _ints(sch.get(b).writes[0].source.shape) != out_shape:
+        if b is not epilogue[-1] and _scalar_block(sch, b):  # inlined into the blocks that read it
+            continue
+        if len(sch.get_loops(b)) != 4 or _ints(sch.get(b).writes[0].source.shape) != out_shape:
             return None
     workload = ConvWorkload(n, c, in_shape[2], in_shape[3], o, kh, kw, oh, ow, (sh, sw), (dh, dw), padding, groups,
                             dtype, tuple(str(sch.get(b).name_hint) for b in epilogue))
     return ConvMatch(workload, pad_block, conv, list(epilogue))
+
+
+def _scalar_block(sch, block) -> bool:
+    """A block without loops that writes a 0-d buffer from 0-d buffers: a quantized operator's scale product
+    (`x_scale * w_scale`), which FuseOps puts after the conv it rescales."""
+    stmt = sch.get(block)
+    return (not sch.get_loops(block) and len(stmt.writes) == 1 and not stmt.writes[0].source.shape
+            and all(not r.source.shape for r in stmt.reads))
 
 
 def schedulable_blocks(func, sch=None):
