@@ -14,10 +14,10 @@ measurement and gets no cost (it is left out of the choice, never given one made
 Records (`adreno.records.Database`): one line per candidate under the workload key
 `orchestrate|<memory>|<target>|<structural hash>|<parameter shapes>|<outputs>` and the measuring device's
 fingerprint, config `{}`. A failed measurement is a record too, so a second run over the same blocks measures
-nothing; so are the two launch-cost artifacts (`orchestrate|launch|<target>|<kernels>`). A compile's `--records`
-passes over these keys (`TunedConfigs.load`), so one file may hold both. Only buffer memory is measured for now
-(texture candidates would need their parameters in the images the model gives them, as the tuner's texture tasks
-do).
+nothing; so are the two launch-cost artifacts (`orchestrate|launch|<target>|<kernels>|w<width>`). A compile's
+`--records` passes over these keys (`TunedConfigs.load`), so one file may hold both. Only buffer memory is measured
+for now (texture candidates would need their parameters in the images the model gives them, as the tuner's texture
+tasks do).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class CostTable:
         for kernels in (1, CHAIN):
             key = launch_key(self.target_name, kernels)
             if not self.database.query(key, self.device):
-                self.say(f"measuring the launch cost ({kernels} kernel{'s' if kernels > 1 else ''} of nothing)")
+                self.say(f"measuring the launch cost ({kernels} kernel{'s' if kernels > 1 else ''} of one add)")
                 with tempfile.TemporaryDirectory(prefix="adreno-orchestrate-launch-") as work:
                     record = self._measure(chain_module(kernels), key, Path(work) / "chain", {}, fuse=UNFUSED,
                                            repeat=max(self.repeat, LAUNCH_REPEAT))

@@ -2,15 +2,18 @@
 
 A candidate's measured time is its kernels' device time; the gaps between kernels (the enqueue, the driver's
 dispatch, the wait on the previous kernel) are in no candidate, so sums of device times alone favour many small
-kernels. The gap is measured once per device on two artifacts of the same tiny elementwise add, one with one
-kernel and one with a chain of `CHAIN` kernels, each kept a kernel of its own (FuseOps skipped). Their wall times
-per run (the runner's `wall_ms`, outputs checked) give
+kernels. The gap is measured once per device on two artifacts of the same elementwise add, one with one kernel and
+one with a chain of `CHAIN` kernels, each kept a kernel of its own (FuseOps skipped). The add is `WIDTH` elements,
+enough that the device, not the host's enqueue, sets the pace, as it does in a model: behind a host-bound chain of
+tiny kernels the gap hides (docs/orchestrate.md). Their wall times per run (the runner's `wall_ms`, outputs
+checked) give
 - `per_launch_s` = (wall(CHAIN) - wall(1)) / (CHAIN - 1) - the per-kernel device time (clamped at 0),
 - `per_run_s` = wall(1) - per_launch_s - device(1) (clamped at 0): the run's fixed cost (the final wait).
 
 A candidate then costs its device time plus its kernel count times `per_launch_s`, and a model's predicted run is
 `per_run_s` plus its kernels' costs: what `adreno run` measures as the median wall time. Both artifacts are records
-(`orchestrate|launch|<target>|<kernels>`, with `extra["wall_s"]`), so a second run on the device measures nothing.
+(`orchestrate|launch|<target>|<kernels>|w<WIDTH>`, with `extra["wall_s"]`), so a second run on the device measures
+nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from tvm import relax
 from adreno.records import ORCHESTRATE_OP
 
 CHAIN = 16
-WIDTH = 256  # elements of the added tensor: a kernel with next to no work
+WIDTH = 1 << 18  # elements of the added tensor (1 MiB): a kernel the device, not the enqueue, paces
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ def chain_module(kernels: int):
 
 
 def launch_key(target_name: str, kernels: int) -> str:
-    return f"{ORCHESTRATE_OP}|launch|{target_name}|{kernels}"
+    return f"{ORCHESTRATE_OP}|launch|{target_name}|{kernels}|w{WIDTH}"  # records of another width are not reused
 
 
 def from_records(one, chain) -> LaunchCost | None:
