@@ -76,3 +76,29 @@ def test_isolated_runner_failures_are_results_not_exceptions(tiny_artifact):
     finally:
         slow_start.close()
     assert late.stage == "device" and late.tag == "y" and "did not start" in late.error
+
+
+def test_a_cold_run_evicts_the_caches_before_each_timed_run(tiny_artifact, monkeypatch):
+    """`RunInput.cold` (orchestration's candidates): a scratch fill of at least 8 MiB before each timed run, not
+    before the checked one, and the run is still checked."""
+    import pyopencl as cl
+
+    fills = []
+    fill = cl.enqueue_fill_buffer
+    monkeypatch.setattr(cl, "enqueue_fill_buffer", lambda queue, mem, pattern, offset, size, *a, **k: (
+        fills.append(size), fill(queue, mem, pattern, offset, size, *a, **k))[1])
+    inputs = random_inputs(Artifact.load(tiny_artifact).input_specs(), seed=5)
+    reference = onnxruntime_outputs(zoo.get_model("tiny"), inputs)
+    result = LocalRunner().run(RunInput(str(tiny_artifact), inputs, reference, repeat=3, cold=True))
+    assert result.ok and len(result.seconds) == 3 and result.max_error < 1e-5
+    assert len(fills) == 3 and min(fills) >= 8 << 20
+
+
+def test_remote_runners_refuse_a_cold_run_as_a_value(tiny_artifact):
+    from adreno.runners.native import NativeRunner
+    from adreno.runners.rpc import RPCRunner
+
+    for runner in (RPCRunner("127.0.0.1:1", "pocl-cpu"), NativeRunner(server="127.0.0.1:1")):
+        result = runner.submit(RunInput(str(tiny_artifact), cold=True, tag="t")).result()
+        runner.close()
+        assert not result.ok and result.tag == "t" and "cold caches" in result.error, result

@@ -165,3 +165,9 @@ class DeviceIdentity:
     def fingerprint(self) -> str:
         """What tuning records are keyed by (`adreno.records`): the RPC key, the device name and its driver."""
         return f"{self.rpc_key}|{self.device_name}|{self.driver_version}"
+
+
+def eviction_bytes(device) -> int:
+    """Bytes a scratch fill must cover to push a run's data out of the device's caches: twice its global memory
+    cache (CL_DEVICE_GLOBAL_MEM_CACHE_SIZE), at least 8 MiB (a driver may report 0) and at most 256 MiB."""
+    return min(256 << 20, max(8 << 20, 2 * int(device.global_mem_cache_size)))

@@ -12,7 +12,7 @@ reference is TVM's LLVM build of the same module on the same inputs; a candidate
 measurement and gets no cost (it is left out of the choice, never given one made up).
 
 Records (`adreno.records.Database`): one line per candidate under the workload key
-`orchestrate|<memory>|<target>|<structural hash>|<parameter shapes>|<outputs>` and the measuring device's
+`orchestrate|<memory>|<target>|cold|<structural hash>|<parameter shapes>|<outputs>` and the measuring device's
 fingerprint, config `{}`. A failed measurement is a record too, so a second run over the same blocks measures
 nothing; so are the two launch-cost artifacts (`orchestrate|launch|<target>|<kernels>|w<width>`). A compile's
 `--records` passes over these keys (`TunedConfigs.load`), so one file may hold both. Only buffer memory is measured
@@ -103,7 +103,7 @@ class CostTable:
 
     def _key(self, graph, kernel):
         sg = subgraph(graph, kernel)
-        return f"{ORCHESTRATE_OP}|{self.memory.value}|{self.target_name}|{sg.key}", sg
+        return f"{ORCHESTRATE_OP}|{self.memory.value}|{self.target_name}|{MEASURED}|{sg.key}", sg
 
     def _measure(self, mod, key: str, out: Path, extra: dict, fuse=None, repeat: int | None = None) -> Record:
         record = Record(key, self.device, {}, timestamp=time.time(), strategy=ORCHESTRATE_OP, extra=dict(extra))
@@ -117,12 +117,18 @@ class CostTable:
         except (*TVM_ERRORS, AdrenoError) as err:
             record.error, record.stage = f"{type(err).__name__}: {str(err).strip().splitlines()[-1][:300]}", "build"
             return record
-        run = RunInput(str(out), inputs, reference, repeat=repeat or self.repeat, tag=key)
+        run = RunInput(str(out), inputs, reference, repeat=repeat or self.repeat, tag=key, cold=True)
         result = self.runner.submit(run).result()
         record.seconds, record.error, record.stage = result.seconds, result.error, result.stage
         if result.ok and result.extra.get("wall_ms"):
             record.extra["wall_s"] = float(np.median(result.extra["wall_ms"])) * 1e-3
         return record
+
+
+# How a candidate is measured, part of its key so that records of another way are never mixed with these: each
+# timed run starts with the device's caches evicted (`RunInput.cold`). Measured warm, a candidate kept its weights
+# in the cache between repeats, while in a model the other kernels' weights push them out (docs/orchestrate.md).
+MEASURED = "cold"
 
 
 @tvm.transform.module_pass(opt_level=0, name="NoFusion")

@@ -27,6 +27,7 @@ class RunInput:
     atol: float = 1e-3
     seed: int = 0
     tag: str = ""  # the caller's id for this candidate, carried into the result
+    cold: bool = False  # evict the device's caches before each timed run (LocalRunner only; others refuse it)
 
 
 # Stages whose failure is the infrastructure's, not the candidate's: "request" (tracker unreachable, no device of
@@ -112,3 +113,11 @@ def check_outputs(outputs, reference, rtol: float, atol: float) -> tuple[float, 
         if not np.all(np.isfinite(out)) or np.any(diff > atol + rtol * np.abs(ref)):
             return worst, f"output {index} differs from the reference: max abs error {worst:.3g}"
     return worst, None
+
+
+def refuse_cold(runner: str, run_input: RunInput) -> RunResult | None:
+    """The failure of a cold run on a runner that cannot evict the device's caches, or None for a warm one."""
+    if not run_input.cold:
+        return None
+    return RunResult(error=f"the {runner} runner cannot run with cold caches (only the local runner can)",
+                     stage="run", tag=run_input.tag)

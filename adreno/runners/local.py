@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..errors import AdrenoError
 from ..artifact import random_inputs
-from ..opencl.device import opencl_devices
+from ..opencl.device import eviction_bytes, opencl_devices
 from ..opencl.executor import Executor
 from .interface import RunInput, RunResult, Runner, check_outputs
 
@@ -36,7 +36,8 @@ class LocalRunner(Runner):
                 if problem:
                     return RunResult(error=problem, stage=stage, max_error=max_error, tag=run_input.tag, device=device)
             stage = "run"
-            profile = executor.profile(inputs, repeat=run_input.repeat, warmup=run_input.warmup)
+            profile = executor.profile(inputs, repeat=run_input.repeat, warmup=run_input.warmup,
+                                       evict_bytes=eviction_bytes(executor.device) if run_input.cold else 0)
         except (AdrenoError, cl.Error, OSError, ValueError) as err:
             return RunResult(error=f"{type(err).__name__}: {err}", stage=stage, tag=run_input.tag)
         return RunResult(seconds=[ms * 1e-3 for ms in profile.run_device_ms], max_error=max_error, tag=run_input.tag,

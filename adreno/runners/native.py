@@ -30,7 +30,7 @@ import numpy as np
 from adreno.errors import TVM_ERRORS
 from adreno.artifact import random_inputs
 from adreno.farm.tracker import TrackerClient
-from adreno.runners.interface import RunInput, Runner, RunResult, check_outputs
+from adreno.runners.interface import RunInput, Runner, RunResult, check_outputs, refuse_cold
 
 from ..farm.common import FarmError, parse_addr
 from ..farm.deadline import StageTimeout, Timeouts, call_with_deadline, short_error
@@ -127,6 +127,8 @@ class NativeRunner(Runner):
         self._session, self._loaded = None, {}
 
     def run(self, run_input: RunInput) -> RunResult:
+        if (refused := refuse_cold(self.name, run_input)) is not None:
+            return refused
         try:  # an artifact that is not native is the candidate's failure; the farm's start at "request"
             spec = load_native(run_input.artifact)
         except FarmError as err:

@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from adreno.errors import TVM_ERRORS
-from adreno.runners.interface import RunFuture, RunInput, Runner, RunResult, check_outputs
+from adreno.runners.interface import RunFuture, RunInput, Runner, RunResult, check_outputs, refuse_cold
 
 from ..farm.common import FarmError, NoDeviceError, TrackerUnreachable, format_addr, parse_addr
 from ..farm.deadline import RemoteError, StageTimeout, Timeouts, call_with_deadline, short_error
@@ -129,6 +129,9 @@ class RPCRunner(Runner):
 
     def submit(self, run_input: RunInput) -> RunFuture:
         future: futures.Future = futures.Future()
+        if (refused := refuse_cold(self.name, run_input)) is not None:
+            future.set_result(refused)
+            return RunFuture(future, run_input)
         candidate = _Candidate(run_input, future)
         with self._cond:
             if self._closed:
