@@ -15,6 +15,7 @@ from adreno.opencl import device as devices
 from adreno.opencl.executor import Executor
 from adreno.reference import onnxruntime_outputs
 from adreno.artifact import random_inputs
+from tests.kernel_files import append_to_kernel_file
 
 
 def test_tiny_matches_onnxruntime_and_profiles(tiny_artifact, pocl_device):
@@ -45,7 +46,7 @@ def test_kernel_build_failure_shows_build_log(tiny_artifact, tmp_path):
     broken = Path(shutil.copytree(tiny_artifact, tmp_path / "broken"))
     artifact = Artifact.load(broken)
     program = artifact.plan.programs[artifact.plan.steps[0].program]
-    (broken / program).write_text((broken / program).read_text() + "\nthis is not OpenCL C;\n")
+    append_to_kernel_file(broken / program, "\nthis is not OpenCL C;\n")
     with pytest.raises(KernelBuildError, match=r"(?s)OpenCL build of .* failed.*error"):
         Executor(Artifact.load(broken, checked=False))  # a hand edit: the hashes would refuse it
 

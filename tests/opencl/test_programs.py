@@ -16,6 +16,7 @@ from adreno.errors import KernelBuildError
 from adreno.opencl.executor import Executor
 from adreno.opencl.programs import Grouping, groups, program_kernels
 from adreno.artifact import random_inputs
+from tests.kernel_files import append_to_kernel_file
 
 
 def test_one_program_for_the_model_runs_as_one_per_file(tiny_artifact, pocl_device):
@@ -59,7 +60,7 @@ def test_failed_build_is_one_line_naming_the_program_with_the_log_in_a_file(tiny
     artifact = Artifact.load(broken)
     name = artifact.plan.steps[-1].program
     path = broken / artifact.plan.programs[name]
-    path.write_text(path.read_text() + "\nthis is not OpenCL C;\n")
+    append_to_kernel_file(path, "\nthis is not OpenCL C;\n")
     cache = ProgramCache(tmp_path / "cache") if cached else None
     with pytest.raises(KernelBuildError) as caught:
         Executor(Artifact.load(broken, checked=False), cache=cache)  # a hand edit: the hashes would refuse it
