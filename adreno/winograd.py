@@ -7,9 +7,9 @@ by three primitive functions and one constant:
   U[a, b, o, c]  = (G g G^T)[a, b]                 the weight transform, computed here with numpy (a constant)
   V[a, b, c, p]  = (B^T d_p B)[a, b]               `winograd_input_transform`: per input channel c and tile p of
                                                     alpha x alpha padded input (zero padding is a guarded load in
-                                                    the block `winograd_data_tile`)
+                                                    the block `winograd_data_tile`), as two passes (B^T d, then B)
   M[a, b, o, p]  = sum_c U[a, b, o, c] V[a, b, c, p]  `winograd_batch_gemm`: alpha*alpha independent GEMMs
-  Y[n, o, y, x]  = (A^T M_p A)[y % m, x % m]       `winograd_output_transform` (written in NCHW)
+  Y[n, o, y, x]  = (A^T M_p A)[y % m, x % m]       `winograd_output_transform` (written in NCHW), two passes too
 
 The output transform is a multiply-accumulate reduction whose output is the conv's output, so Relax's FuseOps
 treats it as "out-elementwise fusable": the bias add, ReLU/Clip and residual add that followed the conv fuse into its
@@ -144,10 +144,25 @@ def _const_matrix(values: np.ndarray, name: str):
 
 
 
+def _row_sum(matrix, row, column_value, size: int):
+    """sum_k matrix[row, k] * column_value(k) written out term by term: a transform's first pass is an elementwise
+    block (no reduction to initialise), and once `row` is unrolled each term's coefficient folds to a constant and
+    the zero terms vanish."""
+    total = matrix[row, 0] * column_value(0)
+    for k in range(1, size):
+        total = total + matrix[row, k] * column_value(k)
+    return total
+
+
 def _input_transform_te(data, m: int, padding, out_hw):
     """V[a, b, c, p] = (B^T d B)[a, b] for every input channel c and tile p (tiles numbered n-major, then tile rows,
     then tile columns); d is the alpha x alpha input patch of the tile, zero outside the image (the padding).
-    Packed `data` (N, C/4, H, W, 4) gives V[a, b, c/4, p, lane] (block `winograd_input_transform_nchw4c`)."""
+    Packed `data` (N, C/4, H, W, 4) gives V[a, b, c/4, p, lane] (block `winograd_input_transform_nchw4c`).
+
+    Computed as two passes over the patch, T = B^T d (block `winograd_input_rows`) and V = T B, not as one sum over
+    alpha^2 terms per output: with B^T's 22 nonzero entries (F(4x4)) that is 264 multiply-adds a tile instead of 484,
+    and a row `a` of V needs only row `a` of T. The single sum's unrolled 6^4 select-chain terms also took TVM's
+    simplifier and codegen seconds per kernel and made a 2,300-line kernel that PoCL compiled for seconds more."""
     from tvm import te, tirx
 
     bt_np = matrices(m)[0]
@@ -167,10 +182,12 @@ def _input_transform_te(data, m: int, padding, out_hw):
         return tirx.if_then_else(inside, data[(b, ci, y, x, *lane)], tirx.const(0.0, data.dtype))
 
     d = te.compute((c, n * nh * nw, alpha, alpha, *lanes), tile_value, name="winograd_data_tile")
-    r = te.reduce_axis((0, alpha), name="r")
+    rows = te.compute((c, n * nh * nw, alpha, alpha, *lanes),
+                      lambda ci, p, a, s_, *lane: _row_sum(bt, a, lambda r: d[(ci, p, r, s_, *lane)], alpha),
+                      name="winograd_input_rows")
     s = te.reduce_axis((0, alpha), name="s")
     return te.compute((alpha, alpha, c, n * nh * nw, *lanes),
-                      lambda a, b, ci, p, *lane: te.sum(d[(ci, p, r, s, *lane)] * bt[a, r] * bt[b, s], axis=[r, s]),
+                      lambda a, b, ci, p, *lane: te.sum(rows[(ci, p, a, s, *lane)] * bt[b, s], axis=s),
                       name="winograd_input_transform" + (PACKED if packed else ""))
 
 
@@ -193,30 +210,33 @@ def _gemm_te(u, v):
 
 
 def _output_transform_te(mm, m: int, n: int, out_hw):
-    """Y[n, o, y, x] = sum_{a, b} M[a, b, o, p] * A^T[y % m, a] * A^T[x % m, b] with p the tile of (n, y, x); packed
-    M gives Y[n, o/4, y, x, lane] (block `winograd_output_transform_nchw4c`).
+    """Y[n, o, y, x] = (A^T M_p A)[y % m, x % m] with p the tile of (n, y, x); packed M gives Y[n, o/4, y, x, lane]
+    (block `winograd_output_transform_nchw4c`).
 
-    The function is marked out-elementwise fusable (`op_pattern` 4, like a conv; TVM's own analysis says "reduction"
-    because every output reads distinct M) so that FuseOps fuses the conv's epilogue (bias, activation, residual add)
-    into it."""
+    Two passes, as the input transform: T = A^T M (block `winograd_output_rows`, m x alpha per tile) and Y = T A, 180
+    multiply-adds a tile for F(4x4) instead of 324; an output row needs one row of T. The function is marked
+    out-elementwise fusable (`op_pattern` 4, like a conv; TVM's own analysis says "reduction" because every output
+    reads distinct M) so that FuseOps fuses the conv's epilogue (bias, activation, residual add) into it."""
     from tvm import te
 
     at_np = matrices(m)[2]
     alpha = m + 2
     packed = len(mm.shape) == 5
-    o = int(mm.shape[2])
+    o, p_total = int(mm.shape[2]), int(mm.shape[3])
+    lanes = (LANES,) if packed else ()
     oh, ow = out_hw
     nh, nw = tiles(oh, ow, m)
     at = _const_matrix(at_np, "winograd_AT")
-    ra = te.reduce_axis((0, alpha), name="ra")
+    rows = te.compute((o, p_total, m, alpha, *lanes),
+                      lambda co, p, yi, b, *lane: _row_sum(at, yi, lambda a: mm[(a, b, co, p, *lane)], alpha),
+                      name="winograd_output_rows")
     rb = te.reduce_axis((0, alpha), name="rb")
 
     def out_value(b, co, y, x, *lane):
         p = (b * nh + y // m) * nw + x // m
-        return te.sum(mm[(ra, rb, co, p, *lane)] * at[y % m, ra] * at[x % m, rb], axis=[ra, rb])
+        return te.sum(rows[(co, p, y % m, rb, *lane)] * at[x % m, rb], axis=rb)
 
-    return te.compute((n, o, oh, ow, *((LANES,) if packed else ())), out_value,
-                      name="winograd_output_transform" + (PACKED if packed else ""))
+    return te.compute((n, o, oh, ow, *lanes), out_value, name="winograd_output_transform" + (PACKED if packed else ""))
 
 
 def pack_weight(u: np.ndarray) -> np.ndarray:

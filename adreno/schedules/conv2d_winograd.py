@@ -3,10 +3,11 @@
 Stages (recognised by block name, so they are found again after FuseOps/FuseTIR renamed the functions):
 
 - `winograd_input_transform` (V = B^T d B): one work-item per (input channel, tile); it loads the alpha x alpha
-  patch (zero padding as a guarded load) into registers and writes the alpha^2 transformed values; the transform
-  matrix is inlined and, with every loop unrolled, folds to constants (zero terms vanish).
+  patch (zero padding as a guarded load) into registers, computes T = B^T d in registers (block
+  `winograd_input_rows`) and writes the alpha^2 values of T B; the transform matrix is inlined and, with every loop
+  unrolled, folds to constants (zero terms vanish).
   Knobs: `threads_t` (workgroup size), `split_t` (1: one work-item per row `a` of the transformed tile, each
-  loading the whole patch: alpha times the work-items for deep layers with tiny maps).
+  loading the whole patch and computing its row of T: alpha times the work-items for deep layers with tiny maps).
 - `winograd_batch_gemm` (M[a,b] = U[a,b] x V[a,b], alpha^2 GEMMs O x C by C x P): register-tiled like the direct
   conv: each work-item computes `tile_o` x `tile_p` outputs, the reduction over C runs serially inside it (split by
   `tile_k`, inner part unrolled), the workgroup is `threads_o` x `threads_p`, and along P the `tile_p` columns of a
@@ -17,8 +18,9 @@ Stages (recognised by block name, so they are found again after FuseOps/FuseTIR 
   for nvidia-h200 (`tools/global_loads.py`); unstaged on CPU targets.
 - `winograd_output_transform` (Y = A^T M A, fused with the conv's epilogue: bias, BatchNorm shift, ReLU/Clip,
   residual add): one work-item per (n, output channel, tile); the alpha^2 values of M are loaded once into registers,
-  the m x m outputs are computed unrolled (constant coefficients folded) and the epilogue is applied before the
-  store. Knobs: `threads_t`, `split_t` (1: one work-item per output row of a tile, m times the work-items).
+  T = A^T M (block `winograd_output_rows`) and the m x m outputs T A are computed unrolled (constant coefficients
+  folded) and the epilogue is applied before the store. Knobs: `threads_t`, `split_t` (1: one work-item per output
+  row of a tile, computing that row of T: m times the work-items).
 
 Packed stages (texture memory; main blocks `<stage>_nchw4c`) are the same schedules with a trailing 4-lane axis kept
 innermost and vectorised wherever a tensor is read or written, so that every access is one float4 pixel; their GEMM
@@ -96,13 +98,13 @@ def stage_workloads(conv, m: int, packed: bool = False) -> list[tuple[str, list[
     alpha = m + 2
     p = conv.n * -(-conv.oh // m) * -(-conv.ow // m)
     if not packed:
-        return [("winograd_input_transform", [alpha, alpha, conv.c, p, alpha, alpha]),
+        return [("winograd_input_transform", [alpha, alpha, conv.c, p, alpha]),
                 ("winograd_batch_gemm", [alpha, alpha, conv.o, p, conv.c]),
-                ("winograd_output_transform", [conv.n, conv.o, conv.oh, conv.ow, alpha, alpha])]
+                ("winograd_output_transform", [conv.n, conv.o, conv.oh, conv.ow, alpha])]
     c4, o4 = -(-conv.c // LANES), -(-conv.o // LANES)
-    return [("winograd_input_transform" + PACKED, [alpha, alpha, c4, p, LANES, alpha, alpha]),
+    return [("winograd_input_transform" + PACKED, [alpha, alpha, c4, p, LANES, alpha]),
             ("winograd_batch_gemm" + PACKED, [alpha, alpha, o4, p, LANES, c4 * LANES]),
-            ("winograd_output_transform" + PACKED, [conv.n, o4, conv.oh, conv.ow, LANES, alpha, alpha])]
+            ("winograd_output_transform" + PACKED, [conv.n, o4, conv.oh, conv.ow, LANES, alpha])]
 
 
 def layout_default(conv, m: int, ctx, packed: bool = False) -> dict:
@@ -164,7 +166,8 @@ def _gemm_launch(wl, cfg: dict) -> occupancy.Launch:
 
 def _transform_launch(wl, cfg: dict) -> occupancy.Launch:
     """One work-item per (channel, tile) or, split, per row of it; registers: the alpha x alpha values it loads plus
-    the values it writes (alpha rows of alpha, or m rows of m; one row when split), x 4 per pixel when packed."""
+    its first pass's rows and the values it writes (alpha rows of alpha, or m rows of m; one row each when split),
+    x 4 per pixel when packed."""
     stage, dims = wl
     lanes = LANES if stage.endswith(PACKED) else 1
     alpha = dims[-1]
@@ -174,8 +177,9 @@ def _transform_launch(wl, cfg: dict) -> occupancy.Launch:
         rows = alpha - 2  # m; (N, O, tiles)
         items = dims[0] * dims[1] * -(-dims[2] // rows) * -(-dims[3] // rows)
     written = rows * (1 if cfg["split_t"] else rows)
+    first_pass = alpha * (1 if cfg["split_t"] else rows)
     return occupancy.grid((items * (rows if cfg["split_t"] else 1), 1, cfg["threads_t"]),
-                          registers=lanes * (alpha * alpha + written))
+                          registers=lanes * (alpha * alpha + first_pass + written))
 
 
 def check_config(wl, config: dict, ctx) -> dict:
@@ -222,27 +226,36 @@ def _bind_flat(sch, loops, threads):
     return tx
 
 
+def _first_pass_in_registers(sch, rows, lanes: int) -> None:
+    """The first pass of a transform (`winograd_input_rows` or `winograd_output_rows`, elementwise blocks), computed
+    at its work-item: its (row, column, *lane) loops unrolled."""
+    _conv.registers(sch, sch.get_loops(rows)[-2 - lanes:])
+
+
 def _schedule_input(sch, blocks, cfg):
     names = {str(sch.get(b).name_hint): b for b in blocks}
     main = next(b for name, b in names.items() if name.startswith("winograd_input_transform"))
-    tile = names["winograd_data_tile"]
+    tile, rows = names["winograd_data_tile"], names["winograd_input_rows"]
     for b in blocks:  # the transform matrix and any fused elementwise prologue go into the loads
-        if b not in (main, tile):
+        if b not in (main, tile, rows):
             sch.compute_inline(b)
     out = sch.cache_write(main, 0, "local")  # before any split: its write-back keeps the exact domain
     sch.set_scope(tile, 0, "local")
-    a, b_, ci, p, *lane, r, s = sch.get_loops(main)
-    sch.reorder(ci, p, a, b_, r, s, *lane)
+    sch.set_scope(rows, 0, "local")
+    a, b_, ci, p, *lane, s = sch.get_loops(main)
+    sch.reorder(ci, p, a, b_, s, *lane)
     split = cfg.get("split_t", 0)  # a row `a` per work-item: the row joins the work-item axes
     tx = _bind_flat(sch, [ci, p, a] if split else [ci, p], cfg["threads_t"])
+    sch.compute_at(rows, tx, preserve_unit_loops=True)  # split: only the work-item's row of B^T d
     sch.compute_at(tile, tx, preserve_unit_loops=True)
     _conv.registers(sch, sch.get_loops(tile)[-2 - len(lane):], bool(lane))
+    _first_pass_in_registers(sch, rows, len(lane))
     sch.reverse_compute_at(out, tx, preserve_unit_loops=True)
     _conv.registers(sch, sch.get_loops(out)[-4 - len(lane):], bool(lane))
     init = sch.decompose_reduction(main, b_ if split else a)
     _conv.registers(sch, sch.get_loops(init)[-(1 if split else 2) - len(lane):], bool(lane))
     # (TVM refuses to vectorise this lane loop: the registers stay scalar)
-    _conv.registers(sch, ([] if split else [a]) + [b_, r, s, *lane])
+    _conv.registers(sch, ([] if split else [a]) + [b_, s, *lane])
     return sch
 
 
@@ -285,9 +298,10 @@ def _schedule_gemm(sch, blocks, cfg):
 def _schedule_output(sch, blocks, cfg, m):
     names = [str(sch.get(b).name_hint) for b in blocks]
     index = next(i for i, name in enumerate(names) if name.startswith("winograd_output_transform"))
-    main = blocks[index]
-    for b in blocks[:index]:  # the A^T matrix (and any elementwise prologue) inline into the reduction
-        sch.compute_inline(b)
+    main, rows = blocks[index], blocks[names.index("winograd_output_rows")]
+    for b in blocks[:index]:  # the A^T matrix (and any elementwise prologue) inline into the two passes
+        if b != rows:
+            sch.compute_inline(b)
     epilogue = blocks[index + 1:]
     for b in epilogue[:-1]:
         sch.compute_inline(b)
@@ -296,22 +310,25 @@ def _schedule_output(sch, blocks, cfg, m):
         sch.set_scope(main, 0, "local")
     else:
         out = sch.cache_write(main, 0, "local")
-    n, o, y, x, *lane, ra, rb = sch.get_loops(main)
+    sch.set_scope(rows, 0, "local")
+    n, o, y, x, *lane, rb = sch.get_loops(main)
     ty, yi = sch.split(y, [None, m], preserve_unit_iters=True)
     tx, xi = sch.split(x, [None, m], preserve_unit_iters=True)
     split = cfg.get("split_t", 0)  # an output row per work-item: the row joins the work-item axes
     if split:
-        sch.reorder(n, o, ty, tx, yi, ra, rb, xi, *lane)
+        sch.reorder(n, o, ty, tx, yi, rb, xi, *lane)
     else:
-        sch.reorder(n, o, ty, tx, ra, rb, yi, xi, *lane)
+        sch.reorder(n, o, ty, tx, rb, yi, xi, *lane)
     thread = _bind_flat(sch, [n, o, ty, tx, yi] if split else [n, o, ty, tx], cfg["threads_t"])
-    m_cache = sch.cache_read(main, 0, "local")
+    m_cache = sch.cache_read(rows, 0, "local")
+    sch.compute_at(rows, thread, preserve_unit_loops=True)  # split: only the work-item's row of A^T M
     sch.compute_at(m_cache, thread, preserve_unit_loops=True)
     _conv.registers(sch, sch.get_loops(m_cache)[-4 - len(lane):], bool(lane))
-    _conv.registers(sch, [ra, rb] + ([] if split else [yi]) + [xi, *lane], bool(lane))
+    _first_pass_in_registers(sch, rows, len(lane))
+    _conv.registers(sch, [rb] + ([] if split else [yi]) + [xi, *lane], bool(lane))
     sch.reverse_compute_at(out, thread, preserve_unit_loops=True)
     _conv.registers(sch, sch.get_loops(out)[-2 - len(lane):], bool(lane))
-    init = sch.decompose_reduction(main, ra)
+    init = sch.decompose_reduction(main, rb)
     _conv.registers(sch, sch.get_loops(init)[-(1 if split else 2) - len(lane):], bool(lane))
     return sch
 
@@ -328,8 +345,9 @@ def _tile_of(sch, blocks) -> int:
 def match(func) -> Matched | None:
     """A Winograd stage function (buffer or packed); workload: (stage, iteration extents of its main block).
 
-    Extents: input transform (alpha, alpha, C, P, alpha, alpha); GEMM (alpha, alpha, O, P, C); output transform
-    (N, O, OH, OW, alpha, alpha), with P = N * ceil(OH / m) * ceil(OW / m) tiles. A packed stage counts channels in
+    Extents: input transform (alpha, alpha, C, P, alpha); GEMM (alpha, alpha, O, P, C); output transform
+    (N, O, OH, OW, alpha), with P = N * ceil(OH / m) * ceil(OW / m) tiles (each transform's last extent is its second
+    pass's reduction). A packed stage counts channels in
     blocks of 4 (the GEMM's reduction in channels) and has the lane extent 4 before its reduction extents. Of a
     tuned config, only the stage's own knobs apply."""
     found = _stage_of(func)

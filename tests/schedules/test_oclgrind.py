@@ -130,6 +130,9 @@ CASES = [
     ("winograd", "texture", "pocl-cpu", "f4", {}),
     ("winograd", "texture", "adreno-740", "f2", {  # the packed GEMM staged, ragged groups over 25 tiles
         "conv2d_winograd": {"tile_o": 1, "tile_p": 2, "threads_o": 2, "threads_p": 4, "tile_k": 1, "cooperative": 1}}),
+    # both transforms split: a row of the tile per work-item, whose first pass computes only that row
+    ("winograd", "buffer", "adreno-740", "f4", {"conv2d_winograd": {"threads_t": 16, "split_t": 1}}),
+    ("winograd", "texture", "adreno-740", "f2", {"conv2d_winograd": {"threads_t": 16, "split_t": 1}}),
 ]
 
 

@@ -90,7 +90,7 @@ def test_layout_records_route_to_the_kernels_schedules_read():
                                         "threads_p": 8, "tile_k": 2}})
     assert f4["winograd_batch_gemm|6x6x64x16x64|float32"] == {"tile_o": 2, "tile_p": 1, "threads_o": 4,
                                                                "threads_p": 8, "tile_k": 2}
-    assert f4["winograd_input_transform|6x6x64x16x6x6|float32"] == {"threads_t": 32}
+    assert f4["winograd_input_transform|6x6x64x16x6|float32"] == {"threads_t": 32}
     direct = conv2d_winograd.kernel_configs({key: {"tile": 0, "tile_f": 4}})
     assert direct[key.replace(winograd.OP, "conv2d_direct")] == {"tile_f": 4}
     assert winograd.choose_tile(layout_workload(key), Winograd.OFF, direct) == 0
@@ -101,7 +101,7 @@ def test_layout_records_route_to_the_kernels_schedules_read():
     texture_key = layout_key(wl, Memory.TEXTURE)
     assert layout_workload(texture_key) == wl and key_memory(texture_key) is Memory.TEXTURE
     t4 = conv2d_winograd.kernel_configs({texture_key: {"tile": 4, "threads_t": 32, "tile_k": 2}})
-    assert t4["winograd_input_transform_nchw4c|6x6x16x16x4x6x6|float32"] == {"threads_t": 32}
+    assert t4["winograd_input_transform_nchw4c|6x6x16x16x4x6|float32"] == {"threads_t": 32}
     assert t4["winograd_batch_gemm_nchw4c|6x6x16x16x4x64|float32"] == {"tile_k": 2}
     t0 = conv2d_winograd.kernel_configs({texture_key: {"tile": 0, "tile_cb": 2}})
     assert t0["conv2d_nchw4c|n1c64h14w14|o64k3x3|s1x1|p1x1x1x1|d1x1|g1|float32"] == {"tile_cb": 2}
