@@ -8,10 +8,15 @@ artifact is moved into place (`compile_model`'s `build_check`): a program that d
 (`adreno.opencl.programs.build_failure`, the one build path of both), and `-o` is left as it was.
 
 The programs are built exactly as `adreno run` builds them (the same groups, sources and options) and through the
-program-binary cache, so the check costs nothing for programs the cache already has, and a later `run` on that
-device loads every program from the cache instead of building it (`build_from: {"hit": ...}`). Unlike `run`'s, the
-check's cache entries are stored at the build: there is no first run whose work a binary could hold (PoCL compiles a
-kernel's work-group function at its first launch and keeps it in its own kernel cache; docs/compile.md).
+program-binary cache, so the check costs nothing for programs the cache already has. What it stores depends on the
+driver (`DeviceIdentity.compiles_at_first_launch`):
+- a driver that compiles at the build (a GPU's): the binary is stored at the build, and a later `run` on that device
+  loads every program from the cache instead of building it (`build_from: {"hit": ...}`);
+- PoCL, which only parses at the build: nothing is stored (`deferred`). Its binary is complete only after a first
+  run has compiled every kernel's work-group function, so the next `run` builds from source and stores the binary
+  after its first run, as any `run` does. Asking PoCL for the binary at the check instead generated code for every
+  kernel, most of a compile's time, for a binary whose first run compiled the work-group functions all the same
+  (docs/compile.md has the figures).
 
 Which device stands for the target: a local one whose farm key is the target's name (`nvidia-h200` on that GPU,
 `pocl-cpu`), else PoCL, the correctness oracle `run` uses by default; a texture artifact needs image support, and a
@@ -54,7 +59,7 @@ class BuildCheckResult:
 
 
 _HOW = {"miss": "built and cached", "hit": "already cached", "source": "built, no cache", "bundled": "bundled",
-        "disabled": "built, cache entry quarantined"}
+        "disabled": "built, cache entry quarantined", "deferred": "built; the first run caches it"}
 
 
 class BuildCheck:
@@ -82,9 +87,11 @@ class BuildCheck:
             return self.result
         started = time.perf_counter()
         cache = self.cache.for_artifact(directory) if self.cache is not None else None
-        built = build_programs(artifact, cl.Context([device]), groups(artifact, Grouping.MODEL), cache)
-        self.result = BuildCheckResult(device.name.strip(), tuple(b.how for b in built.builds),
-                                       time.perf_counter() - started)
+        deferred = DeviceIdentity.from_cl_device(device).compiles_at_first_launch
+        built = build_programs(artifact, cl.Context([device]), groups(artifact, Grouping.MODEL), cache,
+                               defer_store=deferred)  # what is deferred is never stored: there is no first run
+        hows = tuple("deferred" if deferred and b.how == "miss" else b.how for b in built.builds)
+        self.result = BuildCheckResult(device.name.strip(), hows, time.perf_counter() - started)
         return self.result
 
 

@@ -1,6 +1,7 @@
 """`adreno compile`'s build check (adreno.build_check) as a user meets it: a kernel that cannot build fails the compile
 in one line with its build log in a file and leaves no artifact, `--no-build-check` skips it, a device that cannot
-stand for the target skips it in one line, and the programs it built are cache hits for the next `adreno run`.
+stand for the target skips it in one line, and the program cache is filled where the driver's binary is worth it: at
+the check on a driver that compiles at the build, at the first run on PoCL.
 
 The kernel that cannot build is a real one: a model that computes in float16 (Cast to FLOAT16, Mul) makes TVM emit
 `half` arithmetic, which a target without cl_khr_fp16 (pocl-cpu) cannot build; on adreno-740, which has it, PoCL
@@ -19,6 +20,13 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from adreno.artifact import Artifact
+from adreno.build_check import BuildCheck
+from adreno.cache import ProgramCache
+from adreno.compile import compile_model
+from adreno.opencl.device import DeviceIdentity
+from adreno.opencl.executor import Executor
+from adreno.options import CompileOptions
 from tests.conftest import single_op_model
 
 
@@ -69,16 +77,34 @@ def test_a_device_that_cannot_stand_for_the_target_skips_the_check_in_one_line(h
     assert json.loads(proc.stdout)["build_check"]["skipped"].startswith("no local OpenCL device")
 
 
-def test_the_run_after_a_compile_loads_every_program_from_the_cache(tmp_path):
+def test_on_pocl_the_first_run_after_a_compile_caches_the_programs(tmp_path):
+    """PoCL compiles at first launch (`DeviceIdentity.compiles_at_first_launch`): the check builds without storing a
+    binary, the first run builds from source and stores the binary after it, and every start after that loads it."""
     model = tmp_path / "relu.onnx"
     onnx.save(single_op_model("Relu", {"x": [1, 4, 8, 8]}), model)
     env = {"ADRENO_CACHE_DIR": str(tmp_path / "cache")}
     proc = adreno("compile", model, "-q", "--json", "-o", tmp_path / "art", env=env)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["build_check"]["builds"] == ["miss"]  # built from source, cached
-    proc = adreno("run", tmp_path / "art", "--json", "-q", "--repeat", "1", "--check", env=env)
-    result = json.loads(proc.stdout)
-    assert proc.returncode == 0 and result["build_from"] == {"hit": 1} and result["check"]["ok"], proc.stderr
+    assert json.loads(proc.stdout)["build_check"]["builds"] == ["deferred"]  # built from source, not stored
+    assert not list((tmp_path / "cache").rglob("*.bin")), "the check stored a binary"
+    froms = []
+    for _ in range(2):
+        proc = adreno("run", tmp_path / "art", "--json", "-q", "--repeat", "1", "--check", env=env)
+        result = json.loads(proc.stdout)
+        assert proc.returncode == 0 and result["check"]["ok"] and np.isfinite(result["build_seconds"]), proc.stderr
+        froms.append(result["build_from"])
+    assert froms == [{"miss": 1}, {"hit": 1}]
     proc = adreno("compile", model, "-q", "-o", tmp_path / "art", env=env)  # again: nothing is rebuilt
     assert proc.returncode == 0 and "(1 already cached;" in proc.stdout, proc.stderr
-    assert np.isfinite(result["build_seconds"])
+
+
+def test_a_driver_that_compiles_at_the_build_gets_its_binary_stored_by_the_check(tmp_path, monkeypatch):
+    """Stand-in for a GPU driver (none here): PoCL is taken for one that compiles at the build, so the check stores
+    the binary and the run after the compile loads it."""
+    monkeypatch.setattr(DeviceIdentity, "compiles_at_first_launch", property(lambda self: False))
+    model = tmp_path / "relu.onnx"
+    onnx.save(single_op_model("Relu", {"x": [1, 4, 8, 8]}), model)
+    cache, check = ProgramCache(tmp_path / "cache"), BuildCheck(ProgramCache(tmp_path / "cache"))
+    out = compile_model(str(model), tmp_path / "art", CompileOptions(target="pocl-cpu"), build_check=check)
+    assert check.result.builds == ("miss",)  # built and stored
+    assert [b.how for b in Executor(Artifact.load(out), cache=cache).builds] == ["hit"]

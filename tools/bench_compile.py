@@ -7,7 +7,9 @@
 For each model and memory, `adreno compile` runs in a fresh process (imports included, as a user pays them) and
 its progress lines split it into stages: import (load the model, import to Relax), lowering (layout planning,
 Winograd, schedules), launch plan (every function through TVM's TIR pipeline and OpenCL codegen), writing (kernels,
-plan, weights) and host library (the VM executable, reusing the plan's lowering: `adreno.lowered`). Each stage has
+plan, weights), host library (the VM executable, reusing the plan's lowering: `adreno.lowered`) and build check
+(the finished programs built on the local OpenCL device through an empty program cache, as `adreno compile` does
+unless `--no-build-check`; a `--source` checkout from before the build check has no such stage). Each stage has
 its wall time and the CPU time of the process (all threads, and the compiler it runs), since this machine's 2 cores
 are shared: CPU seconds move less with other load than wall seconds.
 
@@ -37,8 +39,8 @@ REPO = Path(__file__).resolve().parents[1]
 # progress line prefix -> stage (adreno.compile.compile_model's messages, in order)
 STAGES = {"loading model": "import", "importing to Relax": "import", "lowering for": "lowering",
           "extracting the launch plan": "launch plan", "writing the artifact": "writing",
-          "building the host library": "host library"}
-COLUMNS = ("import", "lowering", "launch plan", "writing", "host library")
+          "building the host library": "host library", "building the kernels on a local OpenCL": "build check"}
+COLUMNS = ("import", "lowering", "launch plan", "writing", "host library", "build check")
 
 
 def cpu_seconds() -> float:
@@ -80,7 +82,13 @@ def adreno_once(model: str, memory: str, out: Path) -> dict:
         if stage is not None:
             clock.mark(stage)
 
-    path = compile_model(model, out, CompileOptions(memory=memory), progress=progress)
+    try:
+        from adreno.build_check import BuildCheck
+        from adreno.cache import ProgramCache
+        check = {"build_check": BuildCheck(ProgramCache(out.parent / "program-cache"))}
+    except ImportError:  # a --source checkout from before the build check
+        check = {}
+    path = compile_model(model, out, CompileOptions(memory=memory), progress=progress, **check)
     result = clock.result()
     manifest = json.loads((path / "manifest.json").read_text())
     result.update(kernels=manifest["kernels"], programs=len(list((path / "kernels").iterdir())),
@@ -123,7 +131,10 @@ def fresh_process(model: str, memory: str, flow: str, source: Path) -> dict:
     """Run one compile in a new interpreter, importing `adreno` from `source`, and return its timings."""
     with tempfile.TemporaryDirectory() as tmp:
         proc = subprocess.run([sys.executable, __file__, "--worker", flow, model, memory, tmp],
-                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(source)})
+                              capture_output=True, text=True,
+                              # PoCL's own kernel cache off: the build check does the driver's real work, as a first
+                              # compile on a machine does
+                              env={**os.environ, "PYTHONPATH": str(source), "POCL_KERNEL_CACHE": "0"})
     if proc.returncode != 0:
         raise SystemExit(f"{flow} compile of {model} ({memory}) failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

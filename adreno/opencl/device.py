@@ -162,6 +162,14 @@ class DeviceIdentity:
         return f"{vendor}-{model.split('-')[0] if vendor == 'nvidia' else model}" if model else vendor
 
     @property
+    def compiles_at_first_launch(self) -> bool:
+        """Whether the driver generates a kernel's code only when it is needed: PoCL's clBuildProgram parses the
+        source, asking for the binary then generates code for every kernel (seconds for a model), and each kernel's
+        work-group function is compiled at its first launch, so a binary taken right after the build costs all
+        that code generation and still lacks what the first run compiles (docs/compile.md)."""
+        return self.rpc_key == "pocl-cpu"
+
+    @property
     def fingerprint(self) -> str:
         """What tuning records are keyed by (`adreno.records`): the RPC key, the device name and its driver."""
         return f"{self.rpc_key}|{self.device_name}|{self.driver_version}"
