@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..artifact import Artifact
 from ..errors import AdrenoError
-from .common import emit
+from .common import add_artifact_argument, add_device_argument, emit
 
 
 def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command) interface of adreno.cli.main
@@ -46,16 +46,15 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
                    "ARTIFACT/binaries/<device>/: one verified entry per program, index.json, and "
                    "tvm_precompiled.bin, the blob TVM's OpenCL runtime takes through opencl.SetPreCompiledPrograms. "
                    "Executors given a cache load these binaries first on that device and driver.")
-    p.add_argument("artifact", help="artifact directory written by `adreno compile`")
-    p.add_argument("--device", help="pocl (default), gpu, cpu, an index from `adreno devices --local`, or part of "
-                   "a device name")
+    add_artifact_argument(p)
+    add_device_argument(p)
     p.add_argument("--build-options", default="", help="OpenCL build options (default none, as `adreno run`)")
     p.add_argument("--no-cache", action="store_true", help="build from source, neither reading nor filling the cache")
     p = subcommand("warm", cmd_warm, "build an artifact's programs on a farm device and bring the binaries back",
                    "Upload ARTIFACT to one device of --key through the farm's tracker, build its programs there "
                    "(`adreno farm agent`), and write the binaries into ARTIFACT/binaries/<device>/ as `export` "
                    "does locally, so an app shipped to that device and driver starts without compiling.")
-    p.add_argument("artifact", help="artifact directory written by `adreno compile`")
+    add_artifact_argument(p)
     p.add_argument("--tracker", required=True, metavar="HOST:PORT", help="the farm's tracker")
     p.add_argument("--key", required=True, help="device key to build on (e.g. adreno-740, pocl-cpu)")
 

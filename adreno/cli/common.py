@@ -1,4 +1,5 @@
-"""What every command group shares: progress lines, --json output, and the check of numeric options."""
+"""What every command group shares: progress lines, --json output, the check of numeric options, and the arguments
+several commands take with one meaning (an artifact directory, a local OpenCL device)."""
 
 from __future__ import annotations
 
@@ -61,3 +62,14 @@ def require_positive(args, *names: str, allow_zero: tuple[str, ...] = ()) -> Non
 
 def megabytes(size: int) -> str:
     return f"{size / 1e6:.2f} MB" if size >= 10_000 else f"{size} B"
+
+
+def add_artifact_argument(parser) -> None:
+    """The positional ARTIFACT of the commands that read a compiled artifact."""
+    parser.add_argument("artifact", help="artifact directory written by `adreno compile`")
+
+
+def add_device_argument(parser) -> None:
+    """--device: the local OpenCL device, as `adreno.opencl.device.select_device` reads it."""
+    parser.add_argument("--device", help="pocl (default), gpu, cpu, an index from `adreno devices --local`, or part "
+                        "of a device name")

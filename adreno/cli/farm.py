@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from ..farm.common import DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, parse_addr
+from .common import add_device_argument
 
 SECURITY_NOTE = ("TVM RPC has no authentication and lets any client write files and run code on the server: "
                  "everything binds to 127.0.0.1 unless --host says otherwise; reach remote devices through "
@@ -95,7 +96,7 @@ def register(subparsers, command=None) -> None:
     p = sub.add_parser("agent", help="serve this host's OpenCL device to the farm (a tvm.rpc server)")
     p.add_argument("--tracker", default=f"127.0.0.1:{DEFAULT_TRACKER_PORT}", metavar="HOST:PORT")
     p.add_argument("--key", help="device key (default: the normalised GPU name, e.g. adreno-740, pocl-cpu)")
-    p.add_argument("--device", help="OpenCL device: an index from `adreno devices --local`, pocl, gpu, or a name part")
+    add_device_argument(p)
     p.add_argument("--host", default="127.0.0.1", help="bind address of the RPC server (default 127.0.0.1; "
                    "anything else needs --expose)")
     p.add_argument("--expose", action="store_true", help="allow --host beyond loopback. " + EXPOSE_HELP +

@@ -13,7 +13,7 @@ from ..artifact import Artifact, random_inputs
 from ..errors import AdrenoError
 from ..options import Runtime, enum_argument
 from ..paths import output_file, regular_file
-from .common import Progress, emit, require_positive
+from .common import Progress, add_artifact_argument, add_device_argument, emit, require_positive
 
 
 def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command) interface of adreno.cli.main
@@ -21,9 +21,8 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
                 "Run ARTIFACT on an OpenCL device, through pyopencl (its launch plan) or with --runtime tvm through "
                 "TVM's runtime (its host library): builds its programs, runs it once, optionally checks the output "
                 "against onnxruntime on the same input, then times --repeat runs and prints a per-kernel table.")
-    p.add_argument("artifact", help="artifact directory written by `adreno compile`")
-    p.add_argument("--device", help="pocl (default), gpu, cpu, an index from `adreno devices --local`, or part of "
-                   "a device name")
+    add_artifact_argument(p)
+    add_device_argument(p)
     p.add_argument("--check", action="store_true", help="compare the output with onnxruntime on the same input "
                    "(exit status 1 on a mismatch)")
     p.add_argument("--runtime", **enum_argument(Runtime), default=Runtime.PLAN, help="plan (default): the launch plan "

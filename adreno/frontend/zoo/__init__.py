@@ -1,11 +1,7 @@
 """Bundled example models, built in code as ONNX (opset 17) with seeded random weights; nothing is downloaded.
 
-Conv and Gemm weights are He-normal (std sqrt(2 / fan_in)). Every convolution is followed by a real
-inference-mode BatchNormalization, as in the published architectures: gamma ~1, small beta, and running
-statistics calibrated the way training would leave them, i.e. measured on a seeded N(0, 1) calibration image
-while the graph is built (each op is also evaluated in numpy). So every BN normalizes what actually reaches it
-and activations stay O(1) through the whole network, as in a trained model. Running statistics are rounded to
-float16 precision so that BLAS rounding differences between machines (almost always) leave the weights unchanged.
+How the weights are drawn and the BatchNorm statistics calibrated, so that activations stay O(1) as in a trained
+model: `builder`'s docstring.
 
 `builder` holds the graph builder, `cnn` the convolutional topologies, `vision` the newer mobile vision blocks
 (MobileViT attention, MobileNetV3's SE and HardSwish, ConvNeXt's LayerNorm and GELU); this module is the table.
