@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -34,6 +35,13 @@ def single_op_model(op: str, input_shapes: dict[str, list[int]], weights: dict[s
         model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     onnx.checker.check_model(model)
     return model
+
+
+def save_conv3x3(path, channels_in: int, channels_out: int, size: int) -> Path:
+    """An ONNX model of one padded 3x3 conv (`single_op_model`), seeded weights, written to `path`."""
+    weight = np.random.default_rng(0).standard_normal((channels_out, channels_in, 3, 3)) * 0.1
+    onnx.save(single_op_model("Conv", {"x": [1, channels_in, size, size]}, {"w": weight}, pads=[1, 1, 1, 1]), path)
+    return Path(path)
 
 
 @pytest.fixture(scope="session")

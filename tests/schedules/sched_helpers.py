@@ -58,6 +58,16 @@ def record_claims(monkeypatch, *families: str):
     yield claims
 
 
+def checked_claims(model: onnx.ModelProto, out_dir, monkeypatch, *families: str, inputs=None, rtol: float = 1e-4):
+    """`compile_and_run` the model (on `model_inputs` unless `inputs`), assert its first output is close to
+    onnxruntime's, and return (the artifact, the workload keys each of `families` scheduled: `record_claims`)."""
+    inputs = model_inputs(model) if inputs is None else inputs
+    with record_claims(monkeypatch, *families) as claims:
+        artifact, outputs = compile_and_run(model, out_dir, inputs)
+    assert_close(outputs[0], reference(model, inputs)[0], rtol=rtol)
+    return artifact, claims
+
+
 def compile_and_run(model: onnx.ModelProto, out_dir, inputs: dict[str, np.ndarray], schedules: str = "adreno"):
     """Compile for buffer memory with direct convs (these are the NCHW buffer schedules; textures are
     tests/test_texture.py's, Winograd tests/schedules/test_winograd.py's) and the families' rule defaults (what a

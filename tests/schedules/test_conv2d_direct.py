@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from adreno.schedules import _conv, conv2d_direct
-from tests.schedules.sched_helpers import (ConvCase, assert_close, compile_and_run, conv_model, model_inputs,
-                                           record_claims, reference)
+from tests.schedules.sched_helpers import (ConvCase, assert_close, checked_claims, compile_and_run, conv_model,
+                                           model_inputs, record_claims, reference)
 from tests.schedules.sched_helpers import context
 from tests.kernel_files import kernel_sources
 
@@ -34,11 +34,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=ConvCase.id)
 def test_conv_matches_onnxruntime_and_is_ours(case, tmp_path, monkeypatch):
-    model = conv_model(case)
-    inputs = model_inputs(model)
-    with record_claims(monkeypatch, "conv2d_direct") as claims:
-        artifact, outputs = compile_and_run(model, tmp_path / "a", inputs)
-    assert_close(outputs[0], reference(model, inputs)[0])
+    artifact, claims = checked_claims(conv_model(case), tmp_path / "a", monkeypatch, "conv2d_direct")
     assert len(claims["conv2d_direct"]) == 1, "conv2d_direct did not schedule the conv (fell back to TVM)"
     key = claims["conv2d_direct"][0]
     assert key.startswith("conv2d_direct|") and f"k{case.k}x{case.k}" in key and f"s{case.stride}x{case.stride}" in key
@@ -132,12 +128,8 @@ def test_split_k_matches_onnxruntime(case, config, tmp_path, monkeypatch):
     local memory) computes the conv and its fused epilogue; None: the nvidia-h200 default, which splits."""
     config = config or conv2d_direct.default_config(case.workload(), context("nvidia-h200"))
     assert config["threads_k"] > 1
-    model = conv_model(case)
-    inputs = model_inputs(model)
     monkeypatch.setattr(conv2d_direct.FAMILY, "default_config", lambda _wl, _ctx: dict(config))
-    with record_claims(monkeypatch, "conv2d_direct") as claims:
-        artifact, outputs = compile_and_run(model, tmp_path / "a", inputs)
-    assert_close(outputs[0], reference(model, inputs)[0])
+    artifact, claims = checked_claims(conv_model(case), tmp_path / "a", monkeypatch, "conv2d_direct")
     assert len(claims["conv2d_direct"]) == 1
     source = next(iter(kernel_sources(artifact, "*conv2d*").values()))
     assert "red_buf" in source and "__local" in source  # the partial sums meet in local memory

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from adreno.schedules import _conv, depthwise
-from tests.schedules.sched_helpers import (ConvCase, assert_close, compile_and_run, conv_model, model_inputs,
-                                           record_claims, reference)
+from tests.schedules.sched_helpers import (ConvCase, assert_close, checked_claims, compile_and_run, conv_model,
+                                           model_inputs, record_claims, reference)
 from tests.schedules.sched_helpers import context
 from tests.kernel_files import kernel_sources
 
@@ -26,11 +26,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=ConvCase.id)
 def test_depthwise_matches_onnxruntime_and_is_ours(case, tmp_path, monkeypatch):
-    model = conv_model(case)
-    inputs = model_inputs(model)
-    with record_claims(monkeypatch, "conv2d_direct", "depthwise") as claims:
-        artifact, outputs = compile_and_run(model, tmp_path / "a", inputs)
-    assert_close(outputs[0], reference(model, inputs)[0])
+    artifact, claims = checked_claims(conv_model(case), tmp_path / "a", monkeypatch, "conv2d_direct", "depthwise")
     assert claims["conv2d_direct"] == []
     assert len(claims["depthwise"]) == 1 and claims["depthwise"][0].startswith(f"depthwise_conv2d|n{case.n}c{case.c}")
     assert not any("red_buf" in s for s in kernel_sources(artifact, "*conv2d*").values())

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from adreno.frontend import zoo
-from tests.schedules.sched_helpers import assert_close, compile_and_run, record_claims, reference
+from tests.schedules.sched_helpers import checked_claims
 from tests.kernel_files import kernel_sources
 
 
@@ -16,10 +16,8 @@ def test_model_matches_onnxruntime_with_our_schedules(name, tmp_path, monkeypatc
     model = zoo.get_model(name)
     spec = zoo.MODELS[name]
     x = np.random.default_rng(7).standard_normal(spec.input_shape).astype(np.float32)
-    inputs = {spec.input_name: x}
-    with record_claims(monkeypatch, "conv2d_direct", "depthwise") as claims:
-        artifact, outputs = compile_and_run(model, tmp_path / name, inputs)
-    assert_close(outputs[0], reference(model, inputs)[0], rtol=1e-4)
+    artifact, claims = checked_claims(model, tmp_path / name, monkeypatch, "conv2d_direct", "depthwise",
+                                      inputs={spec.input_name: x})
     conv_programs = sorted(kernel_sources(artifact, "*conv2d*"))
     claimed = len(claims["conv2d_direct"]) + len(claims["depthwise"])
     assert conv_programs and claimed == len(conv_programs), (claims, conv_programs)

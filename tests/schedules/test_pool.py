@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 from adreno.options import Schedules
 from adreno.schedules import pool
 from tests.conftest import single_op_model
-from tests.schedules.sched_helpers import assert_close, compile_and_run, context, model_inputs, record_claims, reference
+from tests.schedules.sched_helpers import checked_claims, assert_close, context
 from tests.kernel_files import kernel_sources
 
 P1 = [1, 1, 1, 1]
@@ -72,11 +72,7 @@ def _model(case_id: str) -> onnx.ModelProto:
 
 @pytest.mark.parametrize("case_id", list(WINDOWED) + list(GLOBAL))
 def test_pool_matches_onnxruntime_and_is_ours(case_id, tmp_path, monkeypatch):
-    model = _model(case_id)
-    inputs = model_inputs(model)
-    with record_claims(monkeypatch, "pool", "reduce") as claims:
-        artifact, outputs = compile_and_run(model, tmp_path / "a", inputs)
-    assert_close(outputs[0], reference(model, inputs)[0])
+    artifact, claims = checked_claims(_model(case_id), tmp_path / "a", monkeypatch, "pool", "reduce")
     assert claims["reduce"] == []
     assert len(claims["pool"]) == 1, claims
     key = claims["pool"][0]

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import numpy as np
-import onnx
 import pytest
 
 from adreno.errors import AdrenoError
 from adreno.runners.local import LocalRunner
 from adreno.tune import metaschedule
 from adreno.tune.extract import extract_tasks
-from tests.conftest import single_op_model
+from tests.conftest import save_conv3x3
 from tests.kernel_files import kernel_sources
 
 
 @pytest.fixture(scope="module")
 def conv_task(tmp_path_factory):
-    rng = np.random.default_rng(0)
-    path = tmp_path_factory.mktemp("ms") / "conv.onnx"
-    onnx.save(single_op_model("Conv", {"x": [1, 16, 14, 14]}, {"w": rng.standard_normal((16, 16, 3, 3)) * 0.1},
-                              pads=[1, 1, 1, 1]), path)
-    return extract_tasks(path)[0]
+    return extract_tasks(save_conv3x3(tmp_path_factory.mktemp("ms") / "conv.onnx", 16, 16, 14))[0]
 
 
 def test_metaschedule_candidates_are_checked_and_timed(conv_task, pocl_device, tmp_path):

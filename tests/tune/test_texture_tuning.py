@@ -9,14 +9,13 @@ import subprocess
 import sys
 
 import numpy as np
-import onnx
 import pytest
 
 from adreno.artifact import Artifact
 from adreno.options import CompileOptions
 from adreno.records import Database
 from adreno.tune.extract import extract_tasks
-from tests.conftest import single_op_model
+from tests.conftest import save_conv3x3
 from tests.launch import local_size
 from tests.schedules.sched_helpers import context
 
@@ -34,10 +33,7 @@ def tuned(tmp_path_factory):
     conv tuned as a direct texture kernel (`--no-layouts`; its layout choice is tests/tune/test_layout.py's).
     Its candidate artifacts are kept in build/tune (`--keep-candidates`) to be inspected."""
     work = tmp_path_factory.mktemp("texture-tune")
-    rng = np.random.default_rng(0)
-    model = work / "conv16.onnx"
-    onnx.save(single_op_model("Conv", {"x": [1, 16, 16, 16]}, {"w": rng.standard_normal((32, 16, 3, 3)) * 0.1},
-                              pads=[1, 1, 1, 1]), model)
+    model = save_conv3x3(work / "conv16.onnx", 16, 32, 16)
     proc = _cli("tune", model, "--trials", 8, "--batch", 8, "--no-layouts", "--records", work / "r.jsonl",
                 "--report", work / "rep.json", "--keep-candidates", work / "build" / "tune", cwd=work)
     assert proc.returncode == 0, proc.stderr

@@ -9,22 +9,16 @@ import subprocess
 import sys
 import time
 
-import numpy as np
-import onnx
 import pytest
 
 from adreno.records import Database
 from adreno.tune.extract import extract_tasks
-from tests.conftest import single_op_model
+from tests.conftest import save_conv3x3
 
 
 @pytest.fixture(scope="module")
 def conv_model(tmp_path_factory):
-    rng = np.random.default_rng(0)
-    path = tmp_path_factory.mktemp("models") / "conv32.onnx"
-    onnx.save(single_op_model("Conv", {"x": [1, 32, 28, 28]}, {"w": rng.standard_normal((32, 32, 3, 3)) * 0.1},
-                              pads=[1, 1, 1, 1]), path)
-    return path
+    return save_conv3x3(tmp_path_factory.mktemp("models") / "conv32.onnx", 32, 32, 28)
 
 
 def tune(*args, timeout=600):
