@@ -49,6 +49,8 @@ class BuildCheckResult:
     def line(self) -> str:
         if self.skipped:
             return f"build check skipped: {self.skipped}"
+        if not self.builds:
+            return f"build check: no kernels to build on {self.device}"
         counts = {how: self.builds.count(how) for how in dict.fromkeys(self.builds)}
         how = ", ".join(f"{n} {_HOW.get(h, h)}" for h, n in counts.items())
         return f"build check: {len(self.builds)} program(s) build on {self.device} ({how}; {self.seconds:.1f} s)"

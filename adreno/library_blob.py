@@ -104,10 +104,20 @@ def compress_opencl(blob: bytes) -> bytes:
 
 def pack_imports(module, is_system_lib: bool, symbol_prefix: str, workspace_dir: str) -> str:
     """`export_library`'s `fpack_imports`: the imports packed as TVM packs them (its blob, into an object file for
-    the host code's own LLVM target), with the OpenCL source compressed. Returns the object file's path."""
+    the host code's own LLVM target), with the OpenCL source compressed. Returns the object file's path.
+
+    A model without kernels (every output an input or a constant: ONNX's `Clip` with no bounds) has no LLVM host
+    code and no OpenCL module: its imports are packed as TVM packs them then, as C source that the library's compiler
+    builds."""
     import tvm
 
-    (host,) = [m for m in module._collect_dso_modules() if m.kind == "llvm"]
+    hosts = [m for m in module._collect_dso_modules() if m.kind == "llvm"]
+    if not hosts:
+        path = os.path.join(workspace_dir, f"{symbol_prefix}devc.c")
+        with open(path, "w") as source:
+            source.write(tvm.get_global_func("runtime.ModulePackImportsToC")(module, is_system_lib, symbol_prefix))
+        return path
+    (host,) = hosts
     blob = bytes(tvm.get_global_func("runtime.ModulePackImportsToTensor")(module).numpy())
     packed = tvm.get_global_func("codegen.codegen_blob")(compress_opencl(blob), is_system_lib,
                                                           host.get_function("_get_target_string")(), symbol_prefix)

@@ -114,6 +114,24 @@ def test_empty_outputs_come_back_from_the_host_library(memory, tmp_path):
     assert all(np.array_equal(a, b) for a, b in zip(planned, through_tvm, strict=True))
 
 
+def test_a_model_without_kernels_builds_its_host_library_and_runs_through_tvm(tmp_path):
+    """ONNX's `Clip` without bounds is the identity: no kernel, no LLVM host code, no OpenCL module to compress; the
+    host library packs its imports as TVM does (C source) for this machine and for an AArch64 phone."""
+    import onnx
+
+    from ..conftest import single_op_model
+
+    model = tmp_path / "clip.onnx"
+    onnx.save(single_op_model("Clip", {"x": [3, 4, 5]}), model)
+    proc = adreno_cli("compile", model, "--host", "native", "-q", "--json", "-o", tmp_path / "native")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["kernels"] == 0, proc.stderr
+    proc = adreno_cli("run", tmp_path / "native", "--runtime", "tvm", "--check", "--repeat", "1", "--json")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["check"]["ok"], proc.stderr
+    proc = adreno_cli("compile", model, "--cc", "aarch64-linux-gnu-gcc", "-q", "-o", tmp_path / "phone")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "phone" / "lib.so").read_bytes()[18:20] == (183).to_bytes(2, "little")  # e_machine AArch64
+
+
 def test_an_fp16_artifact_runs_in_half_images_through_tvm_and_the_harness(tmp_path):
     """`--precision fp16`: the host library's images hold half floats as the plan's do (activations through the
     VM's allocator, weights through adreno.opencl.empty_image / write_pixels), so all three runs are bit-identical
