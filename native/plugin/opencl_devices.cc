@@ -14,20 +14,26 @@ std::string Trim(std::string value) {
 
 }  // namespace
 
-std::string DeviceInfoString(cl_device_id device, cl_device_info what) {
+namespace {
+
+// The string a clGet*Info `query` (named `name` in errors) returns for `what` of `handle`: its size, then its bytes.
+template <typename Query, typename Handle, typename Info>
+std::string InfoString(Query query, const char* name, Handle handle, Info what) {
   size_t size = 0;
-  CL_CALL(clGetDeviceInfo, device, what, 0, nullptr, &size);
+  CheckCl(query(handle, what, 0, nullptr, &size), name);
   std::string value(size, '\0');
-  CL_CALL(clGetDeviceInfo, device, what, size, value.data(), nullptr);
+  CheckCl(query(handle, what, size, value.data(), nullptr), name);
   return Trim(value);
 }
 
+}  // namespace
+
+std::string DeviceInfoString(cl_device_id device, cl_device_info what) {
+  return InfoString(clGetDeviceInfo, "clGetDeviceInfo", device, what);
+}
+
 std::string PlatformInfoString(cl_platform_id platform, cl_platform_info what) {
-  size_t size = 0;
-  CL_CALL(clGetPlatformInfo, platform, what, 0, nullptr, &size);
-  std::string value(size, '\0');
-  CL_CALL(clGetPlatformInfo, platform, what, size, value.data(), nullptr);
-  return Trim(value);
+  return InfoString(clGetPlatformInfo, "clGetPlatformInfo", platform, what);
 }
 
 int& CurrentDeviceId() {

@@ -1,5 +1,6 @@
 #include "opencl_memory.h"
 
+#include <array>
 #include <string>
 
 namespace adreno_native {
@@ -76,8 +77,8 @@ size_t MemSize(cl_mem mem) { return MemInfo<size_t>(mem, CL_MEM_SIZE); }
 
 namespace {
 
-// Checks that a whole-image copy of `nbytes` from element offset `offset` covers the image exactly.
-void CheckWholeImage(cl_mem image, size_t offset, size_t nbytes, const char* what) {
+// The region of a whole-image copy of `nbytes` from element offset `offset`, checked to cover the image exactly.
+std::array<size_t, 3> WholeImage(cl_mem image, size_t offset, size_t nbytes, const char* what) {
   ImageDims d = ImageDimsOf(image);
   size_t pixel = ImageInfo<size_t>(image, CL_IMAGE_ELEMENT_SIZE);
   size_t bytes = d.width * d.height * d.layers * pixel;
@@ -86,23 +87,15 @@ void CheckWholeImage(cl_mem image, size_t offset, size_t nbytes, const char* wha
                                 std::to_string(bytes) + " bytes), not " + std::to_string(nbytes) +
                                 " bytes at offset " + std::to_string(offset));
   }
-}
-
-void Region(cl_mem image, size_t region[3]) {
-  ImageDims d = ImageDimsOf(image);
-  region[0] = d.width;
-  region[1] = d.height;
-  region[2] = d.layers;
+  return {d.width, d.height, d.layers};
 }
 
 }  // namespace
 
 void WriteFromHost(cl_command_queue queue, cl_mem to, size_t to_offset, const void* from, size_t nbytes) {
   if (IsImage(to)) {
-    CheckWholeImage(to, to_offset, nbytes, "copy to an image");
-    size_t region[3];
-    Region(to, region);
-    CL_CALL(clEnqueueWriteImage, queue, to, CL_TRUE, kOrigin, region, 0, 0, from, 0, nullptr, nullptr);
+    auto region = WholeImage(to, to_offset, nbytes, "copy to an image");
+    CL_CALL(clEnqueueWriteImage, queue, to, CL_TRUE, kOrigin, region.data(), 0, 0, from, 0, nullptr, nullptr);
   } else if (nbytes) {
     CL_CALL(clEnqueueWriteBuffer, queue, to, CL_TRUE, to_offset, nbytes, from, 0, nullptr, nullptr);
   }
@@ -110,10 +103,8 @@ void WriteFromHost(cl_command_queue queue, cl_mem to, size_t to_offset, const vo
 
 void ReadToHost(cl_command_queue queue, cl_mem from, size_t from_offset, void* to, size_t nbytes) {
   if (IsImage(from)) {
-    CheckWholeImage(from, from_offset, nbytes, "copy from an image");
-    size_t region[3];
-    Region(from, region);
-    CL_CALL(clEnqueueReadImage, queue, from, CL_TRUE, kOrigin, region, 0, 0, to, 0, nullptr, nullptr);
+    auto region = WholeImage(from, from_offset, nbytes, "copy from an image");
+    CL_CALL(clEnqueueReadImage, queue, from, CL_TRUE, kOrigin, region.data(), 0, 0, to, 0, nullptr, nullptr);
   } else if (nbytes) {
     CL_CALL(clEnqueueReadBuffer, queue, from, CL_TRUE, from_offset, nbytes, to, 0, nullptr, nullptr);
   }
@@ -122,18 +113,15 @@ void ReadToHost(cl_command_queue queue, cl_mem from, size_t from_offset, void* t
 void CopyOnDevice(cl_command_queue queue, cl_mem from, size_t from_offset, cl_mem to, size_t to_offset,
                   size_t nbytes) {
   bool from_image = IsImage(from), to_image = IsImage(to);
-  size_t region[3];
-  if (from_image) CheckWholeImage(from, from_offset, nbytes, "copy from an image");
-  if (to_image) CheckWholeImage(to, to_offset, nbytes, "copy to an image");
+  std::array<size_t, 3> from_region{}, to_region{};
+  if (from_image) from_region = WholeImage(from, from_offset, nbytes, "copy from an image");
+  if (to_image) to_region = WholeImage(to, to_offset, nbytes, "copy to an image");
   if (from_image && to_image) {
-    Region(from, region);
-    CL_CALL(clEnqueueCopyImage, queue, from, to, kOrigin, kOrigin, region, 0, nullptr, nullptr);
+    CL_CALL(clEnqueueCopyImage, queue, from, to, kOrigin, kOrigin, from_region.data(), 0, nullptr, nullptr);
   } else if (from_image) {
-    Region(from, region);
-    CL_CALL(clEnqueueCopyImageToBuffer, queue, from, to, kOrigin, region, to_offset, 0, nullptr, nullptr);
+    CL_CALL(clEnqueueCopyImageToBuffer, queue, from, to, kOrigin, from_region.data(), to_offset, 0, nullptr, nullptr);
   } else if (to_image) {
-    Region(to, region);
-    CL_CALL(clEnqueueCopyBufferToImage, queue, from, to, from_offset, kOrigin, region, 0, nullptr, nullptr);
+    CL_CALL(clEnqueueCopyBufferToImage, queue, from, to, from_offset, kOrigin, to_region.data(), 0, nullptr, nullptr);
   } else if (nbytes) {
     CL_CALL(clEnqueueCopyBuffer, queue, from, to, from_offset, to_offset, nbytes, 0, nullptr, nullptr);
   }
