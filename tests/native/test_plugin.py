@@ -63,6 +63,11 @@ def test_texture_tensors_are_images_of_the_plan_geometry(tvm_opencl, scope):
     copy = tvm.runtime.empty(shape, "float32", tvm_opencl, mem_scope=scope)
     tensor.copyto(copy)  # image to image on the device
     assert np.array_equal(copy.numpy(), values)
+    flat = tvm.runtime.empty(shape, "float32", tvm_opencl)  # image to buffer and back, on the device
+    tensor.copyto(flat)
+    back = tvm.runtime.empty(shape, "float32", tvm_opencl, mem_scope=scope)
+    flat.copyto(back)
+    assert np.array_equal(flat.numpy(), values) and np.array_equal(back.numpy(), values)
 
 
 def test_a_tensor_that_is_not_packed_refuses_a_texture_scope(tvm_opencl):
