@@ -20,9 +20,15 @@ Suites (each case compiled with `--memory texture` and `--memory buffer`, run on
 - ppocr:   PP-OCRv4 det, PP-OCR mobile v2 cls and PP-OCRv4 rec from the `rapidocr-onnxruntime` wheel (the
            project's `test` extra), at their usual input sizes; expected outputs from onnxruntime; a passing one is
            timed (device time, median of 3 runs; `--schedules tvm` gives TVM's default schedules to compare).
+- quantized: the zoo's `tiny` and `efficientnet_se` and PP-OCR's cls (`tests/quantized_models.py`) quantized by
+           onnxruntime.quantization with each of its six recipes (dynamic int8/uint8, QDQ and QOperator, per tensor
+           and per channel; static ones calibrated on seeded inputs); expected outputs from onnxruntime's run of
+           the quantized model (a quantization onnxruntime cannot run itself is left out, in one line).
 
 Each (case, memory) ends as pass, wrong (a value or shape differs beyond |err| <= 1e-4 + 1e-3 max|ref|, the
-tolerance of `adreno run --check`), error (an AdrenoError: one line, nothing else on stderr), unclear (an error of
+tolerance of `adreno run --check`, which also adds a dynamically quantized model's own spread; a statically
+quantized model's dequantized output beyond 12 of its quantization steps, or with another top class:
+docs/quantized.md, "Tolerance, and why"), error (an AdrenoError: one line, nothing else on stderr), unclear (an error of
 more than one line, or with other text on stderr), traceback (any other exception, or a crashed process) or
 timeout. Cases run in worker processes (one at a time each, replaced after a timeout or crash; a case whose worker
 died runs once more in a fresh one, and the table lists it).
@@ -68,6 +74,8 @@ WEIGHT_INPUTS = {"Conv": (1, 2), "ConvTranspose": (1, 2), "BatchNormalization": 
 # Ops whose `_1d`/`_3d` case names give the data's rank, not a 1-D/3-D spatial variant (which the suite leaves out).
 RANK_NAMED = {"LayerNormalization", "MatMul"}
 RTOL, ATOL = 1e-3, 1e-4
+STATIC_STEPS = 12  # a dequantized output's bound, in its quantization steps (docs/quantized.md, "Tolerance")
+QUANTIZED_MODELS = ("tiny", "efficientnet_se", "ppocr-cls")
 STATUSES = ("pass", "wrong", "error", "unclear", "traceback", "timeout")
 PPOCR = {"det": ("ch_PP-OCRv4_det_infer.onnx", (1, 3, 640, 640)),
          "cls": ("ch_ppocr_mobile_v2.0_cls_infer.onnx", (1, 3, 48, 192)),
@@ -109,6 +117,8 @@ CI_CASES = [
     # the ops of the zoo's vision models: LayerNorm's statistics (decomposed), Gelu, attention's batched MatMuls
     "node/test_layer_normalization_4d_axis1+init", "node/test_gelu_default_2", "wide/conv_attention",
     "wide/conv_layernorm_channels_last",
+    # a model without kernels (Clip without bounds): its host library once ended in a traceback
+    "node/test_clip_default_inbounds",
 ]
 
 
@@ -121,6 +131,8 @@ class Case:
     timeout_scale: float = 1.0
     repeat: int = 0  # timed runs after a pass (the device time is reported)
     bind: list = field(default_factory=list)  # inputs compiled with --bind (their values from `inputs`)
+    steps: list = field(default_factory=list)  # per output: its quantization step where it is dequantized, else None
+    spread: list = field(default_factory=list)  # per output: onnxruntime's own spread (`reference.reference_spread`)
     results: dict = field(default_factory=dict)  # memory -> result dict
 
     @property
@@ -360,8 +372,36 @@ def recurrent_cases() -> list[Case]:
     return [Case("recurrent/crnn", zoo.get_model("crnn"), {spec.input_name: x}, timeout_scale=2.0, repeat=3)]
 
 
+def quantized_cases() -> list[Case]:
+    """Each of QUANTIZED_MODELS quantized with each recipe as a user's model would be (`tests/quantized_models.py`);
+    seeded N(0, 1) input; a statically quantized output is judged in its quantization steps."""
+    import importlib.util
+
+    from adreno.reference import onnxruntime_session, reference_spread
+    from tests.quantized_models import Recipe, calibration_feeds, float_model, output_steps, quantize
+
+    names = [n for n in QUANTIZED_MODELS if n != "ppocr-cls" or importlib.util.find_spec("rapidocr_onnxruntime")]
+    cases = []
+    for name in names:
+        model = float_model(name)
+        calibration, feeds = calibration_feeds(model, 4), calibration_feeds(model, 1, seed=99)[0]
+        for recipe in Recipe:
+            quantized = quantize(model, recipe, calibration)
+            try:
+                expected = onnxruntime_session(quantized.SerializeToString()).run(None, feeds)
+            except Exception as err:  # noqa: BLE001 - the quantizer's own model: no reference exists, said in a line
+                print(f"quantized/{name}-{recipe}: onnxruntime cannot run its own quantization of {name} "
+                      f"({str(err).splitlines()[0][:120]}); left out", file=sys.stderr)
+                continue
+            steps = output_steps(quantized)
+            spread = reference_spread(quantized, [feeds[i.name] for i in quantized.graph.input], None, expected)
+            cases.append(Case(f"quantized/{name}-{recipe}", quantized, feeds, expected, timeout_scale=2.0,
+                              steps=[steps.get(o.name) for o in quantized.graph.output], spread=spread or []))
+    return cases
+
+
 SUITES = {"node": node_cases, "pytorch": pytorch_cases, "wide": wide_cases, "ppocr": ppocr_cases,
-          "recurrent": recurrent_cases}
+          "recurrent": recurrent_cases, "quantized": quantized_cases}
 
 
 def select_cases(subset: str, only: str | None) -> list[Case]:
@@ -410,7 +450,7 @@ def work(task: dict) -> dict:
                                  bind={name: feeds[name] for name in task["bind"]})
             executor = Executor(path, "pocl")
             arrays = executor.artifact.ordered_inputs(feeds)  # all the case's inputs: the bound ones are checked
-            result = compare(executor.run(arrays), expected)
+            result = compare(executor.run(arrays), expected, task["steps"], task["spread"])
             if result["status"] == "pass" and task["repeat"]:
                 result["device_ms"] = round(executor.profile(arrays, repeat=task["repeat"]).device_median_ms, 2)
         except AdrenoError as err:
@@ -436,7 +476,13 @@ def work(task: dict) -> dict:
     return result
 
 
-def compare(outputs: list, expected: list) -> dict:
+def compare(outputs: list, expected: list, steps: list | None = None, spread: list | None = None) -> dict:
+    """pass or wrong, output by output: integers exactly, a dequantized output (`steps`) within STATIC_STEPS of its
+    quantization steps and with the same top class, any other float within ATOL + RTOL max|ref| plus SPREAD_FACTOR
+    times the reference's own `spread` where it has one (`adreno run --check`'s tolerance)."""
+    from adreno.reference import SPREAD_FACTOR
+
+    steps, spread = steps or [None] * len(expected), spread or [0.0] * len(expected)
     if len(outputs) != len(expected):
         return {"status": "wrong", "detail": f"{len(outputs)} outputs, expected {len(expected)}"}
     worst = 0.0
@@ -455,7 +501,11 @@ def compare(outputs: list, expected: list) -> dict:
         if not ref.size or not finite.any():
             continue
         error = float(np.max(np.abs(out64[finite] - ref64[finite])))
-        tolerance = ATOL + RTOL * float(np.max(np.abs(ref64[finite])))
+        if steps[index] is not None and np.argmax(out64) != np.argmax(ref64):
+            return {"status": "wrong", "detail": f"output {index}: top class {np.argmax(out64)}, expected "
+                                                 f"{np.argmax(ref64)}", "max_error": error}
+        tolerance = (STATIC_STEPS * steps[index] if steps[index] is not None
+                     else ATOL + RTOL * float(np.max(np.abs(ref64[finite]))) + SPREAD_FACTOR * spread[index])
         if error > tolerance:
             return {"status": "wrong", "detail": f"output {index}: max |error| {error:.3g} > tolerance "
                                                  f"{tolerance:.3g}", "max_error": error}
@@ -549,8 +599,8 @@ def run_all(cases: list[Case], memories: list[str], jobs: int, timeout: float, w
                             for m in memories}
             continue
         tasks += [(case, memory, {**base, "memory": memory, "schedules": schedules, "defaults": defaults,
-                                  "repeat": case.repeat,
-                                  "bind": case.bind}) for memory in memories]
+                                  "repeat": case.repeat, "bind": case.bind,
+                                  "steps": case.steps, "spread": case.spread}) for memory in memories]
     done, lock = [0], threading.Lock()
 
     def execute(item):
