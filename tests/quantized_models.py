@@ -15,6 +15,11 @@ from pathlib import Path
 import numpy as np
 
 
+# A statically quantized model's dequantized output is within this many of its quantization steps of onnxruntime's,
+# with the same top class (docs/quantized.md, "Tolerance, and why"): tests/test_quantized.py, tools/conformance.py.
+STATIC_STEPS = 12
+
+
 class Recipe(enum.StrEnum):
     DYNAMIC = "dynamic"  # quantize_dynamic, int8 weights: ConvInteger, MatMulInteger, DynamicQuantizeLinear
     DYNAMIC_UINT8 = "dynamic-uint8"  # the same with uint8 weights

@@ -24,7 +24,7 @@ from adreno.frontend.quantized import quantized_weights
 from adreno.opencl.executor import Executor
 from adreno.options import CompileOptions
 from adreno.reference import onnxruntime_outputs
-from tests.quantized_models import Agreement, Recipe, calibration_feeds, output_steps, quantize
+from tests.quantized_models import STATIC_STEPS, Agreement, Recipe, calibration_feeds, output_steps, quantize
 
 NODE_CASES = ["test_qlinearconv", "test_qlinearmatmul_2D_uint8_float32", "test_qlinearmatmul_3D_int8_float32",
               "test_convinteger_with_padding", "test_convinteger_without_padding", "test_matmulinteger",
@@ -79,10 +79,6 @@ def test_rounding_half_to_even_and_saturation(pocl_device, tmp_path):
     assert (want == 127).any() and (want == -128).any()
     got = Executor(compile_model(model, tmp_path / "a", CompileOptions(memory="buffer")), pocl_device).run([x])[0]
     np.testing.assert_array_equal(got, want)
-
-
-# a static model's output within this many quantization steps of onnxruntime's (docs/quantized.md, "Tolerance")
-STATIC_STEPS = 12
 
 
 @pytest.fixture(scope="module")

@@ -74,7 +74,6 @@ WEIGHT_INPUTS = {"Conv": (1, 2), "ConvTranspose": (1, 2), "BatchNormalization": 
 # Ops whose `_1d`/`_3d` case names give the data's rank, not a 1-D/3-D spatial variant (which the suite leaves out).
 RANK_NAMED = {"LayerNormalization", "MatMul"}
 RTOL, ATOL = 1e-3, 1e-4
-STATIC_STEPS = 12  # a dequantized output's bound, in its quantization steps (docs/quantized.md, "Tolerance")
 QUANTIZED_MODELS = ("tiny", "efficientnet_se", "ppocr-cls")
 STATUSES = ("pass", "wrong", "error", "unclear", "traceback", "timeout")
 PPOCR = {"det": ("ch_PP-OCRv4_det_infer.onnx", (1, 3, 640, 640)),
@@ -481,6 +480,7 @@ def compare(outputs: list, expected: list, steps: list | None = None, spread: li
     quantization steps and with the same top class, any other float within ATOL + RTOL max|ref| plus SPREAD_FACTOR
     times the reference's own `spread` where it has one (`adreno run --check`'s tolerance)."""
     from adreno.reference import SPREAD_FACTOR
+    from tests.quantized_models import STATIC_STEPS
 
     steps, spread = steps or [None] * len(expected), spread or [0.0] * len(expected)
     if len(outputs) != len(expected):
