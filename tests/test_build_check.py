@@ -104,7 +104,8 @@ def test_a_driver_that_compiles_at_the_build_gets_its_binary_stored_by_the_check
     monkeypatch.setattr(DeviceIdentity, "compiles_at_first_launch", property(lambda self: False))
     model = tmp_path / "relu.onnx"
     onnx.save(single_op_model("Relu", {"x": [1, 4, 8, 8]}), model)
-    cache, check = ProgramCache(tmp_path / "cache"), BuildCheck(ProgramCache(tmp_path / "cache"))
+    cache = ProgramCache(tmp_path / "cache")
+    check = BuildCheck(cache)
     out = compile_model(str(model), tmp_path / "art", CompileOptions(target="pocl-cpu"), build_check=check)
     assert check.result.builds == ("miss",)  # built and stored
     assert [b.how for b in Executor(Artifact.load(out), cache=cache).builds] == ["hit"]

@@ -12,10 +12,6 @@ std::string Trim(std::string value) {
   return start == std::string::npos ? "" : value.substr(start);
 }
 
-}  // namespace
-
-namespace {
-
 // The string a clGet*Info `query` (named `name` in errors) returns for `what` of `handle`: its size, then its bytes.
 template <typename Query, typename Handle, typename Info>
 std::string InfoString(Query query, const char* name, Handle handle, Info what) {
