@@ -13,7 +13,7 @@ from ..frontend.bind import add_bind_argument, read_bind
 from ..options import (CompileOptions, Defaults, Host, Memory, Precision, Schedules, Winograd, add_staging_argument,
                        enum_argument)
 from .common import Progress, emit, megabytes, require_positive
-from .orchestrate import add_max_size_argument, cost_table
+from .orchestrate import MeasureSite, add_max_size_argument, add_measure_arguments, cost_table
 
 
 def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command) interface of adreno.cli.main
@@ -66,12 +66,11 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
                    "`adreno run` there loads them from the cache)")
     p.add_argument("--orchestrate", action="store_true",
                    help="choose the kernels as `adreno orchestrate` does (fission into primitives, candidate kernels "
-                   "measured on --measure-device, the exact BLP of each block) and compile that partition instead "
-                   "of TVM FuseOps'; implies --memory buffer and --winograd off. Costs are read from and appended to "
-                   "--records, so a second compile measures nothing; see docs/orchestrate.md")
+                   "measured on --measure-device or --measure-tracker, the exact BLP of each block) and compile that "
+                   "partition instead of TVM FuseOps'; implies --memory buffer and --winograd off. Costs are read "
+                   "from and appended to --records, so a second compile measures nothing; see docs/orchestrate.md")
     add_max_size_argument(p, "with --orchestrate: ")
-    p.add_argument("--measure-device", default="pocl", help="with --orchestrate: the local OpenCL device that "
-                   "measures the candidates (default pocl)")
+    add_measure_arguments(p, "measure-", "with --orchestrate: ")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
@@ -164,7 +163,7 @@ def _orchestrator(args, options, progress):
     Orchestrator.check(options)
     if args.records and not Path(args.records).exists():
         Path(args.records).touch()  # the costs are appended to it; the compile reads its tuning records too
-    with cost_table(args.records, args.measure_device, options.target, 5, progress) as table:
+    with cost_table(args.records, MeasureSite.from_args(args, "measure-"), options.target, 5, progress) as table:
         yield Orchestrator(table, args.max_size, progress=progress)
 
 

@@ -1,8 +1,9 @@
 """`adreno orchestrate MODEL --report`: FuseOps' partition next to the BLP's choice on costs measured on a device.
 
-Candidates the records lack are measured on the local OpenCL device (PoCL by default) through the Runner, with
-progress on stderr; `--records` keeps them, so a second run measures nothing. Exit status: 0 with a choice for
-every block, 1 when a block has none (its line says why), 2 for bad input (one line).
+Candidates the records lack are measured on the local OpenCL device (PoCL by default), or on the farm's agents of a
+key (`--tracker`, `--key`), through the Runner, with progress on stderr; `--records` keeps them, so a second run
+measures nothing. Exit status: 0 with a choice for every block, 1 when a block has none (its line says why), 2 for
+bad input or an unreachable farm (one line).
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ import json
 import sys
 import tempfile
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..devices import get_device
+from ..farm.common import FarmError, parse_addr
 from ..paths import output_file, regular_file
 from .common import require_positive
 
@@ -32,12 +35,24 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
     p.add_argument("--json", metavar="OUT", help="also write the report as JSON to this file")
     p.add_argument("--target", default="adreno-740", help="the target the candidates are compiled for "
                    "(default adreno-740)")
-    p.add_argument("--device", default="pocl", help="the local OpenCL device that measures (default pocl)")
+    add_measure_arguments(p)
     add_max_size_argument(p)
     p.add_argument("--repeat", type=int, default=5, help="timed runs per candidate (default 5)")
     p.add_argument("--time-limit", type=float, default=10.0, metavar="SECONDS",
                    help="solver time limit per block (default 10)")
     p.set_defaults(func=cmd_orchestrate)
+
+
+def add_measure_arguments(p, prefix: str = "", when: str = "") -> None:
+    """Where the candidates are measured, for `orchestrate` (`--device`, `--tracker`, `--key`) and for
+    `compile --orchestrate` (`prefix` "measure-": `--measure-device`, ...); `when` prefixes the help."""
+    p.add_argument(f"--{prefix}device", default="pocl", help=f"{when}the local OpenCL device that measures the "
+                   "candidates (default pocl)")
+    p.add_argument(f"--{prefix}tracker", metavar="HOST:PORT", help=f"{when}measure on the device farm's agents of "
+                   f"--{prefix}key instead (`adreno farm ...`; a phone through `adreno farm android`), one candidate "
+                   "at a time; TVM RPC has no authentication, see docs/farm.md")
+    p.add_argument(f"--{prefix}key", default="pocl-cpu", help=f"{when}the farm's device key to measure on (with "
+                   f"--{prefix}tracker; e.g. adreno-740; default pocl-cpu)")
 
 
 def add_max_size_argument(p, when: str = "") -> None:
@@ -56,7 +71,7 @@ def cmd_orchestrate(args) -> int:
     def say(line: str) -> None:
         print(f"  {line}", file=sys.stderr, flush=True)
 
-    with cost_table(args.records, args.device, args.target, args.repeat, say) as table:
+    with cost_table(args.records, MeasureSite.from_args(args), args.target, args.repeat, say) as table:
         report = orchestrate_model(args.model, args.target, table, args.max_size, args.time_limit, say)
     print(report_text(report))
     if out is not None:
@@ -64,20 +79,54 @@ def cmd_orchestrate(args) -> int:
     return 0 if report["complete"] else 1
 
 
+@dataclass(frozen=True)
+class MeasureSite:
+    """Where candidates are measured: the local OpenCL `device`, or the farm's agents of `key` behind `tracker`."""
+
+    device: str = "pocl"
+    tracker: str | None = None
+    key: str = "pocl-cpu"
+
+    @classmethod
+    def from_args(cls, args, prefix: str = "") -> MeasureSite:
+        """The site `add_measure_arguments(p, prefix)` parsed; a malformed tracker address is a `FarmError` now."""
+        option = prefix.replace("-", "_")
+        tracker = getattr(args, f"{option}tracker")
+        if tracker:
+            parse_addr(tracker)
+        return cls(getattr(args, f"{option}device"), tracker, getattr(args, f"{option}key"))
+
+    def open(self):
+        """(a Runner, the device fingerprint its records are kept under); the caller closes the runner."""
+        if self.tracker:
+            # inside: they load TVM at import
+            from adreno.farm.tracker import TrackerClient, count_servers
+            from adreno.runners.rpc import RPCRunner, farm_fingerprint
+
+            with TrackerClient(parse_addr(self.tracker), timeout=5.0) as client:  # before any candidate compiles
+                if not count_servers(client.summary(), self.key):
+                    raise FarmError(f"the tracker {self.tracker} has no device of key {self.key}; `adreno devices "
+                                    f"--tracker {self.tracker}` lists its keys")
+            return RPCRunner(self.tracker, self.key), farm_fingerprint(self.key)
+        # inside: adreno --help does not need them
+        from adreno.opencl.device import DeviceIdentity, select_device
+        from adreno.runners.local import LocalRunner
+
+        fingerprint = DeviceIdentity.from_cl_device(select_device(self.device)).fingerprint
+        return LocalRunner(self.device), fingerprint
+
+
 @contextmanager
-def cost_table(records: str | None, device_name: str, target: str, repeat: int, say):
-    """A `costs.CostTable` measuring on the local OpenCL device `device_name` through a LocalRunner, kept in
-    `records` (a temporary file, removed afterwards, when None); the runner is closed on the way out."""
-    from adreno.opencl.device import DeviceIdentity, select_device  # inside: adreno --help does not need it
+def cost_table(records: str | None, site: MeasureSite, target: str, repeat: int, say):
+    """A `costs.CostTable` measuring at `site`, kept in `records` (a temporary file, removed afterwards, when
+    None); the runner is closed on the way out."""
     from adreno.orchestrate.costs import CostTable  # inside: loads TVM and scipy at import
     # inside: adreno --help does not need it
     from adreno.records import Database
-    from adreno.runners.local import LocalRunner
 
     if records and Path(records).exists():
         regular_file(records, "--records")
-    device = DeviceIdentity.from_cl_device(select_device(device_name)).fingerprint
-    runner = LocalRunner(device_name)
+    runner, device = site.open()
     try:
         with tempfile.TemporaryDirectory(prefix="adreno-orchestrate-records-") as scratch:
             database = Database(records or Path(scratch) / "records.jsonl")

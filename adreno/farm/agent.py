@@ -13,7 +13,9 @@ Functions a client calls over RPC (see `adreno/runners/rpc.py`):
 
 * `adreno.agent.hello() -> json`: device name, key, pid.
 * `adreno.agent.prepare(tar_name) -> json`: unpack an uploaded artifact tarball, build its programs (stage build).
-* `adreno.agent.measure(name, request_json) -> json`: run once (outputs saved for download), then profile.
+* `adreno.agent.measure(name, request_json) -> json`: run once (outputs saved for download), then profile;
+  with `"cold": true` each timed run starts with the device's caches evicted, and the reply's `evicted_bytes`
+  says how much was filled (an agent without it ignored the request, and the runner refuses its times).
 * `adreno.agent.export(tar_name) -> json`: build the artifact's programs on this device (through the agent's
   program cache) and pack their binaries (`adreno cache export`'s bundle) as a tar to download
   (`adreno cache warm`).
@@ -44,7 +46,7 @@ import tarfile
 import threading
 import time
 
-from ..opencl.device import DeviceIdentity, select_device
+from ..opencl.device import DeviceIdentity, eviction_bytes, select_device
 from .common import (DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, check_bind, format_addr,
                      kill_group, parse_addr, python_module_command, set_parent_death_signal)
 from .uploads import safe_extract
@@ -139,9 +141,11 @@ def _measure(name: str, request_json: str) -> str:
             with open(_workpath(out_name), "wb") as handle:
                 handle.write(buffer.getvalue())
             reply["outputs"] = out_name
-        profile = executor.profile(inputs, repeat=int(request.get("repeat", 10)), warmup=int(request.get("warmup", 1)))
+        evict = eviction_bytes(executor.device) if request.get("cold") else 0
+        profile = executor.profile(inputs, repeat=int(request.get("repeat", 10)), warmup=int(request.get("warmup", 1)),
+                                   evict_bytes=evict)
         reply.update(seconds=[ms * 1e-3 for ms in profile.run_device_ms], wall_ms=profile.latencies_ms,
-                     device=executor.device.name.strip())
+                     device=executor.device.name.strip(), evicted_bytes=evict)
         return json.dumps(reply)
     finally:
         if watchdog is not None:

@@ -12,9 +12,11 @@ reference is TVM's LLVM build of the same module on the same inputs; a candidate
 measurement and gets no cost (it is left out of the choice, never given one made up).
 
 Records (`adreno.records.Database`): one line per candidate under the workload key
-`orchestrate|<memory>|<target>|cold|<structural hash>|<parameter shapes>|<outputs>` and the measuring device's
-fingerprint, config `{}`. A failed measurement is a record too, so a second run over the same blocks measures
-nothing; so are the two launch-cost artifacts (`orchestrate|launch|<target>|<kernels>|w<width>`). A compile's
+`orchestrate|<memory>|<target>|cold|code-<fingerprint>|<structural hash>|<parameter shapes>|<outputs>` and the
+measuring device's fingerprint, config `{}`. The code fingerprint (`adreno.code_version`) keeps a cost measured
+before a schedule changed from standing for the kernel the changed schedule makes: after an upgrade the candidates
+are measured again. A failed measurement is a record too, so a second run over the same blocks measures nothing;
+so are the two launch-cost artifacts (`orchestrate|launch|<target>|<kernels>|w<width>|code-<fingerprint>`). A compile's
 `--records` passes over these keys (`TunedConfigs.load`), so one file may hold both. Only buffer memory is measured
 for now (texture candidates would need their parameters in the images the model gives them, as the tuner's texture
 tasks do).
@@ -29,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import tvm
 
+from adreno.code_version import code_fingerprint
 from adreno.compile import lower_relax
 from adreno.devices import get_device
 from adreno.errors import TVM_ERRORS, AdrenoError
@@ -103,7 +106,8 @@ class CostTable:
 
     def _key(self, graph, kernel):
         sg = subgraph(graph, kernel)
-        return f"{ORCHESTRATE_OP}|{self.memory.value}|{self.target_name}|{MEASURED}|{sg.key}", sg
+        return (f"{ORCHESTRATE_OP}|{self.memory.value}|{self.target_name}|{MEASURED}|code-{code_fingerprint()}|"
+                f"{sg.key}"), sg
 
     def _measure(self, mod, key: str, out: Path, extra: dict, fuse=None, repeat: int | None = None) -> Record:
         record = Record(key, self.device, {}, timestamp=time.time(), strategy=ORCHESTRATE_OP, extra=dict(extra))
@@ -119,6 +123,9 @@ class CostTable:
             return record
         run = RunInput(str(out), inputs, reference, repeat=repeat or self.repeat, tag=key, cold=True)
         result = self.runner.submit(run).result()
+        if result.infrastructure:  # the farm's, not the candidate's: nothing is recorded, a rerun measures it
+            raise AdrenoError(f"cannot measure the candidates: {result.error}; what was measured before is in the "
+                              "records, run again when the devices are back")
         record.seconds, record.error, record.stage = result.seconds, result.error, result.stage
         if result.ok and result.extra.get("wall_ms"):
             record.extra["wall_s"] = float(np.median(result.extra["wall_ms"])) * 1e-3

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from tvm import relax
 
+from adreno.code_version import code_fingerprint
 from adreno.records import ORCHESTRATE_OP
 
 CHAIN = 16
@@ -51,7 +52,8 @@ def chain_module(kernels: int):
 
 
 def launch_key(target_name: str, kernels: int) -> str:
-    return f"{ORCHESTRATE_OP}|launch|{target_name}|{kernels}|w{WIDTH}"  # records of another width are not reused
+    # records of another width, or measured by other code (`adreno.code_version`), are not reused
+    return f"{ORCHESTRATE_OP}|launch|{target_name}|{kernels}|w{WIDTH}|code-{code_fingerprint()}"
 
 
 def from_records(one, chain) -> LaunchCost | None:

@@ -27,7 +27,7 @@ class RunInput:
     atol: float = 1e-3
     seed: int = 0
     tag: str = ""  # the caller's id for this candidate, carried into the result
-    cold: bool = False  # evict the device's caches before each timed run (LocalRunner only; others refuse it)
+    cold: bool = False  # evict the device's caches before each timed run (local and farm runners; native refuses it)
 
 
 # Stages whose failure is the infrastructure's, not the candidate's: "request" (tracker unreachable, no device of
@@ -119,5 +119,5 @@ def refuse_cold(runner: str, run_input: RunInput) -> RunResult | None:
     """The failure of a cold run on a runner that cannot evict the device's caches, or None for a warm one."""
     if not run_input.cold:
         return None
-    return RunResult(error=f"the {runner} runner cannot run with cold caches (only the local runner can)",
-                     stage="run", tag=run_input.tag)
+    return RunResult(error=f"the {runner} runner cannot run with cold caches (the local runner and the farm's "
+                     "agents can)", stage="run", tag=run_input.tag)

@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 from adreno.errors import TVM_ERRORS
-from adreno.runners.interface import RunFuture, RunInput, Runner, RunResult, check_outputs, refuse_cold
+from adreno.runners.interface import RunFuture, RunInput, Runner, RunResult, check_outputs
 
 from ..farm.common import FarmError, NoDeviceError, TrackerUnreachable, format_addr, parse_addr
 from ..farm.deadline import RemoteError, StageTimeout, Timeouts, call_with_deadline, short_error
@@ -129,9 +129,6 @@ class RPCRunner(Runner):
 
     def submit(self, run_input: RunInput) -> RunFuture:
         future: futures.Future = futures.Future()
-        if (refused := refuse_cold(self.name, run_input)) is not None:
-            future.set_result(refused)
-            return RunFuture(future, run_input)
         candidate = _Candidate(run_input, future)
         with self._cond:
             if self._closed:
@@ -328,7 +325,7 @@ class RPCRunner(Runner):
         except (OSError, FarmError) as err:
             return RunResult(error=f"cannot read the artifact {run_input.artifact}: {err}", stage="upload")
         request = {"repeat": run_input.repeat, "warmup": run_input.warmup, "seed": run_input.seed,
-                   "want_outputs": run_input.reference is not None,
+                   "want_outputs": run_input.reference is not None, "cold": run_input.cold,
                    "watchdog_s": timeouts.run + timeouts.watchdog_grace}
         if run_input.tag in self.fault:
             request["fault"] = self.fault[run_input.tag]
@@ -359,6 +356,9 @@ class RPCRunner(Runner):
                 "run", lambda: session.session.get_function("adreno.agent.measure")(name, json.dumps(request)),
                 timeouts.run))
             stages["run"] = time.perf_counter() - started
+            if run_input.cold and not reply.get("evicted_bytes"):
+                return RunResult(error=f"the agent at {session.name} cannot run with cold caches (it predates them: "
+                                 "update adreno there)", stage="run", device=session.name)
             max_error = None
             if run_input.reference is not None:
                 started = time.perf_counter()
@@ -386,9 +386,14 @@ class RPCRunner(Runner):
                              device=session.name, extra={"stage": err.stage, "reason": "remote error"})
         return RunResult(seconds=reply["seconds"], max_error=max_error, device=session.name,
                          extra={"device_name": reply.get("device", session.device_name),
-                                "wall_ms": reply.get("wall_ms"),
+                                "wall_ms": reply.get("wall_ms"), "evicted_bytes": reply.get("evicted_bytes", 0),
                                 "stage_seconds": stages, "address": session.address,
                                 "tracker": format_addr(self.tracker_addr)})
+
+
+def farm_fingerprint(key: str) -> str:
+    """The device fingerprint records measured on the farm's devices of `key` are kept under."""
+    return f"{key}|rpc"
 
 
 def warm_artifact(artifact: str, tracker: str, key: str, timeouts: Timeouts | None = None) -> dict:

@@ -12,7 +12,7 @@ from ..options import Runtime
 from ..records import Database
 from ..runners.local import IsolatedLocalRunner
 from ..runners.native import NativeRunner
-from ..runners.rpc import RPCRunner
+from ..runners.rpc import RPCRunner, farm_fingerprint
 from .task import Task
 from .tuner import Tuner, target_limits
 
@@ -36,7 +36,7 @@ def open_tuner(tasks: list[Task], records: str | os.PathLike | Database, *, targ
         fingerprint, limits = f"{key}|tvm-rpc", target_limits(target)
     elif tracker:
         runner = runner or RPCRunner(tracker, key, timeouts=timeouts)
-        fingerprint, limits = f"{key}|rpc", target_limits(target)
+        fingerprint, limits = farm_fingerprint(key), target_limits(target)
     else:
         found = select_device(device)
         runner = runner or IsolatedLocalRunner(device, timeout_s=timeout_s, cache=cache)

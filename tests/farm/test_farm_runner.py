@@ -32,6 +32,19 @@ def test_tuning_batch_over_two_agents(farm2, tiny_artifact, tiny_reference):
     assert all(len(r.seconds) == 2 and min(r.seconds) > 0 for r in results)
 
 
+def test_cold_run_evicts_on_the_agent(farm2, tiny_artifact, tiny_reference):
+    """A cold candidate (as orchestration measures them) has the agent fill a scratch buffer before each timed run."""
+    runner = RPCRunner(farm2.tracker, farm2.key, timeouts=Timeouts(request=20, run=30))
+    try:
+        warm, cold = runner.run_batch([RunInput(str(tiny_artifact), reference=tiny_reference, repeat=2, warmup=0,
+                                                tag=tag, cold=tag == "cold") for tag in ("warm", "cold")])
+    finally:
+        runner.close()
+    assert warm.ok and cold.ok, (warm.error, cold.error)
+    assert warm.extra["evicted_bytes"] == 0 and cold.extra["evicted_bytes"] >= 8 << 20
+    assert len(cold.seconds) == 2 and min(cold.seconds) > 0 and cold.max_error < 1e-3
+
+
 def test_devices_shows_queue_and_health(farm2):
     farm2.wait_registered(2, timeout=30, free=True)
     status = farm_status(farm2.tracker)

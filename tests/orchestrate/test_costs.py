@@ -9,6 +9,8 @@ from adreno.frontend.importer import to_relax
 from adreno.opencl.device import DeviceIdentity, select_device
 from adreno.orchestrate.candidates import enumerate_groups, kernel_of
 from adreno.orchestrate.launch import CHAIN
+from adreno.orchestrate import costs as costs_module
+from adreno.orchestrate import launch as launch_module
 from adreno.orchestrate.costs import CostTable
 from adreno.orchestrate.fuseops import fuseops_groups
 from adreno.orchestrate.graph import prepared, primitive_graph
@@ -25,7 +27,7 @@ def tiny():
     return graph, [g.primitives for g in fused]
 
 
-def test_measured_once_then_read_from_the_records(tiny, tmp_path):
+def test_measured_once_then_read_from_the_records(tiny, tmp_path, monkeypatch):
     graph, fused = tiny
     groups = fused + [frozenset([graph.primitives[0].name]), frozenset([graph.primitives[1].name])]
     kernels = [kernel_of(g, graph.primitives, graph.outputs, 0.0, str(i)) for i, g in enumerate(groups)]
@@ -55,6 +57,12 @@ def test_measured_once_then_read_from_the_records(tiny, tmp_path):
         # a compile's --records of the same file takes none of them as a schedule's knobs, nor its memory from them
         tuned = tuned_configs(str(tmp_path / "r.jsonl"), "fp32", "adreno-740")
         assert len(tuned) == 0 and tuned.skipped == 0 and not tuned.elsewhere
+        # after the code that makes the kernels changed, no cost measured before stands for today's kernels
+        for module in (costs_module, launch_module):
+            monkeypatch.setattr(module, "code_fingerprint", lambda: "0" * 12)
+        upgraded = CostTable(Database(tmp_path / "r.jsonl"), runner, device, "adreno-740", repeat=1)
+        assert set(upgraded.costs(graph, kernels)) == set(groups) and upgraded.measured == len(groups)
+        assert len(Database(tmp_path / "r.jsonl").records) == 2 * (len(groups) + 2)
     finally:
         runner.close()
 
