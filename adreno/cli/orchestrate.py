@@ -49,8 +49,8 @@ def add_measure_arguments(p, prefix: str = "", when: str = "") -> None:
     p.add_argument(f"--{prefix}device", default="pocl", help=f"{when}the local OpenCL device that measures the "
                    "candidates (default pocl)")
     p.add_argument(f"--{prefix}tracker", metavar="HOST:PORT", help=f"{when}measure on the device farm's agents of "
-                   f"--{prefix}key instead (`adreno farm ...`; a phone through `adreno farm android`), one candidate "
-                   "at a time; TVM RPC has no authentication, see docs/farm.md")
+                   f"--{prefix}key instead (`adreno farm ...`; a phone through `adreno farm android`), every free "
+                   "device of the key at once; TVM RPC has no authentication, see docs/farm.md")
     p.add_argument(f"--{prefix}key", default="pocl-cpu", help=f"{when}the farm's device key to measure on (with "
                    f"--{prefix}tracker; e.g. adreno-740; default pocl-cpu)")
 

@@ -24,6 +24,7 @@ tasks do).
 
 from __future__ import annotations
 
+import collections
 import tempfile
 import time
 from pathlib import Path
@@ -73,13 +74,8 @@ class CostTable:
         missing = [key for key in modules if not self.database.query(key, self.device)]
         self.launch = self.launch or self._launch_cost()
         with tempfile.TemporaryDirectory(prefix="adreno-orchestrate-") as work:
-            for n, key in enumerate(missing, 1):
-                sg, size = modules[key]
-                record = self._measure(sg.mod, key, Path(work) / str(n), {"primitives": size})
-                self.database.append([record])
-                self.measured += 1
-                cost = f"{record.median * 1e6:.1f} us" if record.ok else f"failed ({record.stage}: {record.error})"
-                self.say(f"measured {n}/{len(missing)}: {cost}")
+            self._measure_all([(key, modules[key][0].mod, {"primitives": modules[key][1]}) for key in missing],
+                              Path(work))
         best = {group: self.database.best(key, self.device) for group, (key, _) in keyed.items()}
         self.launches.update({group: r.extra.get("kernels") for group, r in best.items() if r is not None})
         return {group: None if r is None else r.median + r.extra.get("kernels", 1) * self.launch.per_launch_s
@@ -104,25 +100,59 @@ class CostTable:
         self.say(f"launch cost {cost.per_launch_s * 1e6:.1f} us a kernel, {cost.per_run_s * 1e6:.1f} us a run")
         return cost
 
+    def _measure_all(self, jobs: list, work: Path) -> None:
+        """Measure `jobs` ((key, module, extra) each), recording each result in order, one line of progress each.
+        A remote runner (the farm) measures while the next candidates compile here, on every device of its key at
+        once; a local one measures each candidate before the next compiles, so compiling never disturbs a timing."""
+        pending, finished = collections.deque(), []
+
+        def finish(record: Record, future) -> None:
+            if future is not None:
+                self._complete(record, future.result())
+            self.database.append([record])
+            self.measured += 1
+            finished.append(record)
+            cost = f"{record.median * 1e6:.1f} us" if record.ok else f"failed ({record.stage}: {record.error})"
+            self.say(f"measured {len(finished)}/{len(jobs)}: {cost}")
+
+        for n, (key, mod, extra) in enumerate(jobs, 1):
+            record, run = self._prepare(mod, key, work / str(n), extra)
+            pending.append((record, None if run is None else self.runner.submit(run)))
+            while pending and (not self.runner.remote or pending[0][1] is None or pending[0][1].done()):
+                finish(*pending.popleft())
+        while pending:
+            finish(*pending.popleft())
+
     def _key(self, graph, kernel):
         sg = subgraph(graph, kernel)
         return (f"{ORCHESTRATE_OP}|{self.memory.value}|{self.target_name}|{MEASURED}|code-{code_fingerprint()}|"
                 f"{sg.key}"), sg
 
     def _measure(self, mod, key: str, out: Path, extra: dict, fuse=None, repeat: int | None = None) -> Record:
+        record, run = self._prepare(mod, key, out, extra, fuse, repeat)
+        if run is not None:
+            self._complete(record, self.runner.submit(run).result())
+        return record
+
+    def _prepare(self, mod, key: str, out: Path, extra: dict, fuse=None,
+                 repeat: int | None = None) -> tuple[Record, RunInput | None]:
+        """The candidate's record and its run: compiled into `out`, with seeded inputs and the LLVM reference; or
+        the record of its build failure and None."""
         record = Record(key, self.device, {}, timestamp=time.time(), strategy=ORCHESTRATE_OP, extra=dict(extra))
         inputs = positive_inputs(mod["main"])
         if inputs is None:
             record.error, record.stage = "a parameter is not floating point: no seeded input for it", "build"
-            return record
+            return record, None
         try:
             record.extra["kernels"] = build_artifact(mod, key, self.target_name, out, fuse)
             reference = llvm_reference(mod, inputs)
         except (*TVM_ERRORS, AdrenoError) as err:
             record.error, record.stage = f"{type(err).__name__}: {str(err).strip().splitlines()[-1][:300]}", "build"
-            return record
-        run = RunInput(str(out), inputs, reference, repeat=repeat or self.repeat, tag=key, cold=True)
-        result = self.runner.submit(run).result()
+            return record, None
+        return record, RunInput(str(out), inputs, reference, repeat=repeat or self.repeat, tag=key, cold=True)
+
+    def _complete(self, record: Record, result) -> None:
+        """Fill `record` from the runner's `result`; the farm's own failure raises (nothing is recorded for it)."""
         if result.infrastructure:  # the farm's, not the candidate's: nothing is recorded, a rerun measures it
             raise AdrenoError(f"cannot measure the candidates: {result.error}; what was measured before is in the "
                               "records, run again when the devices are back")

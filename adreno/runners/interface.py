@@ -83,6 +83,9 @@ class Runner:
     """Measures `RunInput`s; subclasses implement `run` (blocking) and may override `submit`."""
 
     name = "runner"
+    # It measures on another machine: work on this host (compiling the next candidate) does not disturb its
+    # timings, so a caller may prepare while it measures.
+    remote = False
 
     def __init__(self):
         self._pool = futures.ThreadPoolExecutor(max_workers=1)

@@ -89,6 +89,7 @@ class NativeRunner(Runner):
     """Runs native artifacts over TVM RPC: through a tracker (`tracker` + `key`) or on one server (`server`)."""
 
     name = "tvm-native"
+    remote = True
 
     def __init__(self, tracker: str | None = None, key: str | None = None, server: str | None = None,
                  server_key: str = "", timeouts: Timeouts | None = None):

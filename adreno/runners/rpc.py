@@ -99,6 +99,7 @@ class RPCRunner(Runner):
     """Measures `RunInput`s on the farm's agents of one key, in parallel over all of its free devices."""
 
     name = "rpc"
+    remote = True
 
     def __init__(self, tracker: str = "127.0.0.1:9190", key: str = "pocl-cpu", max_parallel: int | None = None,
                  timeouts: Timeouts | None = None, device_loss_retries: int = 1, idle_release_s: float = 2.0,

@@ -39,3 +39,38 @@ def test_orchestrate_on_an_absent_farm_is_one_line(farm2, capsys):
         assert message in err and len(err.splitlines()) == 1, err
     assert main(["orchestrate", "tiny", "--report", "--tracker", "no:port:here"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_the_farm_measures_candidates_on_every_device_while_the_next_compile(farm2, tmp_path):
+    """With a remote runner the table submits each candidate as soon as it is compiled: the key's two agents
+    measure at once, and the records and progress still come in the candidates' order."""
+    from adreno import devices
+    from adreno.frontend import zoo
+    from adreno.frontend.importer import to_relax
+    from adreno.orchestrate.candidates import enumerate_groups, kernel_of
+    from adreno.orchestrate.costs import CostTable
+    from adreno.orchestrate.fuseops import fuseops_groups
+    from adreno.orchestrate.graph import prepared, primitive_graph
+    from adreno.runners.rpc import RPCRunner
+
+    farm2.wait_registered(2, timeout=30)
+    mod = prepared(to_relax(zoo.get_model("tiny", seed=0)))
+    graph = primitive_graph(mod)
+    groups = {g.primitives for g in fuseops_groups(mod, graph, devices.get_device("adreno-740"))}
+    groups |= set(enumerate_groups(list(graph.primitives), 1))
+    kernels = [kernel_of(g, graph.primitives, graph.outputs, 0.0, str(i)) for i, g in enumerate(groups)]
+    runner = RPCRunner(farm2.tracker, farm2.key)
+    results, submit = [], runner.submit
+    runner.submit = lambda run: results.append(submit(run)) or results[-1]
+    lines = []
+    try:
+        table = CostTable(Database(tmp_path / "r.jsonl"), runner, farm_fingerprint(farm2.key), "adreno-740",
+                          repeat=2, progress=lines.append)
+        costs = table.costs(graph, kernels)
+    finally:
+        runner.close()
+    assert all(c is not None and c > 0 for c in costs.values()), costs
+    measured = [line for line in lines if line.startswith("measured ")]
+    assert [line.split(":")[0] for line in measured] == [f"measured {n}/{len(measured)}" for n in
+                                                           range(1, len(measured) + 1)]
+    assert len({r.result().device for r in results}) == 2  # both agents measured
