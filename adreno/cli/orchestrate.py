@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..devices import get_device
+from ..errors import AdrenoError
 from ..farm.common import FarmError, parse_addr
 from ..paths import output_file, regular_file
 from .common import require_positive
@@ -29,7 +30,11 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
                        "groups among them), measure what --records lacks on a local OpenCL device, solve each "
                        "block's binary linear program, and print per block FuseOps' kernels next to the chosen ones.")
     p.add_argument("model", help="bundled model name (see `adreno models`) or path to an .onnx file")
-    p.add_argument("--report", action="store_true", required=True, help="print the report (the only mode yet)")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--report", action="store_true", help="print the report (measuring what --records lacks)")
+    mode.add_argument("--export-batch", metavar="DIR", help="measure nothing: compile every candidate into an "
+                      "offline batch for `python -m adreno.runners.offline DIR` on a device nothing here reaches; "
+                      "then --report --batch DIR (docs/orchestrate.md)")
     p.add_argument("--records", help="records file the costs are read from and appended to (default: a temporary "
                    "one, removed afterwards)")
     p.add_argument("--json", metavar="OUT", help="also write the report as JSON to this file")
@@ -53,6 +58,9 @@ def add_measure_arguments(p, prefix: str = "", when: str = "") -> None:
                    "device of the key at once; TVM RPC has no authentication, see docs/farm.md")
     p.add_argument(f"--{prefix}key", default="pocl-cpu", help=f"{when}the farm's device key to measure on (with "
                    f"--{prefix}tracker; e.g. adreno-740; default pocl-cpu)")
+    p.add_argument(f"--{prefix}batch", metavar="DIR", help=f"{when}take the costs from an offline batch measured "
+                   "elsewhere (`adreno orchestrate MODEL --export-batch DIR`, then `python -m adreno.runners.offline "
+                   "DIR` there); they are added to --records")
 
 
 def add_max_size_argument(p, when: str = "") -> None:
@@ -67,6 +75,18 @@ def cmd_orchestrate(args) -> int:
     require_positive(args, "max_size", "repeat", "time_limit")
     get_device(args.target)  # an unknown target: one line before anything runs
     out = output_file(args.json, "--json") if args.json else None
+    if args.export_batch:
+        from adreno.orchestrate.batch import export_batch  # inside: loads TVM at import
+
+        manifest = export_batch(args.model, Path(args.export_batch), args.target, args.max_size,
+                                lambda line: print(f"  {line}", file=sys.stderr, flush=True))
+        built = sum(1 for c in manifest["candidates"] if not c.get("error"))
+        print(f"{args.export_batch}: {len(manifest['candidates'])} candidate kernels ({built} built, the launch "
+              f"cost's two among them) of {manifest['model']}; measure it with `python -m adreno.runners.offline "
+              f"{args.export_batch} --device ...`, then `adreno orchestrate {args.model} --report --batch "
+              f"{args.export_batch}` or `adreno compile {args.model} --orchestrate --measure-batch "
+              f"{args.export_batch}`")
+        return 0
 
     def say(line: str) -> None:
         print(f"  {line}", file=sys.stderr, flush=True)
@@ -86,18 +106,29 @@ class MeasureSite:
     device: str = "pocl"
     tracker: str | None = None
     key: str = "pocl-cpu"
+    batch: str | None = None  # an offline batch measured elsewhere: its costs, nothing measured
 
     @classmethod
     def from_args(cls, args, prefix: str = "") -> MeasureSite:
         """The site `add_measure_arguments(p, prefix)` parsed; a malformed tracker address is a `FarmError` now."""
         option = prefix.replace("-", "_")
-        tracker = getattr(args, f"{option}tracker")
+        tracker, batch = getattr(args, f"{option}tracker"), getattr(args, f"{option}batch")
+        if tracker and batch:
+            raise AdrenoError(f"--{prefix}tracker measures, --{prefix}batch reads costs measured elsewhere: give one")
         if tracker:
             parse_addr(tracker)
-        return cls(getattr(args, f"{option}device"), tracker, getattr(args, f"{option}key"))
+        if batch and not Path(batch).is_dir():
+            raise AdrenoError(f"--{prefix}batch {batch}: no such directory")
+        return cls(getattr(args, f"{option}device"), tracker, getattr(args, f"{option}key"), batch)
 
-    def open(self):
-        """(a Runner, the device fingerprint its records are kept under); the caller closes the runner."""
+    def open(self, database):
+        """(a Runner, the device fingerprint its records are kept under); the caller closes the runner. An
+        offline batch's costs are appended to `database` first."""
+        if self.batch:
+            from adreno.orchestrate.batch import BatchRunner, import_costs  # inside: loads TVM at import
+
+            device, _ = import_costs(Path(self.batch), database)
+            return BatchRunner(Path(self.batch)), device
         if self.tracker:
             # inside: they load TVM at import
             from adreno.farm.tracker import TrackerClient, count_servers
@@ -126,10 +157,10 @@ def cost_table(records: str | None, site: MeasureSite, target: str, repeat: int,
 
     if records and Path(records).exists():
         regular_file(records, "--records")
-    runner, device = site.open()
-    try:
-        with tempfile.TemporaryDirectory(prefix="adreno-orchestrate-records-") as scratch:
-            database = Database(records or Path(scratch) / "records.jsonl")
+    with tempfile.TemporaryDirectory(prefix="adreno-orchestrate-records-") as scratch:
+        database = Database(records or Path(scratch) / "records.jsonl")
+        runner, device = site.open(database)
+        try:
             yield CostTable(database, runner, device, target, repeat=repeat, progress=say)
-    finally:
-        runner.close()
+        finally:
+            runner.close()

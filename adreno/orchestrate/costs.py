@@ -27,6 +27,7 @@ from __future__ import annotations
 import collections
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +43,7 @@ from adreno.orchestrate.subgraph import subgraph
 from adreno.plan import extract_plan
 from adreno.records import ORCHESTRATE_OP, Record
 from adreno.runners.interface import RunInput
+from adreno.runners.offline import seeded_inputs
 from adreno.schedules.context import ScheduleContext
 from adreno.tune.builder import write_kernel_artifact
 
@@ -69,30 +71,40 @@ class CostTable:
         """Group (frozenset of primitives) -> seconds, or None where the measurement failed, for `kernels`
         (`blp.Kernel`s over `graph`): the median device time of its kernels plus their launches
         (`launch.py`). What the records lack is measured, one line of progress each."""
-        keyed = {k.primitives: self._key(graph, k) for k in kernels}
-        modules = {key: (sg, len(group)) for group, (key, sg) in keyed.items()}
-        missing = [key for key in modules if not self.database.query(key, self.device)]
+        keyed = {k.primitives: self._key(graph, k)[0] for k in kernels}
         self.launch = self.launch or self._launch_cost()
         with tempfile.TemporaryDirectory(prefix="adreno-orchestrate-") as work:
-            self._measure_all([(key, modules[key][0].mod, {"primitives": modules[key][1]}) for key in missing],
-                              Path(work))
-        best = {group: self.database.best(key, self.device) for group, (key, _) in keyed.items()}
+            self._measure_all(self.jobs(graph, kernels), Path(work))
+        best = {group: self.database.best(key, self.device) for group, key in keyed.items()}
         self.launches.update({group: r.extra.get("kernels") for group, r in best.items() if r is not None})
         return {group: None if r is None else r.median + r.extra.get("kernels", 1) * self.launch.per_launch_s
                 for group, r in best.items()}
 
+    def jobs(self, graph, kernels) -> list[Job]:
+        """The distinct candidates of `kernels` the records lack on this device, in order."""
+        found = {}
+        for k in kernels:
+            key, sg = self._key(graph, k)
+            if key not in found and not self.database.query(key, self.device):
+                found[key] = Job(key, sg.mod, {"primitives": len(k.primitives)})
+        return list(found.values())
+
+    def launch_jobs(self) -> list[Job]:
+        """The launch-cost artifacts (`launch.py`) the records lack on this device."""
+        return [Job(key, chain_module(kernels), {}, fuse=UNFUSED, repeat=max(self.repeat, LAUNCH_REPEAT))
+                for kernels in (1, CHAIN)
+                if not self.database.query(key := launch_key(self.target_name, kernels), self.device)]
+
     def _launch_cost(self) -> LaunchCost:
         """The device's launch cost from its two records, measuring those the records lack."""
-        found = {}
-        for kernels in (1, CHAIN):
-            key = launch_key(self.target_name, kernels)
-            if not self.database.query(key, self.device):
-                self.say(f"measuring the launch cost ({kernels} kernel{'s' if kernels > 1 else ''} of one add)")
-                with tempfile.TemporaryDirectory(prefix="adreno-orchestrate-launch-") as work:
-                    record = self._measure(chain_module(kernels), key, Path(work) / "chain", {}, fuse=UNFUSED,
-                                           repeat=max(self.repeat, LAUNCH_REPEAT))
-                self.database.append([record])
-            found[kernels] = self.database.best(key, self.device)
+        missing = self.launch_jobs()
+        if missing:
+            self.say(f"measuring the launch cost (one add, and a chain of {CHAIN} adds)")
+            with tempfile.TemporaryDirectory(prefix="adreno-orchestrate-launch-") as work:
+                for n, job in enumerate(missing):
+                    self.database.append([self._measure(job, Path(work) / str(n))])
+        found = {kernels: self.database.best(launch_key(self.target_name, kernels), self.device)
+                 for kernels in (1, CHAIN)}
         cost = from_records(found[1], found[CHAIN])
         if cost is None:
             raise AdrenoError(f"the launch-cost artifacts of {self.target_name} did not measure on this device; "
@@ -100,10 +112,10 @@ class CostTable:
         self.say(f"launch cost {cost.per_launch_s * 1e6:.1f} us a kernel, {cost.per_run_s * 1e6:.1f} us a run")
         return cost
 
-    def _measure_all(self, jobs: list, work: Path) -> None:
-        """Measure `jobs` ((key, module, extra) each), recording each result in order, one line of progress each.
-        A remote runner (the farm) measures while the next candidates compile here, on every device of its key at
-        once; a local one measures each candidate before the next compiles, so compiling never disturbs a timing."""
+    def _measure_all(self, jobs: list[Job], work: Path) -> None:
+        """Measure `jobs`, recording each result in order, one line of progress each. A remote runner (the farm)
+        measures while the next candidates compile here, on every device of its key at once; a local one measures
+        each candidate before the next compiles, so compiling never disturbs a timing."""
         pending, finished = collections.deque(), []
 
         def finish(record: Record, future) -> None:
@@ -115,8 +127,8 @@ class CostTable:
             cost = f"{record.median * 1e6:.1f} us" if record.ok else f"failed ({record.stage}: {record.error})"
             self.say(f"measured {len(finished)}/{len(jobs)}: {cost}")
 
-        for n, (key, mod, extra) in enumerate(jobs, 1):
-            record, run = self._prepare(mod, key, work / str(n), extra)
+        for n, job in enumerate(jobs, 1):
+            record, run = self.prepare(job, work / str(n))
             pending.append((record, None if run is None else self.runner.submit(run)))
             while pending and (not self.runner.remote or pending[0][1] is None or pending[0][1].done()):
                 finish(*pending.popleft())
@@ -128,38 +140,50 @@ class CostTable:
         return (f"{ORCHESTRATE_OP}|{self.memory.value}|{self.target_name}|{MEASURED}|code-{code_fingerprint()}|"
                 f"{sg.key}"), sg
 
-    def _measure(self, mod, key: str, out: Path, extra: dict, fuse=None, repeat: int | None = None) -> Record:
-        record, run = self._prepare(mod, key, out, extra, fuse, repeat)
+    def _measure(self, job: Job, out: Path) -> Record:
+        record, run = self.prepare(job, out)
         if run is not None:
             self._complete(record, self.runner.submit(run).result())
         return record
 
-    def _prepare(self, mod, key: str, out: Path, extra: dict, fuse=None,
-                 repeat: int | None = None) -> tuple[Record, RunInput | None]:
-        """The candidate's record and its run: compiled into `out`, with seeded inputs and the LLVM reference; or
-        the record of its build failure and None."""
-        record = Record(key, self.device, {}, timestamp=time.time(), strategy=ORCHESTRATE_OP, extra=dict(extra))
-        inputs = positive_inputs(mod["main"])
-        if inputs is None:
+    def prepare(self, job: Job, out: Path) -> tuple[Record, RunInput | None]:
+        """The job's record and its run: compiled into `out`, with seeded inputs and the LLVM reference; or the
+        record of its build failure and None."""
+        record = Record(job.key, self.device, {}, timestamp=time.time(), strategy=ORCHESTRATE_OP,
+                        extra=dict(job.extra))
+        specs = input_specs(job.mod["main"])
+        if specs is None:
             record.error, record.stage = "a parameter is not floating point: no seeded input for it", "build"
             return record, None
+        inputs = seeded_inputs(specs, 0)
         try:
-            record.extra["kernels"] = build_artifact(mod, key, self.target_name, out, fuse)
-            reference = llvm_reference(mod, inputs)
+            record.extra["kernels"] = build_artifact(job.mod, job.key, self.target_name, out, job.fuse)
+            reference = llvm_reference(job.mod, inputs)
         except (*TVM_ERRORS, AdrenoError) as err:
             record.error, record.stage = f"{type(err).__name__}: {str(err).strip().splitlines()[-1][:300]}", "build"
             return record, None
-        return record, RunInput(str(out), inputs, reference, repeat=repeat or self.repeat, tag=key, cold=True)
+        return record, RunInput(str(out), inputs, reference, repeat=job.repeat or self.repeat, tag=job.key, cold=True)
 
     def _complete(self, record: Record, result) -> None:
         """Fill `record` from the runner's `result`; the farm's own failure raises (nothing is recorded for it)."""
         if result.infrastructure:  # the farm's, not the candidate's: nothing is recorded, a rerun measures it
-            raise AdrenoError(f"cannot measure the candidates: {result.error}; what was measured before is in the "
-                              "records, run again when the devices are back")
+            raise AdrenoError(f"cannot measure a candidate: {result.error} (the costs measured before it are in "
+                              "the records)")
         record.seconds, record.error, record.stage = result.seconds, result.error, result.stage
         if result.ok and result.extra.get("wall_ms"):
             record.extra["wall_s"] = float(np.median(result.extra["wall_ms"])) * 1e-3
-        return record
+
+
+@dataclass(frozen=True)
+class Job:
+    """One artifact to measure: its record key, its Relax module, the record's extra, the pass in place of FuseOps
+    (None: FuseOps) and its timed runs (None: the table's)."""
+
+    key: str
+    mod: object
+    extra: dict
+    fuse: object = None
+    repeat: int | None = None
 
 
 # How a candidate is measured, part of its key so that records of another way are never mixed with these: each
@@ -183,17 +207,16 @@ def build_artifact(mod, key: str, target_name: str, out: Path, fuse=None) -> int
     return len(plan.steps)
 
 
-def positive_inputs(func, seed: int = 0) -> list[np.ndarray] | None:
-    """Seeded uniform inputs in [INPUT_LOW, INPUT_HIGH) for every parameter; None if one is not floating point."""
-    rng = np.random.default_rng(seed)
-    arrays = []
+def input_specs(func) -> list[dict] | None:
+    """The seeded-input spec (`adreno.runners.offline.seeded_inputs`) of every parameter: uniform in
+    [INPUT_LOW, INPUT_HIGH); None if one is not floating point."""
+    specs = []
     for param in func.params:
         dtype = str(param.ty.dtype)
         if not dtype.startswith("float"):
             return None
-        shape = [int(d) for d in param.ty.shape]
-        arrays.append(rng.uniform(INPUT_LOW, INPUT_HIGH, shape).astype(dtype))
-    return arrays
+        specs.append({"shape": [int(d) for d in param.ty.shape], "dtype": dtype, "uniform": [INPUT_LOW, INPUT_HIGH]})
+    return specs
 
 
 def llvm_reference(mod, inputs) -> list[np.ndarray]:

@@ -48,12 +48,22 @@ def orchestrate_model(model, target_name: str, costs_of, max_size: int = 4, time
     return orchestrate_module(mod, name, target_name, costs_of, max_size, time_limit_s, progress).report
 
 
-def orchestrate_module(mod, name: str, target_name: str, costs_of, max_size: int = 4, time_limit_s: float = 10.0,
-                       progress=None) -> Orchestration:
-    """`mod` (the model's imported Relax module) orchestrated for `target_name` on the costs of `costs_of`."""
-    say = progress or (lambda line: None)
-    started = time.perf_counter()
-    say("fission and FuseOps' partition")
+@dataclass(frozen=True)
+class ModelCandidates:
+    """A module's candidates: the prepared module, its primitive graph, FuseOps' groups by name, the blocks with
+    their candidates (`choose.BlockCandidates`), and every candidate as a `blp.Kernel` (cost 0) to be costed."""
+
+    mod: object
+    graph: object
+    fused_names: dict
+    blocks: list
+    kernels: list
+
+
+def model_candidates(mod, name: str, target_name: str, max_size: int = 4, progress=None) -> ModelCandidates:
+    """Fission, FuseOps' partition, the blocks and their candidates of `mod` (the model's imported Relax module);
+    a partition that does not map or a block with too many candidates is an `AdrenoError` naming `name`."""
+    (progress or (lambda line: None))("fission and FuseOps' partition")
     mod = prepared(mod)
     graph = primitive_graph(mod)
     fused = fuseops_groups(mod, graph, get_device(target_name))
@@ -66,6 +76,17 @@ def orchestrate_module(mod, name: str, target_name: str, costs_of, max_size: int
         raise AdrenoError(f"{name}: a block has more than {too_many.groups.limit} candidates; lower --max-size")
     kernels = [kernel_of(g, list(bc.block.primitives), bc.block.outputs, 0.0, "")
                for bc in candidates for g in bc.groups]
+    return ModelCandidates(mod, graph, fused_names, candidates, kernels)
+
+
+def orchestrate_module(mod, name: str, target_name: str, costs_of, max_size: int = 4, time_limit_s: float = 10.0,
+                       progress=None) -> Orchestration:
+    """`mod` (the model's imported Relax module) orchestrated for `target_name` on the costs of `costs_of`."""
+    say = progress or (lambda line: None)
+    started = time.perf_counter()
+    found = model_candidates(mod, name, target_name, max_size, say)
+    mod, graph, fused_names, candidates, kernels = (found.mod, found.graph, found.fused_names, found.blocks,
+                                                    found.kernels)
     say(f"costs of {len(kernels)} candidates")
     costs = costs_of.costs(graph, kernels)
     chosen = choose(candidates, costs, time_limit_s)

@@ -2,7 +2,9 @@
 
     python -m adreno.runners.offline DIR [--device gpu] [--repeat 20] [--jobs 16] [--budget-s 300]
 
-DIR is a batch written by `adreno tune MODEL --export-batch DIR` (see `adreno.tune.batch`): a manifest
+DIR is a batch written by `adreno tune MODEL --export-batch DIR` (see `adreno.tune.batch`) or by `adreno orchestrate
+MODEL --export-batch DIR` (`adreno.orchestrate.batch`: its manifest says "cold", and each timed run then starts with
+the device's caches evicted): a manifest
 (`batch.json`), one artifact per candidate, each task's reference outputs, and the specs and checksums of its
 inputs. Inputs are not stored: they are regenerated here from their seed (`seeded_inputs`, the rule the tuner
 uses) and checked against the exported checksums, so a numpy whose generator differs is refused rather than
@@ -13,7 +15,9 @@ binary cache (`adreno.cache`): a vendor compiler can take seconds per unrolled k
 Candidates are then measured one by one from the cached binaries: run once, output checked against the task's
 reference, then profiled. Each result is one record line (the tuning-records format of `adreno tune --records`,
 keyed by this device's fingerprint) appended and fsynced to DIR/records.jsonl, so a killed run loses only the
-candidate in flight and a rerun measures only what is missing. `adreno tune MODEL --import-batch DIR` merges it.
+candidate in flight and a rerun measures only what is missing. `adreno tune MODEL --import-batch DIR` merges it
+(`adreno orchestrate MODEL --report --batch DIR` or `adreno compile MODEL --orchestrate --measure-batch DIR` for an
+orchestration batch).
 
 Nothing on this path imports TVM or onnx: it must run where neither is installed.
 """
@@ -28,6 +32,7 @@ import multiprocessing
 import os
 import sys
 import time
+from enum import StrEnum
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +40,7 @@ import numpy as np
 from ..artifact import Artifact
 from ..artifact_check import sha256_file
 from ..errors import AdrenoError
-from ..opencl.device import DeviceIdentity, select_device
+from ..opencl.device import DeviceIdentity, eviction_bytes, select_device
 from ..opencl.executor import Executor
 from ..opencl.programs import Grouping, group_source, groups
 from ..opencl.signature import program_options
@@ -59,11 +64,19 @@ def digest(array: np.ndarray) -> str:
 
 
 def seeded_inputs(specs: list[dict], seed: int) -> list[np.ndarray]:
-    """Standard-normal arrays for `specs` ({"shape", "dtype", "storage"}) from one generator seeded with `seed`,
-    drawn in order; an input stored as half-float pixels ("storage": "float16") is rounded to half first, so a
-    reference computed from it sees what the kernel reads."""
+    """Arrays for `specs` ({"shape", "dtype", "storage", "uniform"}) from one generator seeded with `seed`, drawn in
+    order: standard normal, or uniform in [low, high) where "uniform" gives them (orchestration's candidates: an
+    input under an rsqrt or a log stays finite); an input stored as half-float pixels ("storage": "float16") is
+    rounded to half first, so a reference computed from it sees what the kernel reads."""
     rng = np.random.default_rng(seed)
-    return [rng.standard_normal(s["shape"]).astype(s.get("storage") or s["dtype"]).astype(s["dtype"]) for s in specs]
+    return [_drawn(rng, s).astype(s.get("storage") or s["dtype"]).astype(s["dtype"]) for s in specs]
+
+
+def _drawn(rng, spec: dict) -> np.ndarray:
+    if "uniform" in spec:
+        low, high = spec["uniform"]
+        return rng.uniform(low, high, spec["shape"])
+    return rng.standard_normal(spec["shape"])
 
 
 def sample_indices(size: int) -> np.ndarray | None:
@@ -224,9 +237,10 @@ def prebuild(artifacts: list[str], device_spec, cache_root: Path, jobs: int | No
 
 
 def measure_artifact(artifact: str, inputs, reference, device, cache=None, repeat: int = 20,
-                     rtol: float = RTOL, atol: float = ATOL) -> dict:
-    """Load, run once, check against `reference` (`load_reference`'s form), then profile an artifact: a dict with
-    "seconds" (device time per run, a list) or "error" and "stage", and "max_error", "wall_ms", "load_s"."""
+                     rtol: float = RTOL, atol: float = ATOL, cold: bool = False) -> dict:
+    """Load, run once, check against `reference` (`load_reference`'s form), then profile an artifact (`cold`: the
+    device's caches evicted before each timed run, as `RunInput.cold`): a dict with "seconds" (device time per run,
+    a list) or "error" and "stage", and "max_error", "wall_ms", "load_s"."""
     import pyopencl as cl
 
     stage, started = "build", time.perf_counter()
@@ -240,7 +254,8 @@ def measure_artifact(artifact: str, inputs, reference, device, cache=None, repea
         if problem:
             return {"error": problem, "stage": stage, "max_error": max_error}
         stage = "run"
-        profile = executor.profile(inputs, repeat=repeat, warmup=2)
+        profile = executor.profile(inputs, repeat=repeat, warmup=2,
+                                   evict_bytes=eviction_bytes(executor.device) if cold else 0)
     except (AdrenoError, cl.Error, OSError, ValueError) as err:
         return {"error": f"{type(err).__name__}: {str(err).strip()[:300]}", "stage": stage}
     return {"seconds": [ms * 1e-3 for ms in profile.run_device_ms], "max_error": max_error,
@@ -248,13 +263,41 @@ def measure_artifact(artifact: str, inputs, reference, device, cache=None, repea
             "kernels": [(k.name, k.calls, k.median_ms) for k in profile.kernels]}
 
 
+class BatchKind(StrEnum):
+    """What a batch's candidates are: a tuner's configs (`adreno.tune.batch`, manifests without "kind") or
+    orchestration's candidate kernels (`adreno.orchestrate.batch`)."""
+
+    TUNE = "tune"
+    ORCHESTRATE = "orchestrate"
+
+
+def batch_kind(manifest: dict) -> BatchKind:
+    try:
+        return BatchKind(manifest.get("kind", BatchKind.TUNE.value))
+    except ValueError:
+        raise BatchError(f"a batch of kind {manifest.get('kind')!r}: this adreno knows "
+                         f"{', '.join(k.value for k in BatchKind)}") from None
+
+
+def check_replaceable(out: Path) -> None:
+    """An export writes only into a missing directory, an empty one, or an earlier batch (one with a manifest):
+    never over a user's other files, which replacing the directory would delete."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise BatchError(f"{out} exists and is not a directory: choose another batch directory")
+    if any(out.iterdir()) and not (out / MANIFEST_NAME).is_file():
+        raise BatchError(f"{out} is a directory with other files in it (not an earlier batch, no {MANIFEST_NAME}): "
+                         "choose a new or empty one, nothing was written")
+
+
 def read_manifest(batch: Path) -> dict:
     """The batch manifest, checked for its format; a clear BatchError otherwise."""
     try:
         manifest = json.loads((batch / MANIFEST_NAME).read_text())
     except FileNotFoundError:
-        raise BatchError(f"{batch}: not a tuning batch (no {MANIFEST_NAME}; write one with "
-                         "`adreno tune MODEL --export-batch DIR`)") from None
+        raise BatchError(f"{batch}: not a batch (no {MANIFEST_NAME}; write one with `adreno tune MODEL "
+                         "--export-batch DIR` or `adreno orchestrate MODEL --export-batch DIR`)") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise BatchError(f"{batch / MANIFEST_NAME} is corrupt ({err})") from None
     if manifest.get("format") != BATCH_FORMAT:
@@ -323,8 +366,9 @@ def measure_batch(batch: Path, device_spec=None, repeat: int = 20, jobs: int | N
                 inputs[candidate["task"]] = task_inputs_checked(batch, task)
                 references[candidate["task"]] = load_reference(batch / task["reference"])
             result = measure_artifact(path, inputs[candidate["task"]], references[candidate["task"]], device,
-                                      cache.for_artifact(path), repeat)
-            extra.update(max_error=result.get("max_error"), build_seconds=round(built[path][0], 3))
+                                      cache.for_artifact(path), repeat, cold=bool(manifest.get("cold")))
+            extra.update(max_error=result.get("max_error"), build_seconds=round(built[path][0], 3),
+                         wall_ms=result.get("wall_ms"))
         record = Record(task["key"], fingerprint, candidate["config"], result.get("seconds"), result.get("error"),
                         result.get("stage"), trial=0, strategy=f"batch:{candidate['source']}",
                         timestamp=time.time(), extra=extra)

@@ -30,8 +30,8 @@ from ..costmodel import AnalyticalModel
 from ..costmodel.base import quality_per_task
 from ..costmodel.ranked_defaults import RankedDefaults
 from ..frontend.bind import read_bind
-from ..runners.offline import (BATCH_FORMAT, MANIFEST_NAME, RESULTS_NAME, BatchError, digest, read_manifest,
-    save_reference)
+from ..runners.offline import (BATCH_FORMAT, MANIFEST_NAME, RESULTS_NAME, BatchError, BatchKind, batch_kind,
+    check_replaceable, digest, read_manifest, save_reference)
 from ..options import CompileOptions, Memory, Precision, Staging
 from ..records import Database
 from ..schedules.family import Matched
@@ -85,6 +85,7 @@ def export_batch(model, out: Path, *, target: str = "adreno-740", memory: Memory
     `save_model`: also save the cost model trained on the records (for `--model transfer:FILE` elsewhere); `bind`:
     graph inputs baked in (`extract_tasks`)."""
     out = Path(out)
+    check_replaceable(out)
     tasks = extract_tasks(model, CompileOptions(target=target, memory=memory, precision=precision, staging=staging),
                           layouts=layouts, bind=bind)
     database = Database(records) if records else Database(out / ".no-records.jsonl")
@@ -182,6 +183,9 @@ def import_batch(model, batch: Path, records: str, say=lambda text: None, bind: 
     (workload and config) count."""
     batch = Path(batch)
     manifest = read_manifest(batch)
+    if batch_kind(manifest) is not BatchKind.TUNE:
+        raise BatchError(f"{batch} is an orchestration batch: use it with `adreno orchestrate {manifest['model']} "
+                         f"--report --batch {batch}` or `adreno compile ... --orchestrate --measure-batch {batch}`")
     if manifest["adreno_version"] != adreno.__version__:
         raise BatchError(f"{batch} was exported by adreno {manifest['adreno_version']}, this is adreno "
                          f"{adreno.__version__}: its workload keys may mean other kernels; export a new batch")

@@ -118,4 +118,16 @@ def test_round_trip(models, no_tvm_path, tmp_path):
 
 def test_measure_refuses_a_non_batch(no_tvm_path, tmp_path):
     done = measure(tmp_path, no_tvm_path)
-    assert done.returncode == 2 and "not a tuning batch" in done.stderr
+    assert done.returncode == 2 and "not a batch" in done.stderr
+
+
+def test_export_never_replaces_a_directory_of_other_files(tmp_path, capsys):
+    from adreno.cli.main import main
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    assert main(["tune", "tiny", "--export-batch", str(mine), "--trials", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "other files in it" in err and len(err.splitlines()) == 1, err
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"] and (mine / "notes.txt").read_text() == "keep me"
