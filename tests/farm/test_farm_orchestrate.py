@@ -14,7 +14,7 @@ from adreno.runners.rpc import farm_fingerprint
 def test_compile_orchestrate_measures_on_the_farm(farm2, tmp_path, capsys):
     farm2.wait_registered(2, timeout=30)
     records, out = tmp_path / "r.jsonl", tmp_path / "a"
-    args = ["compile", "tiny", "-o", str(out), "--orchestrate", "--max-size", "2", "--records", str(records),
+    args = ["compile", "tiny", "-o", str(out), "--orchestrate", "--max-size", "1", "--records", str(records),
             "--host", "native", "--measure-tracker", farm2.tracker, "--measure-key", farm2.key]
     assert main(args) == 0, capsys.readouterr().err
     assert "measured 1/" in capsys.readouterr().err
@@ -26,7 +26,7 @@ def test_compile_orchestrate_measures_on_the_farm(farm2, tmp_path, capsys):
     assert summary["measured_now"] == len(measured) - 2 and summary["predicted_run_s"] > 0
     assert main(["run", str(out), "--check", "--repeat", "2"]) == 0
     # the same records measured nothing a second time
-    assert main(["orchestrate", "tiny", "--report", "--max-size", "2", "--records", str(records),
+    assert main(["orchestrate", "tiny", "--report", "--max-size", "1", "--records", str(records),
                  "--tracker", farm2.tracker, "--key", farm2.key]) == 0
     assert "measured 1/" not in capsys.readouterr().err and len(Database(records).records) == len(measured)
 
