@@ -1,6 +1,7 @@
 """The GPU bundle (tools/gpu_bundle.py, tools/gpu_check.sh) in its quick form: prepare is complete (every artifact
 loads once its params are drawn again, every checksum matches) and small, and the dry run on PoCL writes the conv
-table, whole-model rows, tuning records that `adreno compile --records` takes, and the summary."""
+table, whole-model rows, tuning records that `adreno compile --records` takes, orchestration's costs that
+`adreno orchestrate --batch` reads back, and the summary."""
 
 from __future__ import annotations
 
@@ -58,6 +59,16 @@ def test_prepare_is_small_and_complete(bundle, tmp_path):
         for candidate in manifest["candidates"]:
             if not candidate.get("error"):
                 Artifact.load(candidate_artifact(batch, candidate))
+    # orchestration's candidate kernels of the quick model, the launch-cost artifacts among them
+    assert [o["name"] for o in meta["orchestrations"]] == ["tiny"]
+    batch = root / "orchestrate" / "tiny"
+    manifest = read_manifest(batch)
+    assert manifest["kind"] == "orchestrate" and manifest["id"] == meta["orchestrations"][0]["id"]
+    assert len(manifest["candidates"]) == meta["orchestrations"][0]["candidates"] > 2
+    assert sum("|launch|" in t["key"] for t in manifest["tasks"]) == 2
+    for task, candidate in zip(manifest["tasks"], manifest["candidates"]):
+        assert not candidate.get("error") and task_inputs_checked(batch, task)
+        Artifact.load(candidate_artifact(batch, candidate))
 
 
 def test_dry_run_on_pocl(bundle, no_tvm_path, tmp_path):
@@ -90,6 +101,24 @@ def test_dry_run_on_pocl(bundle, no_tvm_path, tmp_path):
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
     assert records and all(r["device"].startswith("pocl-cpu|") for r in records)
     assert not [p for p in out.rglob("*") if p.name.endswith((".clbin", ".npz"))], "only results come back"
+
+    # orchestration's costs come back and read into a report: the same export at this commit, the records beside it
+    orchestrated = summary["orchestration"]["tiny"]
+    assert orchestrated["unmeasured"] == 0 and orchestrated["ok"] == orchestrated["candidates"], orchestrated
+    again = tmp_path / "orchestrate-tiny"
+    meta = json.loads((bundle / "bundle.json").read_text())["orchestrations"][0]
+    exported = subprocess.run([sys.executable, "-m", "adreno.cli", "orchestrate", "tiny", "--export-batch", str(again),
+                               "--max-size", str(meta["max_size"]), "--target", "nvidia-h200"],
+                              capture_output=True, text=True, timeout=600)
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads((again / "batch.json").read_text())["id"] == meta["id"]  # the export is deterministic
+    (again / "records.jsonl").write_text((out / "orchestrate_tiny.records.jsonl").read_text())
+    report = subprocess.run([sys.executable, "-m", "adreno.cli", "orchestrate", "tiny", "--report", "--batch",
+                             str(again), "--max-size", str(meta["max_size"]), "--target", "nvidia-h200", "--json",
+                             str(tmp_path / "report.json")], capture_output=True, text=True, timeout=600)
+    assert report.returncode == 0, report.stderr
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert data["complete"] and data["measured_now"] == 0 and data["device"].startswith("pocl-cpu|")
 
     compiled = subprocess.run([sys.executable, "-m", "adreno.cli", "compile", "tiny", "-o", str(tmp_path / "tuned"),
                                "--records", str(out / "records.jsonl"), "--json"],

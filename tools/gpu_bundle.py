@@ -15,13 +15,16 @@ checksum, what it holds, how long preparing took):
                       on the seeded params as reference
   batches/<model>-<memory>/  `adreno tune --export-batch` of every tunable task (K candidates each: default, the
                       cost model's picks, random ones), textures and buffers
+  orchestrate/<model>/  `adreno orchestrate --export-batch` of MobileViT-xs and MobileNetV3-small (max size 2): every
+                      candidate kernel of orchestration and the launch-cost artifacts
 `run` unpacks and checks it, then: the conv tables (`bench_conv.py --artifacts`, cuDNN column when torch has CUDA);
 the whole models (cold program build, warm start through the program cache, device and wall time) beside torchvision's
 same architectures on cuDNN eager and with CUDA graphs; the tuning batches (`runners.offline`, within what is left of
 --budget-s) merged into OUT/records.jsonl (keyed by the GPU's fingerprint; `adreno compile --records` takes it as it
 is), with each cost model's ranking quality per task (Pearson, Spearman, top-1/top-5 recall of the scores stored
 at export against the measured times); and OUT/summary.txt + summary.json with every ratio the goals use. Everything
-it writes goes to OUT.
+it writes goes to OUT. The orchestration batches share the batches' time and come back as
+OUT/orchestrate_<model>.records.jsonl (docs/gpu.md says how to read them back into a report).
 --quick (the CI dry run): one conv layer (ResNet-18's 64@56 3x3), the zoo's tiny model, two candidates per task.
 """
 
@@ -43,6 +46,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS, QUICK_MODELS = ("resnet18", "mobilenetv2"), ("tiny",)
+# orchestration's candidate kernels (docs/orchestrate.md), and the bound on their primitives
+ORCHESTRATED, QUICK_ORCHESTRATED, ORCHESTRATE_MAX_SIZE = ("mobilevit_xs", "mobilenetv3_small"), ("tiny",), 2
 VARIANTS = {"buffer": ("buffer", "fp32"), "texture": ("texture", "fp32"), "fp16": ("texture", "fp16")}
 WHOLE_TOL = {"fp32": 1e-3, "fp16": 2e-2}  # max |diff| / max(1, max |ref|)
 TORCHVISION = {"resnet18": "resnet18", "mobilenetv2": "mobilenet_v2"}
@@ -92,6 +97,7 @@ def prepare_whole(model: str, out: Path, target: str) -> dict:
 
 def prepare(out: Path, quick: bool, trials: int, target: str) -> None:
     from adreno.artifact_check import sha256_file
+    from adreno.orchestrate.batch import export_batch as export_orchestration
     from adreno.tune.batch import export_batch
 
     started = time.perf_counter()
@@ -114,13 +120,20 @@ def prepare(out: Path, quick: bool, trials: int, target: str) -> None:
                                     say=lambda text: print(text, flush=True))
             batches.append({"name": name, "tasks": len(manifest["tasks"]), "candidates": len(manifest["candidates"])})
             print(f"exported batch {name}: {batches[-1]}", flush=True)
+    orchestrations = []
+    for model in QUICK_ORCHESTRATED if quick else ORCHESTRATED:
+        manifest = export_orchestration(model, payload / "orchestrate" / model, target, ORCHESTRATE_MAX_SIZE)
+        orchestrations.append({"name": model, "id": manifest["id"], "candidates": len(manifest["candidates"]),
+                               "max_size": ORCHESTRATE_MAX_SIZE})
+        print(f"exported orchestration batch {model}: {orchestrations[-1]}", flush=True)
     with tarfile.open(out / "payload.tar.xz", "w:xz", preset=6) as tar:
         tar.add(payload, arcname="payload")
     subprocess.run(["rm", "-rf", str(payload)], check=True)
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     bundle = {"commit": commit, "target": target, "quick": quick, "conv_models": conv_models, "models": list(models),
-              "whole": whole, "batches": batches, "payload_sha256": sha256_file(out / "payload.tar.xz"),
+              "whole": whole, "batches": batches, "orchestrations": orchestrations,
+              "payload_sha256": sha256_file(out / "payload.tar.xz"),
               "payload_bytes": (out / "payload.tar.xz").stat().st_size,
               "prepare_seconds": round(time.perf_counter() - started, 1), "numpy": np.__version__}
     (out / "bundle.json").write_text(json.dumps(bundle, indent=1))
@@ -269,6 +282,27 @@ def run_batches(work: Path, bundle: dict, device_spec: str, out: Path, budget_s:
     return results
 
 
+def run_orchestrations(work: Path, bundle: dict, device_spec: str, out: Path, budget_s: float) -> dict:
+    """Measure the orchestration batches within `budget_s` in all; each one's records to
+    OUT/orchestrate_<model>.records.jsonl (what `adreno orchestrate --batch` reads back, docs/gpu.md)."""
+    from adreno.records import Database
+    from adreno.runners.offline import measure_batch
+
+    started, results = time.perf_counter(), {}
+    entries = bundle.get("orchestrations", [])
+    for index, entry in enumerate(entries):
+        share = (budget_s - (time.perf_counter() - started)) / (len(entries) - index)
+        batch = work / "payload" / "orchestrate" / entry["name"]
+        summary = measure_batch(batch, device_spec, repeat=10, budget_s=max(share, 1.0),
+                                say=lambda text: print(text, flush=True))
+        records = Database(batch / "records.jsonl").records
+        if (batch / "records.jsonl").is_file():
+            shutil.copyfile(batch / "records.jsonl", out / f"orchestrate_{entry['name']}.records.jsonl")
+        results[entry["name"]] = {**summary, "candidates": entry["candidates"], "ok": sum(r.ok for r in records)}
+        print(f"orchestration batch {entry['name']}: {json.dumps(results[entry['name']])}", flush=True)
+    return results
+
+
 def tuned_vs_default(records) -> dict:
     """Per task: default ms, best ms and their ratio, from a batch's records; plus the geomean of the ratios, and of
     the rule default's ms over the model-ranked default's (`adreno compile --defaults model`) where both ran."""
@@ -297,13 +331,14 @@ def geomean(values) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
-def summarize(conv: dict, whole: dict, torch_models: dict, batches: dict, device: str) -> tuple[dict, str]:
+def summarize(conv: dict, whole: dict, torch_models: dict, batches: dict, orchestrations: dict,
+              device: str) -> tuple[dict, str]:
     """Every ratio the goals use; ratios > 1 mean the numerator is faster (a time ratio inverted)."""
     pairs = [("adreno", "torch"), ("texture", "torch"), ("adreno", "naive"), ("texture", "naive"),
              ("adreno", "tvm"), ("texture", "adreno"), ("adreno", "unstaged"), ("texture", "unstaged_tex"),
              ("model", "adreno"), ("model_tex", "texture"), ("f2", "adreno"), ("f4", "adreno"), ("f2_tex", "texture"),
              ("f4_tex", "texture")]
-    summary = {"device": device, "conv": {}, "whole": {}, "tuning": {}}
+    summary = {"device": device, "conv": {}, "whole": {}, "tuning": {}, "orchestration": orchestrations}
     lines = [f"device: {device}", "", "conv layers: geomean speed ratios per layer (>1: the first is faster)"]
     for model, table in conv.items():
         if not table:
@@ -352,6 +387,10 @@ def summarize(conv: dict, whole: dict, torch_models: dict, batches: dict, device
                                               f"{len(quality['tasks'])} tasks" if quality["tasks"] else "no task"))
             lines += [f"      {key[:60]:<60} Pearson {q['pearson']:+.3f} top-5 {q['top5']:.2f} ({q['rows']} rows)"
                       for key, q in quality["tasks"].items()]
+    lines += ["", "orchestration batches: candidate kernels measured (ok) of those exported; their costs go into "
+              "`adreno orchestrate --batch` (docs/gpu.md)"]
+    lines += [f"  {name:<22} {o['measured']} measured ({o['ok']} ok) of {o['candidates']}, {o['unmeasured']} left"
+              for name, o in orchestrations.items()]
     return summary, "\n".join(lines) + "\n"
 
 
@@ -370,8 +409,11 @@ def run(bundle_dir: Path, out: Path, device: str, budget_s: float, repeat: int) 
         conv[model] = run_conv(work, model, device, out, repeat, budget_s=max(20.0, 0.25 * budget_s))
     whole = run_whole(work, bundle, device, repeat=50)
     torch_models = run_torch_models(bundle["models"], repeat=50)
-    batches = run_batches(work, bundle, device, out, budget_s - (time.perf_counter() - started) - 10)
-    summary, text = summarize(conv, whole, torch_models, batches, fingerprint)
+    left = budget_s - (time.perf_counter() - started) - 10
+    tuning_share = len(bundle["batches"]) / max(1, len(bundle["batches"]) + len(bundle.get("orchestrations", [])))
+    batches = run_batches(work, bundle, device, out, left * tuning_share)
+    orchestrations = run_orchestrations(work, bundle, device, out, budget_s - (time.perf_counter() - started) - 10)
+    summary, text = summarize(conv, whole, torch_models, batches, orchestrations, fingerprint)
     summary.update(commit=bundle["commit"], run_seconds=round(time.perf_counter() - started, 1))
     text += f"\nrun took {summary['run_seconds']:.0f} s; records: {out / 'records.jsonl'}\n"
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float))

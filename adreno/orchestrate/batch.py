@@ -36,7 +36,7 @@ from adreno.orchestrate.report import model_candidates
 from adreno.records import ORCHESTRATE_OP, Database, Record
 from adreno.runners.interface import Runner, RunResult
 from adreno.runners.offline import (BATCH_FORMAT, MANIFEST_NAME, RESULTS_NAME, BatchError, BatchKind, batch_kind,
-    check_replaceable, digest, read_manifest, save_reference)
+    check_replaceable, digest, read_manifest, save_reference, share_params)
 
 
 def export_batch(model, out: Path, target_name: str, max_size: int, say=lambda line: None) -> dict:
@@ -49,6 +49,7 @@ def export_batch(model, out: Path, target_name: str, max_size: int, say=lambda l
     if mod is None:
         raise AdrenoError(f"{name}: every output is empty, there are no kernels to choose")
     found = model_candidates(mod, name, target_name, max_size, say)
+    out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.adreno-tmp.{os.getpid()}.", dir=out.parent))
     try:
         # no records and no device: every candidate is a job
@@ -65,6 +66,7 @@ def export_batch(model, out: Path, target_name: str, max_size: int, say=lambda l
             if run is None:
                 candidate["error"] = record.error
             else:
+                candidate["params"] = share_params(staging / candidate["artifact"], staging / "params")
                 specs = input_specs(job.mod["main"])
                 task.update(inputs=[{**s, "sha": digest(a)} for s, a in zip(specs, run.inputs)],
                             reference=f"C{n}.npz")

@@ -314,6 +314,22 @@ def task_inputs_checked(batch: Path, task: dict) -> list[np.ndarray]:
     return inputs
 
 
+def share_params(artifact: Path, params_dir: Path) -> str | None:
+    """Move an exported candidate's params.npz to `params_dir`/<sha>.npz, stored once per distinct content (a
+    layout's candidates share the weight; orchestration's have none), for `candidate_artifact` to link back.
+    Returns that sha, or None when it has no params."""
+    params = artifact / "params.npz"
+    if not params.is_file():
+        return None
+    sha = hashlib.sha256(params.read_bytes()).hexdigest()[:16]
+    params_dir.mkdir(parents=True, exist_ok=True)
+    if (params_dir / f"{sha}.npz").is_file():
+        params.unlink()
+    else:
+        params.rename(params_dir / f"{sha}.npz")
+    return sha
+
+
 def candidate_artifact(batch: Path, candidate: dict) -> str:
     """The candidate's artifact directory, with its shared params file (stored once per distinct content) linked
     back into it."""

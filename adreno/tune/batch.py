@@ -31,7 +31,7 @@ from ..costmodel.base import quality_per_task
 from ..costmodel.ranked_defaults import RankedDefaults
 from ..frontend.bind import read_bind
 from ..runners.offline import (BATCH_FORMAT, MANIFEST_NAME, RESULTS_NAME, BatchError, BatchKind, batch_kind,
-    check_replaceable, digest, read_manifest, save_reference)
+    check_replaceable, digest, read_manifest, save_reference, share_params)
 from ..options import CompileOptions, Memory, Precision, Staging
 from ..records import Database
 from ..schedules.family import Matched
@@ -162,19 +162,10 @@ def model_quality(manifest: dict, records) -> dict:
 
 
 def _move_artifact(built: Path, final: Path, params_dir: Path) -> str | None:
-    """Move a built candidate into the batch; its params file goes to params/<sha>.npz once per distinct content
-    (the candidates of one layout share the weight). Returns that sha, or None when it has no params."""
+    """Move a built candidate into the batch, its params shared (`share_params`); returns their sha or None."""
     final.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(built, final)
-    params = final / "params.npz"
-    if not params.is_file():
-        return None
-    sha = hashlib.sha256(params.read_bytes()).hexdigest()[:16]
-    if (params_dir / f"{sha}.npz").is_file():
-        params.unlink()
-    else:
-        params.rename(params_dir / f"{sha}.npz")
-    return sha
+    return share_params(final, params_dir)
 
 
 def import_batch(model, batch: Path, records: str, say=lambda text: None, bind: dict | None = None) -> dict:
