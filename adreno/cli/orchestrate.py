@@ -134,7 +134,7 @@ class MeasureSite:
             from adreno.farm.tracker import TrackerClient, count_servers
             from adreno.runners.rpc import RPCRunner, farm_fingerprint
 
-            with TrackerClient(parse_addr(self.tracker), timeout=5.0) as client:  # before any candidate compiles
+            with TrackerClient(self.tracker, timeout=5.0) as client:  # before any candidate compiles
                 if not count_servers(client.summary(), self.key):
                     raise FarmError(f"the tracker {self.tracker} has no device of key {self.key}; `adreno devices "
                                     f"--tracker {self.tracker}` lists its keys")

@@ -71,22 +71,29 @@ class CostTable:
         """Group (frozenset of primitives) -> seconds, or None where the measurement failed, for `kernels`
         (`blp.Kernel`s over `graph`): the median device time of its kernels plus their launches
         (`launch.py`). What the records lack is measured, one line of progress each."""
-        keyed = {k.primitives: self._key(graph, k)[0] for k in kernels}
+        keyed = self._keyed(graph, kernels)
         self.launch = self.launch or self._launch_cost()
         with tempfile.TemporaryDirectory(prefix="adreno-orchestrate-") as work:
-            self._measure_all(self.jobs(graph, kernels), Path(work))
-        best = {group: self.database.best(key, self.device) for group, key in keyed.items()}
+            self._measure_all(self._missing(keyed), Path(work))
+        best = {group: self.database.best(key, self.device) for group, (key, _) in keyed.items()}
         self.launches.update({group: r.extra.get("kernels") for group, r in best.items() if r is not None})
         return {group: None if r is None else r.median + r.extra.get("kernels", 1) * self.launch.per_launch_s
                 for group, r in best.items()}
 
     def jobs(self, graph, kernels) -> list[Job]:
         """The distinct candidates of `kernels` the records lack on this device, in order."""
+        return self._missing(self._keyed(graph, kernels))
+
+    def _keyed(self, graph, kernels) -> dict:
+        """Group -> (its record key, its `subgraph.Subgraph`), each group's module built and hashed once."""
+        return {k.primitives: self._key(graph, k) for k in kernels}
+
+    def _missing(self, keyed: dict) -> list[Job]:
+        """The jobs of the distinct keys of `keyed` the records lack on this device, in order."""
         found = {}
-        for k in kernels:
-            key, sg = self._key(graph, k)
+        for group, (key, sg) in keyed.items():
             if key not in found and not self.database.query(key, self.device):
-                found[key] = Job(key, sg.mod, {"primitives": len(k.primitives)})
+                found[key] = Job(key, sg.mod, {"primitives": len(group)})
         return list(found.values())
 
     def launch_jobs(self) -> list[Job]:
