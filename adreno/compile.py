@@ -38,7 +38,7 @@ from .schedules import schedule_pass
 from .schedules.context import ScheduleContext
 from .schedules.conv2d_winograd import kernel_configs, layout_config_in_space
 from .weights import QuantizedWeights, WinogradWeights
-from .winograd import rewrite_pass
+from .winograd import rewrite, rewrite_pass
 
 Progress = Callable[[str], None]
 
@@ -81,10 +81,13 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     # memory, Winograd and defaults decided; checked again (fp16 needs textures)
     options = options.resolved(default_memory(tuned))
     memory, winograd, host = options.memory, options.winograd, options.host
+    transformed = WinogradWeights()  # stored as their 3x3 source, transformed at load (adreno.weights)
     if orchestrator is not None and mod is not None:
         orchestrator.check(options)
         say("orchestrating: fission, candidates, costs, the BLP of each block")
-        mod = orchestrator.prepare(mod, model_name)
+        # Winograd first, so that its stages are primitives the candidates group; `lower_relax`'s rewrite then
+        # makes the same choices and finds no conv left to rewrite
+        mod = orchestrator.prepare(rewrite(mod, winograd, tuned, transformed), model_name)
     if options.defaults is Defaults.MODEL and options.schedules is Schedules.ADRENO:
         tuned.ranker = RankedDefaults()
     tvm_target = targets.tvm_target(device, host=host)
@@ -95,7 +98,6 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     else:
         say(f"lowering for {device.name} ({memory} memory"
             f"{f', {len(tuned)} tuned workloads' if options.records else ''})")
-        transformed = WinogradWeights()  # stored as their 3x3 source, transformed at load (adreno.weights)
         lowered = lower_relax(mod, ctx, options.schedules, memory=memory, winograd=winograd, refusals=refusals,
                               weights=transformed, fuse=orchestrator.fuse_pass() if orchestrator else None)
         for refusal in refusals:

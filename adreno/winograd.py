@@ -35,6 +35,8 @@ fp32 error: F(2x2) stays near direct conv (~1e-6 relative), F(4x4) is larger (th
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from .layout import LANES, PORTABLE_IMAGE2D_MAX  # LANES: the channel lanes of a packed (NCHW4c) tensor's pixel
@@ -45,6 +47,7 @@ from .records import direct_key, layout_key
 from .workload import PACKED, ConvWorkload  # PACKED: the suffix of the packed (texture) stages' main blocks
 
 OP = "conv2d_winograd"
+GEMM_STAGE = "batch_gemm"  # the middle stage's PrimFunc is named winograd<m>_batch_gemm
 
 # (B^T, G, A^T) for F(m, 3)
 _MATRICES = {
@@ -261,12 +264,17 @@ def emit_stages(bb, data, weight: np.ndarray, m: int, n: int, padding, out_hw, w
     if weights is not None:
         weights.record(u, weight, m, packed)
     v = bb.emit_te(_input_transform_te, data, m, padding, out_hw, primfunc_name_hint=f"winograd{m}_input_transform")
-    mm = bb.emit_te(_gemm_te, relax.const(u), v,
-                    primfunc_name_hint=f"winograd{m}_batch_gemm")
+    mm = bb.emit_te(_gemm_te, relax.const(u), v, primfunc_name_hint=f"winograd{m}_{GEMM_STAGE}")
     return bb.call_te(_output_transform_te, mm, m, n, out_hw, primfunc_name_hint=f"winograd{m}_conv2d",
                       # a multiply-accumulate whose output is the conv's: its epilogue may fuse into it
                       # (TVM's analysis alone says "reduction" since every output reads distinct M)
                       primfunc_attrs={"op_pattern": 4})
+
+
+def is_gemm_function(name: str) -> bool:
+    """Whether a PrimFunc named `name` is a batched GEMM `emit_stages` made (the Block Builder numbers repeats:
+    `winograd4_batch_gemm1`): the stage that does a conv's multiply-accumulates, heavy as the conv was."""
+    return re.fullmatch(rf"winograd[24]_{GEMM_STAGE}\d*", name) is not None
 
 
 def _shape(expr) -> list[int]:

@@ -6,7 +6,7 @@
 
 Per model, three artifacts, each compiled by the CLI as a user would (host native):
 - `default`: `adreno compile MODEL` (texture memory, Winograd auto: what a user gets);
-- `buffer`: `--memory buffer --winograd off`, the conditions orchestration compiles under;
+- `buffer`: `--memory buffer` (Winograd auto), the conditions orchestration compiles under;
 - `orchestrated`: `--orchestrate --max-size N --records R` (its candidates measured on --device, kept in R).
 
 Each is run with `adreno run --check` (outputs against onnxruntime; a timing counts only after its check passed),
@@ -32,7 +32,7 @@ MODELS = ["mobilevit_xs", "mobilenetv3_small", "mobilenetv2", "resnet18"]
 
 
 def compile_variant(model: str, variant: str, out: Path, args) -> dict:
-    flags = {"default": [], "buffer": ["--memory", "buffer", "--winograd", "off"],
+    flags = {"default": [], "buffer": ["--memory", "buffer"],
              "orchestrated": ["--orchestrate", "--max-size", str(args.max_size), "--records", args.records,
                               "--measure-device", args.device]}[variant]
     started = time.perf_counter()

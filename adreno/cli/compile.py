@@ -67,8 +67,9 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
     p.add_argument("--orchestrate", action="store_true",
                    help="choose the kernels as `adreno orchestrate` does (fission into primitives, candidate kernels "
                    "measured on --measure-device or --measure-tracker, the exact BLP of each block) and compile that "
-                   "partition instead of TVM FuseOps'; implies --memory buffer and --winograd off. Costs are read "
-                   "from and appended to --records, so a second compile measures nothing; see docs/orchestrate.md")
+                   "partition instead of TVM FuseOps'; implies --memory buffer; --winograd applies first, its stages "
+                   "are primitives like any other. Costs are read from and appended to --records, so a second "
+                   "compile measures nothing; see docs/orchestrate.md")
     add_max_size_argument(p, "with --orchestrate: ")
     add_measure_arguments(p, "measure-", "with --orchestrate: ")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
@@ -107,9 +108,8 @@ def cmd_compile(args) -> int:
     from ..compile import compile_model  # inside: adreno --help does not need it
 
     output = f"build/{Path(str(args.model)).stem}" if args.output is None else args.output
-    if args.orchestrate:  # the conditions its candidates are measured under, unless asked otherwise (then refused)
+    if args.orchestrate:  # the memory its candidates are measured in, unless asked otherwise (then refused)
         args.memory = args.memory or Memory.BUFFER
-        args.winograd = args.winograd or Winograd.OFF
     options = CompileOptions(target=args.target, host=args.host, cc=args.cc,
                              input_shapes=_parse_shapes(args.input_shape),
                              memory=args.memory, precision=args.precision, schedules=args.schedules,

@@ -18,6 +18,7 @@ from pathlib import Path
 from ..devices import get_device
 from ..errors import AdrenoError
 from ..farm.common import FarmError, parse_addr
+from ..options import Precision, Winograd, enum_argument
 from ..paths import output_file, regular_file
 from .common import require_positive
 
@@ -38,6 +39,10 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
     p.add_argument("--records", help="records file the costs are read from and appended to (default: a temporary "
                    "one, removed afterwards)")
     p.add_argument("--json", metavar="OUT", help="also write the report as JSON to this file")
+    p.add_argument("--winograd", **enum_argument(Winograd), default=Winograd.AUTO,
+                   help="Winograd for 3x3 stride-1 convs, applied before fission as `adreno compile --orchestrate "
+                   "--winograd` applies it (its three stages become primitives; default auto; with --report, tuned "
+                   "layout records in --records decide for their convs, as in the compile)")
     p.add_argument("--target", default="adreno-740", help="the target the candidates are compiled for "
                    "(default adreno-740)")
     add_measure_arguments(p)
@@ -70,6 +75,7 @@ def add_max_size_argument(p, when: str = "") -> None:
 
 
 def cmd_orchestrate(args) -> int:
+    from adreno.compile import tuned_configs  # inside: adreno --help does not need it
     from adreno.orchestrate.report import orchestrate_model, report_text  # inside: loads TVM and scipy at import
 
     require_positive(args, "max_size", "repeat", "time_limit")
@@ -79,7 +85,7 @@ def cmd_orchestrate(args) -> int:
         from adreno.orchestrate.batch import export_batch  # inside: loads TVM at import
 
         manifest = export_batch(args.model, Path(args.export_batch), args.target, args.max_size,
-                                lambda line: print(f"  {line}", file=sys.stderr, flush=True))
+                                lambda line: print(f"  {line}", file=sys.stderr, flush=True), args.winograd)
         built = sum(1 for c in manifest["candidates"] if not c.get("error"))
         print(f"{args.export_batch}: {len(manifest['candidates'])} candidate kernels ({built} built, the launch "
               f"cost's two among them) of {manifest['model']}; measure it with `python -m adreno.runners.offline "
@@ -91,8 +97,12 @@ def cmd_orchestrate(args) -> int:
     def say(line: str) -> None:
         print(f"  {line}", file=sys.stderr, flush=True)
 
+    # the tuned layout records decide for their convs, as in `adreno compile --orchestrate --records`
+    layouts = tuned_configs(args.records, Precision.FP32, args.target) if args.records and \
+        Path(args.records).exists() else None
     with cost_table(args.records, MeasureSite.from_args(args), args.target, args.repeat, say) as table:
-        report = orchestrate_model(args.model, args.target, table, args.max_size, args.time_limit, say)
+        report = orchestrate_model(args.model, args.target, table, args.max_size, args.time_limit, say,
+                                   args.winograd, layouts)
     print(report_text(report))
     if out is not None:
         out.write_text(json.dumps(report, indent=1) + "\n")

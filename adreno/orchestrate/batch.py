@@ -29,25 +29,23 @@ from pathlib import Path
 
 import adreno
 from adreno.code_version import code_fingerprint
-from adreno.errors import AdrenoError
-from adreno.frontend.importer import load_model, to_relax
+from adreno.options import Winograd
 from adreno.orchestrate.costs import CostTable, input_specs
-from adreno.orchestrate.report import model_candidates
+from adreno.orchestrate.report import imported, model_candidates
 from adreno.records import ORCHESTRATE_OP, Database, Record
 from adreno.runners.interface import Runner, RunResult
 from adreno.runners.offline import (BATCH_FORMAT, MANIFEST_NAME, RESULTS_NAME, BatchError, BatchKind, batch_kind,
     check_replaceable, digest, read_manifest, save_reference, share_params)
 
 
-def export_batch(model, out: Path, target_name: str, max_size: int, say=lambda line: None) -> dict:
-    """Compile every distinct candidate of `model` and the launch-cost artifacts into the batch `out` (an earlier
-    batch there is replaced; written beside it and renamed, so a failed export leaves the old one). The manifest."""
+def export_batch(model, out: Path, target_name: str, max_size: int, say=lambda line: None,
+                 winograd: Winograd = Winograd.AUTO) -> dict:
+    """Compile every distinct candidate of `model` (its convs rewritten by `winograd` first, as the compile does)
+    and the launch-cost artifacts into the batch `out` (an earlier batch there is replaced; written beside it and
+    renamed, so a failed export leaves the old one). The manifest."""
     out = Path(out)
     check_replaceable(out)
-    onnx_model, name = load_model(model)
-    mod = to_relax(onnx_model)
-    if mod is None:
-        raise AdrenoError(f"{name}: every output is empty, there are no kernels to choose")
+    mod, name = imported(model, winograd)
     found = model_candidates(mod, name, target_name, max_size, say)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.adreno-tmp.{os.getpid()}.", dir=out.parent))
@@ -57,6 +55,7 @@ def export_batch(model, out: Path, target_name: str, max_size: int, say=lambda l
         jobs = table.launch_jobs() + table.jobs(found.graph, found.kernels)
         manifest = {"format": BATCH_FORMAT, "kind": BatchKind.ORCHESTRATE, "adreno_version": adreno.__version__,
                     "code": code_fingerprint(), "model": name, "target": target_name, "max_size": max_size,
+                    "winograd": winograd,
                     "cold": True, "candidates_of_model": len(found.kernels), "tasks": [], "candidates": []}
         for n, job in enumerate(jobs):
             record, run = table.prepare(job, staging / "candidates" / f"C{n}")

@@ -2,7 +2,9 @@
 
 Values that are not bound by an operator call in the dataflow block (function parameters, constants) are external:
 graph inputs and weights, which every kernel may read. Conv and matmul are the heavy primitives (the one our
-schedule families are built around); everything else is light (elementwise, broadcast, reduction, layout).
+schedule families are built around), and so is a Winograd conv's batched GEMM (`adreno.winograd`: a module rewritten
+before fission has its three stages as `call_tir`s); everything else is light (elementwise, broadcast, reduction,
+layout, the Winograd transforms).
 
 `numbered(mod)` first renames primitive i's variable to `p<i>` (aliases dropped): TVM's passes keep a binding's name
 hint, so FuseOps' fused functions can be mapped back to primitives by name (`fuseops.py`), and a group's bindings
@@ -16,6 +18,7 @@ from tvm import relax
 
 from adreno.orchestrate.candidates import Primitive
 from adreno.orchestrate.fission import fission
+from adreno.winograd import is_gemm_function
 
 BINDING_PREFIX = "p"  # primitive i's variable is `p<i>` in a `numbered` module
 HEAVY_OPS = frozenset({"relax.nn.conv2d", "relax.matmul", "relax.nn.conv2d_transpose", "relax.nn.conv1d"})
@@ -64,12 +67,16 @@ def primitive_graph(mod) -> PrimitiveGraph:
             names[binding.var] = f"v{len(prims)}:{binding.var.name}"
             values[names[binding.var]] = binding.var
             calls[names[binding.var]] = rhs
-            prims.append(Primitive(names[binding.var], args, heavy=op in HEAVY_OPS))
+            prims.append(Primitive(names[binding.var], args, heavy=_heavy(rhs, op)))
     body = func.body.body
     outs = body.fields if isinstance(body, relax.Tuple) else [body]
     functions = {gv.name_hint: f for gv, f in mod.functions_items() if gv.name_hint != "main"}
     return PrimitiveGraph(tuple(prims), tuple(value(o) for o in outs), frozenset(external), calls, values,
                           functions)
+
+
+def _heavy(call, op: str) -> bool:
+    return op in HEAVY_OPS or (op == "relax.call_tir" and is_gemm_function(call.args[0].name_hint))
 
 
 def op_name(call) -> str:

@@ -1,7 +1,7 @@
 """`adreno compile --orchestrate`: what `compile_model` is handed to compile the BLP's kernels instead of FuseOps'.
 
 The compile calls, in order: `check(options)` before anything is measured (orchestration compiles buffer memory,
-without Winograd, with our schedules: the conditions its candidates were measured under, `costs.py`), `prepare(mod,
+with our schedules: the conditions its candidates were measured under, `costs.py`), `prepare(mod,
 name)` on the imported module (fission, FuseOps' partition, the costs the records lack measured, every block's BLP,
 `partition.py`), `fuse_pass()` for `lower_relax` in place of FuseOps (`emit.py`), and after lowering `summary()`,
 which the manifest records under `orchestration`: each emitted kernel with its operators, measured cost and the
@@ -12,7 +12,7 @@ cost plus the emitted kernels' costs), next to the candidates, measurements and 
 from __future__ import annotations
 
 from adreno.errors import AdrenoError
-from adreno.options import Memory, Schedules, Winograd
+from adreno.options import Memory, Schedules
 from adreno.orchestrate.emit import fuse_within
 from adreno.orchestrate.partition import partition
 from adreno.orchestrate.report import orchestrate_module
@@ -30,11 +30,11 @@ class Orchestrator:
     def check(options) -> None:
         """One line for options orchestration cannot honour (exit 2), before anything is measured."""
         wrong = [f"--{name} {value}" for name, value, wanted in
-                 (("memory", options.memory, Memory.BUFFER), ("winograd", options.winograd, Winograd.OFF),
-                  ("schedules", options.schedules, Schedules.ADRENO)) if value is not None and value is not wanted]
+                 (("memory", options.memory, Memory.BUFFER), ("schedules", options.schedules, Schedules.ADRENO))
+                 if value is not None and value is not wanted]
         if wrong:
-            raise AdrenoError(f"--orchestrate compiles buffer memory, Winograd off, our schedules (what its "
-                              f"candidates are measured with), not {', '.join(wrong)}")
+            raise AdrenoError(f"--orchestrate compiles buffer memory with our schedules (what its candidates are "
+                              f"measured with), not {', '.join(wrong)}")
 
     def prepare(self, mod, name: str):
         """The module to lower: `mod` fissioned and numbered, with the partition to emit decided."""

@@ -1,6 +1,7 @@
 """`adreno orchestrate MODEL --report`: one model orchestrated block by block on measured costs, next to FuseOps.
 
-`orchestrate_module` runs the whole chain (`orchestrate_model` imports the model first): `graph.prepared` (fission,
+`orchestrate_module` runs the whole chain (`orchestrate_model` imports the model and rewrites its Winograd convs
+first, as the compile does: `imported`): `graph.prepared` (fission,
 constant folding, numbering), FuseOps' partition through the compile's own pipeline (`fuseops.py`), blocks and their
 candidates (`choose.py`), the costs the records lack measured on the device (`costs.CostTable`), and the BLP of
 every block. The report is plain data (what `--json` writes); `report_text` is its table. A cost is a candidate's
@@ -23,6 +24,8 @@ from adreno.orchestrate.candidates import TooManyCandidates, kernel_of
 from adreno.orchestrate.choose import block_candidates, choose
 from adreno.orchestrate.fuseops import FuseOpsMismatch, fuseops_groups
 from adreno.orchestrate.graph import op_name, prepared, primitive_graph
+from adreno.options import Winograd
+from adreno.winograd import rewrite
 
 
 @dataclass(frozen=True)
@@ -38,14 +41,22 @@ class Orchestration:
 
 
 def orchestrate_model(model, target_name: str, costs_of, max_size: int = 4, time_limit_s: float = 10.0,
-                      progress=None) -> dict:
+                      progress=None, winograd: Winograd = Winograd.AUTO, config=None) -> dict:
     """The report of `model` (a zoo name, .onnx path or ModelProto) for `target_name`; `costs_of`: a
-    `costs.CostTable` (its `costs(graph, kernels)` and `measured`)."""
+    `costs.CostTable` (its `costs(graph, kernels)` and `measured`); `winograd`, `config`: see `imported`."""
+    mod, name = imported(model, winograd, config)
+    return orchestrate_module(mod, name, target_name, costs_of, max_size, time_limit_s, progress).report
+
+
+def imported(model, winograd: Winograd = Winograd.AUTO, config=None):
+    """(`model`'s Relax module, its name) as `adreno compile --orchestrate` hands it to the orchestration: imported,
+    then its eligible convs rewritten into Winograd stages by the mode `winograd` and the tuned layout records of
+    `config` (`adreno.winograd.rewrite`), so that the stages are primitives the candidates group."""
     onnx_model, name = load_model(model)
     mod = to_relax(onnx_model)
     if mod is None:
         raise AdrenoError(f"{name}: every output is empty, there are no kernels to choose")
-    return orchestrate_module(mod, name, target_name, costs_of, max_size, time_limit_s, progress).report
+    return rewrite(mod, winograd, config), name
 
 
 @dataclass(frozen=True)

@@ -40,11 +40,14 @@ def test_topological_order_and_cycle():
     assert topological([{"x"}], [["a"]]) == [0]  # nobody writes x: external
 
 
-@pytest.mark.parametrize("model, seed", [("tiny", 0), ("tiny", 1), ("efficientnet_se", 2),
-                                         ("mobilenetv3_small", 3)])
-def test_any_choice_computes_the_model(tmp_path, model, seed, pocl_device):
+@pytest.mark.parametrize("model, seed, winograd", [
+    ("tiny", 0, Winograd.OFF), ("tiny", 1, Winograd.OFF), ("efficientnet_se", 2, Winograd.OFF),
+    ("mobilenetv3_small", 3, Winograd.OFF),
+    # Winograd's stages among the primitives: forced F(2x2) on tiny's first conv, the rule's F(4x4) on a ResNet block
+    ("tiny", 4, Winograd.F2), ("resnet18_block", 5, Winograd.AUTO)])
+def test_any_choice_computes_the_model(tmp_path, model, seed, winograd, pocl_device):
     orchestrator = Orchestrator(SeededCosts(seed), max_size=3)
-    options = CompileOptions(host=Host.NATIVE, memory=Memory.BUFFER, winograd=Winograd.OFF)
+    options = CompileOptions(host=Host.NATIVE, memory=Memory.BUFFER, winograd=winograd)
     path = compile_model(model, tmp_path / "a", options, orchestrator=orchestrator)
     manifest = json.loads((path / "manifest.json").read_text())
     summary = manifest["orchestration"]
@@ -52,6 +55,10 @@ def test_any_choice_computes_the_model(tmp_path, model, seed, pocl_device):
     assert len(orchestrator.partition.kernels) == len(summary["kernels"])
     plan_funcs = {step["func"] for step in json.loads((path / "plan.json").read_text())["steps"]}
     assert {f for k in summary["kernels"] for f in k["functions"]} <= plan_funcs
+    stages = {"input_transform", "batch_gemm"} if winograd is not Winograd.OFF else set()
+    assert {s for s in ("input_transform", "batch_gemm") if any(s in f for f in plan_funcs)} == stages
+    if stages:  # the transformed weights are computed at load, never stored: the 3x3 source is
+        assert manifest["weight_storage"]["transforms"].get(f"winograd{2 if winograd is Winograd.F2 else 4}")
 
     from adreno.opencl.executor import Executor
 
@@ -66,14 +73,16 @@ def test_any_choice_computes_the_model(tmp_path, model, seed, pocl_device):
 
 def test_compile_orchestrate_measures_once_and_passes_check(tmp_path, capsys):
     records, out = tmp_path / "r.jsonl", tmp_path / "a"
+    # forced F(2x2): the Winograd stages of tiny's first conv are measured and chosen like any primitive
     args = ["compile", "tiny", "-o", str(out), "--orchestrate", "--max-size", "2", "--records", str(records),
-            "--host", "native"]
+            "--host", "native", "--winograd", "f2"]
     assert main(args) == 0
     err = capsys.readouterr().err
     assert "measured 1/" in err and "launch cost" in err
     manifest = json.loads((out / "manifest.json").read_text())
     summary = manifest["orchestration"]
-    assert manifest["memory"] == "buffer" and manifest["winograd"] == "off"
+    assert manifest["memory"] == "buffer" and manifest["winograd"] == "f2"
+    assert any("batch_gemm" in k["ops"] for k in summary["kernels"]), summary["kernels"]
     assert summary["measured_now"] > 0 and summary["predicted_run_s"] > 0 and not summary["fallbacks"]
     plan_funcs = {step["func"] for step in json.loads((out / "plan.json").read_text())["steps"]}
     for kernel in summary["kernels"]:  # the plan launches what each chosen kernel became
@@ -87,7 +96,6 @@ def test_compile_orchestrate_measures_once_and_passes_check(tmp_path, capsys):
 
 @pytest.mark.parametrize("extra, message", [
     (["--memory", "texture"], "--memory texture"),
-    (["--winograd", "f4"], "--winograd f4"),
     (["--schedules", "tvm"], "--schedules tvm"),
     (["--max-size", "0"], "--max-size must be positive"),
 ])

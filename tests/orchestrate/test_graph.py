@@ -42,3 +42,23 @@ def test_zoo_graph_reads_only_its_inputs_and_weights():
                for i, g in enumerate(enumerate_groups(list(graph.primitives), max_size=3))]
     choice = solve(kernels, graph.outputs, graph.external)
     assert isinstance(choice, Choice) and len(choice.kernels) * 3 >= len(depends)
+
+
+def test_winograd_stages_are_primitives_and_the_gemm_is_heavy():
+    """A ResNet block rewritten into Winograd stages before fission (as `compile --orchestrate` does): each conv is
+    an input transform, a batched GEMM and an output transform; the GEMM is the heavy one, so no candidate holds
+    two of them, and a candidate may join a transform to its neighbours' elementwise work."""
+    from adreno.frontend import zoo
+    from adreno.options import Winograd
+    from adreno.orchestrate.graph import op_name, prepared
+    from adreno.winograd import rewrite
+
+    mod = rewrite(to_relax(zoo.get_model("resnet18_block", seed=0)), Winograd.AUTO)
+    graph = primitive_graph(prepared(mod))
+    ops = {p.name: op_name(graph.calls[p.name]) for p in graph.primitives}
+    heavy = sorted(ops[p.name] for p in graph.primitives if p.heavy)
+    assert heavy == ["winograd4_batch_gemm"] * 2, ops  # the two convs have one shape: one PrimFunc
+    assert sum("input_transform" in op for op in ops.values()) == 2 and "conv2d" not in ops.values()
+    groups = enumerate_groups(list(graph.primitives), max_size=3)
+    assert all(sum(p.heavy for p in graph.primitives if p.name in g) <= 1 for g in groups)
+    assert any(len(g) > 1 and any("input_transform" in ops[n] for n in g) for g in groups)
