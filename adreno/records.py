@@ -69,6 +69,12 @@ class Record:
         return sorted(self.seconds)[len(self.seconds) // 2] if self.ok else float("inf")
 
     @property
+    def fastest(self) -> float:
+        """The fastest repeat: what the candidate costs when nothing else takes the device's cores or clocks, which
+        only ever slow a run down."""
+        return min(self.seconds) if self.ok else float("inf")
+
+    @property
     def infrastructure(self) -> bool:
         """The farm failed it before it ran (stage "request", written by versions that recorded such failures):
         not a measurement; the tuner measures the candidate again."""

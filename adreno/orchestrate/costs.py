@@ -69,15 +69,19 @@ class CostTable:
 
     def costs(self, graph, kernels) -> dict:
         """Group (frozenset of primitives) -> seconds, or None where the measurement failed, for `kernels`
-        (`blp.Kernel`s over `graph`): the median device time of its kernels plus their launches
-        (`launch.py`). What the records lack is measured, one line of progress each."""
+        (`blp.Kernel`s over `graph`): the device time of its kernels in its fastest cold repeat, plus their launches
+        (`launch.py`). What the records lack is measured, one line of progress each.
+
+        The fastest repeat, not the median: on a shared device a repeat now and then runs twice as long (PoCL on 2
+        cores when another process takes one), and a median of 5 caught such repeats for some candidates and not
+        for others, so the BLP chose what the noise favoured (docs/orchestrate.md)."""
         keyed = self._keyed(graph, kernels)
         self.launch = self.launch or self._launch_cost()
         with tempfile.TemporaryDirectory(prefix="adreno-orchestrate-") as work:
             self._measure_all(self._missing(keyed), Path(work))
         best = {group: self.database.best(key, self.device) for group, (key, _) in keyed.items()}
         self.launches.update({group: r.extra.get("kernels") for group, r in best.items() if r is not None})
-        return {group: None if r is None else r.median + r.extra.get("kernels", 1) * self.launch.per_launch_s
+        return {group: None if r is None else r.fastest + r.extra.get("kernels", 1) * self.launch.per_launch_s
                 for group, r in best.items()}
 
     def jobs(self, graph, kernels) -> list[Job]:
@@ -131,7 +135,7 @@ class CostTable:
             self.database.append([record])
             self.measured += 1
             finished.append(record)
-            cost = f"{record.median * 1e6:.1f} us" if record.ok else f"failed ({record.stage}: {record.error})"
+            cost = f"{record.fastest * 1e6:.1f} us" if record.ok else f"failed ({record.stage}: {record.error})"
             self.say(f"measured {len(finished)}/{len(jobs)}: {cost}")
 
         for n, job in enumerate(jobs, 1):

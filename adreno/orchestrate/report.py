@@ -1,14 +1,14 @@
 """`adreno orchestrate MODEL --report`: one model orchestrated block by block on measured costs, next to FuseOps.
 
 `orchestrate_module` runs the whole chain (`orchestrate_model` imports the model and rewrites its Winograd convs
-first, as the compile does: `imported`): `graph.prepared` (fission,
-constant folding, numbering), FuseOps' partition through the compile's own pipeline (`fuseops.py`), blocks and their
-candidates (`choose.py`), the costs the records lack measured on the device (`costs.CostTable`), and the BLP of
-every block. The report is plain data (what `--json` writes); `report_text` is its table. A cost is a candidate's
-median device time plus its launches (`launch.py`), in seconds; the chosen and FuseOps' totals are sums of them, and
-a run's predicted wall time adds the device's per-run cost (`launch.per_run_s`). A kernel entry's `kernels` is how
-many kernels the normal lowering made of its group (more than one where FuseOps would not fuse it). The
-`Orchestration` also keeps what a compile needs to emit the choice (`partition.py`).
+first, as the compile does: `imported`): `graph.prepared` (fission, constant folding, numbering), FuseOps' partition
+through the compile's own pipeline (`fuseops.py`), blocks and their candidates (`choose.py`), the costs the records
+lack measured on the device (`costs.CostTable`), and the BLP of every block. The report is plain data (what `--json`
+writes); `report_text` is its table. A cost is a candidate's device time in its fastest cold repeat plus its
+launches (`launch.py`), in seconds; the chosen and FuseOps' totals are sums of them, and a run's predicted wall time
+adds the device's per-run cost (`launch.per_run_s`). A kernel entry's `kernels` is how many kernels the normal
+lowering made of its group (more than one where FuseOps would not fuse it). The `Orchestration` also keeps what a
+compile needs to emit the choice (`partition.py`).
 """
 
 from __future__ import annotations
