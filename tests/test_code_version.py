@@ -12,6 +12,13 @@ def test_fingerprint_follows_kernel_code_only(tmp_path):
     with open(copy / "cli" / "main.py", "a") as handle:  # the CLI makes no kernel
         handle.write("\n# a comment\n")
     assert sources_fingerprint(copy) == code_fingerprint()
+    with open(copy / "orchestrate" / "blp.py", "a") as handle:  # the solver chooses among measured kernels
+        handle.write("\n# a comment\n")
+    assert sources_fingerprint(copy) == code_fingerprint()
+    with open(copy / "orchestrate" / "costs.py", "a") as handle:  # how a candidate is built and timed matters
+        handle.write("\n# a comment\n")
+    assert sources_fingerprint(copy) != code_fingerprint()
+    shutil.copyfile(PACKAGE / "orchestrate" / "costs.py", copy / "orchestrate" / "costs.py")
     with open(copy / "schedules" / "dense.py", "a") as handle:  # a schedule does
         handle.write("\n# a comment\n")
     changed = sources_fingerprint(copy)

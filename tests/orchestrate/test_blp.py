@@ -64,6 +64,28 @@ def test_random_costs_match_brute_force():
         assert choice.cost == pytest.approx(_brute_force(kernels, ["av"], EXTERNAL))
 
 
+def test_fusions_dearer_than_their_primitives_are_pruned_without_changing_the_optimum():
+    """Costs as on a CPU, where a fused kernel often costs about its primitives' sum: many fused candidates cost
+    more than their single-primitive kernels together and are dropped before the solve (`blp._undominated`); the
+    optimum still equals the brute force over every candidate, and a dominated kernel is never chosen."""
+    groups = enumerate_groups(ATTENTION, max_size=3)
+    rng = random.Random(7)
+    pruned = 0
+    for _ in range(6):
+        alone = {p.name: rng.uniform(1, 2) for p in ATTENTION}
+        kernels = [kernel_of(g, ATTENTION, ["av"], sum(alone[p] for p in g) * (1 if len(g) == 1 else
+                                                                             rng.uniform(0.7, 1.3)),
+                             "+".join(sorted(g))) for g in groups]
+        kernels = rng.sample([k for k in kernels if len(k.primitives) > 1], 8) + \
+            [k for k in kernels if len(k.primitives) == 1]
+        dominated = [k for k in kernels if len(k.primitives) > 1 and k.cost >= sum(alone[p] for p in k.primitives)]
+        pruned += len(dominated)
+        choice = solve(kernels, ["av"], EXTERNAL)
+        assert choice.cost == pytest.approx(_brute_force(kernels, ["av"], EXTERNAL))
+        assert not set(choice.kernels) & set(dominated)
+    assert pruned >= 10  # the case is exercised
+
+
 def test_groups_are_convex_connected_and_bounded():
     groups = enumerate_groups(ATTENTION, max_size=4)
     names = {tuple(sorted(g)) for g in groups}
