@@ -5,10 +5,10 @@ kernel the changed schedule makes.
 It hashes the package version and the source of every module that can change a kernel or how it is timed: all of
 `adreno` but the packages listed in `NOT_KERNELS`, which only carry kernels elsewhere (the CLI, the farm, the
 tuner's search and models, the program cache, the native build), and the modules of `NOT_KERNEL_MODULES`, which
-choose among measured kernels (orchestration's enumeration, solver, report, offline export and emission; a
-different graph or group makes a different subgraph, and so a different key, whatever these modules say). A new
-module is hashed unless listed there, so a forgotten one costs a measurement, never a wrong cost. Any edit of a
-hashed module re-measures; a cosmetic one too, which costs time only.
+choose among measured kernels (orchestration's enumeration, FuseOps' partition, solver, report, offline export and
+emission; a different graph or group makes a different subgraph, and so a different key, whatever these modules
+say), and this module itself. A new module is hashed unless listed there, so a forgotten one costs a measurement,
+never a wrong cost. Any edit of a hashed module re-measures; a cosmetic one too, which costs time only.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 from adreno import __version__
 
 NOT_KERNELS = frozenset({"cli", "farm", "tune", "costmodel", "cache", "native"})
-NOT_KERNEL_MODULES = frozenset(f"orchestrate/{name}.py" for name in (
-    "blp", "blocks", "candidates", "choose", "report", "partition", "emit", "orchestrator", "batch"))
+NOT_KERNEL_MODULES = frozenset({"code_version.py"} | {f"orchestrate/{name}.py" for name in (
+    "blp", "blocks", "candidates", "choose", "fuseops", "report", "partition", "emit", "orchestrator", "batch")})
 PACKAGE = Path(__file__).parent
 
 

@@ -1,10 +1,13 @@
 """TVM FuseOps' partition of a primitive graph: the groups `adreno compile` would make, as sets of primitive names.
 
 The module (numbered: primitive i bound to `p<i>`, `graph.numbered`) goes through the compile's own Relax pipeline
-(`compile.lower_relax`, schedules "none"); a pass instrument keeps the module FuseOps returned. Each fused function
-keeps its bindings' names except the last one, which FuseOps renames to its output; that one is found among the
-unnamed primitives as the one calling the same PrimFunc on the same named arguments. A mapping that is not exact
-(a binding of the pipeline's own, an ambiguous or missing last member, a primitive in two groups) is a
+(`compile.lower_relax`, schedules "none"); a pass instrument keeps the modules right before and after FuseOps.
+FuseOps leaves `main` calling one function per fused group, and calls one function at every site of identical
+groups (ResNet-18's eight `winograd4_conv2d + add + relu` epilogues are two functions, each called at several
+sites). So the groups are read per call site: each binding of the called function is matched to the one unclaimed
+primitive of `main` before FuseOps with the same callee on the same operands (the site's arguments, values bound
+earlier in the function, constants by their structure; a site's own result stands for its group's output). A
+mapping that is not exact (no or several matches, a binding of the pipeline's own, a group of several outputs) is a
 `FuseOpsMismatch` value, never a guessed partition: the groups become `required` candidates, and a wrong one would
 make the "never worse than FuseOps" guarantee a false claim.
 """
@@ -36,63 +39,64 @@ class FuseOpsMismatch:
 
 
 def fuseops_groups(numbered_mod, graph, device, memory: Memory = Memory.BUFFER):
-    """FuseOps' fused groups (FusedGroup, over `graph`'s primitive names; primitives left alone are not listed) of
-    `numbered_mod`, as compiled for `device` (an `adreno.devices.AdrenoDevice`) in `memory`; or a FuseOpsMismatch."""
+    """FuseOps' fused groups (FusedGroup, over `graph`'s primitive names, one per call site; primitives left alone
+    are not listed) of `numbered_mod`, as compiled for `device` (an `adreno.devices.AdrenoDevice`) in `memory`; or a
+    FuseOpsMismatch."""
     ctx = ScheduleContext.for_device(device, host=Host.NATIVE)
     before, after = _capture(lambda: lower_relax(numbered_mod, ctx, Schedules.NONE, memory=memory))
     if before is None or after is None:
         return FuseOpsMismatch("the pipeline ran no FuseOps")
     calls = {b.var.name: b.value for b in _bindings(before["main"]) if isinstance(b.value, relax.Call)}
-    functions = [(gv.name_hint, _bindings(f)) for gv, f in after.functions_items()
-                 if isinstance(f, relax.Function) and gv.name_hint != "main"]
-    fused = [members for _, members in functions]
-    inside = {b.var.name for members in fused for b in members[:-1]}
-    if not inside <= set(calls):
-        return FuseOpsMismatch(f"fused functions bind {sorted(inside - set(calls))[:3]}, not primitives")
-    unnamed = set(calls) - inside - {b.var.name for b in _bindings(after["main"])}
-    groups, claimed = [], set()
-    for members in fused:
-        if not isinstance(members[-1].value, relax.Call):
-            return FuseOpsMismatch("a fused function ends in a tuple (a group of several outputs)")
-        named = {b.var.name for b in members[:-1]}
-        last = _last_member(members[-1].value, named, unnamed - claimed, calls)
-        if isinstance(last, FuseOpsMismatch):
-            return last
-        group = named | {last}
-        if group & claimed:
-            return FuseOpsMismatch(f"{sorted(group & claimed)} fall in two fused groups")
-        claimed |= group
-        groups.append(group)
-    primitives = [p.name for p in graph.primitives]
-    numbers = {f"{BINDING_PREFIX}{i}": name for i, name in enumerate(primitives)}
+    numbers = {f"{BINDING_PREFIX}{i}": p.name for i, p in enumerate(graph.primitives)}
     if set(calls) != set(numbers):
         return FuseOpsMismatch(f"the pipeline's operator bindings {sorted(set(calls) ^ set(numbers))[:3]} are not "
                                "the graph's primitives")
-    return [FusedGroup(name, frozenset(numbers[n] for n in group)) for (name, _), group in zip(functions, groups)]
+    producers = {}
+    for name, call in calls.items():
+        producers.setdefault(_signature(call, lambda var: var.name), []).append(name)
+    groups, claimed, site_output = [], set(), {}
+    for site in _bindings(after["main"]):
+        if not (isinstance(site.value, relax.Call) and isinstance(site.value.op, relax.GlobalVar)):
+            continue
+        func = after[site.value.op]
+        # a parameter stands for the site's argument: a value of main (a site's result is its group's output
+        # primitive) or a constant
+        inside = {param: (site_output.get(arg.name, arg.name) if isinstance(arg, relax.Var) else _constant(arg))
+                  for param, arg in zip(func.params, site.value.args)}
+        members = []
+        for binding in _bindings(func):
+            if not isinstance(binding.value, relax.Call):
+                return FuseOpsMismatch(f"{site.value.op.name_hint} binds a {type(binding.value).__name__}")
+            signature = _signature(binding.value, lambda var: inside.get(var, var.name))
+            matches = [p for p in producers.get(signature, []) if p not in claimed]
+            if len(matches) != 1:
+                return FuseOpsMismatch(f"{len(matches)} primitives match {binding.var.name} of a call of "
+                                       f"{site.value.op.name_hint}")
+            inside[binding.var] = matches[0]
+            members.append(matches[0])
+            claimed.add(matches[0])
+        result = func.body.body
+        if not isinstance(result, relax.Var) or inside.get(result) not in members:
+            return FuseOpsMismatch(f"{site.value.op.name_hint} returns a group of several outputs")
+        site_output[site.var.name] = inside[result]
+        groups.append(FusedGroup(site.value.op.name_hint, frozenset(numbers[p] for p in members)))
+    return groups
 
 
-def _last_member(call, named, candidates, calls):
-    """The unnamed primitive that `call` (a fused function's last binding) is: same callee, same named operands."""
-    operands = [_name(a) for a in _operands(call.args)]
-    matches = [c for c in candidates
-               if _callee(calls[c]) == _callee(call)
-               and _same_named_operands(operands, [_name(a) for a in _operands(calls[c].args)], named)]
-    if len(matches) != 1:
-        return FuseOpsMismatch(f"{len(matches)} primitives match the last binding of a fused group of "
-                               f"{sorted(named)}")
-    return matches[0]
+def _signature(call, value_of) -> tuple:
+    """A call as its callee and operands: a variable as `value_of(var)` says, a constant by its structure."""
+    return (_callee(call),) + tuple(value_of(a) if isinstance(a, relax.Var) else _constant(a)
+                                    for a in _operands(call.args))
 
 
-def _same_named_operands(fused, original, named):
-    return len(fused) == len(original) and all(f == o for f, o in zip(fused, original) if f in named)
+def _constant(expr) -> tuple:
+    import tvm_ffi
+
+    return ("const", int(tvm_ffi.structural_hash(expr)))
 
 
 def _callee(call):
     return call.args[0].name_hint if isinstance(call.args[0], relax.GlobalVar) else str(call.op)
-
-
-def _name(expr):
-    return expr.name if isinstance(expr, relax.Var) else None
 
 
 def _bindings(func):

@@ -83,7 +83,7 @@ def test_fusions_dearer_than_their_primitives_are_pruned_without_changing_the_op
         choice = solve(kernels, ["av"], EXTERNAL)
         assert choice.cost == pytest.approx(_brute_force(kernels, ["av"], EXTERNAL))
         assert not set(choice.kernels) & set(dominated)
-    assert pruned >= 10  # the case is exercised
+    assert pruned >= 20  # the case is exercised (25 of the 48 fused candidates)
 
 
 def test_groups_are_convex_connected_and_bounded():

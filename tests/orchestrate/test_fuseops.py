@@ -63,3 +63,19 @@ def test_blp_is_never_worse_than_fuseops():
         fuseops = [kernels[g] for g in fused + alone]
         assert solve(fuseops, graph.outputs, graph.external).kernels  # feasible alone
         assert choice.cost <= sum(k.cost for k in fuseops) + 1e-9
+
+
+def test_a_function_called_at_several_sites_is_a_group_at_each():
+    """FuseOps calls one function wherever a group repeats (efficientnet_se's MBConv blocks of equal shapes; all of
+    ResNet-18's Winograd epilogues): every call site is a group of its own. Read per function, the repeats were
+    left out, and the BLP could not choose FuseOps' kernel there."""
+    graph, groups = _fused("efficientnet_se")
+    names = [g.name for g in groups]
+    repeated = {n for n in names if names.count(n) > 1}
+    assert repeated, names
+    for name in repeated:
+        sites = [g.primitives for g in groups if g.name == name]
+        assert len(frozenset().union(*sites)) == sum(map(len, sites))  # distinct primitives at each site
+    # every conv has a bias to fuse with, so every conv is in a group, the repeated blocks' too
+    convs = {p.name for p in graph.primitives if op_name(graph.calls[p.name]).startswith("conv2d")}
+    assert convs and convs <= {p for g in groups for p in g.primitives}
