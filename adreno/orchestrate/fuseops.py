@@ -3,7 +3,7 @@
 The module (numbered: primitive i bound to `p<i>`, `graph.numbered`) goes through the compile's own Relax pipeline
 (`compile.lower_relax`, schedules "none"); a pass instrument keeps the modules right before and after FuseOps.
 FuseOps leaves `main` calling one function per fused group, and calls one function at every site of identical
-groups (ResNet-18's eight `winograd4_conv2d + add + relu` epilogues are two functions, each called at several
+groups (the four Winograd epilogues of ResNet-18's first stage are two functions, each called at two
 sites). So the groups are read per call site: each binding of the called function is matched to the one unclaimed
 primitive of `main` before FuseOps with the same callee on the same operands (the site's arguments, values bound
 earlier in the function, constants by their structure; a site's own result stands for its group's output). A
