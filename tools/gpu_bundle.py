@@ -436,7 +436,7 @@ def main(argv=None) -> int:
     r.add_argument("dir")
     r.add_argument("--out", default=os.environ.get("OUT", "out/gpu_run"))
     r.add_argument("--device", default="gpu")
-    r.add_argument("--budget-s", type=float, default=330.0, help="the run's time (the batches get what is left)")
+    r.add_argument("--budget-s", type=float, default=300.0, help="the run's time (the batches get what is left)")
     r.add_argument("--repeat", type=int, default=20)
     args = ap.parse_args(argv)
     if args.command == "prepare":
