@@ -86,7 +86,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
         orchestrator.check(options)
         say("orchestrating: fission, candidates, costs, the BLP of each block")
         # Winograd first, so that its stages are primitives the candidates group; `lower_relax`'s rewrite then
-        # makes the same choices and finds no conv left to rewrite
+        # makes the same choices for the convs left, so it rewrites nothing more
         mod = orchestrator.prepare(rewrite(mod, winograd, tuned, transformed), model_name)
     if options.defaults is Defaults.MODEL and options.schedules is Schedules.ADRENO:
         tuned.ranker = RankedDefaults()

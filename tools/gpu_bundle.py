@@ -258,24 +258,35 @@ def run_torch_models(models, repeat: int) -> dict:
     return results
 
 
-def run_batches(work: Path, bundle: dict, device_spec: str, out: Path, budget_s: float) -> dict:
-    """Measure the tuning batches within `budget_s` in all; merge their records into OUT/records.jsonl."""
-    from adreno.runners.offline import measure_batch, read_manifest
+def measured_batches(work: Path, folder: str, prefix: str, entries: list, device_spec: str, out: Path,
+                     budget_s: float):
+    """Measure the offline batches `entries` (payload/<folder>/<name>) within `budget_s` in all, each its share of
+    what is left; yields (entry, batch directory, measure_batch's summary, the records), the records also copied to
+    OUT/<prefix>_<name>.records.jsonl."""
     from adreno.records import Database
-    from adreno.tune.batch import model_quality
+    from adreno.runners.offline import measure_batch
 
-    started, results = time.perf_counter(), {}
-    merged = Database(out / "records.jsonl")
-    for index, entry in enumerate(bundle["batches"]):
-        left = budget_s - (time.perf_counter() - started)
-        share = left / (len(bundle["batches"]) - index)
-        batch = work / "payload" / "batches" / entry["name"]
+    started = time.perf_counter()
+    for index, entry in enumerate(entries):
+        share = (budget_s - (time.perf_counter() - started)) / (len(entries) - index)
+        batch = work / "payload" / folder / entry["name"]
         summary = measure_batch(batch, device_spec, repeat=10, budget_s=max(share, 1.0),
                                 say=lambda text: print(text, flush=True))
-        records = Database(batch / "records.jsonl").records
-        merged.append(records)
         if (batch / "records.jsonl").is_file():  # nothing measured within the budget: no file
-            shutil.copyfile(batch / "records.jsonl", out / f"batch_{entry['name']}.records.jsonl")
+            shutil.copyfile(batch / "records.jsonl", out / f"{prefix}_{entry['name']}.records.jsonl")
+        yield entry, batch, summary, Database(batch / "records.jsonl").records
+
+
+def run_batches(work: Path, bundle: dict, device_spec: str, out: Path, budget_s: float) -> dict:
+    """Measure the tuning batches within `budget_s` in all; merge their records into OUT/records.jsonl."""
+    from adreno.records import Database
+    from adreno.runners.offline import read_manifest
+    from adreno.tune.batch import model_quality
+
+    results, merged = {}, Database(out / "records.jsonl")
+    for entry, batch, summary, records in measured_batches(work, "batches", "batch", bundle["batches"], device_spec,
+                                                           out, budget_s):
+        merged.append(records)
         results[entry["name"]] = {**summary, "tuned_vs_default": tuned_vs_default(records),
                                   "model_quality": model_quality(read_manifest(batch), records)}
         print(f"batch {entry['name']}: {json.dumps(results[entry['name']])}", flush=True)
@@ -283,21 +294,11 @@ def run_batches(work: Path, bundle: dict, device_spec: str, out: Path, budget_s:
 
 
 def run_orchestrations(work: Path, bundle: dict, device_spec: str, out: Path, budget_s: float) -> dict:
-    """Measure the orchestration batches within `budget_s` in all; each one's records to
+    """Measure the orchestration batches within `budget_s` in all; each one's records come back as
     OUT/orchestrate_<model>.records.jsonl (what `adreno orchestrate --batch` reads back, docs/gpu.md)."""
-    from adreno.records import Database
-    from adreno.runners.offline import measure_batch
-
-    started, results = time.perf_counter(), {}
-    entries = bundle.get("orchestrations", [])
-    for index, entry in enumerate(entries):
-        share = (budget_s - (time.perf_counter() - started)) / (len(entries) - index)
-        batch = work / "payload" / "orchestrate" / entry["name"]
-        summary = measure_batch(batch, device_spec, repeat=10, budget_s=max(share, 1.0),
-                                say=lambda text: print(text, flush=True))
-        records = Database(batch / "records.jsonl").records
-        if (batch / "records.jsonl").is_file():
-            shutil.copyfile(batch / "records.jsonl", out / f"orchestrate_{entry['name']}.records.jsonl")
+    results = {}
+    for entry, _, summary, records in measured_batches(work, "orchestrate", "orchestrate",
+                                                       bundle.get("orchestrations", []), device_spec, out, budget_s):
         results[entry["name"]] = {**summary, "candidates": entry["candidates"], "ok": sum(r.ok for r in records)}
         print(f"orchestration batch {entry['name']}: {json.dumps(results[entry['name']])}", flush=True)
     return results
