@@ -11,19 +11,15 @@ import time
 
 
 def solve_model(name: str, max_size: int, whole: bool) -> dict:
-    from adreno import devices
     from adreno.frontend import zoo
     from adreno.frontend.importer import to_relax
     from adreno.orchestrate.blp import Choice, solve
     from adreno.orchestrate.candidates import enumerate_groups, kernel_of
-    from adreno.orchestrate.choose import block_candidates, choose
-    from adreno.orchestrate.fuseops import fuseops_groups
-    from adreno.orchestrate.graph import prepared, primitive_graph
+    from adreno.orchestrate.choose import choose
+    from adreno.orchestrate.report import model_candidates
 
-    mod = prepared(to_relax(zoo.get_model(name, seed=0)))
-    graph = primitive_graph(mod)
-    fused = fuseops_groups(mod, graph, devices.get_device("adreno-740"))
-    candidates = block_candidates(graph, [g.primitives for g in fused], max_size)
+    found = model_candidates(to_relax(zoo.get_model(name, seed=0)), name, "adreno-740", max_size)
+    graph, fused, candidates = found.graph, list(found.fused_names), found.blocks
     costs = {g: 1 + 0.1 * len(g) for bc in candidates for g in bc.groups}
     started = time.perf_counter()
     chosen = choose(candidates, costs)
@@ -33,7 +29,7 @@ def solve_model(name: str, max_size: int, whole: bool) -> dict:
            "wall_s": round(time.perf_counter() - started, 3),
            "all_optimal": all(isinstance(c.choice, Choice) and c.choice.optimal for c in chosen)}
     if whole:
-        groups = enumerate_groups(list(graph.primitives), max_size, required=[g.primitives for g in fused])
+        groups = enumerate_groups(list(graph.primitives), max_size, required=fused)
         kernels = [kernel_of(g, graph.primitives, graph.outputs, 1 + 0.1 * len(g), str(i))
                    for i, g in enumerate(groups)]
         choice = solve(kernels, graph.outputs, graph.external, time_limit_s=10)

@@ -22,7 +22,7 @@ import tvm
 from tvm import relax
 
 from adreno.errors import AdrenoError
-from adreno.orchestrate.graph import substitute
+from adreno.orchestrate.exprs import substitute
 
 
 @dataclass(frozen=True)

@@ -18,18 +18,46 @@ multiply, mean, conv, sigmoid, matmul); after the rewrite of their softmax they 
 Guarantee: the rewrite is exact in real arithmetic and keeps every output's dtype and shape; in float32 the outputs
 stay within the tolerance the tests check against onnxruntime. It refuses nothing: an operator it does not know
 passes through unchanged, so the graph is never wrong, only less split.
+
+`fission_with_templates` also says where each rewritten operator went: the primitives of the j-th are bound to
+variables named `composite<j>_` (the builder appends a count to repeats; the operator's own variable becomes an alias
+of the last), and its `Template` keeps
+the operator over the values those primitives read. So a kernel that holds all of an operator's primitives can be
+lowered with the operator itself, as the default compile lowers it (one softmax kernel, not three;
+`graph.Composite`).
 """
 
 import math
+import re
+from dataclasses import dataclass
 
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from adreno.orchestrate.exprs import inline, operands, substitute
+
+COMPOSITE_HINT = re.compile(r"(composite\d+_)\d*")  # the j-th rewritten operator's variables: composite<j>_[count]
+
+
+@dataclass(frozen=True)
+class Template:
+    """A rewritten operator: `call` is the operator over `params`, which stand for the values its `size` primitives
+    read from outside themselves (`exprs.operands` order, first reads first, inline values left out)."""
+
+    params: tuple
+    call: object
+    size: int
+
 
 def fission(mod):
     """`mod` with every composite operator of the list above split into primitives."""
-    mod = relax.transform.DecomposeOpsForInference()(mod)
-    return _Fission(mod).run()
+    return fission_with_templates(mod)[0]
+
+
+def fission_with_templates(mod):
+    """(`fission(mod)`, {`composite<j>_`, its primitives' name hint up to the builder's count: the `Template`})."""
+    rewrite = _Fission(relax.transform.DecomposeOpsForInference()(mod))
+    return rewrite.run(), rewrite.templates
 
 
 @mutator
@@ -39,6 +67,7 @@ class _Fission(PyExprMutator):
     def __init__(self, mod):
         super().__init__(mod)
         self.mod_ = mod
+        self.templates, self.hint, self.emitted = {}, "lv", []
         self.rules = {"relax.nn.softmax": self._softmax, "relax.nn.log_softmax": self._log_softmax,
                       "relax.nn.layer_norm": self._layer_norm, "relax.nn.gelu": self._gelu,
                       "relax.nn.gelu_tanh": self._gelu_tanh, "relax.nn.silu": self._silu}
@@ -54,10 +83,18 @@ class _Fission(PyExprMutator):
         if rule:  # every rewritten op keeps its input's dtype: take it from the call, which the module normalised
             self.dtype = call.ty.dtype
         call = super().visit_call_(call)
-        return rule(call) if rule else call
+        if not rule:
+            return call
+        self.hint, self.emitted = f"composite{len(self.templates)}_", []
+        result = self._emit(rule(call))
+        self.templates[self.hint] = _template(call, self.emitted)
+        self.hint = "lv"
+        return result
 
     def _emit(self, expr):
-        return self.builder_.emit(expr)
+        var = self.builder_.emit(expr, name_hint=self.hint)
+        self.emitted.append((var, expr))
+        return var
 
     def _const(self, value):
         """A scalar of the rewritten call's dtype."""
@@ -105,3 +142,15 @@ class _Fission(PyExprMutator):
     def _silu(self, call):
         x = call.args[0]
         return relax.op.multiply(x, self._emit(relax.op.sigmoid(x)))
+
+
+def _template(call, emitted) -> Template:
+    """The operator `call` over the values its primitives (`emitted`: (variable, value) pairs) read from outside."""
+    inside = {var for var, _ in emitted}
+    reads = []
+    for _, expr in emitted:
+        for a in operands(getattr(expr, "args", ())):
+            if a not in inside and not inline(a) and a not in reads:
+                reads.append(a)
+    params = tuple(relax.Var(f"in{k}", value.ty) for k, value in enumerate(reads))
+    return Template(params, substitute(call, dict(zip(reads, params))), len(emitted))

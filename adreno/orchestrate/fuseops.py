@@ -10,6 +10,11 @@ earlier in the function, constants by their structure; a site's own result stand
 mapping that is not exact (no or several matches, a binding of the pipeline's own, a group of several outputs) is a
 `FuseOpsMismatch` value, never a guessed partition: the groups become `required` candidates, and a wrong one would
 make the "never worse than FuseOps" guarantee a false claim.
+
+Given the graph's composites (the operators fission split, `graph.Composite`), the partition is that of the unsplit
+model, which is what `adreno compile` makes: each composite is bound whole first (`graph.recomposed`), its binding
+stands for all of its primitives, and a composite FuseOps leaves alone is a group too (one kernel of several
+primitives).
 """
 
 from dataclasses import dataclass
@@ -19,7 +24,8 @@ from tvm import relax
 
 from adreno.compile import lower_relax
 from adreno.options import Host, Memory, Schedules
-from adreno.orchestrate.graph import BINDING_PREFIX, _operands
+from adreno.orchestrate.exprs import operands
+from adreno.orchestrate.graph import binding_of, recomposed
 from adreno.schedules.context import ScheduleContext
 
 
@@ -38,16 +44,19 @@ class FuseOpsMismatch:
     reason: str
 
 
-def fuseops_groups(numbered_mod, graph, device, memory: Memory = Memory.BUFFER):
+def fuseops_groups(numbered_mod, graph, device, memory: Memory = Memory.BUFFER, composites=()):
     """FuseOps' fused groups (FusedGroup, over `graph`'s primitive names, one per call site; primitives left alone
-    are not listed) of `numbered_mod`, as compiled for `device` (an `adreno.devices.AdrenoDevice`) in `memory`; or a
-    FuseOpsMismatch."""
+    are not listed) of `numbered_mod` with `composites` (of `graph`) bound whole, as compiled for `device` (an
+    `adreno.devices.AdrenoDevice`) in `memory`; or a FuseOpsMismatch."""
     ctx = ScheduleContext.for_device(device, host=Host.NATIVE)
-    before, after = _capture(lambda: lower_relax(numbered_mod, ctx, Schedules.NONE, memory=memory))
+    mod = recomposed(numbered_mod, graph, composites)
+    before, after = _capture(lambda: lower_relax(mod, ctx, Schedules.NONE, memory=memory))
     if before is None or after is None:
         return FuseOpsMismatch("the pipeline ran no FuseOps")
     calls = {b.var.name: b.value for b in _bindings(before["main"]) if isinstance(b.value, relax.Call)}
-    numbers = {f"{BINDING_PREFIX}{i}": p.name for i, p in enumerate(graph.primitives)}
+    inner = frozenset().union(*(c.inner for c in composites))
+    numbers = {binding_of(p.name): p.name for p in graph.primitives if p.name not in inner}
+    stands_for = {binding_of(c.final): c.members for c in composites}
     if set(calls) != set(numbers):
         return FuseOpsMismatch(f"the pipeline's operator bindings {sorted(set(calls) ^ set(numbers))[:3]} are not "
                                "the graph's primitives")
@@ -79,14 +88,20 @@ def fuseops_groups(numbered_mod, graph, device, memory: Memory = Memory.BUFFER):
         if not isinstance(result, relax.Var) or inside.get(result) not in members:
             return FuseOpsMismatch(f"{site.value.op.name_hint} returns a group of several outputs")
         site_output[site.var.name] = inside[result]
-        groups.append(FusedGroup(site.value.op.name_hint, frozenset(numbers[p] for p in members)))
-    return groups
+        groups.append(FusedGroup(site.value.op.name_hint, _members(members, numbers, stands_for)))
+    alone = [name for name in stands_for if name not in claimed]
+    return groups + [FusedGroup(_callee(calls[name]), stands_for[name]) for name in alone]
+
+
+def _members(bindings, numbers, stands_for) -> frozenset:
+    """The primitives a group's bindings compute: a composite's binding stands for all of its primitives."""
+    return frozenset(p for b in bindings for p in stands_for.get(b, {numbers[b]}))
 
 
 def _signature(call, value_of) -> tuple:
     """A call as its callee and operands: a variable as `value_of(var)` says, a constant by its structure."""
     return (_callee(call),) + tuple(value_of(a) if isinstance(a, relax.Var) else _constant(a)
-                                    for a in _operands(call.args))
+                                    for a in operands(call.args))
 
 
 def _constant(expr) -> tuple:

@@ -9,15 +9,19 @@ layout, the Winograd transforms).
 `numbered(mod)` first renames primitive i's variable to `p<i>` (aliases dropped): TVM's passes keep a binding's name
 hint, so FuseOps' fused functions can be mapped back to primitives by name (`fuseops.py`), and a group's bindings
 can be rebuilt into a small function of their own (`subgraph.py`) from `PrimitiveGraph.calls` and `values`.
+
+`prepared_graph` also keeps, as `Composite`s, the operators fission split (softmax, LayerNorm, GELU, SiLU), so that a
+kernel holding all of one's primitives is lowered with the operator itself (`Composite.call_on`), and FuseOps'
+partition of the unsplit model, which is today's compile, can be read (`fuseops.py`).
 """
 
 from dataclasses import dataclass, field
 
-import tvm
 from tvm import relax
 
 from adreno.orchestrate.candidates import Primitive
-from adreno.orchestrate.fission import fission
+from adreno.orchestrate.exprs import inline, operands, substitute
+from adreno.orchestrate.fission import COMPOSITE_HINT, fission_with_templates
 from adreno.winograd import is_gemm_function
 
 BINDING_PREFIX = "p"  # primitive i's variable is `p<i>` in a `numbered` module
@@ -35,10 +39,52 @@ class PrimitiveGraph:
     calls: dict = field(default_factory=dict, compare=False)
     values: dict = field(default_factory=dict, compare=False)
     functions: dict = field(default_factory=dict, compare=False)
+    composites: tuple = field(default=(), compare=False)
+
+    def whole_in(self, group) -> list:
+        """The composites all of whose primitives are in `group`."""
+        return [c for c in self.composites if c.members <= group]
 
 
-def primitive_graph(mod) -> PrimitiveGraph:
+@dataclass(frozen=True)
+class Composite:
+    """An operator fission split: its primitives, the last of them (whose value is the operator's), and the
+    operator's call over `params`, which stand for `operands` (the graph values its primitives read from outside
+    them, in `exprs.operands` order)."""
+
+    members: frozenset
+    final: str
+    operands: tuple
+    params: tuple
+    call: object
+
+    @property
+    def inner(self) -> frozenset:
+        """The primitives whose values only the operator itself reads."""
+        return self.members - {self.final}
+
+    def call_on(self, args) -> relax.Call:
+        """The operator on `args` (one per operand)."""
+        return substitute(self.call, dict(zip(self.params, args)))
+
+
+def binding_of(primitive: str) -> str:
+    """The name of primitive `v<i>:p<i>`'s variable in the numbered module it was read from: `p<i>`."""
+    return primitive.split(":", 1)[1]
+
+
+def prepared_graph(mod):
+    """(`prepared(mod)`, its PrimitiveGraph with its composites)."""
+    split, templates = fission_with_templates(mod)
+    hints = {}
+    mod = numbered(relax.transform.FoldConstant()(split), hints)
+    return mod, primitive_graph(mod, {name: templates[m.group(1)] for name, hint in hints.items()
+                                      if (m := COMPOSITE_HINT.fullmatch(hint)) and m.group(1) in templates})
+
+
+def primitive_graph(mod, templates=None) -> PrimitiveGraph:
     """Read `main`'s bindings into a PrimitiveGraph; variables that only rename others are followed through.
+    `templates`: binding name `p<i>` -> the `fission.Template` of the operator it is a primitive of.
 
     Values are named `v<i>:<hint>` by binding order, since fission's fresh variables may repeat a name hint."""
     func = mod["main"]
@@ -62,7 +108,7 @@ def primitive_graph(mod) -> PrimitiveGraph:
             if isinstance(rhs, relax.Var):
                 names[binding.var] = value(rhs)
                 continue
-            args = tuple(value(a) for a in _operands(getattr(rhs, "args", ())))
+            args = tuple(value(a) for a in operands(getattr(rhs, "args", ())))
             op = getattr(getattr(rhs, "op", None), "name", "tuple")
             names[binding.var] = f"v{len(prims)}:{binding.var.name}"
             values[names[binding.var]] = binding.var
@@ -71,8 +117,36 @@ def primitive_graph(mod) -> PrimitiveGraph:
     body = func.body.body
     outs = body.fields if isinstance(body, relax.Tuple) else [body]
     functions = {gv.name_hint: f for gv, f in mod.functions_items() if gv.name_hint != "main"}
-    return PrimitiveGraph(tuple(prims), tuple(value(o) for o in outs), frozenset(external), calls, values,
-                          functions)
+    outputs = tuple(value(o) for o in outs)
+    return PrimitiveGraph(tuple(prims), outputs, frozenset(external), calls, values, functions,
+                          _composites(prims, outputs, values, templates or {}))
+
+
+def _composites(prims, outputs, values, templates) -> tuple:
+    """The composites whose primitives all survived constant folding and whose inner values nothing else reads:
+    those a kernel can compute with the operator itself."""
+    members = {}
+    for p in prims:
+        template = templates.get(binding_of(p.name))
+        if template is not None:
+            members.setdefault(id(template), (template, []))[1].append(p)
+    read_by = {}
+    for p in prims:
+        for v in p.inputs:
+            read_by.setdefault(v, set()).add(p.name)
+    found = []
+    for template, inside in members.values():
+        names = frozenset(p.name for p in inside)
+        reads = []
+        for p in inside:
+            for v in p.inputs:
+                if v not in names and not inline(values[v]) and v not in reads:
+                    reads.append(v)
+        final = inside[-1].name
+        private = all(read_by.get(p.name, set()) <= names and p.name not in outputs for p in inside[:-1])
+        if len(inside) == template.size and len(reads) == len(template.params) and private:
+            found.append(Composite(names, final, tuple(reads), template.params, template.call))
+    return tuple(found)
 
 
 def _heavy(call, op: str) -> bool:
@@ -89,25 +163,56 @@ def op_name(call) -> str:
 def prepared(mod):
     """The module orchestration works on: fissioned, primitives of constants only folded (the weight arithmetic the
     importer leaves, which the compile folds too, so it is no kernel to choose), primitives numbered."""
-    return numbered(relax.transform.FoldConstant()(fission(mod)))
+    return prepared_graph(mod)[0]
 
 
-def numbered(mod):
-    """`mod` with `main`'s i-th operator binding named `p<i>` and variable-to-variable aliases substituted away."""
+def recomposed(mod, graph, composites):
+    """`mod` (the numbered module `graph` was read from) with each of `composites` bound whole: its inner bindings
+    dropped and its last one, still `p<i>`, the operator itself."""
+    final = {binding_of(c.final): c for c in composites}
+    inner = {binding_of(p) for c in composites for p in c.inner}
+
+    def rebind(binding, mapping):
+        name, composite = binding.var.name, final.get(binding.var.name)
+        if name in inner:
+            return None
+        if composite is None:
+            return substitute(binding.value, mapping), name
+        return composite.call_on([substitute(graph.values[v], mapping) for v in composite.operands]), name
+
+    return _rebuilt(mod, rebind)
+
+
+def numbered(mod, hints=None):
+    """`mod` with `main`'s i-th operator binding named `p<i>` and variable-to-variable aliases substituted away;
+    `hints`, if given, is filled with each `p<i>`'s former name."""
+    names = hints if hints is not None else {}
+
+    def rebind(binding, mapping):
+        rhs = substitute(binding.value, mapping)
+        if isinstance(rhs, relax.Var):
+            return rhs, None
+        name = f"{BINDING_PREFIX}{len(names)}"
+        names[name] = binding.var.name
+        return rhs, name
+
+    return _rebuilt(mod, rebind)
+
+
+def _rebuilt(mod, rebind):
+    """`mod` with `main`'s dataflow rebuilt binding by binding: `rebind(binding, mapping)` (mapping: old variables to
+    new values) gives None to drop it, (a variable, None) to alias it, or (the value, its variable's name)."""
     func = mod["main"]
     bb = relax.BlockBuilder()
     mapping = {}
     with bb.function("main", list(func.params), attrs=dict(func.attrs) if func.attrs else None):
         with bb.dataflow():
-            count = 0
             for block in func.body.blocks:
                 for binding in block.bindings:
-                    rhs = substitute(binding.value, mapping)
-                    if isinstance(rhs, relax.Var):
-                        mapping[binding.var] = rhs
-                        continue
-                    mapping[binding.var] = bb.emit(rhs, name_hint=f"{BINDING_PREFIX}{count}")
-                    count += 1
+                    rebound = rebind(binding, mapping)
+                    if rebound is not None:
+                        value, name = rebound
+                        mapping[binding.var] = value if name is None else bb.emit(value, name_hint=name)
             out = bb.emit_output(substitute(func.body.body, mapping))
         bb.emit_func_output(out)
     result = bb.get()
@@ -115,27 +220,3 @@ def numbered(mod):
         if gv.name_hint != "main":
             result[gv] = other
     return result
-
-
-def substitute(expr, mapping):
-    """`expr` with the variables (and constants) of `mapping` replaced, through tuples, their items and call
-    arguments."""
-    if isinstance(expr, (relax.Var, tvm.ir.expr.GenericConst)):
-        return mapping.get(expr, expr)
-    if isinstance(expr, relax.Tuple):
-        return relax.Tuple([substitute(f, mapping) for f in expr.fields])
-    if isinstance(expr, relax.TupleGetItem):
-        return relax.TupleGetItem(substitute(expr.tuple_value, mapping), expr.index)
-    if isinstance(expr, relax.Call):
-        return relax.Call(expr.op, [substitute(a, mapping) for a in expr.args], expr.attrs, expr.ty_args)
-    return expr
-
-
-def _operands(args):
-    """The tensor operands of a call: tuples (call_tir's argument tuple, concat's) flattened; the callee and shapes
-    dropped, since they are not values a kernel reads."""
-    for arg in args:
-        if isinstance(arg, relax.Tuple):
-            yield from _operands(arg.fields)
-        elif not isinstance(arg, (relax.GlobalVar, relax.ShapeExpr)):
-            yield arg

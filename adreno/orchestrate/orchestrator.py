@@ -1,12 +1,13 @@
 """`adreno compile --orchestrate`: what `compile_model` is handed to compile the BLP's kernels instead of FuseOps'.
 
 The compile calls, in order: `check(options)` before anything is measured (orchestration compiles buffer memory,
-with our schedules: the conditions its candidates were measured under, `costs.py`), `prepare(mod,
-name)` on the imported module (fission, FuseOps' partition, the costs the records lack measured, every block's BLP,
-`partition.py`), `fuse_pass()` for `lower_relax` in place of FuseOps (`emit.py`), and after lowering `summary()`,
-which the manifest records under `orchestration`: each emitted kernel with its operators, measured cost and the
-functions it became, the fallbacks, the device's launch cost and the predicted wall time of a run (the per-run
-cost plus the emitted kernels' costs), next to the candidates, measurements and solve time.
+with our schedules: the conditions its candidates were measured under, `costs.py`), `prepare(mod, name)` on the
+imported module (fission, FuseOps' partition, the costs the records lack measured, every block's BLP,
+`partition.py`; the module it returns binds whole each operator fission split that the kernels hold whole),
+`fuse_pass()` for `lower_relax` in place of FuseOps (`emit.py`), and after lowering `summary()`, which the manifest
+records under `orchestration`: each emitted kernel with its operators, measured cost and the functions it became,
+the fallbacks, the device's launch cost and the predicted wall time of a run (the per-run cost plus the emitted
+kernels' costs), next to the candidates, measurements and solve time.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from adreno.errors import AdrenoError
 from adreno.options import Memory, Schedules
 from adreno.orchestrate.emit import fuse_within
+from adreno.orchestrate.graph import recomposed
 from adreno.orchestrate.partition import partition
 from adreno.orchestrate.report import orchestrate_module
 
@@ -43,7 +45,7 @@ class Orchestrator:
         self.partition = partition(self.orchestration)
         for fallback in self.partition.fallbacks:
             self.say(f"block {fallback.block}: FuseOps' partition ({fallback.reason})")
-        return self.orchestration.mod
+        return recomposed(self.orchestration.mod, self.orchestration.graph, self.partition.composites)
 
     def fuse_pass(self):
         """The pass `lower_relax` runs instead of FuseOps."""

@@ -6,6 +6,11 @@ as a `Fallback` value, when
   came first), or
 - its chosen kernels have no order (two kernels each reading what the other writes; the BLP does not forbid it).
 
+An operator fission split (`graph.Composite`) is emitted whole, as its candidates' costs were measured
+(`subgraph.py`), when every emitted kernel that holds any of its primitives holds all of them: its inner bindings
+leave the kernels' members and the module to lower binds the operator (`graph.recomposed`). Where a kernel holds only
+part of it (a choice that recomputes it), it stays split, which computes the same.
+
 FuseOps' partition is always emittable: it is what FuseOps makes of the same module. So a compile with
 `--orchestrate` never fails for want of a choice, and never emits one it cannot order. The predicted time is the sum
 of the emitted kernels' measured costs; it is None when a fallback block has an unmeasured group.
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 from adreno.orchestrate.blp import Choice
 from adreno.orchestrate.candidates import kernel_of
 from adreno.orchestrate.emit import EmittedKernel, topological
-from adreno.orchestrate.graph import BINDING_PREFIX
+from adreno.orchestrate.graph import binding_of
 from adreno.orchestrate.report import ops_label
 
 
@@ -32,13 +37,14 @@ class Fallback:
 
 @dataclass(frozen=True)
 class Partition:
-    """The kernels to emit in a topological order, the blocks that fell back, and per emitted kernel its block and
-    measured cost (s, None where unmeasured)."""
+    """The kernels to emit in a topological order, the blocks that fell back, per emitted kernel its block and
+    measured cost (s, None where unmeasured), and the composites emitted whole."""
 
     kernels: tuple
     fallbacks: tuple
     blocks: tuple
     costs: tuple
+    composites: tuple = ()
 
     @property
     def predicted_s(self) -> float | None:
@@ -50,7 +56,7 @@ def partition(orchestration) -> Partition:
     """The emitted partition of an `report.Orchestration`."""
     graph = orchestration.graph
     position = {p.name: i for i, p in enumerate(graph.primitives)}
-    kernels, blocks, fallbacks, costs = [], [], [], []
+    emitted, blocks, fallbacks = [], [], []
     for index, bc in enumerate(orchestration.chosen):
         block = bc.candidates.block
         chosen, reason = _ordered(bc.choice)
@@ -59,13 +65,21 @@ def partition(orchestration) -> Partition:
             chosen = [kernel_of(g, prims, block.outputs, 0.0, "") for g in bc.candidates.fuseops]
             chosen = [chosen[i] for i in _order(chosen)]  # FuseOps' groups of one module always have an order
             fallbacks.append(Fallback(index, reason))
-        for k in chosen:
-            members, writes = (tuple(f"{BINDING_PREFIX}{position[v]}" for v in sorted(values, key=position.get))
-                               for values in (k.primitives, k.outputs))
-            kernels.append(EmittedKernel(members, writes, ops_label(graph, k.primitives)))
-            blocks.append(index)
-            costs.append(orchestration.costs.get(k.primitives))
-    return Partition(tuple(kernels), tuple(fallbacks), tuple(blocks), tuple(costs))
+        emitted += chosen
+        blocks += [index] * len(chosen)
+    whole = tuple(c for c in graph.composites if _emitted_whole(c, emitted))
+    inner = frozenset().union(*(c.inner for c in whole))
+    kernels = [EmittedKernel(*(tuple(binding_of(v) for v in sorted(values - inner, key=position.get))
+                               for values in (k.primitives, k.outputs)), ops_label(graph, k.primitives))
+               for k in emitted]
+    return Partition(tuple(kernels), tuple(fallbacks), tuple(blocks),
+                     tuple(orchestration.costs.get(k.primitives) for k in emitted), whole)
+
+
+def _emitted_whole(composite, kernels) -> bool:
+    """Some of `kernels` holds all of `composite`'s primitives, and none holds only some."""
+    touching = [k for k in kernels if k.primitives & composite.members]
+    return bool(touching) and all(composite.members <= k.primitives for k in touching)
 
 
 def _ordered(choice):

@@ -1,8 +1,9 @@
 """`adreno orchestrate MODEL --report`: one model orchestrated block by block on measured costs, next to FuseOps.
 
 `orchestrate_module` runs the whole chain (`orchestrate_model` imports the model and rewrites its Winograd convs
-first, as the compile does: `imported`): `graph.prepared` (fission, constant folding, numbering), FuseOps' partition
-through the compile's own pipeline (`fuseops.py`), blocks and their candidates (`choose.py`), the costs the records
+first, as the compile does: `imported`): `graph.prepared_graph` (fission, constant folding, numbering), FuseOps'
+partition of the unsplit model through the compile's own pipeline (`fuseops.py`: today's compile, each operator
+fission split one group), blocks and their candidates (`choose.py`), the costs the records
 lack measured on the device (`costs.CostTable`), and the BLP of every block. The report is plain data (what `--json`
 writes); `report_text` is its table. A cost is a candidate's device time in its fastest cold repeat plus its
 launches (`launch.py`), in seconds; the chosen and FuseOps' totals are sums of them, and a run's predicted wall time
@@ -23,7 +24,7 @@ from adreno.orchestrate.blp import Choice
 from adreno.orchestrate.candidates import TooManyCandidates, kernel_of
 from adreno.orchestrate.choose import block_candidates, choose
 from adreno.orchestrate.fuseops import FuseOpsMismatch, fuseops_groups
-from adreno.orchestrate.graph import op_name, prepared, primitive_graph
+from adreno.orchestrate.graph import op_name, prepared_graph
 from adreno.options import Winograd
 from adreno.winograd import rewrite
 
@@ -75,9 +76,8 @@ def model_candidates(mod, name: str, target_name: str, max_size: int = 4, progre
     """Fission, FuseOps' partition, the blocks and their candidates of `mod` (the model's imported Relax module);
     a partition that does not map or a block with too many candidates is an `AdrenoError` naming `name`."""
     (progress or (lambda line: None))("fission and FuseOps' partition")
-    mod = prepared(mod)
-    graph = primitive_graph(mod)
-    fused = fuseops_groups(mod, graph, get_device(target_name))
+    mod, graph = prepared_graph(mod)
+    fused = fuseops_groups(mod, graph, get_device(target_name), composites=graph.composites)
     if isinstance(fused, FuseOpsMismatch):
         raise AdrenoError(f"{name}: FuseOps' partition does not map onto the primitives ({fused.reason})")
     fused_names = {g.primitives: g.name for g in fused}

@@ -5,17 +5,18 @@ The module's `main` takes every value the group reads as a parameter, weights in
 depend on its weights' values, so two blocks of the same shapes share one measurement), except constants of at
 most one element and immediates: those are part of the operator (GELU's 0.5, LayerNorm's epsilon, clip's bounds)
 and change the kernel. It binds
-the group's primitives in graph order and returns the values the kernel writes (`candidates.kernel_of`). Parameters
+the group's primitives in graph order and returns the values the kernel writes (`candidates.kernel_of`); an operator
+fission split whose primitives are all in the group (`graph.Composite`) is bound whole instead, as the default compile
+lowers it (so FuseOps' partition of the unsplit model is measured as that compile runs it). Parameters
 are named by position, so the module's structural hash (`key`) is that of the computation and its shapes alone:
 equal for the same group in another place of the model, or in another model.
 """
 
 from dataclasses import dataclass
 
-import tvm
 from tvm import relax
 
-from adreno.orchestrate.graph import substitute
+from adreno.orchestrate.exprs import inline, substitute
 
 
 @dataclass(frozen=True)
@@ -39,10 +40,12 @@ class Subgraph:
 
 def subgraph(graph, kernel) -> Subgraph:
     """The module computing `kernel` (a `blp.Kernel` over `graph`'s primitives)."""
+    whole = {c.final: c for c in graph.whole_in(kernel.primitives) if not c.inner & kernel.outputs}
+    inner = frozenset().union(*(c.inner for c in whole.values()))
     order = [p for p in graph.primitives if p.name in kernel.primitives]
     reads = []
     for p in order:
-        reads += [v for v in p.inputs if v in kernel.inputs and v not in reads and not _inline(graph.values[v])]
+        reads += [v for v in p.inputs if v in kernel.inputs and v not in reads and not inline(graph.values[v])]
     writes = tuple(p.name for p in order if p.name in kernel.outputs)
     params = [relax.Var(f"in{i}", graph.values[v].ty) for i, v in enumerate(reads)]
     mapping = {graph.values[v]: param for v, param in zip(reads, params)}
@@ -51,7 +54,11 @@ def subgraph(graph, kernel) -> Subgraph:
     with bb.function("main", params):
         with bb.dataflow():
             for p in order:
-                call = substitute(graph.calls[p.name], mapping)
+                if p.name in inner:
+                    continue
+                composite = whole.get(p.name)
+                call = (composite.call_on([mapping.get(graph.values[v], graph.values[v]) for v in composite.operands])
+                        if composite else substitute(graph.calls[p.name], mapping))
                 callees.update({a.name_hint: a for a in call.args if isinstance(a, relax.GlobalVar)})
                 mapping[graph.values[p.name]] = bb.emit(call, name_hint=f"t{len(mapping)}")
             outs = [mapping[graph.values[w]] for w in writes]
@@ -62,10 +69,3 @@ def subgraph(graph, kernel) -> Subgraph:
         mod[gvar] = graph.functions[gvar.name_hint]
     return Subgraph(mod, tuple(reads), writes)
 
-
-def _inline(value) -> bool:
-    """A constant of at most one element, or an immediate (a `PrimValue` such as clip's bounds): part of the
-    operator, kept in the module."""
-    if isinstance(value, relax.Var):
-        return False
-    return not isinstance(value, tvm.ir.expr.GenericConst) or int(value.value.numpy().size) <= 1

@@ -33,6 +33,39 @@ class SeededCosts:
         return {k.primitives: float(self.rng.uniform(1e-6, 1e-4)) for k in kernels}
 
 
+class FailedCosts(SeededCosts):
+    """A cost source whose every measurement failed: every block falls back to FuseOps' partition."""
+
+    def costs(self, graph, kernels):
+        return {k.primitives: None for k in kernels}
+
+
+def test_a_compile_without_costs_emits_todays_partition(tmp_path, pocl_device):
+    """Every block falls back to FuseOps' partition of the unsplit model, which is what the default compile
+    launches: MobileViT's LayerNorms and softmaxes are one kernel each again, not the kernels of their primitives."""
+    orchestrator = Orchestrator(FailedCosts(0), max_size=2)
+    options = CompileOptions(host=Host.NATIVE, memory=Memory.BUFFER, winograd=Winograd.OFF)
+    orchestrated = compile_model("mobilevit_xs", tmp_path / "o", options, orchestrator=orchestrator)
+    default = compile_model("mobilevit_xs", tmp_path / "d", options)
+    assert len(orchestrator.partition.fallbacks) == len(orchestrator.orchestration.chosen)
+    assert {c.call.op.name for c in orchestrator.partition.composites} == {"relax.nn.layer_norm", "relax.nn.softmax"}
+
+    def ops(path):
+        return sorted(s["op"] for s in json.loads((path / "plan.json").read_text())["steps"])
+
+    assert ops(orchestrated) == ops(default)
+    assert sum(op in ("layer", "softmax") for op in ops(orchestrated)) == 8  # 6 LayerNorms, 2 softmaxes
+
+    from adreno.opencl.executor import Executor
+
+    onnx_model, _ = load_model("mobilevit_xs")
+    feed = {i.name: np.random.default_rng(0).standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
+            .astype(np.float32) for i in onnx_model.graph.input}
+    want = ort.InferenceSession(onnx_model.SerializeToString()).run(None, feed)
+    np.testing.assert_allclose(Executor(str(orchestrated), pocl_device).run(list(feed.values()))[0], want[0],
+                               rtol=1e-3, atol=1e-4)
+
+
 def test_topological_order_and_cycle():
     assert topological([set(), {"a"}, {"b"}], [["a"], ["b"], ["c"]]) == [0, 1, 2]
     assert topological([{"b"}, set()], [["a"], ["b"]]) == [1, 0]

@@ -79,3 +79,24 @@ def test_a_function_called_at_several_sites_is_a_group_at_each():
     # every conv has a bias to fuse with, so every conv is in a group, the repeated blocks' too
     convs = {p.name for p in graph.primitives if op_name(graph.calls[p.name]).startswith("conv2d")}
     assert convs and convs <= {p for g in groups for p in g.primitives}
+
+
+def test_the_unsplit_models_partition_keeps_each_split_operator_in_one_group():
+    """With the graph's composites, the partition is that of the unsplit model, today's compile: MobileViT's
+    LayerNorms and softmaxes, which FuseOps leaves alone there, are groups of all their primitives (FuseOps of the
+    split graph cut them at the reductions)."""
+    from adreno.orchestrate.graph import prepared_graph
+
+    mod, graph = prepared_graph(to_relax(zoo.get_model("mobilevit_xs", seed=0)))
+    assert len(graph.composites) == 8
+    device = devices.get_device("adreno-740")
+    unsplit = fuseops_groups(mod, graph, device, composites=graph.composites)
+    split = fuseops_groups(mod, graph, device)
+    assert isinstance(unsplit, list) and isinstance(split, list)
+    members = [p for g in unsplit for p in g.primitives]
+    assert len(members) == len(set(members))
+    for composite in graph.composites:
+        holding = [g for g in unsplit if g.primitives & composite.members]
+        assert len(holding) == 1 and holding[0].primitives == composite.members, holding
+        assert holding[0].name.startswith(("layer_norm", "softmax"))
+        assert not any(g.primitives >= composite.members for g in split)

@@ -62,3 +62,50 @@ def test_winograd_stages_are_primitives_and_the_gemm_is_heavy():
     groups = enumerate_groups(list(graph.primitives), max_size=3)
     assert all(sum(p.heavy for p in graph.primitives if p.name in g) <= 1 for g in groups)
     assert any(len(g) > 1 and any("input_transform" in ops[n] for n in g) for g in groups)
+
+
+def _llvm_run(mod, x):
+    import numpy as np  # noqa: F401 - the input is a numpy array
+    import tvm
+    from tvm import relax
+
+    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    out = vm["main"](tvm.runtime.tensor(x))
+    return out.numpy() if hasattr(out, "numpy") else out[0].numpy()
+
+
+def test_composites_bound_whole_compute_what_their_primitives_compute():
+    """Fission keeps each operator it splits as a `Composite`: its primitives, the values they read, the operator
+    over them. Bound whole again (`recomposed`), the module holds the operators instead of their primitives and
+    computes the same; a subgraph holding one whole is the operator, one holding part of it stays split."""
+    import numpy as np
+
+    from adreno.orchestrate.blp import Kernel
+    from adreno.orchestrate.graph import prepared_graph, recomposed
+    from adreno.orchestrate.subgraph import subgraph
+    from tests.orchestrate.graphs import layernorm_gelu_matmul
+
+    mod, graph = prepared_graph(to_relax(layernorm_gelu_matmul()))
+    ops = sorted(c.call.op.name for c in graph.composites)
+    assert ops == ["relax.nn.gelu", "relax.nn.layer_norm"], ops
+    layer_norm = next(c for c in graph.composites if c.call.op.name == "relax.nn.layer_norm")
+    assert len(layer_norm.members) == 9 and layer_norm.final == max(layer_norm.members, key=lambda n: int(n[1:]
+                                                                                              .split(":")[0]))
+    assert len(layer_norm.operands) == 3  # x, gamma, beta
+
+    whole = recomposed(mod, graph, graph.composites)
+    bindings = [b for block in whole["main"].body.blocks for b in block.bindings if hasattr(b.value, "op")]
+    assert len(bindings) == len(graph.primitives) - sum(len(c.inner) for c in graph.composites)
+    assert {"relax.nn.layer_norm", "relax.nn.gelu"} <= {getattr(b.value.op, "name", "") for b in bindings}
+    x = np.random.default_rng(3).standard_normal([int(d) for d in mod["main"].params[0].ty.shape]).astype("float32")
+    np.testing.assert_allclose(_llvm_run(whole, x), _llvm_run(mod, x), rtol=1e-5, atol=1e-5)
+
+    def module_ops(group):
+        kernel = kernel_of(group, graph.primitives, graph.outputs, 1.0, "k")
+        sg = subgraph(graph, Kernel(kernel.name, kernel.primitives, kernel.inputs, kernel.outputs, 1.0))
+        return [b.value.op.name for block in sg.mod["main"].body.blocks for b in block.bindings
+                if hasattr(b.value, "op")]
+
+    assert module_ops(layer_norm.members) == ["relax.nn.layer_norm"]
+    part = module_ops(layer_norm.members - {layer_norm.final})
+    assert len(part) == 8 and "relax.nn.layer_norm" not in part
