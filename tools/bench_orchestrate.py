@@ -2,7 +2,7 @@
 """End to end: `adreno compile --orchestrate` next to the default compiles, side by side in one run.
 
     python tools/bench_orchestrate.py [mobilevit_xs mobilenetv3_small ...] [--records R] [--max-size 3]
-        [--repeat 30] [--rounds 3] [--device pocl] [--json out.json]
+        [--repeat 30] [--rounds 5] [--device pocl] [--json out.json]
 
 Per model, three artifacts, each compiled by the CLI as a user would (host native):
 - `default`: `adreno compile MODEL` (texture memory, Winograd auto: what a user gets);
@@ -11,9 +11,11 @@ Per model, three artifacts, each compiled by the CLI as a user would (host nativ
 
 Each is run with `adreno run --check` (outputs against onnxruntime; a timing counts only after its check passed),
 in `--rounds` interleaved rounds of `--repeat` runs, and the median of the rounds' median wall times is reported,
-with the kernels' device time. The orchestrated row also shows its predicted wall time (the manifest's
-`predicted_run_s`: the device's per-run cost plus the chosen kernels' measured costs), the candidates, the
-measurements made by this run and the BLP's solve time.
+with the kernels' device time; the JSON keeps every round's median (`round_wall_ms`), since on a busy 2-core machine
+one slow spell can move a 2 ms model's median of three rounds by a quarter (session 19: docs/orchestrate.md).
+The orchestrated row also shows its predicted wall time (the manifest's `predicted_run_s`: the device's per-run
+cost plus the chosen kernels' measured costs), the candidates, the measurements made by this run and the BLP's
+solve time.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ def bench_model(model: str, work: Path, args) -> list[dict]:
     for row in rows:
         runs = rounds[row["variant"]]
         row.update(model=model, wall_ms=statistics.median(r["wall_ms"] for r in runs),
+                   round_wall_ms=[r["wall_ms"] for r in runs],
                    kernel_ms=statistics.median(r["kernel_ms"] for r in runs),
                    max_error=max(r["max_error"] for r in runs))
     return rows
@@ -93,7 +96,7 @@ def main() -> int:
     parser.add_argument("--records", help="records file of the candidates' costs (default: a temporary one)")
     parser.add_argument("--max-size", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=30)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--device", default="pocl")
     parser.add_argument("--json", help="write the rows as JSON here")
     args = parser.parse_args()
