@@ -38,7 +38,7 @@ from .schedules import schedule_pass
 from .schedules.context import ScheduleContext
 from .schedules.conv2d_winograd import kernel_configs, layout_config_in_space
 from .weights import QuantizedWeights, WinogradWeights
-from .winograd import rewrite, rewrite_pass
+from .winograd import rewrite_pass
 
 Progress = Callable[[str], None]
 
@@ -82,16 +82,18 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     options = options.resolved(default_memory(tuned))
     memory, winograd, host = options.memory, options.winograd, options.host
     transformed = WinogradWeights()  # stored as their 3x3 source, transformed at load (adreno.weights)
-    if orchestrator is not None and mod is not None:
-        orchestrator.check(options)
-        say("orchestrating: fission, candidates, costs, the BLP of each block")
-        # Winograd first, so that its stages are primitives the candidates group; `lower_relax`'s rewrite then
-        # makes the same choices for the convs left, so it rewrites nothing more
-        mod = orchestrator.prepare(rewrite(mod, winograd, tuned, transformed), model_name)
     if options.defaults is Defaults.MODEL and options.schedules is Schedules.ADRENO:
         tuned.ranker = RankedDefaults()
     tvm_target = targets.tvm_target(device, host=host)
     ctx = ScheduleContext(device, tvm_target, options.staging, tuned)
+    if orchestrator is not None and mod is not None:
+        orchestrator.check(options)
+        say("orchestrating: fission, candidates, costs, the BLP of each block")
+        # the convs laid out first (Winograd stages; packed layouts in texture memory), so that they are primitives
+        # the candidates group; `lower_relax`'s own step then makes the same choices and changes nothing more
+        from .orchestrate.layouts import laid_out  # inside: orchestration's modules import this one
+
+        mod = orchestrator.prepare(laid_out(mod, ctx, memory, winograd, transformed), model_name, memory)
     refusals, lowered, plan, sources, params, ranked, store = [], None, None, {}, {}, None, None
     if mod is None:
         say("every output is empty: no kernels, no host library")
@@ -230,7 +232,7 @@ def lower_relax(mod, ctx, schedules: Schedules = Schedules.ADRENO, memory: Memor
     defaults (for comparisons); none stops before any schedule (what the tuner extracts tasks from).
     The result's `main` is a flat dataflow of `call_tir`; any other call left there is an op we cannot lower.
     `weights` (an `adreno.weights.WinogradWeights`) collects the Winograd-transformed weights, for `extract_plan`.
-    `fuse` (buffer memory only) is a pass run instead of TVM's FuseOps (`adreno.orchestrate.emit.fuse_within`)."""
+    `fuse` is a pass run instead of TVM's FuseOps (`adreno.orchestrate.emit.fuse_within`)."""
     import tvm
     from tvm.relax.backend.adreno import pipeline
 
@@ -241,11 +243,8 @@ def lower_relax(mod, ctx, schedules: Schedules = Schedules.ADRENO, memory: Memor
         if memory is Memory.TEXTURE:
             from .texture.planning import relax_passes  # inside: loads TVM at import
 
-            if fuse is not None:
-                raise AdrenoError("a replacement of FuseOps applies to buffer memory only")
-
             passes = relax_passes(ctx, ours, default_schedules=schedules is not Schedules.NONE, winograd=winograd,
-                                  weights=weights)
+                                  weights=weights, fuse=fuse)
         else:
             passes = pipeline.library_dispatch_passes(tvm_target) + pipeline.legalize_passes(tvm_target)
             # batch norms' constant arithmetic in numpy, right after TVM decomposes them (adreno.numpy_fold)

@@ -43,8 +43,8 @@ def kernel_calls(lowered):
 
 def extract_plan(lowered, tvm_target, memory: Memory = Memory.BUFFER, device=None,
                  precision: Precision = Precision.FP32, weights: WinogradWeights | None = None,
-                 quantized: QuantizedWeights | None = None,
-                 store=None) -> tuple[Plan, dict[str, str], dict[str, np.ndarray]]:
+                 quantized: QuantizedWeights | None = None, store=None,
+                 input_images: bool = False) -> tuple[Plan, dict[str, str], dict[str, np.ndarray]]:
     """Walk `main` of a lowered module into a launch plan, the OpenCL source per program, and what params.npz
     stores for each param (`adreno.weights`: a weight of `weights`, the Winograd-transformed ones, as its 3x3 source;
     the weights of an fp16 compile as float16; a weight of `quantized` as its integer tensor).
@@ -53,7 +53,9 @@ def extract_plan(lowered, tvm_target, memory: Memory = Memory.BUFFER, device=Non
 
     Texture memory: every packed 5-D tensor (NCHW4c activation, OIHW4o weight) that fits the device's image
     limits is an OpenCL image (`TensorSpec.image`); one that does not, or whose producing kernel cannot write
-    whole pixels, stays a buffer with the reason in `TensorSpec.fallback`."""
+    whole pixels, stays a buffer with the reason in `TensorSpec.fallback`. With `input_images` the inputs are images
+    by the same rule: a kernel measured alone (`adreno.orchestrate.costs`) then reads what it reads in the model, where
+    its inputs are other kernels' images."""
     import tvm
 
     textures = memory is Memory.TEXTURE
@@ -100,6 +102,8 @@ def extract_plan(lowered, tvm_target, memory: Memory = Memory.BUFFER, device=Non
     for var in main.params:
         shape, dtype = _tensor_type(var)
         tensors[var.name] = TensorSpec(var.name, shape, dtype, "input", "")
+        if input_images:
+            assign_image(tensors[var.name])
         values[_expr_key(var)] = var.name
     inputs = [v.name for v in main.params]
 

@@ -4,10 +4,13 @@
     python tools/bench_orchestrate.py [mobilevit_xs mobilenetv3_small ...] [--records R] [--max-size 3]
         [--repeat 30] [--rounds 5] [--device pocl] [--json out.json]
 
-Per model, three artifacts, each compiled by the CLI as a user would (host native):
+Per model, four artifacts, each compiled by the CLI as a user would (host native):
 - `default`: `adreno compile MODEL` (texture memory, Winograd auto: what a user gets);
-- `buffer`: `--memory buffer` (Winograd auto), the conditions orchestration compiles under;
-- `orchestrated`: `--orchestrate --max-size N --records R` (its candidates measured on --device, kept in R).
+- `buffer`: `--memory buffer` (Winograd auto), the conditions orchestration compiles under by default;
+- `orchestrated`: `--orchestrate --max-size N --records R` (buffer memory; its candidates measured on --device,
+  kept in R): compare it with `buffer`;
+- `orchestrated_texture`: the same with `--memory texture` (candidates measured reading images): compare it with
+  `default`.
 
 Each is run with `adreno run --check` (outputs against onnxruntime; a timing counts only after its check passed),
 in `--rounds` interleaved rounds of `--repeat` runs, and the median of the rounds' median wall times is reported,
@@ -31,12 +34,15 @@ from pathlib import Path
 
 ADRENO = [sys.executable, "-m", "adreno.cli"]
 MODELS = ["mobilevit_xs", "mobilenetv3_small", "mobilenetv2", "resnet18"]
+VARIANTS = ("default", "buffer", "orchestrated", "orchestrated_texture")
 
 
 def compile_variant(model: str, variant: str, out: Path, args) -> dict:
     flags = {"default": [], "buffer": ["--memory", "buffer"],
              "orchestrated": ["--orchestrate", "--max-size", str(args.max_size), "--records", args.records,
-                              "--measure-device", args.device]}[variant]
+                              "--measure-device", args.device],
+             "orchestrated_texture": ["--orchestrate", "--memory", "texture", "--max-size", str(args.max_size),
+                                      "--records", args.records, "--measure-device", args.device]}[variant]
     started = time.perf_counter()
     subprocess.run([*ADRENO, "compile", model, "-o", str(out), "--host", "native", "-q", *flags], check=True,
                    stdout=subprocess.DEVNULL)
@@ -57,7 +63,7 @@ def run_once(artifact: Path, args) -> dict:
 
 
 def bench_model(model: str, work: Path, args) -> list[dict]:
-    rows = [compile_variant(model, v, work / f"{model}-{v}", args) for v in ("default", "buffer", "orchestrated")]
+    rows = [compile_variant(model, v, work / f"{model}-{v}", args) for v in VARIANTS]
     rounds = {row["variant"]: [] for row in rows}
     for _ in range(args.rounds):  # interleaved, so a slow spell of the machine falls on every variant
         for row in rows:

@@ -67,7 +67,8 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
     p.add_argument("--orchestrate", action="store_true",
                    help="choose the kernels as `adreno orchestrate` does (fission into primitives, candidate kernels "
                    "measured on --measure-device or --measure-tracker, the exact BLP of each block) and compile that "
-                   "partition instead of TVM FuseOps'; implies --memory buffer; --winograd applies first, its stages "
+                   "partition instead of TVM FuseOps'; buffer memory unless --memory texture (then the packed layouts "
+                   "are planned first and the candidates read images); --winograd applies first, its stages "
                    "are primitives like any other. Costs are read from and appended to --records, so a second "
                    "compile measures nothing; see docs/orchestrate.md")
     add_max_size_argument(p, "with --orchestrate: ")
@@ -108,7 +109,7 @@ def cmd_compile(args) -> int:
     from ..compile import compile_model  # inside: adreno --help does not need it
 
     output = f"build/{Path(str(args.model)).stem}" if args.output is None else args.output
-    if args.orchestrate:  # the memory its candidates are measured in, unless asked otherwise (then refused)
+    if args.orchestrate:  # buffer, the memory orchestration has measured longest, unless --memory says otherwise
         args.memory = args.memory or Memory.BUFFER
     options = CompileOptions(target=args.target, host=args.host, cc=args.cc,
                              input_shapes=_parse_shapes(args.input_shape),
@@ -163,7 +164,8 @@ def _orchestrator(args, options, progress):
     Orchestrator.check(options)
     if args.records and not Path(args.records).exists():
         Path(args.records).touch()  # the costs are appended to it; the compile reads its tuning records too
-    with cost_table(args.records, MeasureSite.from_args(args, "measure-"), options.target, 5, progress) as table:
+    with cost_table(args.records, MeasureSite.from_args(args, "measure-"), options.target, 5, progress,
+                    options.memory) as table:
         yield Orchestrator(table, args.max_size, progress=progress)
 
 

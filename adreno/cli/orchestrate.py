@@ -18,7 +18,7 @@ from pathlib import Path
 from ..devices import get_device
 from ..errors import AdrenoError
 from ..farm.common import FarmError, parse_addr
-from ..options import Precision, Winograd, enum_argument
+from ..options import Memory, Precision, Winograd, enum_argument
 from ..paths import output_file, regular_file
 from .common import require_positive
 
@@ -43,6 +43,9 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
                    help="Winograd for 3x3 stride-1 convs, applied before fission as `adreno compile --orchestrate "
                    "--winograd` applies it (its three stages become primitives; default auto; with --report, tuned "
                    "layout records in --records decide for their convs, as in the compile)")
+    p.add_argument("--memory", **enum_argument(Memory), default=Memory.BUFFER,
+                   help="the memory the candidates are compiled and measured in (default buffer; texture: the "
+                   "packed layouts of `adreno compile`'s default, planned before fission, inputs in images)")
     p.add_argument("--target", default="adreno-740", help="the target the candidates are compiled for "
                    "(default adreno-740)")
     add_measure_arguments(p)
@@ -85,7 +88,8 @@ def cmd_orchestrate(args) -> int:
         from adreno.orchestrate.batch import export_batch  # inside: loads TVM at import
 
         manifest = export_batch(args.model, Path(args.export_batch), args.target, args.max_size,
-                                lambda line: print(f"  {line}", file=sys.stderr, flush=True), args.winograd)
+                                lambda line: print(f"  {line}", file=sys.stderr, flush=True), args.winograd,
+                                args.memory)
         built = sum(1 for c in manifest["candidates"] if not c.get("error"))
         print(f"{args.export_batch}: {len(manifest['candidates'])} candidate kernels ({built} built, the launch "
               f"cost's two among them) of {manifest['model']}; measure it with `python -m adreno.runners.offline "
@@ -100,7 +104,7 @@ def cmd_orchestrate(args) -> int:
     # the tuned layout records decide for their convs, as in `adreno compile --orchestrate --records`
     layouts = tuned_configs(args.records, Precision.FP32, args.target) if args.records and \
         Path(args.records).exists() else None
-    with cost_table(args.records, MeasureSite.from_args(args), args.target, args.repeat, say) as table:
+    with cost_table(args.records, MeasureSite.from_args(args), args.target, args.repeat, say, args.memory) as table:
         report = orchestrate_model(args.model, args.target, table, args.max_size, args.time_limit, say,
                                    args.winograd, layouts)
     print(report_text(report))
@@ -158,9 +162,9 @@ class MeasureSite:
 
 
 @contextmanager
-def cost_table(records: str | None, site: MeasureSite, target: str, repeat: int, say):
-    """A `costs.CostTable` measuring at `site`, kept in `records` (a temporary file, removed afterwards, when
-    None); the runner is closed on the way out."""
+def cost_table(records: str | None, site: MeasureSite, target: str, repeat: int, say, memory: Memory):
+    """A `costs.CostTable` measuring in `memory` at `site`, kept in `records` (a temporary file, removed afterwards,
+    when None); the runner is closed on the way out."""
     from adreno.orchestrate.costs import CostTable  # inside: loads TVM and scipy at import
     # inside: adreno --help does not need it
     from adreno.records import Database
@@ -171,6 +175,6 @@ def cost_table(records: str | None, site: MeasureSite, target: str, repeat: int,
         database = Database(records or Path(scratch) / "records.jsonl")
         runner, device = site.open(database)
         try:
-            yield CostTable(database, runner, device, target, repeat=repeat, progress=say)
+            yield CostTable(database, runner, device, target, memory, repeat=repeat, progress=say)
         finally:
             runner.close()

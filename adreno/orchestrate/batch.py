@@ -29,7 +29,7 @@ from pathlib import Path
 
 import adreno
 from adreno.code_version import code_fingerprint
-from adreno.options import Winograd
+from adreno.options import Memory, Winograd
 from adreno.orchestrate.costs import CostTable, input_specs
 from adreno.orchestrate.report import imported, model_candidates
 from adreno.records import ORCHESTRATE_OP, Database, Record
@@ -39,23 +39,23 @@ from adreno.runners.offline import (BATCH_FORMAT, MANIFEST_NAME, RESULTS_NAME, B
 
 
 def export_batch(model, out: Path, target_name: str, max_size: int, say=lambda line: None,
-                 winograd: Winograd = Winograd.AUTO) -> dict:
-    """Compile every distinct candidate of `model` (its convs rewritten by `winograd` first, as the compile does)
-    and the launch-cost artifacts into the batch `out` (an earlier batch there is replaced; written beside it and
-    renamed, so a failed export leaves the old one). The manifest."""
+                 winograd: Winograd = Winograd.AUTO, memory: Memory = Memory.BUFFER) -> dict:
+    """Compile every distinct candidate of `model` in `memory` (its convs laid out first as the compile does, with
+    `winograd`: `report.imported`) and the launch-cost artifacts into the batch `out` (an earlier batch there is
+    replaced; written beside it and renamed, so a failed export leaves the old one). The manifest."""
     out = Path(out)
     check_replaceable(out)
-    mod, name = imported(model, winograd)
-    found = model_candidates(mod, name, target_name, max_size, say)
+    mod, name = imported(model, target_name, memory, winograd)
+    found = model_candidates(mod, name, target_name, max_size, say, memory)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.adreno-tmp.{os.getpid()}.", dir=out.parent))
     try:
         # no records and no device: every candidate is a job
-        table = CostTable(Database(staging / ".no-records.jsonl"), None, "", target_name)
+        table = CostTable(Database(staging / ".no-records.jsonl"), None, "", target_name, memory)
         jobs = table.launch_jobs() + table.jobs(found.graph, found.kernels)
         manifest = {"format": BATCH_FORMAT, "kind": BatchKind.ORCHESTRATE, "adreno_version": adreno.__version__,
                     "code": code_fingerprint(), "model": name, "target": target_name, "max_size": max_size,
-                    "winograd": winograd,
+                    "winograd": winograd, "memory": memory,
                     "cold": True, "candidates_of_model": len(found.kernels), "tasks": [], "candidates": []}
         for n, job in enumerate(jobs):
             record, run = table.prepare(job, staging / "candidates" / f"C{n}")

@@ -17,9 +17,9 @@ measuring device's fingerprint, config `{}`. The code fingerprint (`adreno.code_
 before a schedule changed from standing for the kernel the changed schedule makes: after an upgrade the candidates
 are measured again. A failed measurement is a record too, so a second run over the same blocks measures nothing;
 so are the two launch-cost artifacts (`orchestrate|launch|<target>|<kernels>|w<width>|code-<fingerprint>`). A compile's
-`--records` passes over these keys (`TunedConfigs.load`), so one file may hold both. Only buffer memory is measured
-for now (texture candidates would need their parameters in the images the model gives them, as the tuner's texture
-tasks do).
+`--records` passes over these keys (`TunedConfigs.load`), so one file may hold both. In texture memory a candidate
+reads its packed inputs from images, as in the model (`extract_plan(input_images=True)`), and keeps its weights as
+constants, which the plan makes param images as in the model (`subgraph.py`).
 """
 
 from __future__ import annotations
@@ -58,8 +58,6 @@ class CostTable:
                  progress=None):
         """`runner`: a `runners.interface.Runner`; `device`: its device's fingerprint (`DeviceIdentity.fingerprint`);
         `progress`: called with one line per measurement."""
-        if memory is not Memory.BUFFER:
-            raise AdrenoError(f"orchestration measures buffer-memory candidates only, not {memory}")
         self.database, self.runner, self.device = database, runner, device
         self.target_name, self.memory, self.repeat = target_name, memory, repeat
         self.say = progress or (lambda line: None)
@@ -147,7 +145,7 @@ class CostTable:
             finish(*pending.popleft())
 
     def _key(self, graph, kernel):
-        sg = subgraph(graph, kernel)
+        sg = subgraph(graph, kernel, self.memory)
         return (f"{ORCHESTRATE_OP}|{self.memory.value}|{self.target_name}|{MEASURED}|code-{code_fingerprint()}|"
                 f"{sg.key}"), sg
 
@@ -168,7 +166,7 @@ class CostTable:
             return record, None
         inputs = seeded_inputs(specs, 0)
         try:
-            record.extra["kernels"] = build_artifact(job.mod, job.key, self.target_name, out, job.fuse)
+            record.extra["kernels"] = build_artifact(job.mod, job.key, self.target_name, out, job.fuse, self.memory)
             reference = llvm_reference(job.mod, inputs)
         except (*TVM_ERRORS, AdrenoError) as err:
             record.error, record.stage = f"{type(err).__name__}: {str(err).strip().splitlines()[-1][:300]}", "build"
@@ -208,12 +206,13 @@ def UNFUSED(mod, _ctx):  # noqa: N802 - a pass value: every operator stays a ker
     return mod
 
 
-def build_artifact(mod, key: str, target_name: str, out: Path, fuse=None) -> int:
-    """Compile `mod` as `adreno compile` would (buffer memory, our schedules; `fuse` in place of FuseOps, when
-    given) into a kernel artifact at `out`; the number of kernels its plan launches."""
+def build_artifact(mod, key: str, target_name: str, out: Path, fuse=None, memory: Memory = Memory.BUFFER) -> int:
+    """Compile `mod` as `adreno compile` would (in `memory`, our schedules; `fuse` in place of FuseOps, when given)
+    into a kernel artifact at `out`, its packed inputs images in texture memory as in the model; the number of
+    kernels its plan launches."""
     ctx = ScheduleContext.for_device(get_device(target_name), host=Host.NATIVE)
-    lowered = lower_relax(mod, ctx, Schedules.ADRENO, memory=Memory.BUFFER, fuse=fuse)
-    plan, sources, params = extract_plan(lowered, ctx.target, memory=Memory.BUFFER, device=ctx.device)
+    lowered = lower_relax(mod, ctx, Schedules.ADRENO, memory=memory, fuse=fuse)
+    plan, sources, params = extract_plan(lowered, ctx.target, memory=memory, device=ctx.device, input_images=True)
     write_kernel_artifact(str(out), plan, sources, params, key, target_name, {})
     return len(plan.steps)
 

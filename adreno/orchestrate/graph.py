@@ -2,9 +2,10 @@
 
 Values that are not bound by an operator call in the dataflow block (function parameters, constants) are external:
 graph inputs and weights, which every kernel may read. Conv and matmul are the heavy primitives (the one our
-schedule families are built around), and so is a Winograd conv's batched GEMM (`adreno.winograd`: a module rewritten
-before fission has its three stages as `call_tir`s); everything else is light (elementwise, broadcast, reduction,
-layout, the Winograd transforms).
+schedule families are built around), and so are a Winograd conv's batched GEMM (`adreno.winograd`: a module
+rewritten before fission has its three stages as `call_tir`s) and a packed conv of texture memory's layout planning
+(`texture.planning`); everything else is light (elementwise, broadcast, reduction, layout, packing, the Winograd
+transforms).
 
 `numbered(mod)` first renames primitive i's variable to `p<i>` (aliases dropped): TVM's passes keep a binding's name
 hint, so FuseOps' fused functions can be mapped back to primitives by name (`fuseops.py`), and a group's bindings
@@ -22,6 +23,7 @@ from tvm import relax
 from adreno.orchestrate.candidates import Primitive
 from adreno.orchestrate.exprs import inline, operands, substitute
 from adreno.orchestrate.fission import COMPOSITE_HINT, fission_with_templates
+from adreno.texture.planning import is_packed_conv_function
 from adreno.winograd import is_gemm_function
 
 BINDING_PREFIX = "p"  # primitive i's variable is `p<i>` in a `numbered` module
@@ -150,7 +152,10 @@ def _composites(prims, outputs, values, templates) -> tuple:
 
 
 def _heavy(call, op: str) -> bool:
-    return op in HEAVY_OPS or (op == "relax.call_tir" and is_gemm_function(call.args[0].name_hint))
+    if op != "relax.call_tir":
+        return op in HEAVY_OPS
+    name = call.args[0].name_hint
+    return is_gemm_function(name) or is_packed_conv_function(name)
 
 
 def op_name(call) -> str:

@@ -1,19 +1,20 @@
 """`adreno compile --orchestrate`: what `compile_model` is handed to compile the BLP's kernels instead of FuseOps'.
 
-The compile calls, in order: `check(options)` before anything is measured (orchestration compiles buffer memory,
-with our schedules: the conditions its candidates were measured under, `costs.py`), `prepare(mod, name)` on the
-imported module (fission, FuseOps' partition, the costs the records lack measured, every block's BLP,
-`partition.py`; the module it returns binds whole each operator fission split that the kernels hold whole),
-`fuse_pass()` for `lower_relax` in place of FuseOps (`emit.py`), and after lowering `summary()`, which the manifest
-records under `orchestration`: each emitted kernel with its operators, measured cost and the functions it became,
-the fallbacks, the device's launch cost and the predicted wall time of a run (the per-run cost plus the emitted
-kernels' costs), next to the candidates, measurements and solve time.
+The compile calls, in order: `check(options)` before anything is measured (orchestration compiles fp32 with our
+schedules: the conditions its candidates are measured under, `costs.py`), `prepare(mod, name, memory)` on the
+imported module laid out for `memory` (`layouts.py`; the costs must be measured in that memory): fission, FuseOps'
+partition, the costs the records lack measured, every block's BLP (`partition.py`); the module it returns binds
+whole each operator fission split that the kernels hold whole. Then `fuse_pass()` for `lower_relax` in place of
+FuseOps (`emit.py`), and after lowering `summary()`, which the manifest records under `orchestration`: each emitted
+kernel with its operators, measured cost and the functions it became, the fallbacks, the device's launch cost and
+the predicted wall time of a run (the per-run cost plus the emitted kernels' costs), next to the candidates,
+measurements and solve time.
 """
 
 from __future__ import annotations
 
 from adreno.errors import AdrenoError
-from adreno.options import Memory, Schedules
+from adreno.options import Memory, Precision, Schedules
 from adreno.orchestrate.emit import fuse_within
 from adreno.orchestrate.graph import recomposed
 from adreno.orchestrate.partition import partition
@@ -32,14 +33,18 @@ class Orchestrator:
     def check(options) -> None:
         """One line for options orchestration cannot honour (exit 2), before anything is measured."""
         wrong = [f"--{name} {value}" for name, value, wanted in
-                 (("memory", options.memory, Memory.BUFFER), ("schedules", options.schedules, Schedules.ADRENO))
+                 (("schedules", options.schedules, Schedules.ADRENO), ("precision", options.precision, Precision.FP32))
                  if value is not None and value is not wanted]
         if wrong:
-            raise AdrenoError(f"--orchestrate compiles buffer memory with our schedules (what its candidates are "
-                              f"measured with), not {', '.join(wrong)}")
+            raise AdrenoError(f"--orchestrate compiles fp32 with our schedules (what its candidates are measured "
+                              f"with), not {', '.join(wrong)}")
 
-    def prepare(self, mod, name: str):
-        """The module to lower: `mod` fissioned and numbered, with the partition to emit decided."""
+    def prepare(self, mod, name: str, memory: Memory):
+        """The module to lower in `memory` (the memory the costs are measured in): `mod` fissioned and numbered, with
+        the partition to emit decided."""
+        if memory is not self.costs_of.memory:
+            raise AdrenoError(f"--orchestrate compiles {memory} memory, but its candidates are measured in "
+                              f"{self.costs_of.memory} memory")
         self.orchestration = orchestrate_module(mod, name, self.costs_of.target_name, self.costs_of, self.max_size,
                                                 self.time_limit_s, self.say)
         self.partition = partition(self.orchestration)

@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from adreno.devices import get_device
 from adreno.errors import AdrenoError
 from adreno.frontend.importer import load_model, to_relax
+from adreno.options import Host, Memory, Winograd
 from adreno.orchestrate.blp import Choice
 from adreno.orchestrate.candidates import TooManyCandidates, kernel_of
 from adreno.orchestrate.choose import block_candidates, choose
 from adreno.orchestrate.fuseops import FuseOpsMismatch, fuseops_groups
 from adreno.orchestrate.graph import op_name, prepared_graph
-from adreno.options import Winograd
-from adreno.winograd import rewrite
+from adreno.orchestrate.layouts import laid_out
+from adreno.schedules.context import ScheduleContext
 
 
 @dataclass(frozen=True)
@@ -43,21 +44,25 @@ class Orchestration:
 
 def orchestrate_model(model, target_name: str, costs_of, max_size: int = 4, time_limit_s: float = 10.0,
                       progress=None, winograd: Winograd = Winograd.AUTO, config=None) -> dict:
-    """The report of `model` (a zoo name, .onnx path or ModelProto) for `target_name`; `costs_of`: a
-    `costs.CostTable` (its `costs(graph, kernels)` and `measured`); `winograd`, `config`: see `imported`."""
-    mod, name = imported(model, winograd, config)
+    """The report of `model` (a zoo name, .onnx path or ModelProto) for `target_name` in the memory of `costs_of`
+    (a `costs.CostTable`: its `costs(graph, kernels)`, `measured` and `memory`); `winograd`, `config`: see
+    `imported`."""
+    mod, name = imported(model, target_name, costs_of.memory, winograd, config)
     return orchestrate_module(mod, name, target_name, costs_of, max_size, time_limit_s, progress).report
 
 
-def imported(model, winograd: Winograd = Winograd.AUTO, config=None):
+def imported(model, target_name: str, memory: Memory = Memory.BUFFER, winograd: Winograd = Winograd.AUTO,
+             config=None):
     """(`model`'s Relax module, its name) as `adreno compile --orchestrate` hands it to the orchestration: imported,
-    then its eligible convs rewritten into Winograd stages by the mode `winograd` and the tuned layout records of
-    `config` (`adreno.winograd.rewrite`), so that the stages are primitives the candidates group."""
+    then laid out for `memory` (`layouts.laid_out`: Winograd stages by the mode `winograd` and the tuned layout
+    records of `config`; in texture memory the packed layouts), so that what the compile makes of the convs are
+    primitives the candidates group."""
     onnx_model, name = load_model(model)
     mod = to_relax(onnx_model)
     if mod is None:
         raise AdrenoError(f"{name}: every output is empty, there are no kernels to choose")
-    return rewrite(mod, winograd, config), name
+    ctx = ScheduleContext.for_device(get_device(target_name), host=Host.NATIVE, knobs=config)
+    return laid_out(mod, ctx, memory, winograd), name
 
 
 @dataclass(frozen=True)
@@ -72,12 +77,14 @@ class ModelCandidates:
     kernels: list
 
 
-def model_candidates(mod, name: str, target_name: str, max_size: int = 4, progress=None) -> ModelCandidates:
-    """Fission, FuseOps' partition, the blocks and their candidates of `mod` (the model's imported Relax module);
-    a partition that does not map or a block with too many candidates is an `AdrenoError` naming `name`."""
+def model_candidates(mod, name: str, target_name: str, max_size: int = 4, progress=None,
+                     memory: Memory = Memory.BUFFER) -> ModelCandidates:
+    """Fission, FuseOps' partition in `memory`, the blocks and their candidates of `mod` (the model's Relax module,
+    `imported`); a partition that does not map or a block with too many candidates is an `AdrenoError` naming
+    `name`."""
     (progress or (lambda line: None))("fission and FuseOps' partition")
     mod, graph = prepared_graph(mod)
-    fused = fuseops_groups(mod, graph, get_device(target_name), composites=graph.composites)
+    fused = fuseops_groups(mod, graph, get_device(target_name), memory, graph.composites)
     if isinstance(fused, FuseOpsMismatch):
         raise AdrenoError(f"{name}: FuseOps' partition does not map onto the primitives ({fused.reason})")
     fused_names = {g.primitives: g.name for g in fused}
@@ -95,7 +102,7 @@ def orchestrate_module(mod, name: str, target_name: str, costs_of, max_size: int
     """`mod` (the model's imported Relax module) orchestrated for `target_name` on the costs of `costs_of`."""
     say = progress or (lambda line: None)
     started = time.perf_counter()
-    found = model_candidates(mod, name, target_name, max_size, say)
+    found = model_candidates(mod, name, target_name, max_size, say, costs_of.memory)
     mod, graph, fused_names, candidates, kernels = (found.mod, found.graph, found.fused_names, found.blocks,
                                                     found.kernels)
     say(f"costs of {len(kernels)} candidates")

@@ -4,7 +4,9 @@ keyed by.
 The module's `main` takes every value the group reads as a parameter, weights included (a kernel's time does not
 depend on its weights' values, so two blocks of the same shapes share one measurement), except constants of at
 most one element and immediates: those are part of the operator (GELU's 0.5, LayerNorm's epsilon, clip's bounds)
-and change the kernel. It binds
+and change the kernel; in texture memory every constant stays in the module (a weight is a param image of its own
+geometry in the model, which the launch plan gives constants only, `plan.extract_plan`), so the key holds the weights
+and blocks of equal shapes are measured apart. It binds
 the group's primitives in graph order and returns the values the kernel writes (`candidates.kernel_of`); an operator
 fission split whose primitives are all in the group (`graph.Composite`) is bound whole instead, as the default compile
 lowers it (so FuseOps' partition of the unsplit model is measured as that compile runs it). Parameters
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 
 from tvm import relax
 
+from adreno.options import Memory
 from adreno.orchestrate.exprs import inline, substitute
 
 
@@ -38,14 +41,15 @@ class Subgraph:
         return f"{digest:016x}|{shapes}|{len(self.writes)}"
 
 
-def subgraph(graph, kernel) -> Subgraph:
-    """The module computing `kernel` (a `blp.Kernel` over `graph`'s primitives)."""
+def subgraph(graph, kernel, memory: Memory = Memory.BUFFER) -> Subgraph:
+    """The module computing `kernel` (a `blp.Kernel` over `graph`'s primitives), measured in `memory`."""
+    kept = inline if memory is Memory.BUFFER else (lambda value: not isinstance(value, relax.Var))
     whole = {c.final: c for c in graph.whole_in(kernel.primitives) if not c.inner & kernel.outputs}
     inner = frozenset().union(*(c.inner for c in whole.values()))
     order = [p for p in graph.primitives if p.name in kernel.primitives]
     reads = []
     for p in order:
-        reads += [v for v in p.inputs if v in kernel.inputs and v not in reads and not inline(graph.values[v])]
+        reads += [v for v in p.inputs if v in kernel.inputs and v not in reads and not kept(graph.values[v])]
     writes = tuple(p.name for p in order if p.name in kernel.outputs)
     params = [relax.Var(f"in{i}", graph.values[v].ty) for i, v in enumerate(reads)]
     mapping = {graph.values[v]: param for v, param in zip(reads, params)}

@@ -12,6 +12,7 @@ transformed with numpy (constants in the module, never run-time work).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,6 +25,14 @@ from ..numpy_fold import fold_pass
 from ..options import Memory, Winograd
 from ..schedules.packed import schedule_rule
 from .compute import te_conv4c, te_maxpool4c, te_pack, te_unpack
+
+PACKED_CONV_FUNCTION = re.compile(r"(dw)?conv2d_nchw4c\d*")  # the packed convs' PrimFuncs (TVM numbers repeats)
+
+
+def is_packed_conv_function(name: str) -> bool:
+    """A PrimFunc the planner emitted for a packed conv (a heavy primitive to kernel orchestration)."""
+    return PACKED_CONV_FUNCTION.fullmatch(name) is not None
+
 
 _UNARY = {"relax.nn.relu", "relax.sigmoid", "relax.tanh", "relax.sqrt", "relax.rsqrt", "relax.exp", "relax.negative",
           "relax.abs", "relax.isnan", "relax.clip", "relax.nn.silu", "relax.nn.gelu"}
@@ -275,7 +284,9 @@ class LayoutPlanner:
             if done is not None:
                 self.packed[self.key(var)] = done
             else:
-                self.plain[self.key(var)] = self.bb.emit(_remap(value, self.lookup))
+                # the binding keeps its name: planning an already planned module (`adreno compile --orchestrate`
+                # plans before fission) leaves it as it was, names included, which orchestration maps by
+                self.plain[self.key(var)] = self.bb.emit(_remap(value, self.lookup), name_hint=var.name)
 
     def alias(self, var, source):
         """`var` names the same tensor as the old expression `source`, in the same layout."""
@@ -330,39 +341,49 @@ def _remap_arg(arg, lookup):
     return arg
 
 
-def relax_passes(ctx, extra_schedule_passes=(), default_schedules: bool = True, winograd: Winograd = Winograd.OFF,
-                 weights=None):
-    """The Relax pipeline of the texture path for the `ScheduleContext` `ctx`: decompose, fold, our layout planning,
-    legalize, fuse, schedules. `winograd` and the context's knob source (tuned records) choose which convs the
-    layout planning turns into Winograd stages (`weights`, an `adreno.weights.WinogradWeights`, collects their
-    transformed weights).
-
-    `extra_schedule_passes` (`schedules.schedule_pass`: our families, among them the register-tiled packed conv
-    `conv2d_texture`, with tuned knobs) run before `schedule_packed`; TVM's dlight GPU rules take whatever is left.
-    `default_schedules=False` leaves those two out (unscheduled functions: what `adreno tune` extracts tasks from)."""
+def layout_passes(ctx, winograd: Winograd = Winograd.OFF, weights=None) -> list:
+    """The texture pipeline up to and with layout planning (library dispatch, decomposition, constant folding, the
+    plan) for the `ScheduleContext` `ctx`: `relax_passes` goes on from it, and `adreno compile --orchestrate` runs it
+    before fission, so that the packed convs, packs and unpacks are primitives (planning the result again changes
+    nothing). `winograd`, `weights`: see `relax_passes`."""
     import tvm
     from tvm import relax
     from tvm.relax.backend.adreno import pipeline
-    from tvm.s_tir import dlight as dl
-
-    tvm_target, config = ctx.target, ctx.knobs
 
     @tvm.transform.module_pass(opt_level=0, name="adreno.PlanTextureLayouts")
     def _layouts(mod, _ctx):
-        return plan_layouts(mod, winograd=winograd, config=config, weights=weights)[0]
+        return plan_layouts(mod, winograd=winograd, config=ctx.knobs, weights=weights)[0]
 
-    return (pipeline.library_dispatch_passes(tvm_target) + [
-        tvm.tirx.transform.BindTarget(tvm_target),
+    return pipeline.library_dispatch_passes(ctx.target) + [
+        tvm.tirx.transform.BindTarget(ctx.target),
         relax.transform.DecomposeOpsForInference(),
         relax.transform.Normalize(),
         fold_pass(),  # batch norms' constant arithmetic in numpy: TVM's pass builds an LLVM function per call
         relax.transform.FoldConstant(),
         _layouts,
+    ]
+
+
+def relax_passes(ctx, extra_schedule_passes=(), default_schedules: bool = True, winograd: Winograd = Winograd.OFF,
+                 weights=None, fuse=None):
+    """The Relax pipeline of the texture path for the `ScheduleContext` `ctx`: decompose, fold, our layout planning
+    (`layout_passes`), legalize, fuse, schedules. `winograd` and the context's knob source (tuned records) choose
+    which convs the layout planning turns into Winograd stages (`weights`, an `adreno.weights.WinogradWeights`,
+    collects their transformed weights).
+
+    `extra_schedule_passes` (`schedules.schedule_pass`: our families, among them the register-tiled packed conv
+    `conv2d_texture`, with tuned knobs) run before `schedule_packed`; TVM's dlight GPU rules take whatever is left.
+    `default_schedules=False` leaves those two out (unscheduled functions: what `adreno tune` extracts tasks from).
+    `fuse` is a pass run instead of TVM's FuseOps (`adreno.orchestrate.emit.fuse_within`)."""
+    from tvm import relax
+    from tvm.s_tir import dlight as dl
+
+    return (layout_passes(ctx, winograd, weights) + [
         relax.transform.Normalize(),
         relax.transform.LegalizeOps(),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FoldConstant(),
-        relax.transform.FuseOps(),
+        fuse or relax.transform.FuseOps(),
         relax.transform.FuseTIR(),
         relax.transform.DeadCodeElimination(),
         relax.transform.Normalize(),

@@ -24,10 +24,11 @@ from adreno.orchestrate.orchestrator import Orchestrator
 class SeededCosts:
     """A cost source of seeded uniform costs (the `costs.CostTable` interface), so the choice is arbitrary."""
 
-    target_name, device, memory, measured = "adreno-740", "seeded", Memory.BUFFER, 0
+    target_name, device, measured = "adreno-740", "seeded", 0
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, memory: Memory = Memory.BUFFER):
         self.rng, self.launches, self.launch = np.random.default_rng(seed), {}, LaunchCost(1e-6, 0.0)
+        self.memory = memory
 
     def costs(self, graph, kernels):
         return {k.primitives: float(self.rng.uniform(1e-6, 1e-4)) for k in kernels}
@@ -73,14 +74,17 @@ def test_topological_order_and_cycle():
     assert topological([{"x"}], [["a"]]) == [0]  # nobody writes x: external
 
 
-@pytest.mark.parametrize("model, seed, winograd", [
-    ("tiny", 0, Winograd.OFF), ("tiny", 1, Winograd.OFF), ("efficientnet_se", 2, Winograd.OFF),
-    ("mobilenetv3_small", 3, Winograd.OFF),
+@pytest.mark.parametrize("model, seed, winograd, memory", [
+    ("tiny", 0, Winograd.OFF, Memory.BUFFER), ("tiny", 1, Winograd.OFF, Memory.BUFFER),
+    ("efficientnet_se", 2, Winograd.OFF, Memory.BUFFER), ("mobilenetv3_small", 3, Winograd.OFF, Memory.BUFFER),
     # Winograd's stages among the primitives: forced F(2x2) on tiny's first conv, the rule's F(4x4) on a ResNet block
-    ("tiny", 4, Winograd.F2), ("resnet18_block", 5, Winograd.AUTO)])
-def test_any_choice_computes_the_model(tmp_path, model, seed, winograd, pocl_device):
-    orchestrator = Orchestrator(SeededCosts(seed), max_size=3)
-    options = CompileOptions(host=Host.NATIVE, memory=Memory.BUFFER, winograd=winograd)
+    ("tiny", 4, Winograd.F2, Memory.BUFFER), ("resnet18_block", 5, Winograd.AUTO, Memory.BUFFER),
+    # texture memory: the packed convs, packs and unpacks are primitives, the candidates read images
+    ("tiny", 6, Winograd.OFF, Memory.TEXTURE), ("resnet18_block", 7, Winograd.AUTO, Memory.TEXTURE),
+    ("mobilevit_xs", 8, Winograd.OFF, Memory.TEXTURE)])
+def test_any_choice_computes_the_model(tmp_path, model, seed, winograd, memory, pocl_device):
+    orchestrator = Orchestrator(SeededCosts(seed, memory), max_size=3)
+    options = CompileOptions(host=Host.NATIVE, memory=memory, winograd=winograd)
     path = compile_model(model, tmp_path / "a", options, orchestrator=orchestrator)
     manifest = json.loads((path / "manifest.json").read_text())
     summary = manifest["orchestration"]
@@ -92,6 +96,8 @@ def test_any_choice_computes_the_model(tmp_path, model, seed, winograd, pocl_dev
     assert {s for s in ("input_transform", "batch_gemm") if any(s in f for f in plan_funcs)} == stages
     if stages:  # the transformed weights are computed at load, never stored: the 3x3 source is
         assert manifest["weight_storage"]["transforms"].get(f"winograd{2 if winograd is Winograd.F2 else 4}")
+    if memory is Memory.TEXTURE:  # the packed convs read and write images, as in the default compile
+        assert manifest["textures"]["image_tensors"] > 0 and any("nchw4c" in f for f in plan_funcs), plan_funcs
 
     from adreno.opencl.executor import Executor
 
@@ -127,8 +133,23 @@ def test_compile_orchestrate_measures_once_and_passes_check(tmp_path, capsys):
     assert json.loads((out / "manifest.json").read_text())["orchestration"]["measured_now"] == 0
 
 
+def test_compile_orchestrate_in_texture_memory_passes_check(tmp_path, capsys):
+    """`--memory texture`: the candidates are the packed layouts' primitives, measured on PoCL reading images; the
+    artifact keeps its packed tensors in images and passes `run --check`."""
+    out = tmp_path / "a"
+    assert main(["compile", "tiny", "-o", str(out), "--orchestrate", "--memory", "texture", "--max-size", "1",
+                 "--records", str(tmp_path / "r.jsonl"), "--host", "native"]) == 0
+    assert "measured 1/" in capsys.readouterr().err
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["memory"] == "texture" and manifest["textures"]["image_tensors"] > 0
+    summary = manifest["orchestration"]
+    assert any("conv2d_nchw4c" in f for k in summary["kernels"] for f in k["functions"]), summary["kernels"]
+    assert summary["measured_now"] > 0 and not summary["fallbacks"]
+    assert main(["run", str(out), "--check", "--repeat", "2"]) == 0
+
+
 @pytest.mark.parametrize("extra, message", [
-    (["--memory", "texture"], "--memory texture"),
+    (["--memory", "texture", "--precision", "fp16"], "--precision fp16"),
     (["--schedules", "tvm"], "--schedules tvm"),
     (["--max-size", "0"], "--max-size must be positive"),
 ])

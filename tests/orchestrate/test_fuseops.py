@@ -100,3 +100,24 @@ def test_the_unsplit_models_partition_keeps_each_split_operator_in_one_group():
         assert len(holding) == 1 and holding[0].primitives == composite.members, holding
         assert holding[0].name.startswith(("layer_norm", "softmax"))
         assert not any(g.primitives >= composite.members for g in split)
+
+
+def test_texture_memorys_partition_maps_onto_the_planned_primitives():
+    """In texture memory the module is laid out before fission (packed convs, packs, unpacks as primitives, the
+    packed convs heavy); FuseOps' partition of it, through the texture pipeline, maps back exactly: planning the
+    planned module again keeps its bindings' names."""
+    from adreno.options import Memory, Winograd
+    from adreno.orchestrate.graph import prepared_graph
+    from adreno.orchestrate.report import imported
+
+    mod, _ = imported("mobilevit_xs", "adreno-740", Memory.TEXTURE, Winograd.OFF)
+    mod, graph = prepared_graph(mod)
+    ops = [op_name(graph.calls[p.name]) for p in graph.primitives]
+    assert "pack_nchw4c" in ops and any(op.startswith("conv2d_nchw4c") for op in ops)
+    assert all(p.heavy for p in graph.primitives if op_name(graph.calls[p.name]).startswith(("conv2d_nchw4c",
+                                                                                              "dwconv2d_nchw4c")))
+    groups = fuseops_groups(mod, graph, devices.get_device("adreno-740"), Memory.TEXTURE, graph.composites)
+    assert isinstance(groups, list), groups
+    assert any("conv2d_nchw4c" in g.name for g in groups)
+    members = [p for g in groups for p in g.primitives]
+    assert len(members) == len(set(members))
