@@ -284,9 +284,11 @@ class LayoutPlanner:
             if done is not None:
                 self.packed[self.key(var)] = done
             else:
-                # the binding keeps its name: planning an already planned module (`adreno compile --orchestrate`
-                # plans before fission) leaves it as it was, names included, which orchestration maps by
-                self.plain[self.key(var)] = self.bb.emit(_remap(value, self.lookup), name_hint=var.name)
+                # a dataflow binding keeps its name: planning an already planned module (`adreno compile
+                # --orchestrate` plans before fission) leaves it as it was, names included, which orchestration maps
+                # by; the output's variable is made anew by `emit_output`, named as before
+                name = var.name if isinstance(var, relax.DataflowVar) else ""
+                self.plain[self.key(var)] = self.bb.emit(_remap(value, self.lookup), name_hint=name)
 
     def alias(self, var, source):
         """`var` names the same tensor as the old expression `source`, in the same layout."""
