@@ -21,10 +21,9 @@ passes through unchanged, so the graph is never wrong, only less split.
 
 `fission_with_templates` also says where each rewritten operator went: the primitives of the j-th are bound to
 variables named `composite<j>_` (the builder appends a count to repeats; the operator's own variable becomes an alias
-of the last), and its `Template` keeps
-the operator over the values those primitives read. So a kernel that holds all of an operator's primitives can be
-lowered with the operator itself, as the default compile lowers it (one softmax kernel, not three;
-`graph.Composite`).
+of the last), and its `Template` keeps the operator over the values those primitives read. So a kernel that holds all
+of an operator's primitives can be lowered with the operator itself, as the default compile lowers it (one softmax
+kernel, not three; `graph.Composite`).
 """
 
 import math

@@ -25,7 +25,7 @@ from tvm import relax
 from adreno.compile import lower_relax
 from adreno.options import Host, Memory, Schedules
 from adreno.orchestrate.exprs import operands
-from adreno.orchestrate.graph import binding_of, recomposed
+from adreno.orchestrate.graph import binding_of, inner_of, recomposed
 from adreno.schedules.context import ScheduleContext
 
 
@@ -54,7 +54,7 @@ def fuseops_groups(numbered_mod, graph, device, memory: Memory = Memory.BUFFER, 
     if before is None or after is None:
         return FuseOpsMismatch("the pipeline ran no FuseOps")
     calls = {b.var.name: b.value for b in _bindings(before["main"]) if isinstance(b.value, relax.Call)}
-    inner = frozenset().union(*(c.inner for c in composites))
+    inner = inner_of(composites)
     numbers = {binding_of(p.name): p.name for p in graph.primitives if p.name not in inner}
     stands_for = {binding_of(c.final): c.members for c in composites}
     if set(calls) != set(numbers):

@@ -12,7 +12,7 @@ hint, so FuseOps' fused functions can be mapped back to primitives by name (`fus
 can be rebuilt into a small function of their own (`subgraph.py`) from `PrimitiveGraph.calls` and `values`.
 
 `prepared_graph` also keeps, as `Composite`s, the operators fission split (softmax, LayerNorm, GELU, SiLU), so that a
-kernel holding all of one's primitives is lowered with the operator itself (`Composite.call_on`), and FuseOps'
+kernel holding all of one's primitives is lowered with the operator itself (`Composite.call_in`), and FuseOps'
 partition of the unsplit model, which is today's compile, can be read (`fuseops.py`).
 """
 
@@ -65,9 +65,15 @@ class Composite:
         """The primitives whose values only the operator itself reads."""
         return self.members - {self.final}
 
-    def call_on(self, args) -> relax.Call:
-        """The operator on `args` (one per operand)."""
+    def call_in(self, values, mapping) -> relax.Call:
+        """The operator on its operands: `values` (graph value name -> expression) as `mapping` replaces them."""
+        args = [substitute(values[v], mapping) for v in self.operands]
         return substitute(self.call, dict(zip(self.params, args)))
+
+
+def inner_of(composites) -> frozenset:
+    """The inner primitives of `composites`: those that leave a module binding them whole."""
+    return frozenset().union(*(c.inner for c in composites))
 
 
 def binding_of(primitive: str) -> str:
@@ -175,7 +181,7 @@ def recomposed(mod, graph, composites):
     """`mod` (the numbered module `graph` was read from) with each of `composites` bound whole: its inner bindings
     dropped and its last one, still `p<i>`, the operator itself."""
     final = {binding_of(c.final): c for c in composites}
-    inner = {binding_of(p) for c in composites for p in c.inner}
+    inner = {binding_of(p) for p in inner_of(composites)}
 
     def rebind(binding, mapping):
         name, composite = binding.var.name, final.get(binding.var.name)
@@ -183,7 +189,7 @@ def recomposed(mod, graph, composites):
             return None
         if composite is None:
             return substitute(binding.value, mapping), name
-        return composite.call_on([substitute(graph.values[v], mapping) for v in composite.operands]), name
+        return composite.call_in(graph.values, mapping), name
 
     return _rebuilt(mod, rebind)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from adreno.orchestrate.blp import Choice
 from adreno.orchestrate.candidates import kernel_of
 from adreno.orchestrate.emit import EmittedKernel, topological
-from adreno.orchestrate.graph import binding_of
+from adreno.orchestrate.graph import binding_of, inner_of
 from adreno.orchestrate.report import ops_label
 
 
@@ -68,7 +68,7 @@ def partition(orchestration) -> Partition:
         emitted += chosen
         blocks += [index] * len(chosen)
     whole = tuple(c for c in graph.composites if _emitted_whole(c, emitted))
-    inner = frozenset().union(*(c.inner for c in whole))
+    inner = inner_of(whole)
     kernels = [EmittedKernel(*(tuple(binding_of(v) for v in sorted(values - inner, key=position.get))
                                for values in (k.primitives, k.outputs)), ops_label(graph, k.primitives))
                for k in emitted]

@@ -20,6 +20,7 @@ from tvm import relax
 
 from adreno.options import Memory
 from adreno.orchestrate.exprs import inline, substitute
+from adreno.orchestrate.graph import inner_of
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,8 @@ class Subgraph:
 def subgraph(graph, kernel, memory: Memory = Memory.BUFFER) -> Subgraph:
     """The module computing `kernel` (a `blp.Kernel` over `graph`'s primitives), measured in `memory`."""
     kept = inline if memory is Memory.BUFFER else (lambda value: not isinstance(value, relax.Var))
-    whole = {c.final: c for c in graph.whole_in(kernel.primitives) if not c.inner & kernel.outputs}
-    inner = frozenset().union(*(c.inner for c in whole.values()))
+    whole = {c.final: c for c in graph.whole_in(kernel.primitives)}
+    inner = inner_of(whole.values())
     order = [p for p in graph.primitives if p.name in kernel.primitives]
     reads = []
     for p in order:
@@ -61,8 +62,8 @@ def subgraph(graph, kernel, memory: Memory = Memory.BUFFER) -> Subgraph:
                 if p.name in inner:
                     continue
                 composite = whole.get(p.name)
-                call = (composite.call_on([mapping.get(graph.values[v], graph.values[v]) for v in composite.operands])
-                        if composite else substitute(graph.calls[p.name], mapping))
+                call = (composite.call_in(graph.values, mapping) if composite
+                        else substitute(graph.calls[p.name], mapping))
                 callees.update({a.name_hint: a for a in call.args if isinstance(a, relax.GlobalVar)})
                 mapping[graph.values[p.name]] = bb.emit(call, name_hint=f"t{len(mapping)}")
             outs = [mapping[graph.values[w]] for w in writes]
