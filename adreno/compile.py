@@ -12,6 +12,7 @@ import os
 import platform
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -57,7 +58,8 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     artifact's programs on a local OpenCL device before it is moved into place (its result: `build_check.result`).
 
     `orchestrator` (`adreno.orchestrate.orchestrator.Orchestrator`; `--orchestrate`) replaces FuseOps' partition
-    with the kernels a binary linear program chose on costs measured on a device; the manifest's `orchestration`
+    with the kernels a binary linear program chose on costs measured on a device, and picks the memory when it
+    measures more than one (the options' memory, when given, must be one of them); the manifest's `orchestration`
     lists them.
 
     Nothing is left at `output` unless the whole compile succeeds, the build check included (the artifact is written
@@ -78,6 +80,8 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     quantized = QuantizedWeights()  # stored in their integer type, dequantized at load (adreno.weights)
     mod = to_relax(onnx_model, options.input_shapes, empty, quantized)
     tuned = tuned_configs(options.records, options.precision, device.name)
+    if orchestrator is not None:
+        orchestrator.check(options)
     # memory, Winograd and defaults decided; checked again (fp16 needs textures)
     options = options.resolved(default_memory(tuned))
     memory, winograd, host = options.memory, options.winograd, options.host
@@ -87,13 +91,14 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     tvm_target = targets.tvm_target(device, host=host)
     ctx = ScheduleContext(device, tvm_target, options.staging, tuned)
     if orchestrator is not None and mod is not None:
-        orchestrator.check(options)
         say("orchestrating: fission, candidates, costs, the BLP of each block")
         # the convs laid out first (Winograd stages; packed layouts in texture memory), so that they are primitives
         # the candidates group; `lower_relax`'s own step then makes the same choices and changes nothing more
         from .orchestrate.layouts import laid_out  # inside: orchestration's modules import this one
 
-        mod = orchestrator.prepare(laid_out(mod, ctx, memory, winograd, transformed), model_name, memory)
+        imported = mod
+        memory, mod = orchestrator.prepare(lambda m: laid_out(imported, ctx, m, winograd, transformed), model_name)
+        options = replace(options, memory=memory)
     refusals, lowered, plan, sources, params, ranked, store = [], None, None, {}, {}, None, None
     if mod is None:
         say("every output is empty: no kernels, no host library")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -13,9 +15,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 # Tests (and the CLI subprocesses they start) never touch the user's program cache. Each pytest-xdist worker
 # (`make test` runs two) gets its own: a test that counts builds and cache hits sees only its own worker's entries.
+# It is removed when the process that made it exits, so test runs leave nothing in the temporary directory.
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 if _WORKER or "ADRENO_CACHE_DIR" not in os.environ:
     os.environ["ADRENO_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"adreno-test-cache-{_WORKER or 'main'}-")
+    atexit.register(shutil.rmtree, os.environ["ADRENO_CACHE_DIR"], ignore_errors=True)
 
 
 def single_op_model(op: str, input_shapes: dict[str, list[int]], weights: dict[str, np.ndarray] | None = None,

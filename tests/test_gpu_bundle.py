@@ -59,16 +59,17 @@ def test_prepare_is_small_and_complete(bundle, tmp_path):
         for candidate in manifest["candidates"]:
             if not candidate.get("error"):
                 Artifact.load(candidate_artifact(batch, candidate))
-    # orchestration's candidate kernels of the quick model, the launch-cost artifacts among them
-    assert [o["name"] for o in meta["orchestrations"]] == ["tiny"]
-    batch = root / "orchestrate" / "tiny"
-    manifest = read_manifest(batch)
-    assert manifest["kind"] == "orchestrate" and manifest["id"] == meta["orchestrations"][0]["id"]
-    assert len(manifest["candidates"]) == meta["orchestrations"][0]["candidates"] > 2
-    assert sum("|launch|" in t["key"] for t in manifest["tasks"]) == 2
-    for task, candidate in zip(manifest["tasks"], manifest["candidates"]):
-        assert not candidate.get("error") and task_inputs_checked(batch, task)
-        Artifact.load(candidate_artifact(batch, candidate))
+    # orchestration's candidate kernels of the quick model in both memories, the launch-cost artifacts among them
+    assert [o["name"] for o in meta["orchestrations"]] == ["tiny-texture", "tiny-buffer"]
+    for entry in meta["orchestrations"]:
+        batch = root / "orchestrate" / entry["name"]
+        manifest = read_manifest(batch)
+        assert manifest["kind"] == "orchestrate" and manifest["id"] == entry["id"]
+        assert manifest["memory"] == entry["memory"] and len(manifest["candidates"]) == entry["candidates"] > 2
+        assert sum("|launch|" in t["key"] for t in manifest["tasks"]) == 2
+        for task, candidate in zip(manifest["tasks"], manifest["candidates"]):
+            assert not candidate.get("error") and task_inputs_checked(batch, task)
+            Artifact.load(candidate_artifact(batch, candidate))
 
 
 def test_dry_run_on_pocl(bundle, no_tvm_path, tmp_path):
@@ -103,22 +104,34 @@ def test_dry_run_on_pocl(bundle, no_tvm_path, tmp_path):
     assert not [p for p in out.rglob("*") if p.name.endswith((".clbin", ".npz"))], "only results come back"
 
     # orchestration's costs come back and read into a report: the same export at this commit, the records beside it
-    orchestrated = summary["orchestration"]["tiny"]
-    assert orchestrated["unmeasured"] == 0 and orchestrated["ok"] == orchestrated["candidates"], orchestrated
-    again = tmp_path / "orchestrate-tiny"
-    meta = json.loads((bundle / "bundle.json").read_text())["orchestrations"][0]
-    exported = subprocess.run([sys.executable, "-m", "adreno.cli", "orchestrate", "tiny", "--export-batch", str(again),
-                               "--max-size", str(meta["max_size"]), "--target", "nvidia-h200"],
-                              capture_output=True, text=True, timeout=600)
-    assert exported.returncode == 0, exported.stderr
-    assert json.loads((again / "batch.json").read_text())["id"] == meta["id"]  # the export is deterministic
-    (again / "records.jsonl").write_text((out / "orchestrate_tiny.records.jsonl").read_text())
-    report = subprocess.run([sys.executable, "-m", "adreno.cli", "orchestrate", "tiny", "--report", "--batch",
-                             str(again), "--max-size", str(meta["max_size"]), "--target", "nvidia-h200", "--json",
-                             str(tmp_path / "report.json")], capture_output=True, text=True, timeout=600)
-    assert report.returncode == 0, report.stderr
-    data = json.loads((tmp_path / "report.json").read_text())
-    assert data["complete"] and data["measured_now"] == 0 and data["device"].startswith("pocl-cpu|")
+    batches = []
+    for meta in json.loads((bundle / "bundle.json").read_text())["orchestrations"]:
+        orchestrated = summary["orchestration"][meta["name"]]
+        assert orchestrated["unmeasured"] == 0 and orchestrated["ok"] == orchestrated["candidates"], orchestrated
+        again = tmp_path / f"orchestrate-{meta['name']}"
+        exported = subprocess.run([sys.executable, "-m", "adreno.cli", "orchestrate", "tiny", "--export-batch",
+                                   str(again), "--max-size", str(meta["max_size"]), "--target", "nvidia-h200",
+                                   "--memory", meta["memory"]], capture_output=True, text=True, timeout=600)
+        assert exported.returncode == 0, exported.stderr
+        assert json.loads((again / "batch.json").read_text())["id"] == meta["id"]  # the export is deterministic
+        (again / "records.jsonl").write_text((out / f"orchestrate_{meta['name']}.records.jsonl").read_text())
+        report = subprocess.run([sys.executable, "-m", "adreno.cli", "orchestrate", "tiny", "--report", "--batch",
+                                 str(again), "--max-size", str(meta["max_size"]), "--target", "nvidia-h200",
+                                 "--memory", meta["memory"], "--json", str(tmp_path / "report.json")],
+                                capture_output=True, text=True, timeout=600)
+        assert report.returncode == 0, report.stderr
+        data = json.loads((tmp_path / "report.json").read_text())
+        assert data["complete"] and data["measured_now"] == 0 and data["device"].startswith("pocl-cpu|")
+        batches += ["--measure-batch", str(again)]
+    # both memories' costs: the compile chooses between them, measuring nothing
+    chosen = subprocess.run([sys.executable, "-m", "adreno.cli", "compile", "tiny", "-o", str(tmp_path / "chosen"),
+                             "--orchestrate", *batches, "--max-size", str(meta["max_size"]), "--target",
+                             "nvidia-h200", "--records", str(tmp_path / "costs.jsonl"), "--no-build-check"],
+                            capture_output=True, text=True, timeout=600)
+    assert chosen.returncode == 0, chosen.stderr
+    orchestration = json.loads((tmp_path / "chosen" / "manifest.json").read_text())["orchestration"]
+    assert orchestration["measured_now"] == 0 and set(orchestration["memories"]) == {"texture", "buffer"}
+    assert orchestration["memory"] == min(orchestration["memories"], key=orchestration["memories"].get)
 
     compiled = subprocess.run([sys.executable, "-m", "adreno.cli", "compile", "tiny", "-o", str(tmp_path / "tuned"),
                                "--records", str(out / "records.jsonl"), "--json"],

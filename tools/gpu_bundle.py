@@ -15,8 +15,9 @@ checksum, what it holds, how long preparing took):
                       on the seeded params as reference
   batches/<model>-<memory>/  `adreno tune --export-batch` of every tunable task (K candidates each: default, the
                       cost model's picks, random ones), textures and buffers
-  orchestrate/<model>/  `adreno orchestrate --export-batch` of MobileViT-xs and MobileNetV3-small (max size 2): every
-                      candidate kernel of orchestration and the launch-cost artifacts
+  orchestrate/<model>-<memory>/  `adreno orchestrate --export-batch` of MobileViT-xs and MobileNetV3-small (max
+                      size 2), textures and buffers: every candidate kernel of orchestration and the launch-cost
+                      artifacts
 `run` unpacks and checks it, then: the conv tables (`bench_conv.py --artifacts`, cuDNN column when torch has CUDA);
 the whole models (cold program build, warm start through the program cache, device and wall time) beside torchvision's
 same architectures on cuDNN eager and with CUDA graphs; the tuning batches (`runners.offline`, within what is left of
@@ -24,7 +25,7 @@ same architectures on cuDNN eager and with CUDA graphs; the tuning batches (`run
 is), with each cost model's ranking quality per task (Pearson, Spearman, top-1/top-5 recall of the scores stored
 at export against the measured times); and OUT/summary.txt + summary.json with every ratio the goals use. Everything
 it writes goes to OUT. The orchestration batches share the batches' time and come back as
-OUT/orchestrate_<model>.records.jsonl (docs/gpu.md says how to read them back into a report).
+OUT/orchestrate_<model>-<memory>.records.jsonl (docs/gpu.md says how to read them back into a report).
 --quick (the CI dry run): one conv layer (ResNet-18's 64@56 3x3), the zoo's tiny model, two candidates per task.
 """
 
@@ -97,6 +98,7 @@ def prepare_whole(model: str, out: Path, target: str) -> dict:
 
 def prepare(out: Path, quick: bool, trials: int, target: str) -> None:
     from adreno.artifact_check import sha256_file
+    from adreno.options import Memory
     from adreno.orchestrate.batch import export_batch as export_orchestration
     from adreno.tune.batch import export_batch
 
@@ -122,10 +124,13 @@ def prepare(out: Path, quick: bool, trials: int, target: str) -> None:
             print(f"exported batch {name}: {batches[-1]}", flush=True)
     orchestrations = []
     for model in QUICK_ORCHESTRATED if quick else ORCHESTRATED:
-        manifest = export_orchestration(model, payload / "orchestrate" / model, target, ORCHESTRATE_MAX_SIZE)
-        orchestrations.append({"name": model, "id": manifest["id"], "candidates": len(manifest["candidates"]),
-                               "max_size": ORCHESTRATE_MAX_SIZE})
-        print(f"exported orchestration batch {model}: {orchestrations[-1]}", flush=True)
+        for memory in Memory:  # both, as `adreno compile --orchestrate` measures both to choose one
+            name = f"{model}-{memory}"
+            manifest = export_orchestration(model, payload / "orchestrate" / name, target, ORCHESTRATE_MAX_SIZE,
+                                            memory=memory)
+            orchestrations.append({"name": name, "model": model, "memory": memory, "id": manifest["id"],
+                                   "candidates": len(manifest["candidates"]), "max_size": ORCHESTRATE_MAX_SIZE})
+            print(f"exported orchestration batch {name}: {orchestrations[-1]}", flush=True)
     with tarfile.open(out / "payload.tar.xz", "w:xz", preset=6) as tar:
         tar.add(payload, arcname="payload")
     subprocess.run(["rm", "-rf", str(payload)], check=True)
@@ -295,7 +300,7 @@ def run_batches(work: Path, bundle: dict, device_spec: str, out: Path, budget_s:
 
 def run_orchestrations(work: Path, bundle: dict, device_spec: str, out: Path, budget_s: float) -> dict:
     """Measure the orchestration batches within `budget_s` in all; each one's records come back as
-    OUT/orchestrate_<model>.records.jsonl (what `adreno orchestrate --batch` reads back, docs/gpu.md)."""
+    OUT/orchestrate_<model>-<memory>.records.jsonl (what `adreno orchestrate --batch` reads back, docs/gpu.md)."""
     results = {}
     for entry, _, summary, records in measured_batches(work, "orchestrate", "orchestrate",
                                                        bundle.get("orchestrations", []), device_spec, out, budget_s):

@@ -35,7 +35,8 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
     p.add_argument("--memory", **enum_argument(Memory), default=None,
                    help="where tensors live on the GPU: texture (NCHW4c activations and OIHW4o weights in OpenCL "
                    "images; the default) or buffer (OpenCL buffers, the fallback); without --memory, --records of "
-                   "buffer workloads only select buffer; see README")
+                   "buffer workloads only select buffer, and --orchestrate measures both and compiles the faster; "
+                   "see README")
     p.add_argument("--precision", **enum_argument(Precision), default=Precision.FP32,
                    help="fp16 stores texture images as CL_HALF_FLOAT (arithmetic stays fp32); needs --memory texture")
     p.add_argument("--schedules", **enum_argument(Schedules, (Schedules.ADRENO, Schedules.TVM)),
@@ -67,10 +68,12 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
     p.add_argument("--orchestrate", action="store_true",
                    help="choose the kernels as `adreno orchestrate` does (fission into primitives, candidate kernels "
                    "measured on --measure-device or --measure-tracker, the exact BLP of each block) and compile that "
-                   "partition instead of TVM FuseOps'; buffer memory unless --memory texture (then the packed layouts "
-                   "are planned first and the candidates read images); --winograd applies first, its stages "
-                   "are primitives like any other. Costs are read from and appended to --records, so a second "
-                   "compile measures nothing; see docs/orchestrate.md")
+                   "partition instead of TVM FuseOps'. Without --memory, the candidates are measured in both "
+                   "memories and the memory whose choice is predicted faster is compiled; --memory texture or buffer "
+                   "measures and compiles that one (texture: the packed layouts are planned first and the "
+                   "candidates read images). --winograd applies first, its stages are primitives like any other. "
+                   "Costs are read from and appended to --records, so a second compile measures nothing; see "
+                   "docs/orchestrate.md")
     add_max_size_argument(p, "with --orchestrate: ")
     add_measure_arguments(p, "measure-", "with --orchestrate: ")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
@@ -109,8 +112,6 @@ def cmd_compile(args) -> int:
     from ..compile import compile_model  # inside: adreno --help does not need it
 
     output = f"build/{Path(str(args.model)).stem}" if args.output is None else args.output
-    if args.orchestrate:  # buffer, the memory orchestration has measured longest, unless --memory says otherwise
-        args.memory = args.memory or Memory.BUFFER
     options = CompileOptions(target=args.target, host=args.host, cc=args.cc,
                              input_shapes=_parse_shapes(args.input_shape),
                              memory=args.memory, precision=args.precision, schedules=args.schedules,
@@ -161,18 +162,27 @@ def _orchestrator(args, options, progress):
     from ..orchestrate.orchestrator import Orchestrator  # inside: loads TVM and scipy at import
 
     require_positive(args, "max_size")
-    Orchestrator.check(options)
     if args.records and not Path(args.records).exists():
         Path(args.records).touch()  # the costs are appended to it; the compile reads its tuning records too
-    with cost_table(args.records, MeasureSite.from_args(args, "measure-"), options.target, 5, progress,
-                    options.memory) as table:
-        yield Orchestrator(table, args.max_size, progress=progress)
+    site = MeasureSite.from_args(args, "measure-")
+    memories = site.memories(options.memory)
+    with cost_table(args.records, site, options.target, 5, progress, memories[0]) as table:
+        orchestrator = Orchestrator([table.in_memory(m) for m in memories], args.max_size, progress=progress)
+        orchestrator.check(options)
+        yield orchestrator
 
 
 def orchestration_line(summary: dict) -> str:
     """The orchestration in a few words: kernels chosen, candidates measured, the predicted total."""
     predicted = summary["predicted_run_s"]
     fallbacks = f", {len(summary['fallbacks'])} blocks on FuseOps' partition" if summary["fallbacks"] else ""
+    memories = summary["memories"]
+    others = "; ".join(f"in {memory} {_ms(seconds)}" for memory, seconds in memories.items()
+                       if memory != summary["memory"])
     return (f"orchestrated: {len(summary['kernels'])} chosen kernels of {summary['candidates']} candidates "
-            f"({summary['measured_now']} measured now), a run predicted "
-            f"{'unknown' if predicted is None else f'{predicted * 1e3:.3f} ms'}{fallbacks}")
+            f"({summary['measured_now']} measured now), a run predicted {_ms(predicted)}"
+            f"{f' ({others})' if others else ''}{fallbacks}")
+
+
+def _ms(seconds: float | None) -> str:
+    return "unknown" if seconds is None else f"{seconds * 1e3:.3f} ms"

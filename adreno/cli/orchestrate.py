@@ -66,9 +66,10 @@ def add_measure_arguments(p, prefix: str = "", when: str = "") -> None:
                    "device of the key at once; TVM RPC has no authentication, see docs/farm.md")
     p.add_argument(f"--{prefix}key", default="pocl-cpu", help=f"{when}the farm's device key to measure on (with "
                    f"--{prefix}tracker; e.g. adreno-740; default pocl-cpu)")
-    p.add_argument(f"--{prefix}batch", metavar="DIR", help=f"{when}take the costs from an offline batch measured "
-                   "elsewhere (`adreno orchestrate MODEL --export-batch DIR`, then `python -m adreno.runners.offline "
-                   "DIR` there); they are added to --records")
+    p.add_argument(f"--{prefix}batch", metavar="DIR", action="append", help=f"{when}take the costs from an offline "
+                   "batch measured elsewhere (`adreno orchestrate MODEL --export-batch DIR`, then `python -m "
+                   "adreno.runners.offline DIR` there); they are added to --records. Repeatable: one batch per "
+                   "memory, measured on the same device")
 
 
 def add_max_size_argument(p, when: str = "") -> None:
@@ -104,7 +105,9 @@ def cmd_orchestrate(args) -> int:
     # the tuned layout records decide for their convs, as in `adreno compile --orchestrate --records`
     layouts = tuned_configs(args.records, Precision.FP32, args.target) if args.records and \
         Path(args.records).exists() else None
-    with cost_table(args.records, MeasureSite.from_args(args), args.target, args.repeat, say, args.memory) as table:
+    site = MeasureSite.from_args(args)
+    site.memories(args.memory)  # a batch of another memory: one line now
+    with cost_table(args.records, site, args.target, args.repeat, say, args.memory) as table:
         report = orchestrate_model(args.model, args.target, table, args.max_size, args.time_limit, say,
                                    args.winograd, layouts)
     print(report_text(report))
@@ -120,29 +123,49 @@ class MeasureSite:
     device: str = "pocl"
     tracker: str | None = None
     key: str = "pocl-cpu"
-    batch: str | None = None  # an offline batch measured elsewhere: its costs, nothing measured
+    batches: tuple = ()  # offline batches measured elsewhere, one per memory: their costs, nothing measured
 
     @classmethod
     def from_args(cls, args, prefix: str = "") -> MeasureSite:
         """The site `add_measure_arguments(p, prefix)` parsed; a malformed tracker address is a `FarmError` now."""
         option = prefix.replace("-", "_")
-        tracker, batch = getattr(args, f"{option}tracker"), getattr(args, f"{option}batch")
-        if tracker and batch:
+        tracker, batches = getattr(args, f"{option}tracker"), tuple(getattr(args, f"{option}batch") or ())
+        if tracker and batches:
             raise AdrenoError(f"--{prefix}tracker measures, --{prefix}batch reads costs measured elsewhere: give one")
         if tracker:
             parse_addr(tracker)
-        if batch and not Path(batch).is_dir():
-            raise AdrenoError(f"--{prefix}batch {batch}: no such directory")
-        return cls(getattr(args, f"{option}device"), tracker, getattr(args, f"{option}key"), batch)
+        for batch in batches:
+            if not Path(batch).is_dir():
+                raise AdrenoError(f"--{prefix}batch {batch}: no such directory")
+        return cls(getattr(args, f"{option}device"), tracker, getattr(args, f"{option}key"), batches)
+
+    def memories(self, asked: Memory | None) -> tuple:
+        """The memories `compile --orchestrate` measures in: the one `asked`, else both, texture (the compile's
+        default) first; with offline batches, among those they hold costs of (one batch per memory)."""
+        wanted = (asked,) if asked else (Memory.TEXTURE, Memory.BUFFER)
+        if not self.batches:
+            return wanted
+        from adreno.runners.offline import read_manifest  # inside: loads numpy at import
+
+        held = [Memory(read_manifest(Path(b)).get("memory", Memory.BUFFER)) for b in self.batches]
+        if len(set(held)) < len(held):
+            raise AdrenoError(f"--batch: {len(held)} batches of {', '.join(held)} memory; give one per memory")
+        found = tuple(m for m in wanted if m in held)
+        if not found:
+            raise AdrenoError(f"--memory {asked}: the batches hold costs of {' and '.join(held)} memory only")
+        return found
 
     def open(self, database):
-        """(a Runner, the device fingerprint its records are kept under); the caller closes the runner. An
-        offline batch's costs are appended to `database` first."""
-        if self.batch:
+        """(a Runner, the device fingerprint its records are kept under); the caller closes the runner. Offline
+        batches' costs are appended to `database` first."""
+        if self.batches:
             from adreno.orchestrate.batch import BatchRunner, import_costs  # inside: loads TVM at import
 
-            device, _ = import_costs(Path(self.batch), database)
-            return BatchRunner(Path(self.batch)), device
+            devices = {import_costs(Path(batch), database)[0] for batch in self.batches}
+            if len(devices) > 1:
+                raise AdrenoError(f"the batches were measured on {len(devices)} devices ({', '.join(sorted(devices))})"
+                                  ": orchestration compares costs of one")
+            return BatchRunner(", ".join(self.batches)), devices.pop()
         if self.tracker:
             # inside: they load TVM at import
             from adreno.farm.tracker import TrackerClient, count_servers

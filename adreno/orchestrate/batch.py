@@ -132,7 +132,7 @@ class BatchRunner(Runner):
     name = "batch"
     remote = True
 
-    def __init__(self, batch: Path):
+    def __init__(self, batch: str | Path):
         super().__init__()
         self.batch = batch
 

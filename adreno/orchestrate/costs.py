@@ -65,6 +65,11 @@ class CostTable:
         self.launches = {}  # group -> how many kernels the normal lowering made of it (its record's extra)
         self.launch = None  # the device's launch.LaunchCost, measured (or read) by the first `costs`
 
+    def in_memory(self, memory: Memory) -> CostTable:
+        """A table of the same records, runner and device measuring in `memory` (`adreno compile --orchestrate`
+        without `--memory` measures in both)."""
+        return CostTable(self.database, self.runner, self.device, self.target_name, memory, self.repeat, self.say)
+
     def costs(self, graph, kernels) -> dict:
         """Group (frozenset of primitives) -> seconds, or None where the measurement failed, for `kernels`
         (`blp.Kernel`s over `graph`): the device time of its kernels in its fastest cold repeat, plus their launches

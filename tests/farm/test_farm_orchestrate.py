@@ -15,7 +15,7 @@ def test_compile_orchestrate_measures_on_the_farm(farm2, tmp_path, capsys):
     farm2.wait_registered(2, timeout=30)
     records, out = tmp_path / "r.jsonl", tmp_path / "a"
     args = ["compile", "tiny", "-o", str(out), "--orchestrate", "--max-size", "1", "--records", str(records),
-            "--host", "native", "--measure-tracker", farm2.tracker, "--measure-key", farm2.key]
+            "--memory", "buffer", "--host", "native", "--measure-tracker", farm2.tracker, "--measure-key", farm2.key]
     assert main(args) == 0, capsys.readouterr().err
     assert "measured 1/" in capsys.readouterr().err
     measured = Database(records).records

@@ -14,11 +14,13 @@ import pytest
 
 from adreno.cli.main import main
 from adreno.compile import compile_model
+from adreno.errors import AdrenoError
 from adreno.frontend.importer import load_model
 from adreno.options import CompileOptions, Host, Memory, Winograd
 from adreno.orchestrate.emit import topological
 from adreno.orchestrate.launch import LaunchCost
 from adreno.orchestrate.orchestrator import Orchestrator
+from adreno.records import Database
 
 
 class SeededCosts:
@@ -44,7 +46,7 @@ class FailedCosts(SeededCosts):
 def test_a_compile_without_costs_emits_todays_partition(tmp_path, pocl_device):
     """Every block falls back to FuseOps' partition of the unsplit model, which is what the default compile
     launches: MobileViT's LayerNorms and softmaxes are one kernel each again, not the kernels of their primitives."""
-    orchestrator = Orchestrator(FailedCosts(0), max_size=2)
+    orchestrator = Orchestrator([FailedCosts(0)], max_size=2)
     options = CompileOptions(host=Host.NATIVE, memory=Memory.BUFFER, winograd=Winograd.OFF)
     orchestrated = compile_model("mobilevit_xs", tmp_path / "o", options, orchestrator=orchestrator)
     default = compile_model("mobilevit_xs", tmp_path / "d", options)
@@ -67,6 +69,26 @@ def test_a_compile_without_costs_emits_todays_partition(tmp_path, pocl_device):
                                rtol=1e-3, atol=1e-4)
 
 
+def test_the_memory_predicted_fastest_is_chosen():
+    from types import SimpleNamespace
+
+    from adreno.options import CompileOptions as Options
+    from adreno.orchestrate.orchestrator import MemoryChoice
+
+    def choice(memory, kernels_s):
+        return MemoryChoice(memory, SimpleNamespace(report={"launch": {"per_run_s": 1e-4}}),
+                            SimpleNamespace(predicted_s=kernels_s))
+
+    texture, buffer, unknown = choice(Memory.TEXTURE, 3e-3), choice(Memory.BUFFER, 2e-3), choice(Memory.BUFFER, None)
+    assert MemoryChoice.best([texture, buffer]) is buffer and buffer.predicted_s == pytest.approx(2.1e-3)
+    assert MemoryChoice.best([unknown, texture]) is texture  # a prediction beats none
+    assert MemoryChoice.best([choice(Memory.TEXTURE, None), unknown]).memory is Memory.TEXTURE  # the first
+    assert str(unknown) == "buffer unknown" and str(texture) == "texture 3.100 ms"
+    with pytest.raises(AdrenoError, match="measured in buffer memory"):  # --memory texture, costs of buffer
+        Orchestrator([SeededCosts(0, Memory.BUFFER)]).check(Options(memory=Memory.TEXTURE))
+    Orchestrator([SeededCosts(0, Memory.TEXTURE), SeededCosts(0, Memory.BUFFER)]).check(Options())
+
+
 def test_topological_order_and_cycle():
     assert topological([set(), {"a"}, {"b"}], [["a"], ["b"], ["c"]]) == [0, 1, 2]
     assert topological([{"b"}, set()], [["a"], ["b"]]) == [1, 0]
@@ -83,7 +105,7 @@ def test_topological_order_and_cycle():
     ("tiny", 6, Winograd.OFF, Memory.TEXTURE), ("resnet18_block", 7, Winograd.AUTO, Memory.TEXTURE),
     ("mobilevit_xs", 8, Winograd.OFF, Memory.TEXTURE)])
 def test_any_choice_computes_the_model(tmp_path, model, seed, winograd, memory, pocl_device):
-    orchestrator = Orchestrator(SeededCosts(seed, memory), max_size=3)
+    orchestrator = Orchestrator([SeededCosts(seed, memory)], max_size=3)
     options = CompileOptions(host=Host.NATIVE, memory=memory, winograd=winograd)
     path = compile_model(model, tmp_path / "a", options, orchestrator=orchestrator)
     manifest = json.loads((path / "manifest.json").read_text())
@@ -111,6 +133,7 @@ def test_any_choice_computes_the_model(tmp_path, model, seed, winograd, memory, 
 
 
 def test_compile_orchestrate_measures_once_and_passes_check(tmp_path, capsys):
+    """Without --memory both memories are measured, and the one predicted faster is compiled."""
     records, out = tmp_path / "r.jsonl", tmp_path / "a"
     # forced F(2x2): the Winograd stages of tiny's first conv are measured and chosen like any primitive
     args = ["compile", "tiny", "-o", str(out), "--orchestrate", "--max-size", "2", "--records", str(records),
@@ -120,7 +143,13 @@ def test_compile_orchestrate_measures_once_and_passes_check(tmp_path, capsys):
     assert "measured 1/" in err and "launch cost" in err
     manifest = json.loads((out / "manifest.json").read_text())
     summary = manifest["orchestration"]
-    assert manifest["memory"] == "buffer" and manifest["winograd"] == "f2"
+    predicted = summary["memories"]
+    assert set(predicted) == {"texture", "buffer"} and all(p > 0 for p in predicted.values()), predicted
+    assert manifest["memory"] == summary["memory"] == min(predicted, key=predicted.get)
+    assert summary["predicted_run_s"] == predicted[manifest["memory"]] and manifest["winograd"] == "f2"
+    assert f"compiling {manifest['memory']} memory" in err
+    keys = {r.workload.split("|")[1] for r in Database(records).records if "|launch|" not in r.workload}
+    assert keys == {"texture", "buffer"}, keys
     assert any("batch_gemm" in k["ops"] for k in summary["kernels"]), summary["kernels"]
     assert summary["measured_now"] > 0 and summary["predicted_run_s"] > 0 and not summary["fallbacks"]
     plan_funcs = {step["func"] for step in json.loads((out / "plan.json").read_text())["steps"]}
