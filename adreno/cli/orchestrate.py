@@ -149,7 +149,7 @@ class MeasureSite:
 
         held = [Memory(read_manifest(Path(b)).get("memory", Memory.BUFFER)) for b in self.batches]
         if len(set(held)) < len(held):
-            raise AdrenoError(f"--batch: {len(held)} batches of {', '.join(held)} memory; give one per memory")
+            raise AdrenoError(f"the batches hold costs of {', '.join(held)} memory: give one batch per memory")
         found = tuple(m for m in wanted if m in held)
         if not found:
             raise AdrenoError(f"--memory {asked}: the batches hold costs of {' and '.join(held)} memory only")

@@ -71,6 +71,12 @@ def test_what_a_batch_cannot_answer_is_one_line(measured_batch, tmp_path, capsys
     refused(["orchestrate", "tiny", "--report", "--max-size", "2", "--batch", str(batch)], "holds no cost of it")
     refused(["orchestrate", "tiny", "--report", "--batch", str(tmp_path / "none")], "no such directory")
     refused(["orchestrate", "tiny", "--report", "--batch", str(batch), "--tracker", "127.0.0.1:9190"], "give one")
+    # a memory the batch has no costs of, and two batches of one memory (one batch per memory)
+    refused(["orchestrate", "tiny", "--report", "--batch", str(batch), "--memory", "texture"],
+            "--memory texture: the batches hold costs of buffer memory only")
+    refused(["compile", "tiny", "--orchestrate", "--measure-batch", str(batch), "--measure-batch", str(batch),
+             "-o", str(tmp_path / "a")], "give one batch per memory")
+    assert not (tmp_path / "a").exists()
     refused(["tune", "tiny", "--import-batch", str(batch), "--records", str(tmp_path / "t.jsonl")],
             "orchestration batch")
     # exported by other code: its kernels may not be today's
