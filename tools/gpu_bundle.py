@@ -395,7 +395,7 @@ def summarize(conv: dict, whole: dict, torch_models: dict, batches: dict, orches
                       for key, q in quality["tasks"].items()]
     lines += ["", "orchestration batches: candidate kernels measured (ok) of those exported; their costs go into "
               "`adreno orchestrate --batch` (docs/gpu.md)"]
-    lines += [f"  {name:<22} {o['measured']} measured ({o['ok']} ok) of {o['candidates']}, {o['unmeasured']} left"
+    lines += [f"  {name:<26} {o['measured']} measured ({o['ok']} ok) of {o['candidates']}, {o['unmeasured']} left"
               for name, o in orchestrations.items()]
     return summary, "\n".join(lines) + "\n"
 
