@@ -162,14 +162,13 @@ def _orchestrator(args, options, progress):
     from ..orchestrate.orchestrator import Orchestrator  # inside: loads TVM and scipy at import
 
     require_positive(args, "max_size")
-    if args.records and not Path(args.records).exists():
-        Path(args.records).touch()  # the costs are appended to it; the compile reads its tuning records too
     site = MeasureSite.from_args(args, "measure-")
     memories = site.memories(options.memory)
+    Orchestrator.check_options(options, memories)  # before a device or a farm is opened
+    if args.records and not Path(args.records).exists():
+        Path(args.records).touch()  # the costs are appended to it; the compile reads its tuning records too
     with cost_table(args.records, site, options.target, 5, progress, memories[0]) as table:
-        orchestrator = Orchestrator([table.in_memory(m) for m in memories], args.max_size, progress=progress)
-        orchestrator.check(options)
-        yield orchestrator
+        yield Orchestrator([table.in_memory(m) for m in memories], args.max_size, progress=progress)
 
 
 def orchestration_line(summary: dict) -> str:

@@ -68,17 +68,23 @@ class Orchestrator:
         return tuple(table.memory for table in self.tables)
 
     def check(self, options) -> None:
-        """One line for options orchestration cannot honour (exit 2), before anything is measured: `options` as
-        given, before the compile decides what they leave open."""
+        """`check_options` for the memories this orchestrator measures in."""
+        self.check_options(options, self.memories)
+
+    @staticmethod
+    def check_options(options, memories) -> None:
+        """One line for options orchestration cannot honour (exit 2), before anything is measured (so the CLI
+        calls it before it opens a device): `options` as given, before the compile decides what they leave open;
+        `memories`, those the candidates are measured in."""
         wrong = [f"--{name} {value}" for name, value, wanted in
                  (("schedules", options.schedules, Schedules.ADRENO), ("precision", options.precision, Precision.FP32))
                  if value is not None and value is not wanted]
         if wrong:
             raise AdrenoError(f"--orchestrate compiles fp32 with our schedules (what its candidates are measured "
                               f"with), not {', '.join(wrong)}")
-        if options.memory is not None and options.memory not in self.memories:
+        if options.memory is not None and options.memory not in memories:
             raise AdrenoError(f"--orchestrate compiles {options.memory} memory, but its candidates are measured in "
-                              f"{' and '.join(self.memories)} memory")
+                              f"{' and '.join(memories)} memory")
 
     @property
     def orchestration(self) -> Orchestration | None:
