@@ -4,11 +4,11 @@
 
 The layers are found in the models themselves: every function of the model (after TVM's legalization and fusion)
 that the pool or reduce family recognises, with how often the model calls it. Each is rebuilt as a one-node ONNX
-model (MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, Softmax) whose function must have the same workload
-key, compiled both ways for buffer memory (these are the NCHW buffer schedules) and run through the artifact
-executor. `--softmax N` adds a classifier softmax over N logits (the zoo models end at their logits). Every timing
-counts only after that implementation's output matched onnxruntime (max |diff| <= 1e-4 * max(1, max |ref|)); times
-are medians of device time (OpenCL profiling events).
+model (MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, Softmax, LayerNormalization) whose function must
+have the same workload key, compiled both ways for buffer memory (these are the NCHW buffer schedules) and run
+through the artifact executor. `--softmax N` adds a classifier softmax over N logits (the zoo models end at their
+logits). Every timing counts only after that implementation's output matched onnxruntime (max |diff| <= 1e-4 *
+max(1, max |ref|)); times are medians of device time (OpenCL profiling events).
 
     tools/bench_pool.py [--models resnet18 mobilenetv2] [--device pocl|gpu|N] [--repeat 20] [--json out.json]
 """
@@ -60,9 +60,9 @@ def pool_layers(model_name: str) -> dict[str, tuple]:
 
 def layer_model(wl):
     """A one-node ONNX model computing the pooling `wl` (a PoolWorkload), or None for one it cannot express."""
-    from onnx import TensorProto, helper
+    from onnx import TensorProto, helper, numpy_helper
 
-    attrs, shape = {}, list(wl.shape)
+    attrs, shape, inputs, weights = {}, list(wl.shape), ["x"], []
     if wl.windowed:
         op = "MaxPool" if wl.op == "max_pool2d" else "AveragePool"
         pads = [wl.padding[0], wl.padding[1], wl.padding[2], wl.padding[3]]
@@ -71,15 +71,20 @@ def layer_model(wl):
             attrs["dilations"] = list(wl.dilation)
     elif wl.op == "softmax":
         op, attrs = "Softmax", {"axis": wl.axes[0]}
+    elif wl.op == "layer_norm" and wl.axes == (len(shape) - 1,):  # the scale and shift seeded constants
+        op, attrs, inputs = "LayerNormalization", {"axis": -1, "epsilon": 1e-5}, ["x", "g", "b"]
+        rng = np.random.default_rng(0)
+        weights = [numpy_helper.from_array(rng.uniform(0.5, 1.5, shape[-1]).astype(np.float32), "g"),
+                   numpy_helper.from_array(rng.standard_normal(shape[-1]).astype(np.float32), "b")]
     elif len(shape) == 4 and wl.axes == (2, 3) and wl.op in ("global_sum", "global_max"):
         op = "GlobalAveragePool" if "T_divide" in wl.epilogue else "GlobalMaxPool" if wl.op == "global_max" else None
         if op is None:
             return None
     else:
         return None
-    graph = helper.make_graph([helper.make_node(op, ["x"], ["y"], **attrs)], op.lower(),
+    graph = helper.make_graph([helper.make_node(op, inputs, ["y"], **attrs)], op.lower(),
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], weights)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model
@@ -95,8 +100,8 @@ def label(wl) -> str:
     shape = "x".join(map(str, wl.shape))
     if wl.windowed:
         return f"{wl.op} {wl.kh}x{wl.kw}/s{wl.stride[0]} p{wl.padding[0]} @{shape}"
-    if wl.op == "softmax":
-        return f"softmax axis {wl.axes[0]} @{shape}"
+    if wl.op in ("softmax", "layer_norm"):
+        return f"{wl.op} axis {wl.axes[0]} @{shape}"
     return f"{'mean' if 'T_divide' in wl.epilogue else wl.op} over H,W @{shape}"
 
 

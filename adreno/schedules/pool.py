@@ -46,6 +46,9 @@ SERIAL_LIMIT = 64
 # `unroll` fully unrolls a global pool's per-lane loop: allowed up to this many iterations.
 UNROLL_LIMIT = 64
 _WINDOWED = ("max_pool2d", "avg_pool2d")
+# operations per element of adreno/schedules/reduce.py's row normalizations: softmax's max, exp and divide;
+# LayerNorm's sum, squared difference, and scale and shift
+_ROW_OPS = {"softmax": 3, "layer_norm": 5}
 # SINGLE_ROW: both schedules bind the fused row axis (n, c and, windowed, oh) to threads; when that axis has one
 # element, TVM 0.27 drops the guard of the store but keeps it on the reduction, so every idle work-item stores its
 # uninitialised accumulator over the result (a 1-element global pool, a 1x1xWx1 map). Such pools are refused and
@@ -57,9 +60,10 @@ class PoolWorkload:
     """A pooling or reduction as it arrives in a fused primitive function.
 
     op: "max_pool2d" | "avg_pool2d" (windowed, NCHW) | "global_sum" | "global_max" (over the trailing axes) |
-    "softmax" (see adreno/schedules/reduce.py). Global ones and softmax are described as rows x length: (n, c) are the
-    leading axes (all but the first folded into c), (h, w) the reduced ones (all but the last folded into h), and the
-    "window" is the whole h x w. `shape`/`axes` keep the exact tensor shape and reduced axes for the key."""
+    "softmax" | "layer_norm" (see adreno/schedules/reduce.py). Global ones and the row normalizations are described
+    as rows x length: (n, c) are the leading axes (all but the first folded into c), (h, w) the reduced ones (all
+    but the last folded into h), and the "window" is the whole h x w. `shape`/`axes` keep the exact tensor shape
+    and reduced axes for the key."""
 
     op: str
     n: int
@@ -98,8 +102,8 @@ class PoolWorkload:
 
     @property
     def flops(self) -> int:
-        """One operation per element of every window (plus the exp/divide of a softmax: 3 per element)."""
-        return self.n * self.c * self.oh * self.ow * self.length * (3 if self.op == "softmax" else 1)
+        """One operation per element of every window; more per element for the row normalizations (`_ROW_OPS`)."""
+        return self.n * self.c * self.oh * self.ow * self.length * _ROW_OPS.get(self.op, 1)
 
     def key(self) -> str:
         """A stable text key: op, shapes, window, strides, padding, dilation, dtype (no epilogue)."""

@@ -61,6 +61,20 @@ def _softmax_model(shape: list[int]) -> onnx.ModelProto:
     return model
 
 
+def _layer_norm_model() -> onnx.ModelProto:
+    """LayerNorm over rows of 20 (ragged for 8 lanes), 6 rows (ragged for 4 rows a work-group), then ReLU."""
+    rng = np.random.default_rng(9)
+    weights = [numpy_helper.from_array(rng.uniform(0.5, 1.5, 20).astype(np.float32), "g"),
+               numpy_helper.from_array(rng.standard_normal(20).astype(np.float32), "b")]
+    nodes = [helper.make_node("LayerNormalization", ["x", "g", "b"], ["n"], axis=-1),
+             helper.make_node("Relu", ["n"], ["y"])]
+    graph = helper.make_graph(nodes, "layer_norm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 20])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 20])], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
 def _linear_model() -> onnx.ModelProto:
     """A linear layer on 12 tokens of 20 features (ragged for 8x2 tiles and K steps of 16), bias and SiLU fused,
     then an attention-style batched product (2 x 3 heads of 5 x 7 by 7 x 6)."""
@@ -92,6 +106,7 @@ MODELS = {
     "plain3x3": lambda: conv_model(ConvCase(1, 8, 9, 9, 16, 3, 1, (1, 1, 1, 1), epilogue="none")),
     "plain1x1": lambda: conv_model(ConvCase(1, 16, 7, 7, 24, 1, 1, epilogue="none")),
     "attention_softmax": lambda: _softmax_model([4, 2, 4, 4]),  # 4 lanes per row: MobileViT's attention
+    "layer_norm": _layer_norm_model,
 }
 # (model, memory, target, winograd, tuned knobs per family: they replace that family's defaults)
 CASES = [
@@ -102,6 +117,8 @@ CASES = [
         "pool": {"threads_x": 8, "threads_y": 4, "tile_x": 1, "unroll": 0},     # lanes reduce in local memory
         "reduce": {"threads_x": 8, "threads_y": 1}}),
     ("attention_softmax", "buffer", "adreno-740", "off", {}),
+    ("layer_norm", "buffer", "adreno-740", "off", {}),
+    ("layer_norm", "buffer", "adreno-740", "off", {"reduce": {"threads_x": 8, "threads_y": 4}}),  # lanes, ragged
     ("linear", "buffer", "adreno-740", "off", {}),  # dlight's Matmul (schedules/dense.py), ragged tiles
     ("conv3x3", "texture", "adreno-740", "off", {}),
     ("conv3x3", "texture", "pocl-cpu", "off", {}),
