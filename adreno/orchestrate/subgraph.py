@@ -4,9 +4,10 @@ keyed by.
 The module's `main` takes every value the group reads as a parameter, weights included (a kernel's time does not
 depend on its weights' values, so two blocks of the same shapes share one measurement), except constants of at
 most one element and immediates: those are part of the operator (GELU's 0.5, LayerNorm's epsilon, clip's bounds)
-and change the kernel; in texture memory every constant stays in the module (a weight is a param image of its own
-geometry in the model, which the launch plan gives constants only, `plan.extract_plan`), so the key holds the weights
-and blocks of equal shapes are measured apart. It binds
+and change the kernel. In texture memory every constant stays in the measured module (a weight is a param image of
+its own geometry in the model, which the launch plan gives constants only, `plan.extract_plan`), and the key is
+that of the module buffer memory's rule builds, weights as parameters: blocks of equal shapes share a measurement
+in both memories, and a model retrained (its weights changed, its blocks not) measures nothing again. It binds
 the group's primitives in graph order and returns the values the kernel writes (`candidates.kernel_of`); an operator
 fission split whose primitives are all in the group (`graph.Composite`) is bound whole instead, as the default compile
 lowers it (so FuseOps' partition of the unsplit model is measured as that compile runs it). Parameters
@@ -25,26 +26,37 @@ from adreno.orchestrate.graph import inner_of
 
 @dataclass(frozen=True)
 class Subgraph:
-    """The group's module, the graph values its parameters stand for (in order), and the values it returns."""
+    """The group's module, the graph values its parameters stand for (in order), the values it returns, and the
+    module its key is the hash of (`mod` itself, but for texture memory's weights: the module doc)."""
 
     mod: object
     reads: tuple
     writes: tuple
+    keyed: object
 
     @property
     def key(self) -> str:
-        """The canonical subgraph and its shapes: the structural hash of the module, then its signature."""
+        """The canonical subgraph and its shapes: the structural hash of the keyed module, then its signature."""
         import tvm_ffi
 
-        func = self.mod["main"]
+        func = self.keyed["main"]
         shapes = ",".join("x".join(str(int(d)) for d in p.ty.shape) for p in func.params)
-        digest = int(tvm_ffi.structural_hash(self.mod)) & (2 ** 64 - 1)
+        digest = int(tvm_ffi.structural_hash(self.keyed)) & (2 ** 64 - 1)
         return f"{digest:016x}|{shapes}|{len(self.writes)}"
 
 
 def subgraph(graph, kernel, memory: Memory = Memory.BUFFER) -> Subgraph:
     """The module computing `kernel` (a `blp.Kernel` over `graph`'s primitives), measured in `memory`."""
-    kept = inline if memory is Memory.BUFFER else (lambda value: not isinstance(value, relax.Var))
+    if memory is Memory.BUFFER:
+        mod, reads, writes = _module(graph, kernel, inline)
+        return Subgraph(mod, reads, writes, mod)
+    mod, reads, writes = _module(graph, kernel, lambda value: not isinstance(value, relax.Var))
+    return Subgraph(mod, reads, writes, _module(graph, kernel, inline)[0])
+
+
+def _module(graph, kernel, kept) -> tuple:
+    """(the module, the values its parameters stand for, the values it returns), with the values `kept(value)` says
+    stay in the module rather than being parameters."""
     whole = {c.final: c for c in graph.whole_in(kernel.primitives)}
     inner = inner_of(whole.values())
     order = [p for p in graph.primitives if p.name in kernel.primitives]
@@ -72,5 +84,5 @@ def subgraph(graph, kernel, memory: Memory = Memory.BUFFER) -> Subgraph:
     mod = bb.get()
     for gvar in callees.values():
         mod[gvar] = graph.functions[gvar.name_hint]
-    return Subgraph(mod, tuple(reads), writes)
+    return mod, tuple(reads), writes
 

@@ -14,7 +14,11 @@ from adreno.orchestrate import launch as launch_module
 from adreno.orchestrate.costs import CostTable
 from adreno.orchestrate.fuseops import fuseops_groups
 from adreno.orchestrate.graph import prepared, primitive_graph
+from adreno.options import Memory, Winograd
+from adreno.orchestrate.layouts import laid_out
+from adreno.orchestrate.report import model_candidates, ops_label
 from adreno.orchestrate.subgraph import subgraph
+from adreno.schedules.context import ScheduleContext
 from adreno.records import Database
 from adreno.runners.local import LocalRunner
 
@@ -79,3 +83,19 @@ def test_key_is_the_computation_and_its_shapes():
     shared = next(ks for ks in keys.values() if len(ks) > 1)
     assert len({ks.primitives for ks in shared}) == len(shared)  # different primitives, one computation
     assert len({key.split("|")[1] for key in keys}) > 1
+
+
+def test_texture_keys_hold_the_weights_shapes_not_their_values():
+    """In texture memory the measured module keeps the weights as constants (the plan makes them param images), and
+    its key is that of the module with the weights as parameters: resnet18_block's two 3x3 convs, equal shapes and
+    other weights, share one key, as they do in buffer memory."""
+    ctx = ScheduleContext.for_device(devices.get_device("adreno-740"))
+    mod = laid_out(to_relax(zoo.get_model("resnet18_block", seed=0)), ctx, Memory.TEXTURE, Winograd.OFF)
+    found = model_candidates(mod, "resnet18_block", "adreno-740", 1, None, Memory.TEXTURE)
+    convs = [k for k in found.kernels if ops_label(found.graph, k.primitives) == "conv2d_nchw4c"]
+    assert len(convs) == 2, [ops_label(found.graph, k.primitives) for k in found.kernels]
+    subs = [subgraph(found.graph, k, Memory.TEXTURE) for k in convs]
+    assert subs[0].key == subs[1].key
+    for sub in subs:  # the weights: constants of the measured module, parameters of the keyed one
+        assert len(sub.keyed["main"].params) == len(sub.mod["main"].params) + 1
+        assert "16x64x3x3x4" in sub.key.split("|")[1]

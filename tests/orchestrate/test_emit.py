@@ -9,12 +9,14 @@ manifest names for the chosen kernels, and a second compile measures nothing.
 import json
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 
 from adreno.cli.main import main
 from adreno.compile import compile_model
 from adreno.errors import AdrenoError
+from adreno.frontend import zoo
 from adreno.frontend.importer import load_model
 from adreno.options import CompileOptions, Host, Memory, Winograd
 from adreno.orchestrate.emit import topological
@@ -164,7 +166,8 @@ def test_compile_orchestrate_measures_once_and_passes_check(tmp_path, capsys):
 
 def test_compile_orchestrate_in_texture_memory_passes_check(tmp_path, capsys):
     """`--memory texture`: the candidates are the packed layouts' primitives, measured on PoCL reading images; the
-    artifact keeps its packed tensors in images and passes `run --check`."""
+    artifact keeps its packed tensors in images and passes `run --check`. The same model retrained (other weights)
+    measures nothing: the keys hold the weights' shapes, not their values."""
     out = tmp_path / "a"
     assert main(["compile", "tiny", "-o", str(out), "--orchestrate", "--memory", "texture", "--max-size", "1",
                  "--records", str(tmp_path / "r.jsonl"), "--host", "native"]) == 0
@@ -175,6 +178,14 @@ def test_compile_orchestrate_in_texture_memory_passes_check(tmp_path, capsys):
     assert any("conv2d_nchw4c" in f for k in summary["kernels"] for f in k["functions"]), summary["kernels"]
     assert summary["measured_now"] > 0 and not summary["fallbacks"]
     assert main(["run", str(out), "--check", "--repeat", "2"]) == 0
+    retrained = tmp_path / "tiny_seed1.onnx"
+    onnx.save(zoo.get_model("tiny", seed=1), retrained)
+    again = tmp_path / "b"
+    assert main(["compile", str(retrained), "-o", str(again), "--orchestrate", "--memory", "texture", "--max-size",
+                 "1", "--records", str(tmp_path / "r.jsonl"), "--host", "native"]) == 0
+    assert "measured 1/" not in capsys.readouterr().err
+    assert json.loads((again / "manifest.json").read_text())["orchestration"]["measured_now"] == 0
+    assert main(["run", str(again), "--check", "--repeat", "2"]) == 0
 
 
 @pytest.mark.parametrize("extra, message", [
