@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from adreno.frontend import zoo
 from adreno.artifact import Artifact
@@ -80,18 +81,34 @@ def test_isolated_runner_failures_are_results_not_exceptions(tiny_artifact):
 
 def test_a_cold_run_evicts_the_caches_before_each_timed_run(tiny_artifact, monkeypatch):
     """`RunInput.cold` (orchestration's candidates): a scratch fill of at least 8 MiB before each timed run, not
-    before the checked one, and the run is still checked."""
+    before the checked one, and the run is still checked. The runner's next artifact is built in the same context
+    and fills the same scratch buffer (a fresh one pays for its first touch every time); a warm run fills none."""
     import pyopencl as cl
 
     fills = []
     fill = cl.enqueue_fill_buffer
     monkeypatch.setattr(cl, "enqueue_fill_buffer", lambda queue, mem, pattern, offset, size, *a, **k: (
-        fills.append(size), fill(queue, mem, pattern, offset, size, *a, **k))[1])
+        fills.append((size, mem.int_ptr, queue.context.int_ptr)), fill(queue, mem, pattern, offset, size, *a, **k))[1])
     inputs = random_inputs(Artifact.load(tiny_artifact).input_specs(), seed=5)
     reference = onnxruntime_outputs(zoo.get_model("tiny"), inputs)
-    result = LocalRunner().run(RunInput(str(tiny_artifact), inputs, reference, repeat=3, cold=True))
+    runner = LocalRunner()
+    result = runner.run(RunInput(str(tiny_artifact), inputs, reference, repeat=3, cold=True))
     assert result.ok and len(result.seconds) == 3 and result.max_error < 1e-5
-    assert len(fills) == 3 and min(fills) >= 8 << 20
+    assert len(fills) == 3 and min(size for size, _, _ in fills) >= 8 << 20
+    assert runner.run(RunInput(str(tiny_artifact), inputs, reference, repeat=2)).ok and len(fills) == 3
+    assert runner.run(RunInput(str(tiny_artifact), inputs, reference, repeat=2, cold=True)).ok
+    assert len(fills) == 5 and len({(mem, context) for _, mem, context in fills}) == 1
+
+
+def test_an_evictor_of_another_context_is_refused(tiny_artifact):
+    from adreno.opencl.evict import Evictor
+    from adreno.opencl.executor import Executor
+
+    executor = Executor(tiny_artifact)
+    inputs = random_inputs(executor.artifact.input_specs(), seed=1)
+    with pytest.raises(ValueError, match="context"):
+        executor.profile(inputs, repeat=1, evictor=Evictor.for_device(executor.device))
+    assert len(executor.profile(inputs, repeat=2, evictor=Evictor(executor.context)).run_device_ms) == 2
 
 
 def test_native_runner_refuses_a_cold_run_as_a_value(tiny_artifact):

@@ -46,7 +46,8 @@ import tarfile
 import threading
 import time
 
-from ..opencl.device import DeviceIdentity, eviction_bytes, select_device
+from ..opencl.device import DeviceIdentity, select_device
+from ..opencl.evict import Evictor
 from .common import (DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, check_bind, format_addr,
                      kill_group, parse_addr, python_module_command, set_parent_death_signal)
 from .uploads import safe_extract
@@ -141,11 +142,11 @@ def _measure(name: str, request_json: str) -> str:
             with open(_workpath(out_name), "wb") as handle:
                 handle.write(buffer.getvalue())
             reply["outputs"] = out_name
-        evict = eviction_bytes(executor.device) if request.get("cold") else 0
+        evictor = Evictor(executor.context) if request.get("cold") else None
         profile = executor.profile(inputs, repeat=int(request.get("repeat", 10)), warmup=int(request.get("warmup", 1)),
-                                   evict_bytes=evict)
+                                   evictor=evictor)
         reply.update(seconds=[ms * 1e-3 for ms in profile.run_device_ms], wall_ms=profile.latencies_ms,
-                     device=executor.device.name.strip(), evicted_bytes=evict)
+                     device=executor.device.name.strip(), evicted_bytes=evictor.nbytes if evictor else 0)
         return json.dumps(reply)
     finally:
         if watchdog is not None:

@@ -19,7 +19,7 @@ import numpy as np
 from ..artifact import Artifact
 from ..errors import TVM_ERRORS, ArtifactError, DeviceError
 from ..layout import ImageSpec, to_image
-from ..opencl.device import DeviceIdentity, select_device
+from ..opencl.device import DeviceIdentity, device_of
 from ..opencl.executor import Profile, kernel_timings
 from . import plugin
 
@@ -71,12 +71,10 @@ class VmExecutor:
     """An artifact's host library loaded on one OpenCL device through TVM's Relax VM."""
 
     def __init__(self, artifact: Artifact | str, device=None):
-        import pyopencl as cl
-
         plugin.require()
         self.artifact = artifact if isinstance(artifact, Artifact) else Artifact.load(artifact)
         library = check_host_library(self.artifact)
-        self.device = device if isinstance(device, cl.Device) else select_device(device)
+        self.device = device_of(device)
         import tvm
         import tvm_ffi
         from tvm import relax

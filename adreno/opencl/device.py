@@ -82,6 +82,13 @@ def list_devices() -> list[DeviceInfo]:
     return infos
 
 
+def device_of(device):
+    """`device` itself when it is a pyopencl Device, else the one `select_device` finds for it (a spec)."""
+    import pyopencl as cl
+
+    return device if isinstance(device, cl.Device) else select_device(device)
+
+
 def select_device(spec: str | int | None = None):
     """Return the pyopencl Device for a spec (see the module doc); a clear `DeviceError` when there is none."""
     import pyopencl as cl

@@ -17,7 +17,8 @@ from ..artifact import Artifact
 from ..artifact_check import check_launches
 from ..errors import AdrenoError, ArtifactError
 from ..layout import ImageSpec, from_image, to_image
-from .device import select_device
+from .device import device_of
+from .evict import Evictor
 from .programs import Grouping, build_programs, group_source, groups
 from .signature import argument_mismatch, kernel_params, program_options
 
@@ -65,13 +66,17 @@ class Executor:
     """An artifact loaded on one OpenCL device, ready to run."""
 
     def __init__(self, artifact: Artifact | str, device=None, cache=None, build_options: str = "",
-                 grouping: Grouping = Grouping.MODEL):
+                 grouping: Grouping = Grouping.MODEL, context=None):
+        """`context`: the pyopencl Context to work in (a runner measuring many artifacts passes its `Evictor`'s, so
+        the eviction buffer is made once); `device` is then its device. Default: a context of its own."""
         import pyopencl as cl
 
         self.artifact = artifact if isinstance(artifact, Artifact) else Artifact.load(artifact)
-        self.device = device if isinstance(device, cl.Device) else select_device(device)
+        if context is not None:
+            device = context.devices[0]
+        self.device = device_of(device)
         check_launches(self.artifact.plan, self.device)
-        self.context = cl.Context([self.device])
+        self.context = context if context is not None else cl.Context([self.device])
         self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.cache = cache.for_artifact(self.artifact.path) if cache is not None else None
         plan = self.artifact.plan
@@ -255,25 +260,22 @@ class Executor:
         self._store_built()
         return outputs
 
-    def profile(self, inputs, repeat: int = 10, warmup: int = 1, evict_bytes: int = 0) -> Profile:
-        """Run `warmup` + `repeat` times; per-kernel device times from profiling events, per-run wall time. With
-        `evict_bytes`, a scratch buffer that large is filled before each timed run (not timed): the run then finds
-        its weights and inputs out of the caches, as a kernel in a whole model finds its weights, instead of left
-        there by the previous repeat."""
-        import pyopencl as cl
-
+    def profile(self, inputs, repeat: int = 10, warmup: int = 1, evictor: Evictor | None = None) -> Profile:
+        """Run `warmup` + `repeat` times; per-kernel device times from profiling events, per-run wall time. With an
+        `evictor` (`adreno.opencl.evict`, of this executor's context) the device's caches are evicted before each
+        timed run (not timed)."""
         self._set_inputs(inputs)
         for _ in range(warmup):
             self._enqueue_all()
         self.queue.finish()
         self._store_built()
-        scratch = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, evict_bytes) if evict_bytes else None
+        if evictor is not None and evictor.context != self.context:
+            raise ValueError("the evictor's context is not this executor's: build the executor in evictor.context")
         per_kernel: dict[tuple[str, str], list[float]] = {}
         latencies, device_ms = [], []
         for index in range(repeat):
-            if scratch is not None:
-                cl.enqueue_fill_buffer(self.queue, scratch, np.uint32(index), 0, evict_bytes)
-                self.queue.finish()
+            if evictor is not None:
+                evictor.evict(self.queue, index)
             started = time.perf_counter()
             events = self._enqueue_all()
             self.queue.finish()

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ..errors import AdrenoError
 from ..artifact import random_inputs
-from ..opencl.device import eviction_bytes, opencl_devices
+from ..opencl.device import device_of, opencl_devices
+from ..opencl.evict import Evictor
 from ..opencl.executor import Executor
 from .interface import RunInput, RunResult, Runner, check_outputs
 
@@ -18,13 +19,16 @@ class LocalRunner(Runner):
     def __init__(self, device=None, cache=None):
         super().__init__()
         self.device_spec, self.cache = device, cache
+        self._evictor: Evictor | None = None  # one context for every artifact it runs, and its eviction buffer
 
     def run(self, run_input: RunInput) -> RunResult:
         import pyopencl as cl
 
         stage = "build"
         try:
-            executor = Executor(run_input.artifact, self.device_spec, cache=self.cache)
+            if self._evictor is None:
+                self._evictor = Evictor.for_device(device_of(self.device_spec))
+            executor = Executor(run_input.artifact, cache=self.cache, context=self._evictor.context)
             device = executor.device.name.strip()
             inputs = run_input.inputs or random_inputs(executor.artifact.input_specs(), run_input.seed)
             stage = "run"
@@ -37,7 +41,7 @@ class LocalRunner(Runner):
                     return RunResult(error=problem, stage=stage, max_error=max_error, tag=run_input.tag, device=device)
             stage = "run"
             profile = executor.profile(inputs, repeat=run_input.repeat, warmup=run_input.warmup,
-                                       evict_bytes=eviction_bytes(executor.device) if run_input.cold else 0)
+                                       evictor=self._evictor if run_input.cold else None)
         except (AdrenoError, cl.Error, OSError, ValueError) as err:
             return RunResult(error=f"{type(err).__name__}: {err}", stage=stage, tag=run_input.tag)
         return RunResult(seconds=[ms * 1e-3 for ms in profile.run_device_ms], max_error=max_error, tag=run_input.tag,

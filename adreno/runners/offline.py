@@ -40,7 +40,8 @@ import numpy as np
 from ..artifact import Artifact
 from ..artifact_check import sha256_file
 from ..errors import AdrenoError
-from ..opencl.device import DeviceIdentity, eviction_bytes, select_device
+from ..opencl.device import DeviceIdentity, select_device
+from ..opencl.evict import Evictor
 from ..opencl.executor import Executor
 from ..opencl.programs import Grouping, group_source, groups
 from ..opencl.signature import program_options
@@ -237,15 +238,15 @@ def prebuild(artifacts: list[str], device_spec, cache_root: Path, jobs: int | No
 
 
 def measure_artifact(artifact: str, inputs, reference, device, cache=None, repeat: int = 20,
-                     rtol: float = RTOL, atol: float = ATOL, cold: bool = False) -> dict:
-    """Load, run once, check against `reference` (`load_reference`'s form), then profile an artifact (`cold`: the
-    device's caches evicted before each timed run, as `RunInput.cold`): a dict with "seconds" (device time per run,
-    a list) or "error" and "stage", and "max_error", "wall_ms", "load_s"."""
+                     rtol: float = RTOL, atol: float = ATOL, evictor: Evictor | None = None) -> dict:
+    """Load, run once, check against `reference` (`load_reference`'s form), then profile an artifact (with an
+    `evictor`: built in its context, the device's caches evicted before each timed run, as `RunInput.cold`): a dict
+    with "seconds" (device time per run, a list) or "error" and "stage", and "max_error", "wall_ms", "load_s"."""
     import pyopencl as cl
 
     stage, started = "build", time.perf_counter()
     try:
-        executor = Executor(artifact, device, cache=cache)
+        executor = Executor(artifact, device, cache=cache, context=None if evictor is None else evictor.context)
         load_s = time.perf_counter() - started
         stage = "run"
         outputs = executor.run(inputs)
@@ -254,8 +255,7 @@ def measure_artifact(artifact: str, inputs, reference, device, cache=None, repea
         if problem:
             return {"error": problem, "stage": stage, "max_error": max_error}
         stage = "run"
-        profile = executor.profile(inputs, repeat=repeat, warmup=2,
-                                   evict_bytes=eviction_bytes(executor.device) if cold else 0)
+        profile = executor.profile(inputs, repeat=repeat, warmup=2, evictor=evictor)
     except (AdrenoError, cl.Error, OSError, ValueError) as err:
         return {"error": f"{type(err).__name__}: {str(err).strip()[:300]}", "stage": stage}
     return {"seconds": [ms * 1e-3 for ms in profile.run_device_ms], "max_error": max_error,
@@ -363,6 +363,7 @@ def measure_batch(batch: Path, device_spec=None, repeat: int = 20, jobs: int | N
     say(f"  built {len(built)} candidates' programs in {time.perf_counter() - started:.1f} s "
         f"({sum(1 for _, e in built.values() if e)} failed)")
     cache = ProgramCache(cache_root)
+    evictor = Evictor.for_device(device) if manifest.get("cold") else None  # one context and buffer for all
     inputs, references, measured = {}, {}, 0
     for candidate in pending:
         if budget_s is not None and time.perf_counter() - started > budget_s:
@@ -382,7 +383,7 @@ def measure_batch(batch: Path, device_spec=None, repeat: int = 20, jobs: int | N
                 inputs[candidate["task"]] = task_inputs_checked(batch, task)
                 references[candidate["task"]] = load_reference(batch / task["reference"])
             result = measure_artifact(path, inputs[candidate["task"]], references[candidate["task"]], device,
-                                      cache.for_artifact(path), repeat, cold=bool(manifest.get("cold")))
+                                      cache.for_artifact(path), repeat, evictor=evictor)
             extra.update(max_error=result.get("max_error"), build_seconds=round(built[path][0], 3),
                          wall_ms=result.get("wall_ms"))
         record = Record(task["key"], fingerprint, candidate["config"], result.get("seconds"), result.get("error"),
