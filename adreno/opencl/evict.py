@@ -9,8 +9,6 @@ as much as five fills; a candidate of `adreno compile --orchestrate` is measured
 
 from __future__ import annotations
 
-import numpy as np
-
 from .device import eviction_bytes
 
 
@@ -31,6 +29,7 @@ class Evictor:
 
     def evict(self, queue, index: int) -> None:
         """Fill the scratch buffer (a value per `index`, so no fill is a no-op) and wait for it."""
+        import numpy as np  # here, not at import: the farm's agent module loads neither numpy nor pyopencl
         import pyopencl as cl
 
         if self._scratch is None:

@@ -220,7 +220,8 @@ class Executor:
         return _BoundKernel(kernel, tuple(launch.global_size), tuple(launch.local_size), launch.name, step.op,
                             step_index)
 
-    def _set_inputs(self, inputs) -> None:
+    def set_inputs(self, inputs) -> None:
+        """Upload the inputs (by name, or in order) without running: `run` and `profile` do it first."""
         plan = self.artifact.plan
         names = self.artifact.input_names()
         if isinstance(inputs, dict):
@@ -254,7 +255,7 @@ class Executor:
 
     def run(self, inputs) -> list[np.ndarray]:
         """Run the model once; inputs by name (dict) or in order (list); returns the outputs in order."""
-        self._set_inputs(inputs)
+        self.set_inputs(inputs)
         self._enqueue_all()
         outputs = self._get_outputs()
         self._store_built()
@@ -264,7 +265,7 @@ class Executor:
         """Run `warmup` + `repeat` times; per-kernel device times from profiling events, per-run wall time. With an
         `evictor` (`adreno.opencl.evict`, of this executor's context) the device's caches are evicted before each
         timed run (not timed)."""
-        self._set_inputs(inputs)
+        self.set_inputs(inputs)
         for _ in range(warmup):
             self._enqueue_all()
         self.queue.finish()
