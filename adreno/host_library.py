@@ -167,19 +167,34 @@ def export_host_library(lowered, plan: Plan, tvm_target, out_dir: Path, host: Ho
     with reuse as tir_pipeline:
         executable = tvm.compile(vm_module, target=tvm_target, relax_pipeline=None,
                                  tir_pipeline=tir_pipeline or register_pipeline())
-    cc = cc or os.environ.get("TVM_NDK_CC")
-    if host is Host.NATIVE:
-        executable.export_library(str(out_dir / "lib.so"), fpack_imports=pack_imports, options=list(STRIPPED),
-                                  **({"cc": cc} if cc else {}))
+    if host is Host.NATIVE:  # $TVM_NDK_CC names the phone's compiler: only an explicit --cc links for this machine
+        _link(executable, out_dir / "lib.so", cc or "the host's compiler", host, fpack_imports=pack_imports,
+              options=list(STRIPPED), **({"cc": cc} if cc else {}))
         return "lib.so"
+    cc = cc or os.environ.get("TVM_NDK_CC")
     if cc:
         if not shutil.which(cc) and not Path(cc).is_file():
             raise AdrenoError(f"compiler {cc!r} not found (from --cc or $TVM_NDK_CC); give the path of the NDK's "
                               "aarch64-linux-android<API>-clang")
-        executable.export_library(str(out_dir / "lib.so"), fcompile=_cross_compiler(cc), fpack_imports=pack_imports)
+        _link(executable, out_dir / "lib.so", cc, host, fcompile=_cross_compiler(cc), fpack_imports=pack_imports)
         return "lib.so"
     executable.export_library(str(out_dir / "lib.tar"), fpack_imports=pack_imports)
     return "lib.tar"
+
+
+def _link(executable, path: Path, compiler: str, host: Host, **export) -> None:
+    """`executable.export_library(path, **export)`; a compiler that fails (TVM raises its whole output) is one line
+    naming it and its first error."""
+    try:
+        executable.export_library(str(path), **export)
+    except RuntimeError as err:
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        first = next((line for line in lines if "error" in line.lower() and "compilation error" not in line.lower()),
+                     lines[-1] if lines else "no output")
+        wanted = ("the NDK's aarch64-linux-android<API>-clang" if host is Host.ANDROID
+                  else "a compiler for this machine (or leave --cc out)")
+        raise AdrenoError(f"linking the host library with {compiler} failed: {first[:300]}; --cc for --host "
+                          f"{host.value} must be {wanted}") from None
 
 
 def _cross_compiler(cc: str):

@@ -45,3 +45,25 @@ def test_a_missing_compiler_is_one_line(tmp_path):
     proc = compile_tiny(tmp_path / "art", "--cc", "/nonexistent/aarch64-linux-android30-clang")
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "not found" in proc.stderr and not (tmp_path / "art").exists()
+
+
+def test_a_compiler_that_cannot_link_is_one_line(tmp_path):
+    """A linker failure (here x86 gcc given the phone's aarch64 objects, and the aarch64 gcc given this machine's) is
+    one line naming the compiler and its first error, exit 2, and no artifact; it was a traceback."""
+    for host, cc in (("android", "gcc"), ("native", CROSS_CC)):
+        out = tmp_path / f"art-{host}"
+        proc = subprocess.run([sys.executable, "-m", "adreno.cli", "compile", "tiny", "--host", host, "--cc", cc,
+                               "-o", out, "-q"], capture_output=True, text=True, timeout=300)
+        err = proc.stderr.strip()
+        assert proc.returncode == 2 and len(err.splitlines()) == 1, err
+        assert f"linking the host library with {cc} failed" in err and f"--host {host}" in err, err
+        assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def test_tvm_ndk_cc_is_not_the_native_compiler(tmp_path):
+    """$TVM_NDK_CC names the phone's compiler; `--host native` links for this machine whatever it says."""
+    proc = subprocess.run([sys.executable, "-m", "adreno.cli", "compile", "tiny", "--host", "native", "-o",
+                           tmp_path / "art", "-q"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TVM_NDK_CC": CROSS_CC})
+    assert proc.returncode == 0, proc.stderr
+    assert elf_machine(tmp_path / "art" / "lib.so") == "Advanced Micro Devices X86-64"
