@@ -17,12 +17,11 @@ class Evictor:
 
     def __init__(self, context):
         self.context = context
-        self.device = context.devices[0]
-        self.nbytes = eviction_bytes(self.device)
+        self.nbytes = eviction_bytes(context.devices[0])
         self._scratch = None
 
     @classmethod
-    def for_device(cls, device) -> "Evictor":
+    def for_device(cls, device) -> Evictor:
         import pyopencl as cl
 
         return cls(cl.Context([device]))
