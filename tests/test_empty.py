@@ -112,3 +112,24 @@ def test_storage_less_tensors_are_checked_at_load(tiny_artifact, tmp_path):
     (copy / "plan.json").write_text(json.dumps(plan))
     with pytest.raises(ArtifactError, match="tensors without storage"):
         Artifact.load(copy, checked=False)
+
+
+@pytest.mark.parametrize("memory", ["texture", "buffer"])
+def test_a_value_computed_from_an_empty_input_alone_folds_to_a_constant(memory, tmp_path):
+    """A sum over an empty axis is the sum's identity, known at compile time: the empty input is no longer read,
+    and what adds the sum to a real input compiles and agrees with onnxruntime."""
+    from adreno.compile import compile_model
+    from adreno.options import CompileOptions
+    from adreno.opencl.executor import Executor
+
+    onnx_model = model([helper.make_node("ReduceSum", ["e", "axes"], ["s"], keepdims=1),
+                        helper.make_node("Add", ["x", "s"], ["y"])],
+                       {"x": [2, 3], "e": [2, 0]}, {"y": TensorProto.FLOAT}, {"axes": np.array([1])})
+    x = np.random.default_rng(2).standard_normal((2, 3)).astype(np.float32)
+    e = np.zeros((2, 0), np.float32)
+    (expected,) = ort.InferenceSession(onnx_model.SerializeToString(),
+                                       providers=["CPUExecutionProvider"]).run(None, {"x": x, "e": e})
+    artifact = Artifact.load(compile_model(onnx_model, tmp_path / "art", CompileOptions(memory=memory)))
+    assert [t.storage for t in artifact.input_specs()][1] == ""
+    (output,) = Executor(artifact).run([x, e])
+    np.testing.assert_allclose(output, expected, rtol=1e-6)

@@ -43,7 +43,7 @@ def prepare(model, shapes: dict[str, list[int]], empty=None):
     empty (else `ModelError`): with an `empty.EmptyTensors` given, empty outputs (and the inputs only they read) are
     moved there instead of refused."""
     model = _with_static_inputs(model, shapes)
-    constants = _initial_constants(model.graph)
+    constants = {**_empty_inputs(model), **_initial_constants(model.graph)}
     for _ in range(MAX_ROUNDS):
         static = _static_shapes(model)
         if not _fold_round(model, constants, static):
@@ -87,6 +87,21 @@ def _initial_constants(graph) -> dict[str, np.ndarray]:
             if value is not None:
                 constants[node.output[0]] = value
     return constants
+
+
+def _empty_inputs(model) -> dict[str, np.ndarray]:
+    """The graph inputs with no elements, as values: an empty tensor's value is known, so what is computed from it
+    alone (a reduction over an empty axis: its identity) folds to a constant instead of being refused."""
+    from onnx import helper
+
+    values = {}
+    for value in model.graph.input:
+        dims = value.type.tensor_type.shape.dim
+        shape = [d.dim_value if d.HasField("dim_value") else -1 for d in dims]
+        if 0 in shape and -1 not in shape:
+            dtype = helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type)
+            values[value.name] = np.zeros(shape, dtype=dtype)
+    return values
 
 
 def _constant_node_value(node):

@@ -6,8 +6,9 @@ A kernel over nothing has no launch size, and TVM's lowering divides by the zero
 graph inputs nothing else reads when those are empty or when nothing is left to compute) and records them; `complete`
 puts them back into the launch plan as tensors without storage (`storage` ""), in the model's input and output
 order. An executor returns zeros of the recorded shape and dtype for such an output (there are none to return) and
-checks, but does not copy, such an input. An empty tensor that another node still reads is refused in one line
-(`constfold.check_not_empty`).
+checks, but does not copy, such an input. A value computed from empty inputs alone (a reduction over an empty axis:
+its identity) was folded to a constant before (`constfold`), so those inputs are unread too. An empty tensor that
+another node still reads is refused in one line (`constfold.check_not_empty`).
 
 The shapes are ONNX's shape inference's, computed from the inputs without the outputs' declared shapes, so a model
 that only claims an empty output is not believed."""
@@ -33,16 +34,16 @@ class EmptyTensors:
         graph = model.graph
         shapes = {**{t.name: tuple(t.dims) for t in graph.initializer}, **shapes}  # folded outputs are initializers
         empty = [o for o in graph.output if 0 in shapes.get(o.name, (1,))]
-        if not empty:
-            return
-        self.outputs.update({o.name: (list(shapes[o.name]), _dtype(o)) for o in empty})
-        kept = [o for o in graph.output if o.name not in self.outputs]
+        kept = [o for o in graph.output if o not in empty]
         needed, nodes = {o.name for o in kept}, []
         for node in reversed(graph.node):
             if needed & set(node.output):
                 nodes.append(node)
                 needed |= set(node.input)
         unread = [i for i in graph.input if i.name not in needed and (not kept or 0 in shapes.get(i.name, (1,)))]
+        if not empty and not unread:
+            return
+        self.outputs.update({o.name: (list(shapes[o.name]), _dtype(o)) for o in empty})
         self.inputs.update({i.name: (list(shapes[i.name]), _dtype(i)) for i in unread})
         for container, values in ((graph.output, kept), (graph.node, nodes[::-1]),
                                   (graph.input, [i for i in graph.input if i.name not in self.inputs])):
