@@ -66,9 +66,13 @@ class CostTable:
         self.launch = None  # the device's launch.LaunchCost, measured (or read) by the first `costs`
 
     def in_memory(self, memory: Memory) -> CostTable:
-        """A table of the same records, runner and device measuring in `memory` (`adreno compile --orchestrate`
-        without `--memory` measures in both)."""
-        return CostTable(self.database, self.runner, self.device, self.target_name, memory, self.repeat, self.say)
+        """A table of the same records, runner, device and launch cost measuring in `memory` (`adreno compile
+        --orchestrate` without `--memory` measures in both). The launch cost is the device's, whatever the memory:
+        it is read (or measured) here once for all the tables."""
+        self.launch = self.launch or self._launch_cost()
+        table = CostTable(self.database, self.runner, self.device, self.target_name, memory, self.repeat, self.say)
+        table.launch = self.launch
+        return table
 
     def costs(self, graph, kernels) -> dict:
         """Group (frozenset of primitives) -> seconds, or None where the measurement failed, for `kernels`

@@ -43,6 +43,13 @@ def _ints(values) -> list[int] | None:
         return None
 
 
+def iter_kinds(stmt) -> str:
+    """A block's iteration variables as a string: "S" spatial, "R" reduction (a `CommReduce` IterVar), "?" any
+    other kind, so a matcher states the shape it expects ("SSSSRR") in one comparison."""
+    names = {0: "S", 2: "R"}  # tvm.tir.IterVar.DataPar, CommReduce
+    return "".join(names.get(int(iv.iter_type), "?") for iv in stmt.iter_vars)
+
+
 def match_conv(func, sch=None) -> ConvMatch | None:
     """Recognise `pad? -> conv2d_nchw|group_conv2d_nchw -> elementwise*` (static shapes); None otherwise."""
     from tvm.sym.pattern import detect_linear_equation
@@ -57,7 +64,7 @@ def match_conv(func, sch=None) -> ConvMatch | None:
     if name not in ("conv2d_nchw", "group_conv2d_nchw"):
         return None
     ivs = list(stmt.iter_vars)
-    if len(ivs) != 7 or [int(iv.iter_type) for iv in ivs] != [0, 0, 0, 0, 2, 2, 2]:
+    if iter_kinds(stmt) != "SSSSRRR":
         return None
     if len(stmt.reads) != 2 or len(stmt.writes) != 1:
         return None

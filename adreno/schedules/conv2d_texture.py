@@ -72,7 +72,7 @@ def match_packed(func, sch=None):
     conv, stmt = blocks[ci], sch.get(blocks[ci])
     depthwise = names[ci].startswith("dw")
     ivs = list(stmt.iter_vars)
-    if [int(iv.iter_type) for iv in ivs] != [0] * 5 + [2] * (2 if depthwise else 3):
+    if _conv.iter_kinds(stmt) != "S" * 5 + "R" * (2 if depthwise else 3):
         return None
     data_region, weight_region = stmt.reads
     out_shape = _conv._ints(stmt.writes[0].source.shape)

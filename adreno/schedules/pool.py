@@ -156,7 +156,7 @@ def _match_windowed(sch, blocks, infos, ri) -> PoolMatch | None:
     stmt = sch.get(blocks[ri])
     name = str(stmt.name_hint)
     ivs = list(stmt.iter_vars)
-    if [int(iv.iter_type) for iv in ivs] != [0, 0, 0, 0, 2, 2] or len(stmt.reads) != 1 or len(stmt.writes) != 1:
+    if _conv.iter_kinds(stmt) != "SSSSRR" or len(stmt.reads) != 1 or len(stmt.writes) != 1:
         return None
     if combiner(stmt) != ("max" if name == "pool_max" else "sum"):
         return None
@@ -202,7 +202,7 @@ def _match_windowed(sch, blocks, infos, ri) -> PoolMatch | None:
 
 def _match_global(sch, blocks, infos, ri) -> PoolMatch | None:
     stmt = sch.get(blocks[ri])
-    kinds = "".join("S" if int(iv.iter_type) == 0 else "R" if int(iv.iter_type) == 2 else "?" for iv in stmt.iter_vars)
+    kinds = _conv.iter_kinds(stmt)
     n_s = len(kinds.rstrip("R"))
     if "?" in kinds or kinds[:n_s] != "S" * n_s or n_s == len(kinds) or len(stmt.reads) != 1:
         return None

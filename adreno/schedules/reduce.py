@@ -60,10 +60,6 @@ ROW_NORMS = (
 )
 
 
-def _reduced_axes(block) -> int:
-    return [int(iv.iter_type) for iv in block.iter_vars].count(2)  # IterVar.CommReduce
-
-
 def match_row_norm(func):
     """(schedule, workload, the four stage blocks, epilogue blocks) for a float32 row normalization of `ROW_NORMS`
     over one axis, with its epilogue; else None."""
@@ -80,7 +76,7 @@ def match_row_norm(func):
     first, _, second, last = (sch.get(b) for b in blocks[:4])
     if (combiner(first), combiner(second)) != norm.combiners or len(first.reads) != 1:
         return None
-    if _reduced_axes(first) != 1 or _reduced_axes(second) != 1:
+    if _conv.iter_kinds(first).count("R") != 1 or _conv.iter_kinds(second).count("R") != 1:
         return None
     data = first.reads[0]
     shape = _conv._ints(data.source.shape)
