@@ -120,3 +120,24 @@ def test_native_runner_refuses_a_cold_run_as_a_value(tiny_artifact):
     result = runner.submit(RunInput(str(tiny_artifact), cold=True, tag="t")).result()
     runner.close()
     assert not result.ok and result.tag == "t" and "cold caches" in result.error, result
+
+
+def test_prebuild_stops_the_builds_still_running_at_its_deadline(tiny_artifact, tmp_path):
+    """An offline batch builds its candidates' programs in worker processes until its deadline. The builds past it
+    are ended, not left loading the CPU under the timings that follow, and nothing writes into the caches after
+    `prebuild` returns; without a deadline every artifact is built."""
+    import multiprocessing
+    import shutil
+    import time
+
+    from adreno.runners.offline import prebuild
+
+    copies = [str(shutil.copytree(tiny_artifact, tmp_path / f"copy{i}")) for i in range(3)]
+    assert prebuild(copies, "pocl", tmp_path / "late", jobs=2, deadline=time.perf_counter(), separate=True) == {}
+    assert not [p for p in multiprocessing.active_children() if p.is_alive()]
+    time.sleep(2)
+    assert not list((tmp_path / "late").rglob("*.*")), "a stopped build wrote into its cache"
+    built = prebuild(copies, "pocl", tmp_path / "cache", jobs=2, separate=True)
+    assert sorted(built) == copies and all(error is None for _, error in built.values()), built
+    assert all(list((tmp_path / "cache" / f"copy{i}").rglob("*")) for i in range(3))
+    assert not [p for p in multiprocessing.active_children() if p.is_alive()]

@@ -425,7 +425,7 @@ def run(bundle_dir: Path, out: Path, device: str, budget_s: float, repeat: int) 
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
     (out / "summary.txt").write_text(text)
     print(text, flush=True)
-    shutil.rmtree(work, ignore_errors=True)  # build workers past the budget may still be writing into it
+    shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

@@ -220,7 +220,8 @@ def prebuild(artifacts: list[str], device_spec, cache_root: Path, jobs: int | No
              deadline: float | None = None, separate: bool = False) -> dict[str, tuple]:
     """Build the programs of many artifacts in parallel processes into the cache at `cache_root` (`separate`: each
     into its own cache, `cache_root / <artifact directory name>`, so that each build starts cold); artifact ->
-    (seconds, error or None) for those built by `deadline` (a `time.perf_counter()` value; the rest are left out)."""
+    (seconds, error or None) for those built by `deadline` (a `time.perf_counter()` value; the rest are left out,
+    their builds stopped)."""
     jobs = jobs or os.cpu_count() or 1
     pool = futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
     jobs_ = {pool.submit(_build_programs, a, device_spec,
@@ -233,8 +234,21 @@ def prebuild(artifacts: list[str], device_spec, cache_root: Path, jobs: int | No
     except futures.TimeoutError:
         pass
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        _stop_workers(pool)
     return done
+
+
+def _stop_workers(pool: futures.ProcessPoolExecutor) -> None:
+    """Shut `pool` down and end the builds still running past the deadline. Left running, they would load the CPU
+    under the timings that follow and write into caches that the caller removes. Python 3.11 has no public way to
+    end a pool's workers (3.14's `terminate_workers`), so they are read from the pool before it forgets them."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        if worker.is_alive():
+            worker.terminate()
+    for worker in workers:
+        worker.join(timeout=10)
 
 
 def measure_artifact(artifact: str, inputs, reference, device, cache=None, repeat: int = 20,
