@@ -155,7 +155,7 @@ def extract_plan(lowered, tvm_target, memory: Memory = Memory.BUFFER, device=Non
         else:
             raise UnsupportedOpError(f"cannot execute binding {var.name} = {type(value).__name__} in the launch plan")
 
-    result = _result_value(values, main.body.body)
+    result = _result_value(values, main.body.body, tensor_of)
     outputs = list(result) if isinstance(result, tuple) else [result]
     for name in outputs:
         if tensors[name].kind == "intermediate":
@@ -164,17 +164,14 @@ def extract_plan(lowered, tvm_target, memory: Memory = Memory.BUFFER, device=Non
     return Plan(inputs, outputs, tensors, storage, programs, steps, images=images), sources, params
 
 
-def _result_value(values: dict, body):
-    """The plan tensors of main's result. An output that is a constant (the model computes it from no input, e.g.
-    a graph of Constant nodes only) has no producer the plan could run: refused in one line."""
+def _result_value(values: dict, body, tensor_of):
+    """The plan tensors of main's result. An output that is a constant (the model computes it from no input: a
+    reduction over an empty axis, a table of anchors) is a param (`tensor_of`): stored with the weights and read
+    back as the output, with no kernel to run."""
     if _expr_key(body) in values:
         return values[_expr_key(body)]
     fields = list(getattr(body, "fields", None) or [body])
-    constant = [i for i, f in enumerate(fields) if _expr_key(f) not in values]
-    if constant:
-        raise ModelError(f"output {constant[0]} of the model is a constant (it depends on no input): nothing to "
-                         "compute; ship the value instead of a model")
-    return tuple(values[_expr_key(f)] for f in fields)
+    return tuple(values.get(_expr_key(f)) or tensor_of(f) for f in fields)
 
 
 def _unique(name: str, taken) -> str:

@@ -147,3 +147,43 @@ def test_an_fp16_artifact_runs_in_half_images_through_tvm_and_the_harness(tmp_pa
     through_tvm = VmExecutor(artifact).run([x])[0]
     from_harness = np.load(report(run_harness(path, {"input": x}, tmp_path / "out"))["outputs"]["probs"])
     assert np.array_equal(through_tvm, planned) and np.array_equal(from_harness, planned)
+
+
+@pytest.mark.parametrize("memory", ["buffer", "texture"])
+def test_constant_outputs_beside_a_computed_one(memory, tmp_path):
+    """Outputs the model computes from no input (a Constant node; a sum of two initializers, folded) are params:
+    stored with the weights and returned as they are, by the launch plan, TVM's runtime and the app harness, next
+    to a computed output, all as onnxruntime gives them."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from adreno.compile import compile_model
+    from adreno.options import CompileOptions
+    from adreno.reference import onnxruntime_outputs
+
+    rng = np.random.default_rng(3)
+    anchors, a, b = (rng.standard_normal(s).astype(np.float32) for s in ((6, 4), (1, 8, 2, 2), (1, 8, 2, 2)))
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1] * 4),
+         helper.make_node("Constant", [], ["anchors"], value=numpy_helper.from_array(anchors)),
+         helper.make_node("Add", ["a", "b"], ["folded"])],
+        "constant_outputs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 6])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+         for n, s in (("y", [1, 8, 6, 6]), ("anchors", [6, 4]), ("folded", [1, 8, 2, 2]))],
+        [numpy_helper.from_array(v, n) for n, v in (("w", rng.standard_normal((8, 8, 3, 3)).astype(np.float32)),
+                                                     ("a", a), ("b", b))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    onnx.save(model, tmp_path / "model.onnx")  # where `run --check` finds the model for its reference
+    path = compile_model(str(tmp_path / "model.onnx"), tmp_path / "art", CompileOptions(memory=memory, host="native"))
+    artifact = Artifact.load(path)
+    assert artifact.output_names() == ["y", "anchors", "folded"]
+    x = rng.standard_normal((1, 8, 6, 6)).astype(np.float32)
+    expected = onnxruntime_outputs(model, [x])
+    harness = report(run_harness(path, {"x": x}, tmp_path / "out"))
+    from_harness = [np.load(harness["outputs"][name]) for name in artifact.manifest["outputs"]]
+    for outputs in (Executor(artifact).run([x]), VmExecutor(artifact).run([x]), from_harness):
+        assert [o.shape for o in outputs] == [e.shape for e in expected]
+        for out, ref in zip(outputs, expected, strict=True):
+            np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    checked = adreno_cli("run", path, "--runtime", "tvm", "--check", "--repeat", "1", "--json")
+    assert checked.returncode == 0 and json.loads(checked.stdout)["check"]["ok"], checked.stderr
