@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..errors import AdrenoError
 from ..float_literals import exact_float_literals_pass
+from ..shared_subexpressions import shared_subexpressions_pass
 from ..layout import LANES
 
 
@@ -334,8 +335,9 @@ def register_pipeline() -> str:
         def factory():
             _, finalize_host, finalize_device = tvm.tirx.get_tir_pipeline("s_tir")
 
-            def finalize_exact():  # the host library's kernels get the plan's exact constants
-                return tvm.transform.Sequential([finalize_device(), exact_float_literals_pass()])
+            def finalize_exact():  # the host library's kernels get the plan's exact constants and shared indices
+                return tvm.transform.Sequential([finalize_device(), shared_subexpressions_pass(),
+                                                 exact_float_literals_pass()])
 
             return texture_tir_pipeline(), finalize_host, finalize_exact
 
