@@ -9,6 +9,7 @@ Layout of an artifact directory::
                        outweighed an fp16 model's weights' saving
     params.npz         constant tensors (weights, folded at compile time), keyed by param name
     lib.so | lib.tar   TVM host library (Relax VM executable) from `export_library`
+    binaries/          program binaries bundled after the compile by `adreno cache export` (`adreno.cache.bundled`)
 
 The launch plan is the contract between the compiler and every executor. `Plan` is its typed form;
 `Artifact.load` checks that a directory is complete, unaltered, confined and from a compatible format, and that its
@@ -43,6 +44,7 @@ PLAN_FORMAT = 5  # 2: image storage (TensorSpec.image, Plan.images) for --memory
 # (kernel_path), so an older adreno refuses the artifact by its format instead of misreading the bytes
 _NPY_HEADER_MAX = 64 * 1024  # an .npy header is 128 bytes here; numpy allows longer ones, never this long
 MANIFEST_NAME, PLAN_NAME, PARAMS_NAME, KERNEL_DIR = "manifest.json", "plan.json", "params.npz", "kernels"
+BUNDLE_DIR = "binaries"  # written into an artifact after its compile, so not among its manifest's files
 
 
 def kernel_path(file_stem: str) -> str:
@@ -297,19 +299,42 @@ def _describe(array: np.ndarray) -> str:
 
 
 def _check_replaceable(final: Path, given) -> None:
-    """`-o` writes only into a missing directory, an empty one, or an earlier artifact (one with a manifest): never
-    over a user's other files, which replacing the directory would delete."""
+    """`-o` writes only into a missing directory, an empty one, or an earlier artifact: never over a user's other
+    files, which replacing the directory would delete. An earlier artifact is a directory whose manifest is one of
+    ours (it lists the files the compile wrote) and which holds nothing else but what `adreno cache export` adds:
+    a `manifest.json` of another tool, or a file a user put beside an artifact's, makes it a directory to keep."""
     if not final.exists():
         return
     if not final.is_dir():
         raise ArtifactError(f"{given} exists and is not a directory: choose another -o")
     try:
-        entries = list(final.iterdir())
+        entries = {entry.name for entry in final.iterdir()}
     except OSError as err:
         raise ArtifactError(f"cannot read {given}: {err.strerror or err}") from None
-    if entries and not (final / MANIFEST_NAME).is_file():
-        raise ArtifactError(f"{given} is a directory with other files in it (not an earlier artifact, no "
-                            f"{MANIFEST_NAME}): choose a new or empty -o, nothing was written")
+    if not entries:
+        return
+    written = _artifact_entries(final / MANIFEST_NAME)
+    if written is None:
+        raise ArtifactError(f"{given} is a directory with other files in it (not an earlier artifact: no manifest "
+                            "of adreno's): choose a new or empty -o, nothing was written")
+    others = sorted(entries - written - {MANIFEST_NAME, BUNDLE_DIR})
+    if others:
+        raise ArtifactError(f"{given} holds an earlier artifact and files of its own ({', '.join(others[:3])}"
+                            f"{', ...' if len(others) > 3 else ''}), which replacing it would delete: move them or "
+                            "choose another -o, nothing was written")
+
+
+def _artifact_entries(manifest: Path) -> set[str] | None:
+    """The top-level names of the files an artifact's manifest lists; None when `manifest` is not an artifact's
+    (missing, unreadable, not JSON, or without the fields every adreno compile writes)."""
+    try:
+        data = json.loads(manifest.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, dict) or "plan_format" not in data or "adreno_version" not in data:
+        return None
+    return {str(name).split("/", 1)[0] for name in files}
 
 
 def _tmp_prefix(final: Path) -> str:

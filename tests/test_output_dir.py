@@ -36,16 +36,34 @@ def test_an_empty_output_name_is_refused(tmp_path, given):
 
 
 def test_empty_directory_then_earlier_artifact_are_replaced(tmp_path):
+    """An earlier artifact is replaced whole, with the binaries `adreno cache export` bundled into it; a file of the
+    user's beside it makes the directory one to keep (issue 22's sweep, session 22: `notes.txt` was deleted)."""
     target = tmp_path / "art"
     target.mkdir()
     assert adreno("compile", "tiny", "-o", target, "-q").returncode == 0
     first = json.loads((target / "manifest.json").read_text())
-    (target / "stray.txt").write_text("x")  # inside an artifact: the artifact is replaced whole
+    (target / "stray.txt").write_text("x")
+    proc = adreno("compile", "tiny", "--target", "adreno-650", "-o", target, "-q")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "files of its own (stray.txt)" in proc.stderr and (target / "stray.txt").read_text() == "x"
+    (target / "stray.txt").unlink()
+    (target / "binaries" / "some-device").mkdir(parents=True)  # where `adreno cache export` bundles binaries
     proc = adreno("compile", "tiny", "--target", "adreno-650", "-o", target, "-q")
     assert proc.returncode == 0, proc.stderr
     second = json.loads((target / "manifest.json").read_text())
-    assert first["target"] != second["target"] and not (target / "stray.txt").exists()
+    assert first["target"] != second["target"] and not (target / "binaries").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["art"]
+
+
+def test_a_manifest_of_another_tool_is_not_an_artifact(tmp_path):
+    """A web app's folder has a manifest.json too: it is not replaced."""
+    target = tmp_path / "webapp"
+    target.mkdir()
+    (target / "manifest.json").write_text('{"name": "x"}')
+    (target / "index.html").write_text("<html>")
+    proc = adreno("compile", "tiny", "-o", target, "-q")
+    assert proc.returncode == 2 and "not an earlier artifact" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in target.iterdir()) == ["index.html", "manifest.json"]
 
 
 def test_stale_temporary_siblings_of_a_killed_compile_are_removed(tmp_path):

@@ -13,6 +13,7 @@ import re
 import pyopencl as cl
 
 import adreno
+from adreno.artifact import BUNDLE_DIR
 from adreno.opencl.device import DeviceIdentity
 
 from .files import read_regular
@@ -20,7 +21,6 @@ from .format import BadEntry, canonical_json, decode_entry, device_key, key_fiel
 
 logger = logging.getLogger("adreno.cache")
 
-BUNDLE_DIR = "binaries"
 BUNDLE_INDEX = "index.json"
 BUNDLE_FORMAT = 1
 TVM_BLOB_NAME = "tvm_precompiled.bin"
