@@ -4,6 +4,7 @@ several commands take with one meaning (an artifact directory, a local OpenCL de
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -46,18 +47,24 @@ def json_default(value):
 
 
 
+# The largest value a numeric option takes: counts past it would never finish (and overflow a C int), and seconds
+# past it (68 years) overflow the clock a deadline is computed on.
+OPTION_MAX = 2 ** 31 - 1
+
+
 def require_positive(args, *names: str, allow_zero: tuple[str, ...] = ()) -> None:
     """A one-line error (exit status 2) for a numeric option that is not a positive finite number (or, for those in
-    `allow_zero`, not a non-negative one): `--repeat 0` must not "succeed" measuring nothing."""
+    `allow_zero`, not a non-negative one) up to `OPTION_MAX`: `--repeat 0` must not "succeed" measuring nothing."""
     for name in names:
         value = getattr(args, name)
         if value is None:  # not given: the command's default applies
             continue
+        flag = "--" + name.replace("_", "-")
         low_ok = value >= 0 if name in allow_zero else value > 0
-        if not (np.isfinite(value) and low_ok):
-            flag = "--" + name.replace("_", "-")
+        if not ((isinstance(value, int) or math.isfinite(value)) and low_ok):
             raise AdrenoError(f"{flag} must be {'>= 0' if name in allow_zero else 'positive'}, not {value}")
-
+        if value > OPTION_MAX:
+            raise AdrenoError(f"{flag} must be at most {OPTION_MAX}, not {value}")
 
 
 def megabytes(size: int) -> str:
