@@ -10,6 +10,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 CROSS_CC = "aarch64-linux-gnu-gcc"  # stand-in for aarch64-linux-android<API>-clang (tools/install_system_deps.sh)
 
 
@@ -45,6 +47,21 @@ def test_a_missing_compiler_is_one_line(tmp_path):
     proc = compile_tiny(tmp_path / "art", "--cc", "/nonexistent/aarch64-linux-android30-clang")
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "not found" in proc.stderr and not (tmp_path / "art").exists()
+
+
+@pytest.mark.parametrize("host", ["android", "native"])
+def test_a_compiler_that_is_not_one_is_one_line(tmp_path, host):
+    """A --cc that is missing, a file that is not a program, or a program that writes no library: one line each,
+    exit 2, no artifact (the sweep of session 22 found tracebacks for all three)."""
+    text = tmp_path / "notes.txt"
+    text.write_text("not a compiler")
+    cases = (("/nonexistent/cc", "not found"), (text, "is not executable"), ("/bin/true", "wrote no lib.so"))
+    for cc, message in cases:
+        out = tmp_path / f"art-{host}"
+        proc = compile_tiny(out, "--host", host, "--cc", cc)  # the last --host given is the one taken
+        err = proc.stderr.strip()
+        assert proc.returncode == 2 and len(err.splitlines()) == 1 and message in err, err
+        assert f"--host {host}" in err and not out.exists()
 
 
 def test_a_compiler_that_cannot_link_is_one_line(tmp_path):
