@@ -334,3 +334,26 @@ def test_bind_and_input_shape_take_the_model_names(tmp_path, rng, pocl_device):
     expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, {"gpu_0/data_0": x, "shape:0": shape})
     np.testing.assert_allclose(Executor(artifact, pocl_device).run([x])[0], expected[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("op, indices, attrs, message", [
+    ("Gather", [0, 1, 100], {"axis": 1}, "index 100 is out of range for axis 1 of size 3 (valid: -3..2)"),
+    ("Gather", [[-4]], {"axis": 1}, "index -4 is out of range for axis 1"),
+    ("GatherElements", np.full((1, 3, 8, 8), 8), {"axis": -1}, "index 8 is out of range for axis 3 of size 8"),
+    ("GatherND", [[0, 3]], {}, "index 3 is out of range for axis 1 of size 3"),
+])
+def test_constant_indices_out_of_range_are_refused(tmp_path, op, indices, attrs, message):
+    """A gather whose constant indices leave the tensor read memory past it, silently (the sweep of session 22):
+    refused at compile time in one line naming the node."""
+    from adreno.compile import compile_model
+    from adreno.errors import ModelError
+
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x", "idx"], ["y"], name="pick", **attrs)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.asarray(indices, np.int64), "idx")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ModelError) as refused:
+        compile_model(model, tmp_path / "art")
+    assert str(refused.value).startswith(f"node pick ({op}): {message}") and "\n" not in str(refused.value)

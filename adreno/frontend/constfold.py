@@ -16,6 +16,7 @@ import numpy as np
 
 from .canonical import canonicalise
 from .empty import unclaimed
+from .indices import check_constant_indices
 from ..errors import ModelError
 
 # A node is folded only while its constant inputs and outputs stay this small (shape vectors, scales, axes):
@@ -39,9 +40,9 @@ MAX_ROUNDS = 16  # fold, re-infer shapes, fold again: each round reaches one Res
 def prepare(model, shapes: dict[str, list[int]], empty=None):
     """A copy of `model` ready for TVM's importer: initializers listed as graph inputs (IR version 3) are no longer
     inputs, the inputs have the static `shapes`, shape subgraphs are folded to constants, Upsample and Resize are
-    in the form the importer reads (`canonical`), every compile-time parameter is a constant and no tensor is
-    empty (else `ModelError`): with an `empty.EmptyTensors` given, empty outputs (and the inputs only they read) are
-    moved there instead of refused."""
+    in the form the importer reads (`canonical`), every compile-time parameter is a constant, no tensor is empty
+    and no constant gather or scatter index is out of range (`indices`; else `ModelError`): with an
+    `empty.EmptyTensors` given, empty outputs (and the inputs only they read) are moved there instead of refused."""
     model = _with_static_inputs(model, shapes)
     constants = {**_empty_inputs(model), **_initial_constants(model.graph)}
     for _ in range(MAX_ROUNDS):
@@ -53,6 +54,7 @@ def prepare(model, shapes: dict[str, list[int]], empty=None):
     if empty is not None:
         empty.drop(model, _static_shapes(unclaimed(model)))
     check_not_empty(model.graph, static, constants)
+    check_constant_indices(model.graph, static, constants)
     return model
 
 
