@@ -24,7 +24,7 @@ from .costmodel.ranked_defaults import RankedDefaults
 from .frontend.bind import bind_inputs, bound_entries
 from .build_check import BuildCheck
 from .frontend.empty import EmptyTensors
-from .errors import AdrenoError, UnsupportedOpError
+from .errors import AdrenoError, ModelError, UnsupportedOpError
 from .frontend.importer import graph_inputs, load_model, to_relax
 from .host_library import export_host_library, param_order
 from .lowered import LoweredFunctions
@@ -262,7 +262,11 @@ def lower_relax(mod, ctx, schedules: Schedules = Schedules.ADRENO, memory: Memor
             # Relax-level rewrite of eligible 3x3 stride-1 convs before legalization (mode and tuned layout records)
             passes = [rewrite_pass(winograd, ctx.knobs, weights)] + passes
         with summarised_stderr():  # legalization's C++ warnings, once per Gather (adreno.native_log)
-            lowered = tvm.transform.Sequential(passes)(mod)
+            try:
+                lowered = tvm.transform.Sequential(passes)(mod)
+            except ValueError as err:  # TVM's operator definitions refuse shapes they cannot compute (topi's checks)
+                raise ModelError(f"TVM cannot lower the model at these shapes: {str(err).strip().splitlines()[0]}; "
+                                 "check --input-shape against the sizes the model was made for") from None
     if schedules is Schedules.NONE:
         return lowered
     call_tir = tvm.ir.Op.get("relax.call_tir")

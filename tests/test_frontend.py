@@ -357,3 +357,39 @@ def test_constant_indices_out_of_range_are_refused(tmp_path, op, indices, attrs,
     with pytest.raises(ModelError) as refused:
         compile_model(model, tmp_path / "art")
     assert str(refused.value).startswith(f"node pick ({op}): {message}") and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("attrs, message", [
+    ({"dilations": [100, 100]}, "its output 'y' would have the negative shape [1, 4, -192, -192]"),
+    ({"pads": [-5, -5, -5, -5]}, "its pads [-5, -5, -5, -5] are negative"),
+])
+def test_a_window_that_does_not_fit_is_one_line(tmp_path, attrs, message):
+    """A conv whose dilated kernel, or negative padding, leaves no output: refused before TVM's conv compute raised
+    a traceback (the sweep of session 22)."""
+    from adreno.compile import compile_model
+    from adreno.errors import ModelError
+
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], name="conv", **attrs)], "c",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 1, 1])],  # a claim, not believed
+        [numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")])
+    with pytest.raises(ModelError) as refused:
+        compile_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "art")
+    assert str(refused.value).startswith(f"node conv (Conv): {message}") and "\n" not in str(refused.value)
+
+
+def test_shapes_tvm_cannot_lower_are_one_line(tmp_path):
+    """The tiny model with free spatial sizes, compiled at 1x1: TVM's conv definition refuses a size its importer
+    computed; one line naming --input-shape, not a traceback."""
+    from adreno.frontend import zoo
+
+    model = zoo.get_model("tiny")
+    for axis in (2, 3):
+        model.graph.input[0].type.tensor_type.shape.dim[axis].dim_param = f"d{axis}"
+    onnx.save(model, tmp_path / "free.onnx")
+    proc = subprocess.run([sys.executable, "-m", "adreno.cli", "compile", tmp_path / "free.onnx", "-o",
+                           tmp_path / "art", "--input-shape", "input:1,3,1,1", "-q"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: TVM cannot lower the model at these shapes")

@@ -55,6 +55,7 @@ def prepare(model, shapes: dict[str, list[int]], empty=None):
         empty.drop(model, _static_shapes(unclaimed(model)))
     check_not_empty(model.graph, static, constants)
     check_constant_indices(model.graph, static, constants)
+    check_no_negative_sizes(model)
     return model
 
 
@@ -119,7 +120,12 @@ def _constant_node_value(node):
 
 
 def _static_shapes(model) -> dict[str, tuple[int, ...]]:
-    """Name -> shape of every value ONNX's shape inference knows completely."""
+    """Name -> shape of every value ONNX's shape inference knows completely (no negative size among them)."""
+    return {name: shape for name, shape in _inferred_shapes(model).items() if min(shape, default=0) >= 0}
+
+
+def _inferred_shapes(model) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of every value ONNX's shape inference gives every size of, negative ones included."""
     import onnx
 
     try:
@@ -129,12 +135,30 @@ def _static_shapes(model) -> dict[str, tuple[int, ...]]:
     shapes = {}
     for info in (*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output):
         tensor = info.type.tensor_type
-        if not tensor.HasField("shape"):
-            continue
-        dims = tensor.shape.dim
-        if all(d.HasField("dim_value") and d.dim_value >= 0 for d in dims):
-            shapes[info.name] = tuple(d.dim_value for d in dims)
+        if tensor.HasField("shape") and all(d.HasField("dim_value") for d in tensor.shape.dim):
+            shapes[info.name] = tuple(d.dim_value for d in tensor.shape.dim)
     return shapes
+
+
+def check_no_negative_sizes(model) -> None:
+    """Refuse the first node whose output ONNX's shape inference sizes negative: a conv or pool window (with its
+    dilation) larger than its padded input, or padding that removes more than the input has. TVM's lowering would
+    raise on it deep in its conv compute, long after the import. The outputs' declared shapes are not believed."""
+    from onnx import helper
+
+    shapes = _inferred_shapes(unclaimed(model))
+    for index, node in enumerate(model.graph.node):
+        pads = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "pads"), [])
+        if node.op_type != "Pad" and min(pads, default=0) < 0:  # ONNX's shape inference gives up on them
+            raise ModelError(f"node {node.name or f'#{index}'} ({node.op_type}): its pads {list(pads)} are negative; "
+                             "crop the input with a Slice instead")
+        for name in node.output:
+            if min(shapes.get(name, ()), default=0) < 0:
+                inputs = [list(shapes[i]) for i in node.input[:1] if i in shapes]
+                raise ModelError(f"node {node.name or f'#{index}'} ({node.op_type}): its output {name!r} would have "
+                                 f"the negative shape {list(shapes[name])}"
+                                 f"{f' from its input of shape {inputs[0]}' if inputs else ''}; its window, padding "
+                                 "or dilation does not fit its input")
 
 
 def _fold_round(model, constants: dict[str, np.ndarray], shapes: dict[str, tuple]) -> bool:
