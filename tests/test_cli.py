@@ -106,6 +106,7 @@ def test_check_tolerance_follows_the_image_precision(tmp_path):
     (["tune", "tiny", "--batch", "0"], "--batch must be positive"),
     (["tune", "tiny", "--repeat", "0"], "--repeat must be positive"),
     (["run", "{tmp}", "--repeat", "99999999999999999999"], "--repeat must be at most 2147483647"),
+    (["run", "{tmp}", "--output", "{tmp}/params.npz"], "is inside the artifact"),
     (["run", "{tmp}", "--timeout", "1e15"], "--timeout must be at most 2147483647"),
     (["tune", "tiny", "--trials", "99999999999999999999"], "--trials must be at most 2147483647"),
     (["tune", "tiny", "--tracker", "127.0.0.1:99999"], "port in 1..65535"),

@@ -93,6 +93,9 @@ def cmd_run(args) -> int:
     require_positive(args, "repeat", "rtol", "atol", "top", "timeout", "seed",
                      allow_zero=("rtol", "atol", "top", "seed"))
     output = None if args.output is None else output_file(args.output, "--output")
+    if output is not None and Path(args.artifact).resolve() in output.resolve().parents:
+        raise AdrenoError(f"--output {output} is inside the artifact {args.artifact}, whose files are checked at "
+                          "load (writing there would break it): write the outputs elsewhere")
     with deadline(args.timeout, f"run of {args.artifact}"):
         return _run_artifact(args, output)
 
