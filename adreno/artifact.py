@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from . import kernel_contract
-from .artifact_check import check_files, check_outputs, check_plan, confined, sha256_file
+from .artifact_check import check_files, check_manifest, check_plan, confined, sha256_file
 from .errors import AdrenoError, ArtifactError
 from .processes import process_alive
 from .layout import ImageSpec  # noqa: F401  (part of the contract: TensorSpec.image, Plan.images)
@@ -193,7 +193,7 @@ class Artifact:
         try:
             plan = Plan.from_json(_read_json(path / PLAN_NAME))
             check_plan(plan, path, set(manifest["files"]))
-            check_outputs(plan, manifest)
+            check_manifest(plan, manifest)
             artifact = cls(path, manifest, plan)
             kernel_contract.check(plan, artifact.kernel_source)
         except (KeyError, TypeError, AttributeError, ValueError) as err:

@@ -26,6 +26,7 @@ import numpy as np
 
 from .errors import ArtifactError
 from .layout import image_dims
+from .options import Precision
 from .weights import WeightTransform
 
 DTYPES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -33,6 +34,7 @@ DTYPES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "u
 SCOPES = {"global", "global.texture", "global.texture-nhwc", "global.texture-weight"}
 CHANNEL_TYPES = {"float32", "float16"}
 KINDS = {"input", "output", "param", "intermediate"}
+PRECISIONS = {p.value for p in Precision}
 MAX_ELEMENTS = 1 << 40  # a tensor or launch beyond this is damage, not a model
 MAX_LAUNCH_ITEMS = (1 << 31) - 1  # TVM's OpenCL kernels index work-items with int: a larger launch wraps around
 
@@ -161,19 +163,34 @@ def check_plan(plan, root: Path, listed: set[str]) -> None:
         _check_step(plan, index, step)
 
 
-def check_outputs(plan, manifest: dict) -> None:
-    """The plan's outputs are the model's: the tensor, shape and dtype the manifest recorded for each output, in
-    order (a plan edited to return another tensor, shape or dtype would be read as the model's output)."""
-    recorded = manifest.get("outputs")
-    if not isinstance(recorded, dict):
-        _fail("the manifest records no outputs")
-    if len(recorded) != len(plan.outputs):
-        _fail(f"{len(plan.outputs)} outputs, the manifest records {len(recorded)}")
-    for (name, entry), tensor in zip(recorded.items(), plan.outputs):
-        spec = plan.tensors[tensor]
-        if not isinstance(entry, dict) or entry.get("tensor", name) != tensor or entry.get("shape") != spec.shape \
-                or entry.get("dtype") != spec.dtype:
-            _fail(f"output {name!r} is {tensor} {spec.shape} {spec.dtype}, the manifest records {entry!r}")
+def check_manifest(plan, manifest: dict) -> None:
+    """The manifest's fields that executors read agree with the plan and have their types: the model's inputs and
+    outputs are the plan's (the tensor, shape and dtype recorded for each, in order: a plan edited to return
+    another tensor would be read as the model's output), the host library's params are plan params, the
+    precision is one adreno writes, and the model source names a bundled model (with an integer seed) or a path.
+    The manifest's own hash is nobody's to check, so an edited one is refused here, not in a traceback later."""
+    for key, tensors in (("inputs", plan.inputs), ("outputs", plan.outputs)):
+        recorded = manifest.get(key)
+        if not isinstance(recorded, dict):
+            _fail(f"the manifest records no {key}")
+        if len(recorded) != len(tensors):
+            _fail(f"{len(tensors)} {key}, the manifest records {len(recorded)}")
+        for (name, entry), tensor in zip(recorded.items(), tensors):
+            spec = plan.tensors[tensor]
+            if not isinstance(entry, dict) or entry.get("tensor", name) != tensor or entry.get("shape") != spec.shape \
+                    or entry.get("dtype") != spec.dtype:
+                _fail(f"{key[:-1]} {name!r} is {tensor} {spec.shape} {spec.dtype}, the manifest records {entry!r}")
+    params = manifest.get("host_params") or []
+    if not isinstance(params, list) or any(getattr(plan.tensors.get(p), "kind", None) != "param" for p in params):
+        _fail(f"the manifest's host_params {str(params)[:80]} are not params of the plan")
+    if manifest.get("precision", "fp32") not in PRECISIONS:
+        _fail(f"the manifest's precision {manifest.get('precision')!r} is not one of {sorted(PRECISIONS)}")
+    source = manifest.get("model_source", {})
+    if not isinstance(source, dict) or not isinstance(source.get("zoo", ""), str) \
+            or not isinstance(source.get("path", ""), str) or type(source.get("seed", 0)) is not int:
+        _fail(f"the manifest's model_source {source!r} is not a bundled model and seed, or a path")
+    if not isinstance(manifest.get("bound", {}), dict):
+        _fail("the manifest's bound inputs are not a table of names")
 
 
 def _check_image(name: str, tensor, image, image_dims) -> None:

@@ -61,3 +61,25 @@ def test_corrupt_plan(artifact_copy):
         Artifact.load(artifact_copy)
     with pytest.raises(ArtifactError, match="plan.json is corrupt"):
         Artifact.load(artifact_copy, checked=False)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("inputs", {"input": [1]}, "input 'input' is input"),
+    ("inputs", [1], "the manifest records no inputs"),
+    ("inputs", "x", "the manifest records no inputs"),
+    ("model_source", None, "model_source None is not"),
+    ("model_source", {"zoo": "tiny", "seed": "x"}, "is not a bundled model and seed"),
+    ("precision", "fp8", "precision 'fp8' is not one of"),
+    ("host_params", ["nosuch"], "host_params ['nosuch'] are not params"),
+    ("host_params", "x", "host_params x are not params"),
+    ("bound", [1], "bound inputs are not a table"),
+])
+def test_an_edited_manifest_is_one_line(artifact_copy, field, value, message):
+    """The manifest is nobody's to hash: a field an executor reads, edited to another type or value, is refused at
+    load (the sweep of session 22 found tracebacks in `run`, `run --check` and `run --runtime tvm`)."""
+    manifest = json.loads((artifact_copy / "manifest.json").read_text())
+    manifest[field] = value
+    (artifact_copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ArtifactError) as refused:
+        Artifact.load(artifact_copy)
+    assert message in str(refused.value) and "\n" not in str(refused.value), refused.value
