@@ -95,3 +95,11 @@ def test_what_a_batch_cannot_answer_is_one_line(measured_batch, tmp_path, capsys
     refused(["orchestrate", "tiny", "--export-batch", str(mine), "--max-size", "1"], "other files in it")
     assert (mine / "notes.txt").read_text() == "keep me" and len(list(mine.iterdir())) == 1
     assert not list(tmp_path.glob(".mine.adreno-tmp.*"))
+    # nor a stray batch.json among other files, nor a batch whose measured records were not imported
+    (mine / MANIFEST_NAME).write_text("[1]")
+    refused(["orchestrate", "tiny", "--export-batch", str(mine), "--max-size", "1"], "not an earlier batch")
+    assert (mine / "notes.txt").read_text() == "keep me"
+    measured = len((batch / "records.jsonl").read_text().splitlines())
+    refused(["orchestrate", "tiny", "--export-batch", str(batch), "--max-size", "1"],
+            f"holds {measured} measured record(s)")
+    assert len((batch / "records.jsonl").read_text().splitlines()) == measured

@@ -131,3 +131,58 @@ def test_export_never_replaces_a_directory_of_other_files(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "other files in it" in err and len(err.splitlines()) == 1, err
     assert [p.name for p in mine.iterdir()] == ["notes.txt"] and (mine / "notes.txt").read_text() == "keep me"
+
+
+def test_export_replaces_only_an_unmeasured_batch_of_its_own(tmp_path, capsys):
+    """An earlier, unmeasured batch is replaced; a stray batch.json among a user's files, an earlier batch with
+    other files in it, and one holding measured records are refused in one line, nothing deleted."""
+    from adreno.cli.main import main
+
+    def refused(batch, message):
+        before = sorted(p.name for p in batch.iterdir())
+        assert main(["tune", "tiny", "-q", "--export-batch", str(batch), "--trials", "1"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"error: {batch}") and message in err and len(err.splitlines()) == 1, err
+        assert sorted(p.name for p in batch.iterdir()) == before
+
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "batch.json").write_text('{"hello": 1}')
+    (foreign / "data.txt").write_text("keep me")
+    refused(foreign, "not an earlier batch")
+    (foreign / "batch.json").write_text("not json")
+    refused(foreign, "not an earlier batch")
+    batch = tmp_path / "batch"
+    for _ in range(2):  # the second export replaces the first
+        assert main(["tune", "tiny", "-q", "--export-batch", str(batch), "--trials", "1"]) == 0
+    (batch / "notes.txt").write_text("keep me")
+    refused(batch, "other files in it (notes.txt)")
+    (batch / "notes.txt").unlink()
+    (batch / "records.jsonl").write_text('{"a": 1}\n{"b": 2}\n')
+    refused(batch, "holds 2 measured record(s)")
+    assert (batch / "records.jsonl").read_text() == '{"a": 1}\n{"b": 2}\n'
+
+
+@pytest.mark.parametrize("manifest", ["[1]", '{"format": 1, "tasks": [], "candidates": [{"id": "T0-0", "task": 0}]}',
+                                      '{"format": 1, "tasks": [[1]], "candidates": []}',
+                                      '{"format": 1, "tasks": "x", "candidates": []}', "directory", "file"])
+def test_a_corrupt_batch_is_one_line(manifest, tmp_path, capsys):
+    """A manifest that is no object, tasks that are no list of objects, a candidate of a task that is not there,
+    a batch.json that is a directory, a batch that is a file: one line wherever a batch is read."""
+    from adreno.cli.main import main
+
+    batch = tmp_path / "batch"
+    if manifest == "file":
+        batch.write_text("x")
+    else:
+        batch.mkdir()
+        if manifest == "directory":
+            (batch / "batch.json").mkdir()
+        else:
+            (batch / "batch.json").write_text(manifest)
+    for args in (["tune", "tiny", "--import-batch", str(batch), "--records", str(tmp_path / "r.jsonl")],
+                 ["orchestrate", "tiny", "--report", "--batch", str(batch)],
+                 ["compile", "tiny", "--orchestrate", "--measure-batch", str(batch), "-o", str(tmp_path / "a")]):
+        assert main(args) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and str(batch) in err and len(err.splitlines()) == 1, err
