@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import AdrenoError
+
 
 def as_2d(features) -> np.ndarray:
     x = np.asarray(features, dtype=np.float64)
@@ -177,13 +179,40 @@ class CostModel:
 
     @classmethod
     def load(cls, path) -> "CostModel":
-        data = json.loads(Path(path).read_text())
-        klass = CostModel.registry.get(data.get("class"))
+        data = read_saved(path)
+        klass = CostModel.registry.get(data["class"])
         if klass is None:
-            raise ValueError(f"{path}: not a saved cost model (class {data.get('class')!r})")
+            raise SavedModelError(f"{path}: not a saved cost model (class {data['class']!r})")
         if not issubclass(klass, cls):
-            raise TypeError(f"{path} holds a {klass.__name__}, not a {cls.__name__}")
-        return klass._from_state(data["state"])
+            raise SavedModelError(f"{path} holds a {klass.__name__}, not a {cls.__name__}")
+        return restored(klass, path, data["state"])
+
+
+class SavedModelError(AdrenoError, ValueError):
+    """A saved cost-model file (`--model transfer:FILE`) that cannot be read back: one line naming the file and
+    what is wrong with it, not the traceback of whichever lookup met it first (a ValueError, as before)."""
+
+
+def read_saved(path) -> dict:
+    """The {"class": name, "state": object} a `save` wrote to `path`, checked for that shape: a model file can be
+    any file a user names."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise SavedModelError(f"{path}: not a saved cost model (not JSON text: {err})") from None
+    if not (isinstance(data, dict) and isinstance(data.get("class"), str) and isinstance(data.get("state"), dict)):
+        raise SavedModelError(f"{path}: not a saved cost model (a JSON object with a \"class\" name and a "
+                              "\"state\" object)")
+    return data
+
+
+def restored(klass: type, path, state: dict) -> "CostModel":
+    """`klass` rebuilt from a saved state; a state missing a field or holding one of the wrong type (an edited or
+    foreign file) is a SavedModelError."""
+    try:
+        return klass._from_state(state)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+        raise SavedModelError(f"{path}: a malformed saved {klass.__name__} ({type(err).__name__}: {err})") from None
 
 
 class RandomModel(CostModel):

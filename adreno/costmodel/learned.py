@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 
 import numpy as np
 
 from .analytical import AnalyticalModel
-from .base import CostModel, Records, as_2d, rank_average, speed_targets
+from .base import CostModel, Records, SavedModelError, as_2d, rank_average, read_saved, restored, speed_targets
 
 LGB_PARAMS = {"objective": "lambdarank", "learning_rate": 0.1, "num_leaves": 15, "min_data_in_leaf": 5,
               "min_sum_hessian_in_leaf": 1e-3, "feature_fraction": 0.9, "bagging_fraction": 1.0, "lambda_l2": 1.0,
@@ -152,7 +150,10 @@ class LearnedModel(CostModel):
             return None
         import lightgbm as lgb
 
-        return lgb.Booster(model_str=text)
+        try:
+            return lgb.Booster(model_str=text)
+        except lgb.basic.LightGBMError as err:  # a saved file's booster text that LightGBM cannot parse
+            raise ValueError(f"its booster: {err}") from None
 
     @classmethod
     def _from_state(cls, state: dict) -> "LearnedModel":
@@ -194,19 +195,20 @@ class TransferModel(LearnedModel):
     @classmethod
     def from_model(cls, model: "LearnedModel | str | os.PathLike", **kwargs) -> "TransferModel":
         """A fresh transfer model whose source is a trained (Learned or Transfer) model or its saved file."""
+        where = "" if isinstance(model, LearnedModel) else f"{model}: "
         if not isinstance(model, LearnedModel):
             model = LearnedModel.load(model)
         if model.booster is None:
-            raise ValueError("the source model has no trained booster (too few records)")
+            raise SavedModelError(f"{where}the source model has no trained booster (too few records)")
         kwargs.setdefault("params", model.params)  # keep boosting with the source's objective
         return cls(model.booster, **kwargs)
 
     @classmethod
     def load(cls, path) -> "CostModel":
         """A saved TransferModel is restored as it was; a saved LearnedModel becomes the source of a fresh one."""
-        data = json.loads(Path(path).read_text())
-        if data.get("class") == "LearnedModel":
-            return cls.from_model(LearnedModel._from_state(data["state"]))
+        data = read_saved(path)
+        if data["class"] == "LearnedModel":
+            return cls.from_model(restored(LearnedModel, path, data["state"]))
         return super().load(path)
 
     def update(self, features, seconds, groups=None) -> None:

@@ -21,7 +21,7 @@ from adreno.costmodel import (
     make_model,
     ranking_quality,
 )
-from adreno.costmodel.base import speed_targets
+from adreno.costmodel.base import SavedModelError, speed_targets
 from adreno.costmodel.learned import relevance
 
 LIMITS = {"compute_units": 4, "max_threads": 256, "local_memory_bytes": 32768}
@@ -300,8 +300,25 @@ def test_save_load_round_trips_give_identical_predictions(device_a, device_b, tm
     learned.update(xb[:30], sb[:30], gb[:30])
     loaded.update(xb[:30], sb[:30], gb[:30])
     np.testing.assert_array_equal(loaded.predict(xb), learned.predict(xb))
-    with pytest.raises(TypeError):
+    with pytest.raises(SavedModelError, match="holds a LearnedModel, not a AnalyticalModel"):
         AnalyticalModel.load(tmp_path / "m4.json")
+
+
+@pytest.mark.parametrize("text", [b"\x08\x8e\x01binary onnx", b"", b"not json", b'{"a": 1}', b"[1, 2]", b"null",
+                                  b'{"class": "RandomModel", "state": {}}', b'{"class": "LearnedModel", "state": "x"}',
+                                  b'{"class": "LearnedModel"}', b'{"class": "LearnedModel", "state": {"params": 1}}',
+                                  b'{"class": "Nonesuch", "state": {}}'])
+def test_a_malformed_saved_model_is_one_line(text, tmp_path, capsys):
+    """Whatever file --model transfer:FILE names, a malformed one is one line naming it, exit status 2."""
+    from adreno.cli.main import main
+
+    path = tmp_path / "model.json"
+    path.write_bytes(text)
+    with pytest.raises(SavedModelError, match=str(path)):
+        CostModel.load(path)
+    assert main(["tune", "tiny", "--model", f"transfer:{path}", "--records", str(tmp_path / "r.jsonl")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {path}") and len(err.splitlines()) == 1, err
 
 
 def test_random_model_is_seeded_and_uninformative(device_a):
