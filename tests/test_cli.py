@@ -187,6 +187,8 @@ LONG_RUN = ["--repeat", "1000000", "--timeout", "20"]  # a refusal after the run
     (["run", "{artifact}", "--input", "{tmp}/x.npy"], "holds one unnamed array (.npy)"),
     (["run", "{artifact}", "--input", "{tmp}/cut.npz"], "cannot read it as .npz (BadZipFile"),
     (["run", "{artifact}", "--seed", "-1"], "--seed must be >= 0, not -1"),
+    (["tune", "tiny", "--seed", "-1", "--trials", "1"], "--seed must be >= 0, not -1"),
+    (["tune", "tiny", "--seed", "-1", "--export-batch", "{tmp}/b"], "--seed must be >= 0, not -1"),
     (["run", "{artifact}", "--output", "{tmp}/missing/y.npz"], "the directory"),
     (["run", "{artifact}", "--output", "/proc/y.npz", *LONG_RUN], "--output /proc/y.npz: cannot write it"),
     (["run", "{artifact}", "--output", "/dev/null/y.npz", *LONG_RUN], "the directory /dev/null does not"),

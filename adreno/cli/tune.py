@@ -13,6 +13,7 @@ from .common import require_positive
 
 
 def cmd_tune(args) -> int:
+    require_positive(args, "seed", allow_zero=("seed",))  # numpy's generators take none below 0; a batch's too
     if args.export_batch or args.import_batch:
         from ..tune.batch import cmd_batch  # inside: adreno --help does not need it
 
