@@ -31,7 +31,8 @@ def output_file(path, what: str) -> Path:
     if not str(path).strip() or path.is_dir():
         raise AdrenoError(f"{what} {str(path)!r} is a directory or empty; name the file to write, e.g. out.npz")
     if not path.parent.is_dir():
-        raise AdrenoError(f"{what} {path}: the directory {path.parent} does not exist")
+        raise AdrenoError(f"{what} {path}: {path.parent} is not a directory" if path.parent.exists() else
+                          f"{what} {path}: the directory {path.parent} does not exist")
     if path.exists() and not path.is_file():
         raise AdrenoError(f"{what} {path} exists and is not a regular file (a FIFO or device); name a file to write")
     try:
@@ -41,4 +42,23 @@ def output_file(path, what: str) -> Path:
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
     except OSError as err:
         raise AdrenoError(f"{what} {path}: cannot write it ({err.strerror or err}); choose another file") from None
+    return path
+
+
+def creatable(path, what: str, directory: bool = False) -> Path:
+    """`path` as a Path if a command can create it there, missing parent directories and all (--records, --plot,
+    --keep-candidates, --export-batch): a file's path is no directory, FIFO or device, a directory's no file, and
+    the nearest existing folder above it is a directory. Checked before the work whose result it keeps, not after."""
+    path = Path(path)
+    if directory and path.exists() and not path.is_dir():
+        raise AdrenoError(f"{what} {path} exists and is not a directory; name a directory")
+    if not directory and path.is_dir():
+        raise AdrenoError(f"{what} {path} is a directory; name the file to write")
+    if not directory and path.exists() and not path.is_file():
+        raise AdrenoError(f"{what} {path} exists and is not a regular file (a FIFO or device); name a file to write")
+    above = path.parent
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if not above.is_dir():
+        raise AdrenoError(f"{what} {path}: {above} is not a directory")
     return path

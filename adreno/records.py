@@ -40,7 +40,7 @@ from pathlib import Path
 
 from .layout import LANES
 from .options import Memory, Precision
-from .paths import regular_file
+from .paths import creatable, regular_file
 from .runners.interface import INFRASTRUCTURE_STAGES
 from .workload import ConvWorkload, key_memory, key_op, memory_op
 
@@ -143,8 +143,10 @@ class Database:
         self.skips: list[str] = []  # why each skipped line was skipped ("line 3: seconds: ...")
         self._read = 0  # bytes of the file loaded so far (`refresh` reads what other writers appended since)
         self._lines = 0
-        if self.path.exists():  # a new file is created at the first append
+        if self.path.exists():
             regular_file(self.path, "records")
+        else:  # created at the first append, after the work it records: its place is checked now
+            creatable(self.path, "records")
         if load:
             self.refresh()
 

@@ -191,7 +191,7 @@ LONG_RUN = ["--repeat", "1000000", "--timeout", "20"]  # a refusal after the run
     (["tune", "tiny", "--seed", "-1", "--export-batch", "{tmp}/b"], "--seed must be >= 0, not -1"),
     (["run", "{artifact}", "--output", "{tmp}/missing/y.npz"], "the directory"),
     (["run", "{artifact}", "--output", "/proc/y.npz", *LONG_RUN], "--output /proc/y.npz: cannot write it"),
-    (["run", "{artifact}", "--output", "/dev/null/y.npz", *LONG_RUN], "the directory /dev/null does not"),
+    (["run", "{artifact}", "--output", "/dev/null/y.npz", *LONG_RUN], "/dev/null is not a directory"),
     (["run", "{artifact}", "--output", "{tmp}/fifo.npz", *LONG_RUN], "exists and is not a regular file"),
     (["run", "{artifact}", "--output", "{tmp}"], "is a directory or empty"),
     (["run", "{artifact}", "--device", ""], "an empty device name"),
@@ -204,6 +204,21 @@ LONG_RUN = ["--repeat", "1000000", "--timeout", "20"]  # a refusal after the run
     (["compile", "tiny", "--records", "{tmp}/fifo.npz", "-o", "{tmp}/x"], "fifo.npz is not a regular file"),
     (["compile", "tiny", "--records", "{tmp}/none.jsonl", "-o", "{tmp}/x"], "no such file (write one with"),
     (["run", "{artifact}", "--timeout", "0"], "--timeout must be positive"),
+    # outputs written after the work: under a regular file (x.npy) or onto a directory, refused before it
+    (["tune", "tiny", "--records", "{tmp}/x.npy/r.jsonl"], "x.npy is not a directory"),
+    (["tune", "tiny", "--plot", "{tmp}/x.npy/p.png"], "x.npy is not a directory"),
+    (["tune", "tiny", "--report", "{tmp}"], "is a directory"),
+    (["tune", "tiny", "--report", "{tmp}/x.npy/r.json"], "x.npy is not a directory"),
+    (["tune", "tiny", "--save-model", "{tmp}"], "is a directory"),
+    (["tune", "tiny", "--save-model", "{tmp}/x.npy/m.json"], "x.npy is not a directory"),
+    (["tune", "tiny", "--keep-candidates", "{tmp}/x.npy"], "exists and is not a directory"),
+    (["tune", "tiny", "--keep-candidates", "{tmp}/x.npy/sub"], "x.npy is not a directory"),
+    (["tune", "tiny", "--export-batch", "{tmp}/x.npy/sub"], "x.npy is not a directory"),
+    (["tune", "tiny", "--import-batch", "{tmp}/x.npy"], "is not a directory: not a batch"),
+    (["orchestrate", "tiny", "--export-batch", "{tmp}/x.npy/sub"], "x.npy is not a directory"),
+    (["orchestrate", "tiny", "--report", "--records", "{tmp}/x.npy/r.jsonl"], "x.npy is not a directory"),
+    (["compile", "tiny", "--orchestrate", "--memory", "buffer", "--records", "{tmp}/x.npy/r.jsonl", "-o", "{tmp}/o"],
+     "x.npy is not a directory"),
 ])
 def test_bad_files_and_values_are_one_line(tiny_artifact, tmp_path, args, message):
     """Non-regular files are refused before anything opens them (a FIFO would block forever); unusable paths and

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..errors import AdrenoError
 from ..frontend.bind import add_bind_argument, read_bind
+from ..paths import creatable
 from ..options import (CompileOptions, Defaults, Host, Memory, Precision, Schedules, Winograd, add_staging_argument,
                        enum_argument)
 from .common import Progress, emit, megabytes, require_positive
@@ -166,7 +167,8 @@ def _orchestrator(args, options, progress):
     memories = site.memories(options.memory)
     Orchestrator.check_options(options, memories)  # before a device or a farm is opened
     if args.records and not Path(args.records).exists():
-        Path(args.records).touch()  # the costs are appended to it; the compile reads its tuning records too
+        # the costs are appended to it; the compile reads its tuning records too
+        creatable(args.records, "--records").touch()
     with cost_table(args.records, site, options.target, 5, progress, memories[0]) as table:
         yield Orchestrator([table.in_memory(m) for m in memories], args.max_size, progress=progress)
 

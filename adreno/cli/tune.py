@@ -8,12 +8,15 @@ from pathlib import Path
 
 from ..frontend.bind import add_bind_argument, read_bind
 from ..farm.common import FarmError, parse_addr
+from ..paths import creatable, output_file
 from ..options import CompileOptions, Host, Memory, Precision, Runtime, add_staging_argument, enum_argument
 from .common import require_positive
 
 
 def cmd_tune(args) -> int:
     require_positive(args, "seed", allow_zero=("seed",))  # numpy's generators take none below 0; a batch's too
+    if args.save_model:  # written after the tuning or the export's training
+        creatable(args.save_model, "--save-model")
     if args.export_batch or args.import_batch:
         from ..tune.batch import cmd_batch  # inside: adreno --help does not need it
 
@@ -24,7 +27,7 @@ def cmd_tune(args) -> int:
     from ..tune.extract import extract_tasks
     from ..tune.builder import Builder
     from ..tune.session import open_tuner
-    from ..tune.tuner import plot_history, save_report
+    from ..tune.tuner import plot_file, plot_history, save_report
 
     require_positive(args, "trials", "batch", "repeat", "timeout", "outage", allow_zero=("outage",))
     for addr in (args.tracker, args.server):  # a usage error now, not after extracting the tasks and --outage
@@ -34,7 +37,13 @@ def cmd_tune(args) -> int:
     runtime = args.runtime
     native = native_build(args, runtime)
     records = Path(args.records)
-    database = Database(records)
+    database = Database(records)  # a records file that cannot be (a directory, under a file) is one line first
+    # what is written after tuning: a path that cannot be is refused now, not after the measurements
+    plot = creatable(plot_file(args.plot or records.with_suffix(".png")), "--plot")
+    if args.report:
+        output_file(args.report, "--report")
+    if args.keep_candidates:
+        creatable(args.keep_candidates, "--keep-candidates", directory=True)
     quiet = args.json or args.quiet
     if database.skipped:
         print(f"warning: {database.skipped_summary()}", file=sys.stderr)
@@ -67,7 +76,7 @@ def cmd_tune(args) -> int:
                         "`adreno devices --tracker` and run again")
     if args.save_model:
         tuner.model.save(args.save_model)
-    report.plot = plot_history(report, args.plot or records.with_suffix(".png"))
+    report.plot = plot_history(report, plot)
     if args.report:
         save_report(report, args.report)
     if args.json:

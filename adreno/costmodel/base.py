@@ -174,8 +174,11 @@ class CostModel:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps({"class": type(self).__name__, "state": self._state()}))
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(json.dumps({"class": type(self).__name__, "state": self._state()}))
+            os.replace(tmp, path)
+        finally:  # replaced: gone already; a failed write or replace leaves no stray .tmp beside `path`
+            tmp.unlink(missing_ok=True)
 
     @classmethod
     def load(cls, path) -> "CostModel":

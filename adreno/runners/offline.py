@@ -46,6 +46,7 @@ from ..opencl.executor import Executor
 from ..opencl.programs import Grouping, group_source, groups
 from ..opencl.signature import program_options
 from ..options import Precision
+from ..paths import creatable
 from ..records import Database, Record
 from .interface import check_outputs
 
@@ -298,6 +299,7 @@ def check_replaceable(out: Path) -> None:
     what an export and a measuring run write and no measurements: replacing the directory deletes all of it, so a
     user's other files (a stray batch.json among them) and records not yet imported are refused, not lost."""
     if not out.exists():
+        creatable(out, "--export-batch", directory=True)  # under a file, the export would fail after its work
         return
     if not out.is_dir():
         raise BatchError(f"{out} exists and is not a directory: choose another batch directory")

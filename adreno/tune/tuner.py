@@ -314,8 +314,14 @@ def _ms(seconds: float) -> float | None:
     return round(seconds * 1e3, 4) if math.isfinite(seconds) else None
 
 
+def plot_file(path: str | Path) -> Path:
+    """The file `plot_history` writes for `path`: matplotlib adds ".png" to a name without an extension."""
+    path = Path(path)
+    return path if path.suffix[1:] else path.with_name(path.name.rstrip(".") + ".png")
+
+
 def plot_history(report: TuneReport, path: str | Path) -> str:
-    """PNG: best latency against trials, one line per task."""
+    """PNG: best latency against trials, one line per task; returns the file written (`plot_file`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -333,9 +339,9 @@ def plot_history(report: TuneReport, path: str | Path) -> str:
     ax.set_title("adreno tune: best latency against trials")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(plot_file(path), dpi=110)
     plt.close(fig)
-    return str(path)
+    return str(plot_file(path))
 
 
 def save_report(report: TuneReport, path: str | Path) -> None:

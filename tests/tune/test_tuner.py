@@ -94,3 +94,17 @@ def test_compile_with_records_applies_best_config(conv_model, tmp_path):
     local = [k.local_size for s in tuned.plan.steps for k in s.kernels]
     assert [7, 2, 4] in local and local != [k.local_size for s in default.plan.steps for k in s.kernels]
     assert tuned.manifest["tuned_kernels"] == 1 and default.manifest["tuned_kernels"] == 0
+
+
+def test_plot_reports_the_file_it_wrote(tmp_path):
+    """matplotlib adds .png to a name without an extension: `plot_history` returns that name (tune prints it), and
+    a directory named without one is not written into."""
+    from types import SimpleNamespace
+
+    from adreno.tune.tuner import plot_file, plot_history
+
+    (tmp_path / "bad").mkdir()
+    report = SimpleNamespace(tasks=[{"task": "t", "weight": 1, "history": [(1, 2e-3), (2, 1e-3)]}])
+    assert plot_file(tmp_path / "p.png") == tmp_path / "p.png"
+    assert plot_history(report, tmp_path / "bad") == str(tmp_path / "bad.png")
+    assert (tmp_path / "bad.png").is_file() and not list((tmp_path / "bad").iterdir())
