@@ -48,7 +48,7 @@ import time
 
 from ..opencl.device import DeviceIdentity, select_device
 from ..opencl.evict import Evictor
-from .common import (DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, check_bind, format_addr,
+from .common import (DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, check_listen, format_addr,
                      kill_group, parse_addr, python_module_command, set_parent_death_signal)
 from .uploads import safe_extract
 
@@ -312,17 +312,18 @@ def _spawn_inherit(command, env):
 def run_agent(tracker: str, key: str | None = None, device=None, host: str = "127.0.0.1",
               port: int = DEFAULT_AGENT_PORT, port_end: int | None = None, custom_addr: str | None = None,
               faults: bool = False, expose: bool = False) -> int:
-    """The body of `adreno farm agent`. A bind beyond loopback needs `expose` (`check_bind`: the agent runs what
-    any client that reaches it uploads), and warns even then."""
-    check_bind(host, "device agent", expose)
+    """The body of `adreno farm agent`. A bind beyond loopback needs `expose` (`check_listen`: the agent runs what
+    any client that reaches it uploads), and warns even then. The address is checked here, before the supervisor
+    starts: a worker that cannot bind would be restarted again and again."""
+    port_end = check_listen(host, port, port_end, "device agent", expose)
     tracker_addr = parse_addr(tracker, DEFAULT_TRACKER_PORT)
     device_name = None
     if not key:
         key, device_name = resolve_key(device)
     print(f"adreno farm agent: key {key}{' (' + device_name + ')' if device_name else ''}, tracker "
-          f"{format_addr(tracker_addr)}, ports {port}..{(port_end or port + 100) - 1} on {host}", flush=True)
-    return supervise(worker_command(format_addr(tracker_addr), key, device, host, port, port_end or port + 100,
-                                    custom_addr, faults))
+          f"{format_addr(tracker_addr)}, ports {port}..{port_end - 1} on {host}", flush=True)
+    return supervise(worker_command(format_addr(tracker_addr), key, device, host, port, port_end, custom_addr,
+                                    faults))
 
 
 def main(argv=None) -> int:

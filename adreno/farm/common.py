@@ -1,13 +1,14 @@
 """What every farm backend shares: its errors, address parsing, the loopback rule, process helpers.
 
 Security: TVM RPC has no authentication, and a client can write files and run code on the server. Every farm
-process binds to 127.0.0.1 unless told otherwise; `check_bind` refuses any other bind without --expose and
+process binds to 127.0.0.1 unless told otherwise; `check_listen` refuses any other bind without --expose and
 warns even with it.
 Remote devices are reached through SSH tunnels (`adreno/farm/ssh.py`), never by opening a port to the network.
 """
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
 import signal
@@ -46,6 +47,23 @@ class AdbError(FarmError):
     """adb failed, or a phone is missing or not set up for the farm."""
 
 
+LAST_PORT = 65535
+
+
+def is_port(port: int) -> bool:
+    """A TCP port a farm process can listen on or connect to: 0 (\"any port\") means nothing to a client, and
+    past 65535 `bind()` raises OverflowError deep inside TVM."""
+    return 1 <= port <= LAST_PORT
+
+
+def check_port(port: int, flag: str) -> int:
+    """The one check of every farm port option (`--port`, `--ssh-port`, `--base-port`, ...), before anything
+    starts: a bad port otherwise surfaces as a traceback from TVM's bind or a connect that never succeeds."""
+    if not is_port(port):
+        raise FarmError(f"{flag} {port} is not a TCP port: give one in 1..{LAST_PORT}")
+    return port
+
+
 def parse_addr(text: str, default_port: int = DEFAULT_TRACKER_PORT) -> tuple[str, int]:
     """'host:port', 'host' or ':port' -> (host, port); host defaults to 127.0.0.1."""
     text = (text or "").strip()
@@ -54,8 +72,8 @@ def parse_addr(text: str, default_port: int = DEFAULT_TRACKER_PORT) -> tuple[str
     host, sep, port = text.rpartition(":")
     if not sep:
         return text, default_port
-    if not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise FarmError(f"bad address {text!r}: expected HOST:PORT with a port in 1..65535, e.g. "
+    if not port.isdigit() or not is_port(int(port)):
+        raise FarmError(f"bad address {text!r}: expected HOST:PORT with a port in 1..{LAST_PORT}, e.g. "
                         f"127.0.0.1:{default_port}")
     return host or "127.0.0.1", int(port)
 
@@ -79,11 +97,51 @@ EXPOSE_HELP = ("TVM RPC has no authentication: any client that reaches a farm po
 
 def check_bind(host: str, what: str, expose: bool) -> None:
     """The one rule for every farm server (tracker, agent): a bind beyond loopback needs `expose`, since TVM RPC
-    lets anyone who reaches the port in, and warns even then."""
+    lets anyone who reaches the port in (`check_listen` warns even then)."""
     if not is_loopback(host) and not expose:
         raise FarmError(f"--host {host} exposes the {what} beyond this machine: {EXPOSE_HELP} Reach remote devices "
                         "through `adreno farm ssh`, or pass --expose if this network is yours alone")
-    warn_if_exposed(host, what)
+
+
+def check_listen(host: str, port: int, port_end: int | None, what: str, expose: bool) -> int:
+    """Everything a farm server (tracker, agent) checks before it starts, in one place: the port range, the
+    loopback rule (`check_bind`), and that `host` is an address of this machine with a free port in the range.
+    TVM finds these out only when it binds: a traceback in the tracker, and in an agent a worker that fails and
+    is restarted forever. Returns the end of the range (exclusive; by default port+100, at most the last port)."""
+    check_port(port, "--port")
+    if port_end is None:
+        port_end = min(port + 100, LAST_PORT + 1)
+    elif not port < port_end <= LAST_PORT + 1:
+        raise FarmError(f"--port-end {port_end} must be above --port {port} and at most {LAST_PORT + 1} "
+                        f"(the server listens on a port in [--port, --port-end))")
+    check_bind(host, what, expose)
+    _check_free_port(host, port, port_end)
+    warn_if_exposed(host, what)  # after the checks: a refused address prints its error line alone
+    return port_end
+
+
+def _check_free_port(host: str, port: int, port_end: int) -> None:
+    """A port in [port, port_end) that `host` can bind, probed as TVM binds (its address family, SO_REUSEADDR), so
+    an unknown host, an address of another machine or a busy range is one line, not a server that never starts."""
+    try:
+        family = socket.getaddrinfo(host, port, 0, 0, socket.IPPROTO_TCP)[0][0]
+    except (socket.gaierror, UnicodeError) as err:
+        raise FarmError(f"--host {host!r} does not resolve ({getattr(err, 'strerror', None) or err}); give an "
+                        "address of this machine, e.g. 127.0.0.1") from None
+    for candidate in range(port, port_end):
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, candidate))
+                return
+            except OSError as err:
+                if err.errno == errno.EADDRINUSE:
+                    continue
+                raise FarmError(f"cannot listen on {host}:{candidate}: {err.strerror or err}"
+                                + ("; --host must be an address of this machine, e.g. 127.0.0.1"
+                                   if err.errno == errno.EADDRNOTAVAIL else "")) from None
+    where = f"port {port}" if port_end == port + 1 else f"every port in {port}..{port_end - 1}"
+    raise FarmError(f"{where} on {host} is in use; pick another --port")
 
 
 def warn_if_exposed(host: str, what: str, stream=None) -> bool:

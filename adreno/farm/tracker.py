@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 
 from .common import (
     DEFAULT_TRACKER_PORT,
+    LAST_PORT,
     FarmError,
     NoDeviceError,
     TrackerUnreachable,
-    check_bind,
+    check_listen,
     format_addr,
     parse_addr,
 )
@@ -28,11 +29,13 @@ from .common import (
 def serve_tracker(host: str = "127.0.0.1", port: int = DEFAULT_TRACKER_PORT, port_end: int | None = None,
                   silent: bool = False, expose: bool = False) -> None:
     """Run TVM's tracker in this process until interrupted (the body of `adreno farm tracker`); a bind beyond
-    loopback needs `expose` (`check_bind`: anyone reaching the tracker can lease or impersonate devices)."""
+    loopback needs `expose` (`check_listen`: anyone reaching the tracker can lease or impersonate devices), and the
+    address is checked before TVM is loaded."""
+    port_end = check_listen(host, port, port_end or min(port + 1, LAST_PORT + 1), "tracker", expose)
+
     from tvm.rpc.tracker import PopenTrackerServerState
 
-    check_bind(host, "tracker", expose)
-    state = PopenTrackerServerState(host, port, port_end or port + 1, silent=silent)
+    state = PopenTrackerServerState(host, port, port_end, silent=silent)
     print(f"adreno farm tracker: TVM RPC tracker listening on {host}:{state.port}", flush=True)
     try:
         while state.thread.is_alive():

@@ -1,0 +1,73 @@
+"""Bad addresses and files given to `adreno farm ...` are one `error:` line on stderr and exit status 2, at once:
+no traceback, no server started, no agent worker restarted forever, no "cannot reach" on stdout with status 0."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from adreno.farm.common import FarmError, check_listen, check_port, free_port
+
+
+def farm(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "adreno.cli", "farm", *args], capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def assert_one_error(proc: subprocess.CompletedProcess, *fragments: str) -> str:
+    """Exit status 2, stderr one `error:` line (after the CLI's blank line) naming every fragment, nothing else."""
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-2000:]
+    assert all(f in lines[0] for f in fragments), lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--port", "99999"], "--port 99999"),
+    (["--port", "-5"], "--port -5"),
+    (["--port", "9000", "--port-end", "8000"], "--port-end 8000"),
+    (["--port", "65535", "--port-end", "65537"], "--port-end 65537"),
+    (["--host", "nonsense.invalid", "--expose"], "does not resolve"),
+])
+def test_the_agent_refuses_a_bad_address_at_once(args, fragment):
+    """These once started the supervisor, whose worker failed to bind and was restarted forever (a traceback each
+    time): the timeout here is that hang."""
+    assert_one_error(farm("agent", "--key", "pocl-cpu", *args, timeout=30), fragment)
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--port", "99999"], "--port 99999"),
+    (["--port", "-1"], "--port -1"),
+    (["--port", "0"], "--port 0"),
+    (["--host", "nonsense.invalid", "--expose"], "does not resolve"),
+    (["--host", "", "--expose"], "does not resolve"),
+    (["--host", "8.8.8.8", "--expose"], "address of this machine"),
+])
+def test_the_tracker_refuses_a_bad_address(args, fragment):
+    assert_one_error(farm("tracker", *args), fragment)
+
+
+def test_a_busy_tracker_port_is_one_line():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        assert_one_error(farm("tracker", "--port", str(port)), f"port {port}", "in use")
+
+
+def test_the_exposure_rule_comes_before_the_address_probe():
+    """A non-loopback --host without --expose is refused for exposure (naming --expose), whatever the address."""
+    assert_one_error(farm("tracker", "--host", "8.8.8.8"), "--expose")
+
+
+def test_check_listen_returns_the_range_end():
+    port = free_port()
+    assert check_listen("127.0.0.1", port, None, "agent", False) == min(port + 100, 65536)
+    assert check_listen("127.0.0.1", port, port + 1, "tracker", False) == port + 1
+    assert check_listen("127.0.0.1", 65535, None, "agent", False) == 65536
+    with pytest.raises(FarmError, match="--flag 65536"):
+        check_port(65536, "--flag")
