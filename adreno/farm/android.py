@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from .common import DEFAULT_TRACKER_PORT, AdbError
+from .common import DEFAULT_TRACKER_PORT, AdbError, check_port
 
 REMOTE_DIR = "/data/local/tmp/adreno-farm"
 RUNTIME_FILES = ("tvm_rpc", "libtvm_runtime.so")
@@ -84,9 +84,8 @@ class Adb:
         cmd = self.command(*args, serial=serial)
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout or self.timeout)
-        except FileNotFoundError:
-            raise AdbError(f"adb not found ({self.prefix[0]}); "
-                           "install Android platform-tools or pass --adb PATH") from None
+        except OSError as err:
+            raise self._not_runnable(err) from None
         except subprocess.TimeoutExpired:
             raise AdbError(f"`{' '.join(cmd)}` did not finish within {timeout or self.timeout:g} s") from None
         if check and done.returncode != 0:
@@ -94,8 +93,18 @@ class Adb:
         return done.stdout
 
     def popen(self, *args: str, serial: str | None = None) -> subprocess.Popen:
-        return subprocess.Popen(self.command(*args, serial=serial), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        try:
+            return subprocess.Popen(self.command(*args, serial=serial), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        except OSError as err:
+            raise self._not_runnable(err) from None
+
+    def _not_runnable(self, err: OSError) -> AdbError:
+        """Why adb could not be started at all (missing, not executable, a directory): `--adb` names the wrong
+        file, which the user fixes, so it is an AdbError and not the OSError's traceback."""
+        if isinstance(err, FileNotFoundError):
+            return AdbError(f"adb not found ({self.prefix[0]}); install Android platform-tools or pass --adb PATH")
+        return AdbError(f"cannot run adb ({self.prefix[0]}): {err.strerror or err}; pass --adb the adb executable")
 
 
 def discover(adb: Adb) -> list[Phone]:
@@ -177,7 +186,10 @@ def serve_phones(adb: Adb, tracker_port: int = DEFAULT_TRACKER_PORT, runtime: di
                  serials: list[str] | None = None, base_port: int = 9300, key: str | None = None,
                  stop: threading.Event | None = None, poll: float = 1.0, max_restarts_per_minute: int = 10,
                  log=print) -> list[PhoneServer]:
-    """Set up every (selected) phone and keep its server alive until `stop` is set; then clean up."""
+    """Set up every (selected) phone and keep its server alive until `stop` is set; then clean up. The ports are
+    checked first: adb would take a bad one only when the phone's server is started."""
+    check_port(tracker_port, "--tracker-port")
+    check_port(base_port, "--base-port")
     stop = stop or threading.Event()
     phones = [p for p in discover(adb) if not serials or p.serial in serials]
     if not phones:

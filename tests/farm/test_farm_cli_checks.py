@@ -71,3 +71,20 @@ def test_check_listen_returns_the_range_end():
     assert check_listen("127.0.0.1", 65535, None, "agent", False) == 65536
     with pytest.raises(FarmError, match="--flag 65536"):
         check_port(65536, "--flag")
+
+
+def test_a_non_executable_adb_is_one_line(tmp_path):
+    adb = tmp_path / "adb"
+    adb.write_text("not a program\n")
+    adb.chmod(0o644)
+    assert_one_error(farm("android", "--adb", str(adb), "--list"), str(adb), "cannot run adb")
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--tracker-port", "0"], "--tracker-port 0"),
+    (["--base-port", "70000"], "--base-port 70000"),
+])
+def test_android_ports_are_checked_before_adb_runs(args, fragment):
+    assert_one_error(farm("android", "--adb", "/nonexistent/adb", *args), fragment)
+
+
