@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from ..farm.common import DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, parse_addr
-from .common import add_device_argument
+from .common import add_device_argument, require_positive
 
 SECURITY_NOTE = ("TVM RPC has no authentication and lets any client write files and run code on the server: "
                  "everything binds to 127.0.0.1 unless --host says otherwise; reach remote devices through "
@@ -39,6 +39,7 @@ def _cmd_status(args) -> int:
 def _cmd_ssh(args) -> int:
     from ..farm.ssh import serve_ssh  # inside: adreno --help does not need it
 
+    require_positive(args, "agents", "keepalive")
     options = dict(port=args.ssh_port, key_filename=args.identity, known_hosts=args.known_hosts,
                    accept_new_host_key=args.accept_new_host_key, keepalive=args.keepalive, agents=args.agents,
                    python=args.remote_python, key=args.key, device=args.device, agent_port=args.agent_port,

@@ -24,7 +24,7 @@ import shlex
 import socket
 import threading
 
-from .common import HostKeyError, TunnelError, format_addr, port_is_free
+from .common import LAST_PORT, FarmError, HostKeyError, TunnelError, check_port, format_addr, port_is_free
 
 LOCAL_ALIAS = "127.0.0.2"
 
@@ -78,8 +78,7 @@ class SSHLink:
         import paramiko
 
         client = paramiko.SSHClient()
-        if os.path.exists(self.known_hosts):
-            client.load_host_keys(self.known_hosts)
+        self._load_known_hosts(client)
         refused = {}
 
         class _Policy(paramiko.MissingHostKeyPolicy):
@@ -114,6 +113,18 @@ class SSHLink:
         self.client = client
         threading.Thread(target=self._watch, name=f"ssh-watch-{self.host}", daemon=True).start()
         return self
+
+    def _load_known_hosts(self, client) -> None:
+        """Read known_hosts (a missing file is an empty one): a file paramiko cannot read (binary, a directory,
+        unreadable) is the user's to fix, so it is a FarmError naming the file, not paramiko's traceback."""
+        if not os.path.exists(self.known_hosts):
+            return
+        try:
+            client.load_host_keys(self.known_hosts)
+        except (OSError, UnicodeError) as err:
+            raise FarmError(f"cannot read the known-hosts file {self.known_hosts}: "
+                            f"{getattr(err, 'strerror', None) or err}; give an OpenSSH known_hosts file "
+                            "(--known-hosts)") from None
 
     def _watch(self) -> None:
         """Notice a dropped link: the transport dies, or a keepalive round trip fails."""
@@ -245,7 +256,7 @@ def remote_android_command(python: str, tracker_port: int, adb: str = "adb", run
 
 def _free_port_both(link: SSHLink, start: int, python: str = "python3") -> int:
     """A port free on the remote 127.0.0.1 and on the local alias address."""
-    for port in range(start, start + 200):
+    for port in range(start, min(start + 200, LAST_PORT + 1)):
         if not port_is_free(LOCAL_ALIAS, port):
             continue
         code, _ = link.run(f"{shlex.quote(python)} -c "
@@ -277,13 +288,28 @@ def attach_remote_agents(link: SSHLink, tracker: tuple[str, int], agents: int = 
     return setup
 
 
+def _check_target(host: str, port: int, agent_port: int, key_filename: str | None) -> None:
+    """What `serve_ssh` can tell is wrong before it connects: otherwise each is one more "cannot reach" that the
+    reconnect loop retries forever."""
+    if not host:
+        raise FarmError("[USER@]HOST names no host: give one, e.g. user@192.168.1.20")
+    check_port(port, "--ssh-port")
+    check_port(agent_port, "--agent-port")
+    if key_filename is not None and not os.path.isfile(key_filename):
+        raise FarmError(f"-i {key_filename}: no such private key file")
+
+
 def serve_ssh(target: str, tracker: tuple[str, int], stop: threading.Event | None = None, reconnect: bool = True,
               log=print, **options) -> None:
-    """The body of `adreno farm ssh`: connect, attach, watch; reconnect with back-off when the link drops."""
+    """The body of `adreno farm ssh`: connect, attach, watch; reconnect with back-off when the link drops. Without
+    `reconnect`, a host that cannot be reached or attached raises its TunnelError (the CLI's one line and exit
+    status 2, as an unreachable tracker or phone); a link that drops after attaching ends it normally."""
     stop = stop or threading.Event()
     user, _, host = target.rpartition("@")
     link_options = {k: options.pop(k) for k in ("port", "key_filename", "known_hosts", "accept_new_host_key",
                                                   "keepalive") if k in options}
+    _check_target(host, link_options.get("port", 22), options.get("agent_port", 9400),
+                  link_options.get("key_filename"))
     backoff = 1.0
     while not stop.is_set():
         link = SSHLink(host, user or None, **link_options)
@@ -300,6 +326,8 @@ def serve_ssh(target: str, tracker: tuple[str, int], stop: threading.Event | Non
             link.close()
             raise
         except TunnelError as err:
+            if not reconnect:
+                raise
             log(f"adreno farm ssh: {err}")
         finally:
             link.close()

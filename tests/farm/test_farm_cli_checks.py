@@ -88,3 +88,35 @@ def test_android_ports_are_checked_before_adb_runs(args, fragment):
     assert_one_error(farm("android", "--adb", "/nonexistent/adb", *args), fragment)
 
 
+@pytest.mark.parametrize("args, fragment", [
+    (["user@127.0.0.1", "--ssh-port", "99999"], "--ssh-port 99999"),
+    (["user@127.0.0.1", "--ssh-port", "0"], "--ssh-port 0"),
+    (["127.0.0.1", "--agent-port", "0"], "--agent-port 0"),
+    ([""], "names no host"),
+    (["user@"], "names no host"),
+    (["127.0.0.1", "-i", "/nonexistent/key"], "/nonexistent/key"),
+    (["127.0.0.1", "--agents", "-1"], "--agents"),
+    (["127.0.0.1", "--agents", "0"], "--agents"),
+    (["127.0.0.1", "--keepalive", "-1"], "--keepalive"),
+    (["127.0.0.1", "--tracker", "127.0.0.1:0"], "127.0.0.1:0"),
+])
+def test_ssh_refuses_bad_options_up_front(args, fragment):
+    """Checked before connecting, with or without --no-reconnect (the reconnect loop would retry them forever)."""
+    assert_one_error(farm("ssh", *args, timeout=30), fragment)
+
+
+def test_an_unreachable_ssh_host_without_reconnect_fails():
+    """With --no-reconnect, a host that cannot be reached ends with status 2 and the reason on stderr (it was
+    status 0 and a line on stdout)."""
+    port = free_port()
+    proc = farm("ssh", "user@127.0.0.1", "--ssh-port", str(port), "--no-reconnect")
+    assert_one_error(proc, "cannot reach SSH", f"127.0.0.1:{port}")
+    assert proc.stdout == ""
+
+
+def test_a_binary_known_hosts_file_is_one_line(tmp_path):
+    known = tmp_path / "known_hosts"
+    known.write_bytes(b"PK\x03\x04\x2d\x00\x00\x00\x00\x00\xb9\xff\xfe" * 8)
+    proc = farm("ssh", "user@127.0.0.1", "--known-hosts", str(known), "--ssh-port", str(free_port()),
+                "--no-reconnect")
+    assert_one_error(proc, "known-hosts file", str(known))
