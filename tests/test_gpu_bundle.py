@@ -29,8 +29,9 @@ def bundle(tmp_path_factory):
 
 def test_prepare_is_small_and_complete(bundle, tmp_path):
     from adreno.artifact import Artifact
-    from adreno.runners.offline import (PARAM_SEEDS, candidate_artifact, load_reference, read_manifest, restore_params,
-        task_inputs_checked)
+    from adreno.runners.batch_dir import read_manifest
+    from adreno.runners.offline import (PARAM_SEEDS, candidate_artifact, load_reference, restore_params,
+                                        task_inputs_checked)
 
     meta = json.loads((bundle / "bundle.json").read_text())
     payload = bundle / "payload.tar.xz"

@@ -285,7 +285,7 @@ def measured_batches(work: Path, folder: str, prefix: str, entries: list, device
 def run_batches(work: Path, bundle: dict, device_spec: str, out: Path, budget_s: float) -> dict:
     """Measure the tuning batches within `budget_s` in all; merge their records into OUT/records.jsonl."""
     from adreno.records import Database
-    from adreno.runners.offline import read_manifest
+    from adreno.runners.batch_dir import read_manifest
     from adreno.tune.batch import model_quality
 
     results, merged = {}, Database(out / "records.jsonl")

@@ -20,6 +20,7 @@ from ..errors import AdrenoError
 from ..farm.common import FarmError, parse_addr
 from ..options import Memory, Precision, Winograd, enum_argument
 from ..paths import output_file, regular_file
+from ..runners.batch_dir import read_manifest
 from .common import require_positive
 
 
@@ -145,7 +146,6 @@ class MeasureSite:
         wanted = (asked,) if asked else (Memory.TEXTURE, Memory.BUFFER)
         if not self.batches:
             return wanted
-        from adreno.runners.offline import read_manifest  # inside: loads numpy at import
 
         held = [Memory(read_manifest(Path(b)).get("memory", Memory.BUFFER)) for b in self.batches]
         if len(set(held)) < len(held):

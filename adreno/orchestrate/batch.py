@@ -34,8 +34,9 @@ from adreno.orchestrate.costs import CostTable, input_specs
 from adreno.orchestrate.report import imported, model_candidates
 from adreno.records import ORCHESTRATE_OP, Database, Record
 from adreno.runners.interface import Runner, RunResult
-from adreno.runners.offline import (BATCH_FORMAT, MANIFEST_NAME, RESULTS_NAME, BatchError, BatchKind, batch_kind,
-    check_replaceable, digest, read_manifest, save_reference, share_params)
+from adreno.runners.batch_dir import (BATCH_FORMAT, MANIFEST_NAME, RESULTS_NAME, BatchError, BatchKind, batch_kind,
+    check_replaceable, read_manifest)
+from adreno.runners.offline import digest, save_reference, share_params
 
 
 def export_batch(model, out: Path, target_name: str, max_size: int, say=lambda line: None,

@@ -30,8 +30,9 @@ from ..costmodel import AnalyticalModel
 from ..costmodel.base import quality_per_task
 from ..costmodel.ranked_defaults import RankedDefaults
 from ..frontend.bind import read_bind
-from ..runners.offline import (BATCH_FORMAT, MANIFEST_NAME, RESULTS_NAME, BatchError, BatchKind, batch_kind,
-    check_replaceable, digest, read_manifest, save_reference, share_params)
+from ..runners.batch_dir import (BATCH_FORMAT, MANIFEST_NAME, RESULTS_NAME, BatchError, BatchKind, batch_kind,
+    check_replaceable, read_manifest)
+from ..runners.offline import digest, save_reference, share_params
 from ..options import CompileOptions, Memory, Precision, Staging
 from ..records import Database
 from ..schedules.family import Matched

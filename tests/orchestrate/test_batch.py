@@ -11,7 +11,8 @@ from adreno.cli.main import main
 from adreno.code_version import code_fingerprint
 from adreno.opencl.device import DeviceIdentity, select_device
 from adreno.records import Database
-from adreno.runners.offline import MANIFEST_NAME, measure_batch
+from adreno.runners.batch_dir import MANIFEST_NAME
+from adreno.runners.offline import measure_batch
 
 
 @pytest.fixture(scope="module")
