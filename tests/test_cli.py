@@ -119,6 +119,20 @@ def test_user_errors_are_one_clear_line(tmp_path, args, message):
     assert last.startswith("error:") and message in last and "Traceback" not in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize("args, message", [
+    (["compile", "tiny", "--memory", "foo"], "error: adreno compile: argument --memory: invalid choice: 'foo'"),
+    (["run", "x", "--repeat", "abc"], "error: adreno run: argument --repeat: invalid int value: 'abc'"),
+    (["farm", "agent", "--port", "x"], "error: adreno farm agent: argument --port: invalid int value: 'x'"),
+    (["cache"], "error: adreno cache: the following arguments are required"),
+])
+def test_argparse_refusals_are_one_line_too(args, message):
+    """A value of the wrong type or outside an option's choices: the same one-line form as every other user error,
+    naming the command's --help instead of printing its usage."""
+    proc = adreno(*args, check_rc=2)
+    assert proc.stderr.strip().startswith(message) and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert f"(see `adreno {args[0]}" in proc.stderr
+
+
 @pytest.mark.parametrize("array, message", [
     (np.full((1, 3, 32, 32), 2 ** 24 + 1, np.int64), "int64 values that float32 cannot represent exactly"),
     (np.full((1, 3, 32, 32), 1 + 2j, np.complex64), "complex64, the model takes float32"),

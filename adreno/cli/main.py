@@ -22,10 +22,19 @@ EPILOG = """examples:
 
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's own refusals (an unknown option, a value not of its type or among its choices) in the one-line
+    form of every other user error, exit status 2, with where to look instead of the whole usage text."""
+
+    def error(self, message: str):
+        print(f"error: {self.prog}: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        sys.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import cache, compile, farm, listing, orchestrate, run, tune  # inside: loads numpy at import
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="adreno", description="Compile neural networks for Qualcomm Adreno GPUs (OpenCL, on Apache TVM), run and "
         "check them on OpenCL devices, tune them on phones.", epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
