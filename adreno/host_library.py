@@ -168,54 +168,41 @@ def export_host_library(lowered, plan: Plan, tvm_target, out_dir: Path, host: Ho
         executable = tvm.compile(vm_module, target=tvm_target, relax_pipeline=None,
                                  tir_pipeline=tir_pipeline or register_pipeline())
     if host is Host.NATIVE:  # $TVM_NDK_CC names the phone's compiler: only an explicit --cc links for this machine
-        if cc:
-            _check_compiler(cc, host)
-        _link(executable, out_dir / "lib.so", cc or "the host's compiler", host, fpack_imports=pack_imports,
-              options=list(STRIPPED), **({"cc": cc} if cc else {}))
+        _link(executable, out_dir / "lib.so", cc, host, fpack_imports=pack_imports, options=list(STRIPPED),
+              **({"cc": cc} if cc else {}))
         return "lib.so"
     cc = cc or os.environ.get("TVM_NDK_CC")
     if cc:
-        _check_compiler(cc, host)
         _link(executable, out_dir / "lib.so", cc, host, fcompile=_cross_compiler(cc), fpack_imports=pack_imports)
         return "lib.so"
     executable.export_library(str(out_dir / "lib.tar"), fpack_imports=pack_imports)
     return "lib.tar"
 
 
-def _wanted(host: Host) -> str:
-    """What --cc must name for `host`, for the errors below."""
-    return ("the NDK's aarch64-linux-android<API>-clang" if host is Host.ANDROID
-            else "a compiler for this machine (or leave --cc out)")
-
-
-def _check_compiler(cc: str, host: Host) -> None:
-    """A compiler that is not there, or not a program, is one line before TVM's build (which would end in a
-    traceback from the process it could not start)."""
-    found = shutil.which(cc)
-    if found is None and Path(cc).is_file():
-        raise AdrenoError(f"compiler {cc!r} is not executable; --cc for --host {host.value} must be {_wanted(host)}")
-    if found is None:
-        raise AdrenoError(f"compiler {cc!r} not found (from --cc or $TVM_NDK_CC); --cc for --host {host.value} must "
-                          f"be {_wanted(host)}")
-
-
-def _link(executable, path: Path, compiler: str, host: Host, **export) -> None:
-    """`executable.export_library(path, **export)`; a compiler that fails (TVM raises its whole output), cannot be
-    started, or exits without writing `path` is one line naming it and its first error."""
+def _link(executable, path: Path, compiler: str | None, host: Host, **export) -> None:
+    """`executable.export_library(path, **export)` with `compiler` (None: the host's own). A compiler that
+    is missing or not a program is one line before TVM's build (which would end in a traceback from the process
+    it could not start); one that fails (TVM raises its whole output), cannot be started, or exits without
+    writing `path` is one line naming it and its first error."""
+    wanted = ("the NDK's aarch64-linux-android<API>-clang" if host is Host.ANDROID
+              else "a compiler for this machine (or leave --cc out)")
+    advice = f"--cc for --host {host.value} must be {wanted}"
+    if compiler and shutil.which(compiler) is None:
+        source = "--cc or $TVM_NDK_CC" if host is Host.ANDROID else "--cc"
+        raise AdrenoError(f"compiler {compiler!r} is not executable; {advice}" if Path(compiler).is_file()
+                          else f"compiler {compiler!r} not found (from {source}); {advice}")
+    name = compiler or "the host's compiler"
     try:
         executable.export_library(str(path), **export)
     except RuntimeError as err:
         lines = [line.strip() for line in str(err).splitlines() if line.strip()]
         first = next((line for line in lines if "error" in line.lower() and "compilation error" not in line.lower()),
                      lines[-1] if lines else "no output")
-        raise AdrenoError(f"linking the host library with {compiler} failed: {first[:300]}; --cc for --host "
-                          f"{host.value} must be {_wanted(host)}") from None
+        raise AdrenoError(f"linking the host library with {name} failed: {first[:300]}; {advice}") from None
     except OSError as err:
-        raise AdrenoError(f"linking the host library with {compiler} failed: {err.strerror or err}; --cc for --host "
-                          f"{host.value} must be {_wanted(host)}") from None
+        raise AdrenoError(f"linking the host library with {name} failed: {err.strerror or err}; {advice}") from None
     if not path.is_file():
-        raise AdrenoError(f"linking the host library with {compiler} wrote no {path.name}; --cc for --host "
-                          f"{host.value} must be {_wanted(host)}")
+        raise AdrenoError(f"linking the host library with {name} wrote no {path.name}; {advice}")
 
 
 def _cross_compiler(cc: str):

@@ -167,8 +167,11 @@ def _orchestrator(args, options, progress):
     memories = site.memories(options.memory)
     Orchestrator.check_options(options, memories)  # before a device or a farm is opened
     if args.records and not Path(args.records).exists():
-        # the costs are appended to it; the compile reads its tuning records too
-        creatable(args.records, "--records").touch()
+        # the costs are appended to it; the compile reads its tuning records too (missing folders made, as an
+        # append to the records makes them)
+        records = creatable(args.records, "--records")
+        records.parent.mkdir(parents=True, exist_ok=True)
+        records.touch()
     with cost_table(args.records, site, options.target, 5, progress, memories[0]) as table:
         yield Orchestrator([table.in_memory(m) for m in memories], args.max_size, progress=progress)
 

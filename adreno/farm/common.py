@@ -129,17 +129,13 @@ def _check_free_port(host: str, port: int, port_end: int) -> None:
         raise FarmError(f"--host {host!r} does not resolve ({getattr(err, 'strerror', None) or err}); give an "
                         "address of this machine, e.g. 127.0.0.1") from None
     for candidate in range(port, port_end):
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind((host, candidate))
-                return
-            except OSError as err:
-                if err.errno == errno.EADDRINUSE:
-                    continue
-                raise FarmError(f"cannot listen on {host}:{candidate}: {err.strerror or err}"
-                                + ("; --host must be an address of this machine, e.g. 127.0.0.1"
-                                   if err.errno == errno.EADDRNOTAVAIL else "")) from None
+        err = _bind_error(host, candidate, family)
+        if err is None:
+            return
+        if err.errno != errno.EADDRINUSE:
+            raise FarmError(f"cannot listen on {host}:{candidate}: {err.strerror or err}"
+                            + ("; --host must be an address of this machine, e.g. 127.0.0.1"
+                               if err.errno == errno.EADDRNOTAVAIL else ""))
     where = f"port {port}" if port_end == port + 1 else f"every port in {port}..{port_end - 1}"
     raise FarmError(f"{where} on {host} is in use; pick another --port")
 
@@ -168,13 +164,18 @@ def free_port(host: str = "127.0.0.1", span: int = 1) -> int:
 
 
 def port_is_free(host: str, port: int) -> bool:
-    with socket.socket() as probe:
+    return _bind_error(host, port) is None
+
+
+def _bind_error(host: str, port: int, family=socket.AF_INET) -> OSError | None:
+    """Why a socket could not bind host:port as TVM's servers bind (SO_REUSEADDR); None if it could."""
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host, port))
-            return True
-        except OSError:
-            return False
+        except OSError as err:
+            return err
+    return None
 
 
 def wait_port(host: str, port: int, timeout: float) -> bool:

@@ -51,11 +51,12 @@ def prepare(model, shapes: dict[str, list[int]], empty=None):
             break
     canonicalise(model.graph, constants, static)
     check_compile_time_inputs(model.graph, constants)
+    computed = _inferred_shapes(unclaimed(model))  # the outputs' declared shapes are not believed
     if empty is not None:
-        empty.drop(model, _static_shapes(unclaimed(model)))
+        empty.drop(model, _without_negative(computed))
     check_not_empty(model.graph, static, constants)
     check_constant_indices(model.graph, static, constants)
-    check_no_negative_sizes(model)
+    check_no_negative_sizes(model, computed)
     return model
 
 
@@ -121,7 +122,11 @@ def _constant_node_value(node):
 
 def _static_shapes(model) -> dict[str, tuple[int, ...]]:
     """Name -> shape of every value ONNX's shape inference knows completely (no negative size among them)."""
-    return {name: shape for name, shape in _inferred_shapes(model).items() if min(shape, default=0) >= 0}
+    return _without_negative(_inferred_shapes(model))
+
+
+def _without_negative(shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    return {name: shape for name, shape in shapes.items() if min(shape, default=0) >= 0}
 
 
 def _inferred_shapes(model) -> dict[str, tuple[int, ...]]:
@@ -140,13 +145,13 @@ def _inferred_shapes(model) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def check_no_negative_sizes(model) -> None:
-    """Refuse the first node whose output ONNX's shape inference sizes negative: a conv or pool window (with its
-    dilation) larger than its padded input, or padding that removes more than the input has. TVM's lowering would
-    raise on it deep in its conv compute, long after the import. The outputs' declared shapes are not believed."""
+def check_no_negative_sizes(model, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Refuse the first node whose output ONNX's shape inference sizes negative (`shapes`, from the model without
+    its outputs' declared shapes): a conv or pool window (with its dilation) larger than its padded input, or
+    padding that removes more than the input has. TVM's lowering would raise on it deep in its conv compute, long
+    after the import."""
     from onnx import helper
 
-    shapes = _inferred_shapes(unclaimed(model))
     for index, node in enumerate(model.graph.node):
         pads = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "pads"), [])
         if node.op_type != "Pad" and min(pads, default=0) < 0:  # ONNX's shape inference gives up on them

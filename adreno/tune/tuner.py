@@ -324,6 +324,8 @@ def plot_history(report: TuneReport, path: str | Path) -> str:
     """PNG: best latency against trials, one line per task; returns the file written (`plot_file`)."""
     import matplotlib
 
+    path = plot_file(path)
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -339,9 +341,9 @@ def plot_history(report: TuneReport, path: str | Path) -> str:
     ax.set_title("adreno tune: best latency against trials")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(plot_file(path), dpi=110)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
-    return str(plot_file(path))
+    return str(path)
 
 
 def save_report(report: TuneReport, path: str | Path) -> None:

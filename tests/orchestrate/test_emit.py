@@ -136,8 +136,9 @@ def test_any_choice_computes_the_model(tmp_path, model, seed, winograd, memory, 
 
 
 def test_compile_orchestrate_measures_once_and_passes_check(tmp_path, capsys):
-    """Without --memory both memories are measured, and the one predicted faster is compiled."""
-    records, out = tmp_path / "r.jsonl", tmp_path / "a"
+    """Without --memory both memories are measured, and the one predicted faster is compiled. The records file's
+    folder does not exist yet: the compile makes it, as the tuner does."""
+    records, out = tmp_path / "new" / "r.jsonl", tmp_path / "a"
     # forced F(2x2): the Winograd stages of tiny's first conv are measured and chosen like any primitive
     args = ["compile", "tiny", "-o", str(out), "--orchestrate", "--max-size", "2", "--records", str(records),
             "--host", "native", "--winograd", "f2"]
