@@ -243,7 +243,10 @@ def _stop_workers(pool: futures.ProcessPoolExecutor) -> None:
         if worker.is_alive():
             worker.terminate()
     for worker in workers:
-        worker.join(timeout=10)
+        worker.join(timeout=5)
+        if worker.is_alive():  # SIGTERM can be ignored (an inherited SIG_IGN) or slow under load; SIGKILL cannot
+            worker.kill()
+            worker.join()
 
 
 def measure_artifact(artifact: str, inputs, reference, device, cache=None, repeat: int = 20,
