@@ -17,15 +17,18 @@ import socket
 import sys
 import threading
 import time
+from typing import Callable
 
 TIMEOUT_EXIT = 2  # a run over its deadline is a user-facing error, as every AdrenoError
 INTERRUPT_EXIT = 130  # 128 + SIGINT, as the shell reports a process ended by Ctrl-C
 
 
 @contextlib.contextmanager
-def deadline(seconds: float, what: str):
+def deadline(seconds: float, what: str, error_line: Callable[[str], None]):
     """Within the block, end the process after `seconds` (one `error:` line, exit 2) or at Ctrl-C (one
-    `interrupted` line, exit 130), however deeply the main thread is blocked. Call it from the main thread."""
+    `interrupted` line, exit 130), however deeply the main thread is blocked. Call it from the main thread.
+    `error_line` prints that line on stderr, on a line of its own (the caller knows whether a progress line is
+    open)."""
     reader, writer = socket.socketpair()
     reader.setblocking(False)
     writer.setblocking(False)
@@ -41,10 +44,10 @@ def deadline(seconds: float, what: str):
             if done.is_set():
                 return
             if not readable:
-                _end(TIMEOUT_EXIT, f"\nerror: {what} did not finish within --timeout {seconds:g} s; stopped it "
-                                   "(raise --timeout for a slow device or a large --repeat)")
+                _end(TIMEOUT_EXIT, f"error: {what} did not finish within --timeout {seconds:g} s; stopped it "
+                                   "(raise --timeout for a slow device or a large --repeat)", error_line)
             if signal.SIGINT in reader.recv(64):
-                _end(INTERRUPT_EXIT, "\ninterrupted")
+                _end(INTERRUPT_EXIT, "interrupted", error_line)
 
     watchdog = threading.Thread(target=watch, name="adreno-deadline", daemon=True)
     watchdog.start()
@@ -60,9 +63,9 @@ def deadline(seconds: float, what: str):
         writer.close()
 
 
-def _end(status: int, line: str) -> None:
+def _end(status: int, line: str, error_line: Callable[[str], None]) -> None:
     """Print `line` and end the process now: the main thread may be stuck in a driver call no exception reaches."""
     with contextlib.suppress(Exception):
         sys.stdout.flush()
-    print(line, file=sys.stderr, flush=True)
+    error_line(line)
     os._exit(status)

@@ -37,6 +37,11 @@ class KernelBuildError(AdrenoError):
     """The OpenCL compiler rejected a kernel; the message carries the build log."""
 
 
+class BuildOptionsError(AdrenoError):
+    """The OpenCL compiler rejected the build options themselves (an unknown or malformed option), whatever the
+    kernel: one line naming them and the driver's complaint, with no build log to read (there is none of a kernel)."""
+
+
 # What TVM 0.27 raises when it refuses a function, a schedule step or a lowering: its errors are RuntimeError
 # subclasses (InternalError, ScheduleError, ...) or ValueError/TypeError from argument checks.
 TVM_ERRORS = (RuntimeError, ValueError, TypeError)

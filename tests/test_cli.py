@@ -133,6 +133,51 @@ def test_argparse_refusals_are_one_line_too(args, message):
     assert f"(see `adreno {args[0]}" in proc.stderr
 
 
+def test_a_value_starting_with_a_dash_is_told_to_use_equals(tiny_artifact):
+    """argparse reads `-O3` after --build-options as an option of its own and says the value is missing: the line
+    says how to give it; an option that really lacks its value gets no such hint."""
+    proc = adreno("cache", "export", tiny_artifact, "--build-options", "-O3", check_rc=2)
+    assert "expected one argument; a value starting with '-' is read as an option: write --build-options=-O3" \
+        in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
+    proc = adreno("cache", "export", tiny_artifact, "--build-options", check_rc=2)
+    assert "expected one argument (see" in proc.stderr and "--build-options=" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("module, args, message", [
+    ("adreno.cli", ["tune", "tiny", "--plot", "{tmp}/x.foo"], "cannot write a .foo plot; give a file ending in one of"),
+    ("adreno.cli", ["tune", "tiny", "--plot", "{tmp}/x.pgf"], "cannot write a .pgf plot"),
+    ("adreno.cli", ["cache", "export", "{artifact}", "--no-cache", "--build-options=-cl-bogus"],
+     "rejects the build options '-cl-kernel-arg-info -cl-bogus': Invalid build option: -cl-bogus"),
+    ("adreno.cli", ["cache", "export", "{artifact}", "--no-cache", "--build-options=-Dfloat=garbage"],
+     "unknown type name 'garbage'; full build log: "),
+    ("adreno.runners.offline", ["{tmp}/none"], "not a batch (no batch.json"),
+    ("adreno.runners.offline", ["{tmp}", "--repeat", "0"], "--repeat must be positive, not 0"),
+    ("adreno.runners.offline", ["{tmp}", "--jobs", "-1"], "--jobs must be positive, not -1"),
+    ("adreno.runners.offline", ["{tmp}", "--budget-s", "nan"], "--budget-s must be positive, not nan"),
+    ("adreno.runners.offline", ["{tmp}", "--repeat", "x"], "argument --repeat: invalid int value: 'x'"),
+])
+def test_refusals_are_the_only_line(tiny_artifact, tmp_path, module, args, message):
+    """A refusal is the whole of stderr, before the work (tuning, a batch's measurements): no build log, no
+    compiler's "N errors generated.", no blank line, no traceback; the `python -m` entry points as `adreno`."""
+    proc = subprocess.run([sys.executable, "-m", module, *[a.format(tmp=tmp_path, artifact=tiny_artifact)
+                                                           for a in args]], capture_output=True, text=True, timeout=120)
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:"), proc.stderr[-2000:]
+    assert message in lines[0], lines[0]
+
+
+def test_an_error_after_a_progress_line_starts_a_line_of_its_own(tiny_artifact, tmp_path):
+    """The error ending a step comes after the step's open line (`  building ... ...`), not at its end; under --json
+    (no progress lines) it is all of stderr, with no empty line before it."""
+    np.save(tmp_path / "x.npy", np.ones((1, 3, 32, 32), np.float32))
+    proc = adreno("run", tiny_artifact, "--input", tmp_path / "x.npy", check_rc=2)
+    step, error = proc.stderr.splitlines()
+    assert step.startswith("  building the OpenCL programs") and step.endswith("...") and \
+        error.startswith("error: ") and "holds one unnamed array" in error, proc.stderr
+    quiet = adreno("run", tiny_artifact, "--input", tmp_path / "x.npy", "--json", check_rc=2)
+    assert quiet.stderr == error + "\n" and not quiet.stdout, quiet.stderr
+
+
 @pytest.mark.parametrize("array, message", [
     (np.full((1, 3, 32, 32), 2 ** 24 + 1, np.int64), "int64 values that float32 cannot represent exactly"),
     (np.full((1, 3, 32, 32), 1 + 2j, np.complex64), "complex64, the model takes float32"),

@@ -16,7 +16,9 @@ import pyopencl as cl
 
 import adreno
 from adreno.errors import ArtifactError, KernelBuildError
+from adreno.native_log import DRIVER_NOISE, summarised_stderr
 from adreno.opencl.device import DeviceIdentity
+from adreno.opencl.programs import build_failure
 from adreno.opencl.signature import program_options
 
 from .bundled import BUNDLE_DIR, BUNDLE_FORMAT, BUNDLE_INDEX, SAFE_NAME, TVM_BLOB_NAME, bundle_dir_name, read_index
@@ -37,7 +39,8 @@ def export_bundle(artifact, context: cl.Context, cache: ProgramCache | None = No
     the executor builds them with (`adreno.opencl.signature.program_options` of ``options``). TVM's blob
     holds one binary per kernel launched by the plan: the binary of the program containing it. Returns a
     summary: the bundle path, device, counts, bytes and how each program was obtained.
-    Raises `KernelBuildError` when a program does not build and `adreno.errors.ArtifactError` when two
+    Raises `KernelBuildError` (one line, the log in a file) when a program does not build, `BuildOptionsError` when
+    the driver refuses ``options`` themselves, and `adreno.errors.ArtifactError` when two
     programs define the same kernel name differently or a program name cannot be a file name.
     """
     options = program_options(options)
@@ -61,7 +64,12 @@ def export_bundle(artifact, context: cl.Context, cache: ProgramCache | None = No
         if not SAFE_NAME.fullmatch(name):
             raise ArtifactError(f"{artifact.path}: program name {name!r} cannot be a file name")
         source = artifact.kernel_source(name)
-        program, how = builder.build(context, source, options)
+        kernels = sorted(k for k, p in kernel_programs.items() if p == name)
+        try:
+            with summarised_stderr(DRIVER_NOISE):  # the compiler's "1 error generated." beside the log
+                program, how = builder.build(context, source, options)
+        except KernelBuildError as err:  # one line, as a run's, with the log in a file (options can break a kernel)
+            raise build_failure(name, kernels, identity.device_name, str(err)) from None
         outcomes[how] = outcomes.get(how, 0) + 1
         binary = program.get_info(cl.program_info.BINARIES)[0]
         if not binary:
@@ -70,7 +78,7 @@ def export_bundle(artifact, context: cl.Context, cache: ProgramCache | None = No
         files[f"{name}.clbin"] = encode_entry(header, binary)
         binaries[name] = binary
         programs[name] = {"file": f"{name}.clbin", "key": key_of(header), "sha256": hashlib.sha256(binary).hexdigest(),
-                          "bytes": len(binary), "kernels": sorted(k for k, p in kernel_programs.items() if p == name)}
+                          "bytes": len(binary), "kernels": kernels}
     blob = tvm_precompiled_blob({kernel: binaries[program] for kernel, program in kernel_programs.items()})
     files[TVM_BLOB_NAME] = blob
     index = {

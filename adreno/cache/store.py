@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pyopencl as cl
 
-from adreno.errors import KernelBuildError
+from adreno.errors import BuildOptionsError, KernelBuildError
 from adreno.opencl.device import DeviceIdentity
 
 from .bundled import BundledBinaries
@@ -346,13 +346,24 @@ class ArtifactProgramCache:
 
 
 def _build_from_source(context: cl.Context, device: cl.Device, source: str, options: str) -> cl.Program:
-    """clBuildProgram from source (bypassing pyopencl's own cache); KernelBuildError with the log on failure."""
+    """clBuildProgram from source (bypassing pyopencl's own cache); KernelBuildError with the log on failure, or
+    BuildOptionsError (one line) where the driver refused the options rather than the kernel."""
     try:
         return cl.Program(context, source).build(options, cache_dir=False)
     except cl.RuntimeError as exc:
+        if exc.code == cl.status_code.INVALID_BUILD_OPTIONS:
+            raise BuildOptionsError(f"the OpenCL compiler of {device.name.strip()!r} rejects the build options "
+                                    f"{options!r}: {_option_complaint(str(exc))}") from None
         raise KernelBuildError(
             f"OpenCL build failed on {device.name!r} with options {options!r}:\n{exc}"
         ) from exc
+
+
+def _option_complaint(message: str) -> str:
+    """The driver's line on the option it refuses (PoCL: "Invalid build option: -cl-bogus") in pyopencl's message
+    of a failed build, else the status: pyopencl's own lines around it name the options, not the culprit."""
+    return next((line.strip() for line in message.splitlines() if "option" in line.lower()
+                 and not line.startswith(("clBuildProgram failed", "(options:"))), "INVALID_BUILD_OPTIONS")
 
 
 def first_line(exc: Exception) -> str:

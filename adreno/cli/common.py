@@ -1,21 +1,25 @@
-"""What every command group shares: progress lines, --json output, the check of numeric options, and the arguments
-several commands take with one meaning (an artifact directory, a local OpenCL device)."""
+"""What every command group shares: progress lines and the error line after them, --json output, and the arguments
+several commands take with one meaning (an artifact directory, a local OpenCL device). The check of numeric options
+and argparse's one-line refusals are `adreno.command_line`'s, shared with the `python -m` entry points."""
 
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import AdrenoError
 
 
 class Progress:
-    """One line per step on stderr, with the time the previous step took; silent under --json/--quiet."""
+    """One line per step on stderr, with the time the previous step took; silent under --json/--quiet.
+
+    A step's line stays open (no newline) until the step ends; `line_open` says whether one is, for the whole
+    process (stderr is one stream), so that an error ending the step starts on a line of its own (`error_line`)."""
+
+    line_open = False
 
     def __init__(self, enabled: bool = True):
         self.enabled, self.started, self.last = enabled, time.perf_counter(), None
@@ -25,11 +29,22 @@ class Progress:
         self.last = (message, time.perf_counter())
         if self.enabled:
             print(f"  {message} ...", end="", file=sys.stderr, flush=True)
+            Progress.line_open = True
 
     def finish_step(self) -> None:
         if self.last and self.enabled:
             print(f" {time.perf_counter() - self.last[1]:.1f} s", file=sys.stderr, flush=True)
+            Progress.line_open = False
         self.last = None
+
+
+def error_line(message: str) -> None:
+    """`message` on stderr, on a line of its own: after a step's open progress line, not at its end; and with no
+    empty line before it where none is open (under --json or --quiet, or between steps)."""
+    if Progress.line_open:
+        message = "\n" + message
+    print(message, file=sys.stderr, flush=True)
+    Progress.line_open = False
 
 
 
@@ -45,26 +60,6 @@ def json_default(value):
         return str(value)
     return repr(value)
 
-
-
-# The largest value a numeric option takes: counts past it would never finish (and overflow a C int), and seconds
-# past it (68 years) overflow the clock a deadline is computed on.
-OPTION_MAX = 2 ** 31 - 1
-
-
-def require_positive(args, *names: str, allow_zero: tuple[str, ...] = ()) -> None:
-    """A one-line error (exit status 2) for a numeric option that is not a positive finite number (or, for those in
-    `allow_zero`, not a non-negative one) up to `OPTION_MAX`: `--repeat 0` must not "succeed" measuring nothing."""
-    for name in names:
-        value = getattr(args, name)
-        if value is None:  # not given: the command's default applies
-            continue
-        flag = "--" + name.replace("_", "-")
-        low_ok = value >= 0 if name in allow_zero else value > 0
-        if not ((isinstance(value, int) or math.isfinite(value)) and low_ok):
-            raise AdrenoError(f"{flag} must be {'>= 0' if name in allow_zero else 'positive'}, not {value}")
-        if value > OPTION_MAX:
-            raise AdrenoError(f"{flag} must be at most {OPTION_MAX}, not {value}")
 
 
 def megabytes(size: int) -> str:

@@ -8,12 +8,13 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..command_line import require_positive
 from ..errors import AdrenoError
 from ..frontend.bind import add_bind_argument, read_bind
 from ..paths import creatable
 from ..options import (CompileOptions, Defaults, Host, Memory, Precision, Schedules, Winograd, add_staging_argument,
                        enum_argument)
-from .common import Progress, emit, megabytes, require_positive
+from .common import Progress, emit, megabytes
 from .orchestrate import MeasureSite, add_max_size_argument, add_measure_arguments, cost_table
 
 

@@ -6,10 +6,11 @@ Plugs into the main CLI: `register(subparsers, command)` (`adreno/cli/main.py`),
 
 from __future__ import annotations
 
+from ..command_line import require_positive
 import os
 
 from ..farm.common import DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, parse_addr
-from .common import add_device_argument, require_positive
+from .common import add_device_argument
 
 SECURITY_NOTE = ("TVM RPC has no authentication and lets any client write files and run code on the server: "
                  "everything binds to 127.0.0.1 unless --host says otherwise; reach remote devices through "

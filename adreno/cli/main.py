@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from .. import __version__
+from ..command_line import OneLineParser
 from ..errors import AdrenoError
 
 EPILOG = """examples:
@@ -19,16 +20,6 @@ EPILOG = """examples:
   adreno run build/resnet18 --check --repeat 20
   adreno devices --local
 """
-
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse's own refusals (an unknown option, a value not of its type or among its choices) in the one-line
-    form of every other user error, exit status 2, with where to look instead of the whole usage text."""
-
-    def error(self, message: str):
-        print(f"error: {self.prog}: {message} (see `{self.prog} --help`)", file=sys.stderr)
-        sys.exit(2)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,11 +49,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except AdrenoError as err:
-        print(f"\nerror: {err}", file=sys.stderr)
-        return 2
+        return _ended(f"error: {err}", 2)
     except KeyboardInterrupt:
-        print("\ninterrupted", file=sys.stderr)
-        return 130
+        return _ended("interrupted", 130)
+
+
+def _ended(line: str, status: int) -> int:
+    """A command ended by a user error or Ctrl-C: `line` on stderr, on a line of its own after an open progress
+    line (and with no empty line before it under --json or -q); returns the exit status."""
+    from .common import error_line  # inside: loads numpy at import
+
+    error_line(line)
+    return status
 
 
 if __name__ == "__main__":

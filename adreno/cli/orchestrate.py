@@ -15,13 +15,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..command_line import require_positive
 from ..devices import get_device
 from ..errors import AdrenoError
 from ..farm.common import FarmError, parse_addr
 from ..options import Memory, Precision, Winograd, enum_argument
 from ..paths import output_file, regular_file
 from ..runners.batch_dir import read_manifest
-from .common import require_positive
 
 
 def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command) interface of adreno.cli.main

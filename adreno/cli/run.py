@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 
 from ..artifact import Artifact, random_inputs
+from ..command_line import require_positive
 from ..errors import AdrenoError
 from ..options import Runtime, enum_argument
 from ..paths import output_file, regular_file
-from .common import Progress, add_artifact_argument, add_device_argument, emit, require_positive
+from .common import Progress, add_artifact_argument, add_device_argument, emit, error_line
 
 
 def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command) interface of adreno.cli.main
@@ -96,7 +97,7 @@ def cmd_run(args) -> int:
     if output is not None and Path(args.artifact).resolve() in output.resolve().parents:
         raise AdrenoError(f"--output {output} is inside the artifact {args.artifact}, whose files are checked at "
                           "load (writing there would break it): write the outputs elsewhere")
-    with deadline(args.timeout, f"run of {args.artifact}"):
+    with deadline(args.timeout, f"run of {args.artifact}", error_line):
         return _run_artifact(args, output)
 
 

@@ -6,11 +6,11 @@ import math
 import sys
 from pathlib import Path
 
+from ..command_line import require_positive
 from ..frontend.bind import add_bind_argument, read_bind
 from ..farm.common import FarmError, parse_addr
 from ..paths import creatable, output_file
 from ..options import CompileOptions, Host, Memory, Precision, Runtime, add_staging_argument, enum_argument
-from .common import require_positive
 
 
 def cmd_tune(args) -> int:
@@ -27,7 +27,7 @@ def cmd_tune(args) -> int:
     from ..tune.extract import extract_tasks
     from ..tune.builder import Builder
     from ..tune.session import open_tuner
-    from ..tune.tuner import plot_file, plot_history, save_report
+    from ..tune.tuner import plot_history, plottable, save_report
 
     require_positive(args, "trials", "batch", "repeat", "timeout", "outage", allow_zero=("outage",))
     for addr in (args.tracker, args.server):  # a usage error now, not after extracting the tasks and --outage
@@ -39,7 +39,7 @@ def cmd_tune(args) -> int:
     records = Path(args.records)
     database = Database(records)  # a records file that cannot be (a directory, under a file) is one line first
     # what is written after tuning: a path that cannot be is refused now, not after the measurements
-    plot = creatable(plot_file(args.plot or records.with_suffix(".png")), "--plot")
+    plot = creatable(plottable(args.plot or records.with_suffix(".png")), "--plot")
     if args.report:
         output_file(args.report, "--report")
     if args.keep_candidates:
@@ -184,7 +184,8 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
     p.add_argument("--batch", type=int, default=8, help="candidates measured per round (default 8)")
     p.add_argument("--repeat", type=int, default=5, help="timed runs per candidate (default 5)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--plot", help="PNG of best latency against trials (default: next to --records)")
+    p.add_argument("--plot", help="plot of best latency against trials, in the format its extension names (.png, "
+                   ".svg, .pdf, ...; default: a PNG next to --records)")
     p.add_argument("--report", help="also write the report as JSON to this file")
     p.add_argument("--save-model", help="save the trained cost model (for transfer:FILE on another device)")
     p.add_argument("--outage", type=float, default=120.0, help="with --tracker: seconds to keep retrying an "

@@ -46,6 +46,8 @@ import tarfile
 import threading
 import time
 
+from ..command_line import OneLineParser, refused
+from ..errors import AdrenoError
 from ..opencl.device import DeviceIdentity, select_device
 from ..opencl.evict import Evictor
 from .common import (DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, check_listen, format_addr,
@@ -327,7 +329,9 @@ def run_agent(tracker: str, key: str | None = None, device=None, host: str = "12
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m adreno.farm.agent")
+    """`python -m adreno.farm.agent`: the worker (`--serve`, which the supervisor starts) or, run by hand, what
+    `adreno farm agent` runs; a bad argument is one line and exit status 2 either way."""
+    parser = OneLineParser(prog="python -m adreno.farm.agent")
     parser.add_argument("--tracker", default=None)
     parser.add_argument("--key", default=None)
     parser.add_argument("--device", default=None)
@@ -339,12 +343,15 @@ def main(argv=None) -> int:
     parser.add_argument("--allow-fault-injection", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # worker mode
     args = parser.parse_args(argv)
-    if args.serve:
-        tracker = parse_addr(args.tracker) if args.tracker else None
-        return serve_worker(tracker, args.key or "", args.device, args.host, args.port,
-                            args.port_end or args.port + 100, args.custom_addr, args.allow_fault_injection)
-    return run_agent(args.tracker or f"127.0.0.1:{DEFAULT_TRACKER_PORT}", args.key, args.device, args.host,
-                     args.port, args.port_end, args.custom_addr, args.allow_fault_injection, args.expose)
+    try:
+        if args.serve:
+            tracker = parse_addr(args.tracker) if args.tracker else None
+            return serve_worker(tracker, args.key or "", args.device, args.host, args.port,
+                                args.port_end or args.port + 100, args.custom_addr, args.allow_fault_injection)
+        return run_agent(args.tracker or f"127.0.0.1:{DEFAULT_TRACKER_PORT}", args.key, args.device, args.host,
+                         args.port, args.port_end, args.custom_addr, args.allow_fault_injection, args.expose)
+    except AdrenoError as err:
+        return refused(err)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from ..command_line import OneLineParser, refused
 from .common import (
     DEFAULT_TRACKER_PORT,
     LAST_PORT,
@@ -236,18 +237,25 @@ def print_tracker_devices(addr: str, stream=None) -> int:
     try:
         print(format_status(farm_status(addr)), file=stream)
     except FarmError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return refused(err)
     return 0
 
 
-if __name__ == "__main__":  # python -m adreno.farm.tracker [--host H] [--port P]
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m adreno.farm.tracker")
+def main(argv=None) -> int:
+    """`python -m adreno.farm.tracker [--host H] [--port P]`: what `adreno farm tracker` runs, a bad argument one
+    line and exit status 2."""
+    parser = OneLineParser(prog="python -m adreno.farm.tracker")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=DEFAULT_TRACKER_PORT)
     parser.add_argument("--silent", action="store_true")
     parser.add_argument("--expose", action="store_true")
-    args = parser.parse_args()
-    serve_tracker(args.host, args.port, silent=args.silent, expose=args.expose)
+    args = parser.parse_args(argv)
+    try:
+        serve_tracker(args.host, args.port, silent=args.silent, expose=args.expose)
+    except FarmError as err:
+        return refused(err)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -24,7 +24,6 @@ Nothing on this path imports TVM or onnx: it must run where neither is installed
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures as futures
 import hashlib
 import json
@@ -38,6 +37,7 @@ import numpy as np
 
 from ..artifact import Artifact
 from ..artifact_check import sha256_file
+from ..command_line import OneLineParser, refused, require_positive
 from ..errors import AdrenoError
 from ..opencl.device import DeviceIdentity, select_device
 from ..opencl.evict import Evictor
@@ -366,7 +366,7 @@ def measure_batch(batch: Path, device_spec=None, repeat: int = 20, jobs: int | N
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m adreno.runners.offline", description=__doc__.split("\n\n")[0])
+    ap = OneLineParser(prog="python -m adreno.runners.offline", description=__doc__.split("\n\n")[0])
     ap.add_argument("batch", help="a batch directory written by `adreno tune MODEL --export-batch DIR`")
     ap.add_argument("--device", help="OpenCL device: pocl (default), gpu, cpu, an index or a name substring")
     ap.add_argument("--repeat", type=int, default=20, help="timed runs per candidate (default 20)")
@@ -375,11 +375,11 @@ def main(argv=None) -> int:
                     "unmeasured; a rerun continues)")
     args = ap.parse_args(argv)
     try:
+        require_positive(args, "repeat", "jobs", "budget_s")  # before the batch is read: `--repeat 0` measures nothing
         summary = measure_batch(Path(args.batch), args.device, args.repeat, args.jobs, args.budget_s,
                                 say=lambda text: print(text, file=sys.stderr, flush=True))
     except AdrenoError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return refused(err)
     print(json.dumps(summary))
     return 0
 

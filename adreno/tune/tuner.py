@@ -21,6 +21,7 @@ import numpy as np
 
 from ..costmodel.features import device_limits
 from ..devices import from_opencl, get_device
+from ..errors import AdrenoError
 from ..options import Precision
 from ..records import Database, Record
 from ..runners.interface import RunInput, Runner
@@ -320,8 +321,28 @@ def plot_file(path: str | Path) -> Path:
     return path if path.suffix[1:] else path.with_name(path.name.rstrip(".") + ".png")
 
 
+def plot_formats() -> list[str]:
+    """The extensions `plot_history` can write: matplotlib's formats, less pgf, which needs a LaTeX installation only
+    found missing when the file is saved."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return sorted(set(FigureCanvasBase.get_supported_filetypes()) - {"pgf"})
+
+
+def plottable(path: str | Path) -> Path:
+    """The file `plot_history` writes for `path`, or an AdrenoError naming the formats it can write: checked before
+    tuning, since the plot is written after it (matplotlib refuses an extension it lacks only then)."""
+    path = plot_file(path)
+    formats = plot_formats()
+    if path.suffix[1:].lower() not in formats:
+        raise AdrenoError(f"--plot {path}: cannot write a {path.suffix} plot; give a file ending in one of "
+                          f"{', '.join('.' + f for f in formats)}")
+    return path
+
+
 def plot_history(report: TuneReport, path: str | Path) -> str:
-    """PNG: best latency against trials, one line per task; returns the file written (`plot_file`)."""
+    """Best latency against trials, one line per task, in the format of the file's extension (a `plottable` one);
+    returns the file written (`plot_file`)."""
     import matplotlib
 
     path = plot_file(path)

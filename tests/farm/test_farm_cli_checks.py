@@ -12,14 +12,15 @@ import pytest
 from adreno.farm.common import FarmError, check_listen, check_port, free_port
 
 
-def farm(*args: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "adreno.cli", "farm", *args], capture_output=True, text=True,
+def farm(*args: str, timeout: float = 30, module: str = "adreno.cli farm") -> subprocess.CompletedProcess:
+    """`adreno farm ARGS`, or with `module` another entry point (`adreno.farm.agent`: `python -m adreno.farm.agent`)."""
+    return subprocess.run([sys.executable, "-m", *module.split(), *args], capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def assert_one_error(proc: subprocess.CompletedProcess, *fragments: str) -> str:
-    """Exit status 2, stderr one `error:` line (after the CLI's blank line) naming every fragment, nothing else."""
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    """Exit status 2, stderr one `error:` line naming every fragment, nothing else (not even a blank line)."""
+    lines = proc.stderr.splitlines()
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-2000:]
     assert all(f in lines[0] for f in fragments), lines[0]
@@ -57,6 +58,30 @@ def test_a_busy_tracker_port_is_one_line():
         busy.listen(1)
         port = busy.getsockname()[1]
         assert_one_error(farm("tracker", "--port", str(port)), f"port {port}", "in use")
+
+
+@pytest.mark.parametrize("module", ["adreno.farm.agent", "adreno.farm.tracker"])
+@pytest.mark.parametrize("args, fragment", [
+    (["--port", "99999"], "--port 99999"),
+    (["--port", "x"], "argument --port: invalid int value: 'x'"),
+    (["--host", "8.8.8.8"], "--expose"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+])
+def test_the_servers_run_as_modules_refuse_in_one_line(module, args, fragment):
+    """`python -m adreno.farm.agent` and `python -m adreno.farm.tracker` (how the agent's supervisor and a local farm
+    start them) refuse as `adreno farm` does, not with a traceback and status 1."""
+    assert_one_error(farm(*args, module=module), fragment)
+
+
+@pytest.mark.parametrize("module, range_end", [("adreno.farm.agent", ["--port-end"]), ("adreno.farm.tracker", [])])
+def test_a_busy_port_is_one_line_for_the_modules_too(module, range_end):
+    """The agent listens on a free port of [--port, --port-end): a range of the busy port alone."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        proc = farm("--port", str(port), *[a for flag in range_end for a in (flag, str(port + 1))], module=module)
+        assert_one_error(proc, f"port {port}", "in use")
 
 
 def test_the_exposure_rule_comes_before_the_address_probe():

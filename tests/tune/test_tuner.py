@@ -108,3 +108,20 @@ def test_plot_reports_the_file_it_wrote(tmp_path):
     assert plot_file(tmp_path / "p.png") == tmp_path / "p.png"
     assert plot_history(report, tmp_path / "bad") == str(tmp_path / "bad.png")
     assert (tmp_path / "bad.png").is_file() and not list((tmp_path / "bad").iterdir())
+
+
+def test_plottable_refuses_a_format_before_the_tuning(tmp_path):
+    """The plot is written after the tuning: an extension matplotlib cannot write (or pgf, which needs LaTeX) is
+    refused by name first; any case of a supported one, or none (a PNG), passes."""
+    from types import SimpleNamespace
+
+    from adreno.errors import AdrenoError
+    from adreno.tune.tuner import plot_history, plottable
+
+    assert plottable(tmp_path / "p") == tmp_path / "p.png"
+    report = SimpleNamespace(tasks=[{"task": "t", "weight": 1, "history": [(1, 2e-3)]}])
+    assert plot_history(report, plottable(tmp_path / "p.SVG")).endswith("p.SVG")
+    assert (tmp_path / "p.SVG").read_text().lstrip().startswith("<?xml")
+    for name in ("x.foo", "x.pgf"):
+        with pytest.raises(AdrenoError, match=r"cannot write a \.\w+ plot; .*\.png, .*\.svg"):
+            plottable(tmp_path / name)
