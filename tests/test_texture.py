@@ -172,6 +172,45 @@ def test_layout_planning_keeps_one_region(rng):
     assert (report.packed_convs, report.packs, report.unpacks, report.nchw_convs) == (2, 1, 1, [])
 
 
+def _conv_gelu_model(gelu: str):
+    """conv 3x3 (3 -> 6 channels: a padded channel block) + bias -> GELU: exact GELU spelled with Erf
+    (x * 0.5 * (1 + erf(x / sqrt 2)), opset 17) or opset 20's Gelu node (`approximate` none or tanh)."""
+    rng = np.random.default_rng(7)
+    weights = [numpy_helper.from_array(rng.standard_normal((6, 3, 3, 3)).astype(np.float32) * 0.5, "w"),
+               numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "b")]
+    conv = helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1])
+    if gelu == "erf":
+        weights += [numpy_helper.from_array(np.array(v, np.float32), n)
+                    for n, v in (("root2", np.sqrt(2)), ("one", 1), ("half", 0.5))]
+        nodes = [conv, helper.make_node("Div", ["c", "root2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+                 helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["c", "a"], ["m"]),
+                 helper.make_node("Mul", ["m", "half"], ["y"])]
+    else:
+        nodes = [conv, helper.make_node("Gelu", ["c"], ["y"], approximate=gelu)]
+    graph = helper.make_graph(nodes, "conv_gelu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 8, 8])], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17 if gelu == "erf" else 20)])
+    model.ir_version = 9
+    return model
+
+
+@pytest.mark.parametrize("gelu", ["erf", "none", "tanh"])
+def test_erf_gelu_stays_packed_and_fuses_into_the_conv(gelu, tmp_path):
+    """Erf and GELU are elementwise: a conv's GELU stays on images and runs in the conv's epilogue (one pack of the
+    input, the conv kernel, one unpack of the output), not in an unpack -> GELU -> pack round trip."""
+    from tests.schedules.sched_helpers import check_against_onnxruntime
+
+    model = _conv_gelu_model(gelu)
+    _, report = planning.plan_layouts(to_relax(model))
+    assert (report.packed_convs, report.unpacks) == (1, 1)
+    artifact = Artifact.load(check_against_onnxruntime(model, tmp_path / "a", "texture", winograd="off"))
+    assert [s.op for s in artifact.plan.steps] == ["pack", "conv2d", "unpack"]
+    (conv,) = [s for s in artifact.plan.steps if s.op == "conv2d"]
+    assert "pack" not in conv.kernels[0].name  # no unpack or pack fused around the GELU
+    body = _kernel_body(artifact, conv)
+    assert "write_imagef" in body and ("erf(" in body if gelu != "tanh" else "tanh(" in body)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # the register-tiled texture conv schedule (adreno/schedules/conv2d_texture.py), run on PoCL against numpy
 # ---------------------------------------------------------------------------------------------------------------

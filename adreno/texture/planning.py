@@ -35,7 +35,7 @@ def is_packed_conv_function(name: str) -> bool:
 
 
 _UNARY = {"relax.nn.relu", "relax.sigmoid", "relax.tanh", "relax.sqrt", "relax.rsqrt", "relax.exp", "relax.negative",
-          "relax.abs", "relax.isnan", "relax.clip", "relax.nn.silu", "relax.nn.gelu"}
+          "relax.abs", "relax.isnan", "relax.clip", "relax.nn.silu", "relax.nn.gelu", "relax.nn.gelu_tanh", "relax.erf"}
 _BINARY = {"relax.add", "relax.subtract", "relax.multiply", "relax.divide", "relax.maximum", "relax.minimum",
            "relax.power"}
 _TERNARY = {"relax.where"}
