@@ -211,6 +211,46 @@ def test_erf_gelu_stays_packed_and_fuses_into_the_conv(gelu, tmp_path):
     assert "write_imagef" in body and ("erf(" in body if gelu != "tanh" else "tanh(" in body)
 
 
+def _global_pool_model(op: str, size: int):
+    """conv 1x1 (8 -> 64 channels: 16 packed blocks) at size x size -> a pool over the whole map, `op`
+    GlobalAveragePool (a squeeze-and-excitation's squeeze) or MaxPool (a size x size window): 16 output pixels."""
+    w = numpy_helper.from_array(np.random.default_rng(5).standard_normal((64, 8, 1, 1)).astype(np.float32), "w")
+    pool = helper.make_node(op, ["c"], ["y"], **({"kernel_shape": [size, size]} if op == "MaxPool" else {}))
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"]), pool], "pool",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, size, size])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 1, 1])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("op,size", [("GlobalAveragePool", 32), ("GlobalAveragePool", 7), ("MaxPool", 9)])
+def test_a_long_global_mean_is_shared_by_a_work_group_per_pixel(op, size, tmp_path):
+    """A global mean over 32x32 of 16 packed output pixels launches a work-group of 64 work-items per pixel (they
+    sum strided slices, then add the partials in local memory, and one of them stores the pixel); so does a 9x9 max
+    pool to 1x1 (81 elements a pixel: a ragged last slice; a max, and no epilogue after it); over 7x7 (49 elements,
+    below MIN_EXTENT) a mean keeps one work-item per pixel. All match onnxruntime."""
+    from adreno.schedules import cross_thread, occupancy
+    from tests.schedules.sched_helpers import check_against_onnxruntime
+
+    artifact = Artifact.load(check_against_onnxruntime(_global_pool_model(op, size), tmp_path / "a", "texture",
+                                                       winograd="off"))
+    (step,) = [s for s in artifact.plan.steps if "mean" in s.kernels[0].name or "pool" in s.kernels[0].name]
+    (launch,) = step.kernels
+    body = _kernel_body(artifact, step)
+    assert body.count("write_imagef") == 1
+    if size > 7:
+        assert (launch.global_size, launch.local_size) == ([16 * cross_thread.THREADS], [cross_thread.THREADS])
+        assert "__local" in body and "barrier(CLK_LOCAL_MEM_FENCE)" in body
+    else:
+        assert launch.global_size[0] == 16 and "__local" not in body
+    ctx = context("adreno-740")
+    assert cross_thread.shares(16, size * size, False, ctx) == (size > 7)
+    # enough pixels to fill the device one work-item each, or a conv (`--schedules tvm`): serial
+    assert not cross_thread.shares(occupancy.required_work_items(ctx.device), 1024, False, ctx)
+    assert not cross_thread.shares(16, 1024, True, ctx)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # the register-tiled texture conv schedule (adreno/schedules/conv2d_texture.py), run on PoCL against numpy
 # ---------------------------------------------------------------------------------------------------------------

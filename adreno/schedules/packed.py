@@ -2,7 +2,8 @@
 
 Convolutions normally never get here: the register-tiled families (`conv2d_texture`, `conv2d_1x1`, the Winograd
 stages) claim them first. This is what pack, pooling and elementwise functions of the packed region get, and what a
-conv gets with `--schedules tvm` or when a tiled schedule refuses it.
+conv gets with `--schedules tvm` or when a tiled schedule refuses it. A long reduction over fewer pixels than the
+device needs work-items (a squeeze-and-excitation mean) is shared by a work-group per pixel instead (`cross_thread`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import math
 
 from ..errors import TVM_ERRORS
 from ..layout import LANES
-from . import occupancy
+from . import cross_thread, occupancy
 
 THREADS = 64
 # A workgroup never has more work-items than the function has output pixels: when the fused pixel axis is shorter
@@ -32,7 +33,8 @@ def schedule_packed(func, ctx):
     """Schedule a fused function whose output is a packed 5-D tensor (last axis 4) so that every work-item owns one
     output pixel: the spatial axes are fused over the NDRange, the 4 lanes are the innermost (vectorised) loop, the
     reduction (if any) runs serially in registers with its channel axis split by 4 (so inputs are read as whole
-    pixels), and every other block (padding, epilogue) is inlined. None when the function does not have that form.
+    pixels), and every other block (padding, epilogue) is inlined; a reduction `cross_thread.shares` gets its
+    schedule instead. None when the function does not have that form.
 
     Convolutions normally never get here: the register-tiled family `adreno/schedules/conv2d_texture.py` (one of
     `schedules.FAMILIES`, run first) claims them; this is what pack, pooling and elementwise functions get, and
@@ -79,11 +81,14 @@ def schedule_packed(func, ctx):
         if len(loops) < 6 or kinds[:5] != "SSSSS" or set(kinds[5:]) != {"R"}:
             return None
         spatial, lane, rloops = loops[:4], loops[4], loops[5:]
+        conv = sch.get(red).name_hint.startswith("conv2d_NCHW4c")
+        if cross_thread.shares(pixels, math.prod(int(sch.get(loop).extent) for loop in rloops), conv, ctx):
+            cross_thread.schedule(sch, red, out_block, spatial, rloops)
+            return sch
         fused = sch.fuse(*spatial)
         bx, tx = sch.split(fused, [None, threads])
-        name = sch.get(red).name_hint
         order = list(rloops)
-        if name.startswith("conv2d_NCHW4c"):
+        if conv:
             rc, rest = rloops[0], rloops[1:]
             rco, rci = sch.split(rc, [None, LANES])
             order = [rco, *rest, rci]

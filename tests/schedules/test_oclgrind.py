@@ -95,6 +95,25 @@ def _linear_model() -> onnx.ModelProto:
     return model
 
 
+def _squeeze_model() -> onnx.ModelProto:
+    """A squeeze-and-excitation block on a 3x3 conv's 16 channels at 9x9: its global mean (4 output pixels, 81
+    elements each: ragged for 64 work-items a pixel) is shared by a work-group per pixel
+    (`adreno/schedules/cross_thread.py`), then 1x1 convs, the sigmoid gate and the multiply."""
+    rng = np.random.default_rng(4)
+    weights = [numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+               for name, shape, scale in (("w", (16, 8, 3, 3), 0.2), ("w1", (4, 16, 1, 1), 0.3), ("b1", (4,), 1.0),
+                                          ("w2", (16, 4, 1, 1), 0.3), ("b2", (16,), 1.0))]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("GlobalAveragePool", ["c"], ["g"]), helper.make_node("Conv", ["g", "w1", "b1"], ["s"]),
+             helper.make_node("Relu", ["s"], ["r"]), helper.make_node("Conv", ["r", "w2", "b2"], ["e"]),
+             helper.make_node("Sigmoid", ["e"], ["gate"]), helper.make_node("Mul", ["c", "gate"], ["y"])]
+    graph = helper.make_graph(nodes, "squeeze", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 9, 9])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 9, 9])], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
 MODELS = {
     "head": _head_model,
     "linear": _linear_model,
@@ -107,6 +126,7 @@ MODELS = {
     "plain1x1": lambda: conv_model(ConvCase(1, 16, 7, 7, 24, 1, 1, epilogue="none")),
     "attention_softmax": lambda: _softmax_model([4, 2, 4, 4]),  # 4 lanes per row: MobileViT's attention
     "layer_norm": _layer_norm_model,
+    "squeeze": _squeeze_model,
 }
 # (model, memory, target, winograd, tuned knobs per family: they replace that family's defaults)
 CASES = [
@@ -121,6 +141,7 @@ CASES = [
     ("layer_norm", "buffer", "adreno-740", "off", {"reduce": {"threads_x": 8, "threads_y": 4}}),  # lanes, ragged
     ("linear", "buffer", "adreno-740", "off", {}),  # dlight's Matmul (schedules/dense.py), ragged tiles
     ("conv3x3", "texture", "adreno-740", "off", {}),
+    ("squeeze", "texture", "adreno-740", "off", {}),  # the SE mean: a work-group per pixel, partials in local memory
     ("conv3x3", "texture", "pocl-cpu", "off", {}),
     ("conv3x3", "texture", "adreno-740", "off", {
         "conv2d_texture": {"tile_cb": 2, "tile_y": 2, "tile_x": 4, "threads_cb": 1, "threads_y": 2, "threads_x": 2,
