@@ -22,7 +22,7 @@ from .layout import LANES, tensor_image
 from .options import Memory, Precision
 from .texture import tir as texture_tir
 from .texture.tir import TextureLoweringError
-from .weights import QuantizedWeights, WinogradWeights, stored_form
+from .weights import QuantizedWeights, WinogradWeights, content_digest, stored_form
 
 
 def bindings(func):
@@ -48,6 +48,11 @@ def extract_plan(lowered, tvm_target, memory: Memory = Memory.BUFFER, device=Non
     """Walk `main` of a lowered module into a launch plan, the OpenCL source per program, and what params.npz
     stores for each param (`adreno.weights`: a weight of `weights`, the Winograd-transformed ones, as its 3x3 source;
     the weights of an fp16 compile as float16; a weight of `quantized` as its integer tensor).
+
+    Equal constants are one param: Relax gives a weight it copies (an unrolled LSTM's recurrent weight, transposed
+    once per time step; a weight two branches share) a constant per use, and the weight file would store each copy.
+    A constant is keyed by its value (`content_digest`: shape, dtype, bytes) with what the kernels read it as (its
+    scope) and what params.npz stores for it (its stored form), so one stored in another form stays its own param.
 
     `store` (an `adreno.lowered.LoweredFunctions`) keeps every function's lowering for the host library's build.
 
@@ -77,6 +82,7 @@ def extract_plan(lowered, tvm_target, memory: Memory = Memory.BUFFER, device=Non
     main = lowered["main"]
     tensors: dict[str, TensorSpec] = {}
     params: dict[str, np.ndarray] = {}
+    param_of: dict[tuple, str] = {}  # (content digest, scope, stored form) of a constant -> its param
     values: dict[int, str] = {}  # id of a relax expr -> tensor name (or a tuple of names for tuples)
     steps: list[Step] = []
     programs: dict[str, str] = {}
@@ -85,15 +91,17 @@ def extract_plan(lowered, tvm_target, memory: Memory = Memory.BUFFER, device=Non
 
     def tensor_of(expr) -> str:
         if isinstance(expr, tvm.ir.expr.GenericConst) or isinstance(expr, tvm.ir.expr.Constant):
-            name = f"param{len(params)}"
             array = expr.value.numpy()
-            spec = tensors[name] = TensorSpec(name, list(array.shape), str(array.dtype), "param", "")
+            spec = TensorSpec(f"param{len(params)}", list(array.shape), str(array.dtype), "param", "")
             assign_image(spec)
             half_pixels = spec.image is not None and spec.image["channel_type"] == "float16"
-            stored, params[name] = stored_form(array, precision is Precision.FP16, half_pixels,
-                                               weights.source_of(array) if weights else None, quantized)
-            spec.stored = stored.to_json() if stored else None
-            return name
+            stored, member = stored_form(array, precision is Precision.FP16, half_pixels,
+                                         weights.source_of(array) if weights else None, quantized)
+            key = (content_digest(array), spec.scope, stored)
+            if key not in param_of:
+                param_of[key], tensors[spec.name], params[spec.name] = spec.name, spec, member
+                spec.stored = stored.to_json() if stored else None
+            return param_of[key]
         try:
             return values[_expr_key(expr)]
         except KeyError:

@@ -210,13 +210,13 @@ class WinogradWeights:
         self._by_digest: dict[tuple, tuple[np.ndarray, WeightTransform, bool]] = {}
 
     def record(self, transformed: np.ndarray, g: np.ndarray, tile: int, packed: bool) -> None:
-        self._by_digest[_digest(transformed)] = (g, WeightTransform.winograd(tile), packed)
+        self._by_digest[content_digest(transformed)] = (g, WeightTransform.winograd(tile), packed)
 
     def source_of(self, array: np.ndarray) -> tuple[np.ndarray, WeightTransform, bool] | None:
         """(g, transform, packed) when `array` is a weight this compile transformed, else None."""
         if not self._by_digest or not any(key[0] == array.shape for key in self._by_digest):
             return None
-        return self._by_digest.get(_digest(array))
+        return self._by_digest.get(content_digest(array))
 
 
 class QuantizedWeights:
@@ -237,22 +237,25 @@ class QuantizedWeights:
         quantization = Quantization(tuple(float(x) for x in np.asarray(scale, np.float32).reshape(-1)),
                                     tuple(int(x) for x in np.asarray(zero_point).reshape(-1)), axis)
         value = quantization.dequantize(values)
-        self._by_digest[_digest(value)] = (values, quantization, False, WeightTransform.NONE)
+        self._by_digest[content_digest(value)] = (values, quantization, False, WeightTransform.NONE)
         if value.ndim == 4:
             for depthwise in (False, True) if value.shape[1] == 1 else (False,):
-                self._by_digest[_digest(pack_oihw4o(value, depthwise))] = (values, quantization, True,
-                                                                            WeightTransform.NONE)
+                self._by_digest[content_digest(pack_oihw4o(value, depthwise))] = (values, quantization, True,
+                                                                                   WeightTransform.NONE)
         if value.ndim == 2:
-            self._by_digest[_digest(np.ascontiguousarray(value.T))] = (values, quantization, False,
-                                                                       WeightTransform.TRANSPOSE)
+            self._by_digest[content_digest(np.ascontiguousarray(value.T))] = (values, quantization, False,
+                                                                              WeightTransform.TRANSPOSE)
 
     def source_of(self, array: np.ndarray) -> tuple[np.ndarray, Quantization, bool, WeightTransform] | None:
         """(q, quantization, packed, transform) when `array` is a recorded weight's dequantized value (packed: in
         OIHW4o; transform TRANSPOSE: its transpose), else None."""
         if array.dtype != np.float32 or not any(key[0] == array.shape for key in self._by_digest):
             return None
-        return self._by_digest.get(_digest(array))
+        return self._by_digest.get(content_digest(array))
 
 
-def _digest(array: np.ndarray) -> tuple:
+def content_digest(array: np.ndarray) -> tuple:
+    """The identity of a constant's value (its shape, dtype and bytes), which survives Relax's copies of it: the key
+    by which the Winograd and quantized collectors know their weights and `extract_plan` stores equal constants as
+    one param."""
     return array.shape, str(array.dtype), hashlib.blake2b(np.ascontiguousarray(array).data, digest_size=16).digest()

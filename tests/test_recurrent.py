@@ -34,7 +34,20 @@ def _run(model, inputs: dict, memory: str, tmp_path) -> list[np.ndarray]:
 
     artifact = compile_model(model, tmp_path / memory, CompileOptions(memory=memory))
     executor = Executor(artifact, "pocl")
+    _assert_weights_stored_once(executor.artifact)
     return executor.run(executor.artifact.ordered_inputs(inputs))
+
+
+def _assert_weights_stored_once(artifact) -> None:
+    """No two params hold the same stored member in the same form and scope: an unrolled step's copy of a weight
+    (each step's transposed recurrent weight is a constant of its own in Relax) is the one param they all read."""
+    from adreno.weights import content_digest
+
+    tensors, seen = artifact.plan.tensors, {}
+    for name, member in artifact.stored_params().items():
+        key = (content_digest(member), tensors[name].stored_weight, tensors[name].scope)
+        assert key not in seen, f"params {seen.get(key)} and {name} are the same weight, stored twice"
+        seen[key] = name
 
 
 def _assert_close(outputs: list, expected: list, names: list[str]) -> None:
