@@ -14,7 +14,7 @@ from dataclasses import asdict
 
 import numpy as np
 
-from . import private_arrays
+from . import local_arrays, private_arrays
 from .artifact import ImageSpec, KernelArg, KernelLaunch, Plan, Step, TensorSpec, kernel_path
 from .devices import get_device
 from .errors import DynamicShapeError, ModelError, UnsupportedOpError
@@ -305,7 +305,8 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None,
 
     `scopes` (one memory scope per parameter) puts parameters in texture scopes and lowers with the texture TIR
     pipeline (`adreno.texture`); a texture store that is not one float4 per pixel raises TextureLoweringError, a
-    private array beyond a register tile `private_arrays.PrivateArrayError`. `store` (`adreno.lowered`) keeps the
+    private array beyond a register tile `private_arrays.PrivateArrayError`, more local memory than the target's
+    work-group holds `local_arrays.LocalMemoryError`. `store` (`adreno.lowered`) keeps the
     pipeline's result, keyed by the function as it entered the pipeline."""
     import tvm
 
@@ -361,6 +362,8 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None,
     visit(host.body)
     device_module = tvm.IRModule({gv: f for gv, f in split.functions.items() if gv.name_hint != symbol})
     private_arrays.check(device_module)
+    for kernel in device_module.functions.values():
+        local_arrays.check(kernel, int(tvm_target.attrs["max_shared_memory_per_block"]))
     if textured:
         texture_tir.check_texture_stores(device_module)
     device_module = finalize_device()(device_module)

@@ -23,10 +23,21 @@ class PrivateArrayError(AdrenoError):
     """A kernel allocates a private array larger than MAX_BYTES per work-item (a schedule bug)."""
 
 
+def buffer_bytes(buffer) -> int:
+    """The bytes of a lowered TIR buffer of static shape (its lanes counted: a float4 element is 16 bytes); also what
+    `adreno.local_arrays` sums over a kernel's local-memory buffers."""
+    import tvm
+
+    dtype = tvm.DataType(str(buffer.dtype))
+    size = dtype.bits // 8 * dtype.lanes
+    for dim in buffer.shape:
+        size *= int(dim)
+    return size
+
+
 def check(device_module) -> None:
     """Raise PrivateArrayError when a kernel of `device_module` (TIR after SplitHostDevice) allocates a private
     array over MAX_BYTES."""
-    import tvm
     import tvm_ffi
 
     for gv, func in device_module.functions.items():
@@ -39,10 +50,7 @@ def check(device_module) -> None:
 
         tvm_ffi.structural_map(func.body, visit, order="post")
         for buf in found:
-            dtype = tvm.DataType(str(buf.dtype))
-            size = dtype.bits // 8 * dtype.lanes
-            for dim in buf.shape:
-                size *= int(dim)
+            size = buffer_bytes(buf)
             if size > MAX_BYTES:
                 raise PrivateArrayError(
                     f"{gv.name_hint}: private array {buf.name} of {size} bytes per work-item (more than "

@@ -31,6 +31,7 @@ from ..artifact import ArtifactWriter, Plan, Step, TensorSpec, kernel_path
 from ..compile import lower_relax
 from ..errors import TVM_ERRORS
 from ..farm.common import set_parent_death_signal
+from ..local_arrays import LocalMemoryError
 from ..options import Schedules
 from ..plan import extract_plan, lower_primfunc, plan_storage
 from ..private_arrays import PrivateArrayError
@@ -110,7 +111,7 @@ def build_scheduled(task, scheduled, out_dir: str, config: dict, started: float 
     try:
         launches, workspaces, source = lower_primfunc(scheduled.with_attr("tirx.is_scheduled", True), task.func_name,
                                                       tvm_target(task.target_name), task.scopes)
-    except (*TVM_ERRORS, TextureLoweringError, PrivateArrayError) as err:
+    except (*TVM_ERRORS, TextureLoweringError, PrivateArrayError, LocalMemoryError) as err:
         return _failure(err, started)
     specs = _tensor_specs(func, task.images)
     for spec in specs[len(specs) - task.n_outputs:]:
