@@ -35,7 +35,7 @@ from .options import CompileOptions, Defaults, Memory, Precision, Schedules, Win
 from .paths import regular_file
 from .plan import bindings, extract_plan
 from .records import TunedConfigs, default_memory
-from .schedules import schedule_pass
+from .schedules import last_resort, schedule_pass
 from .schedules.context import ScheduleContext
 from .schedules.conv2d_winograd import kernel_configs, layout_config_in_space
 from .weights import QuantizedWeights, WinogradWeights
@@ -233,8 +233,9 @@ def lower_relax(mod, ctx, schedules: Schedules = Schedules.ADRENO, memory: Memor
 
     With schedules adreno our families (`adreno.schedules.FAMILIES`, with tuned knobs from `ctx.knobs`) get
     the first chance at every function and TVM's dlight rules schedule the rest (also what a family refuses: each
-    refusal is appended to `refusals` when given); tvm keeps TVM 0.27's
-    defaults (for comparisons); none stops before any schedule (what the tuner extracts tasks from).
+    refusal is appended to `refusals` when given); tvm keeps TVM 0.27's defaults (for comparisons); both end with
+    the last resort (`adreno.schedules.last_resort`: dlight's reduction rules, checked against the device; what it
+    refuses is appended to `refusals` too); none stops before any schedule (what the tuner extracts tasks from).
     The result's `main` is a flat dataflow of `call_tir`; any other call left there is an op we cannot lower.
     `weights` (an `adreno.weights.WinogradWeights`) collects the Winograd-transformed weights, for `extract_plan`.
     `fuse` is a pass run instead of TVM's FuseOps (`adreno.orchestrate.emit.fuse_within`)."""
@@ -249,7 +250,7 @@ def lower_relax(mod, ctx, schedules: Schedules = Schedules.ADRENO, memory: Memor
             from .texture.planning import relax_passes  # inside: loads TVM at import
 
             passes = relax_passes(ctx, ours, default_schedules=schedules is not Schedules.NONE, winograd=winograd,
-                                  weights=weights, fuse=fuse)
+                                  weights=weights, fuse=fuse, refusals=refusals)
         else:
             passes = pipeline.library_dispatch_passes(tvm_target) + pipeline.legalize_passes(tvm_target)
             # batch norms' constant arithmetic in numpy, right after TVM decomposes them (adreno.numpy_fold)
@@ -257,7 +258,9 @@ def lower_relax(mod, ctx, schedules: Schedules = Schedules.ADRENO, memory: Memor
             passes.insert(decomposed, fold_pass())
             if fuse is not None:
                 passes = [fuse if p.info.name == "FuseOps" else p for p in passes]
-            dlight_defaults = passes[-2:]  # TVM's dlight default-schedule passes close the list
+            # TVM's dlight default-schedule passes close the list: its Adreno rules, then its reduction rules, which
+            # our last resort replaces (`adreno.schedules.last_resort`: checked, with dlight's Fallback after them)
+            dlight_defaults = [passes[-2], last_resort.schedule_pass(ctx, refusals)]
             passes = passes[:-2] + ours + ([] if schedules is Schedules.NONE else dlight_defaults)
             # Relax-level rewrite of eligible 3x3 stride-1 convs before legalization (mode and tuned layout records)
             passes = [rewrite_pass(winograd, ctx.knobs, weights)] + passes

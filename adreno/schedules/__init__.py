@@ -1,9 +1,9 @@
 """Our schedules, one family per op (see `family.py` for the interface every family implements).
 
 `FAMILIES` is the priority order: the first family whose rule recognises a function schedules it; functions no
-family claims (or that a family refuses) fall through to TVM's own dlight rules. Every family is handed one
-`context.ScheduleContext`: the device's facts, the TVM target, the staging policy and the knob source (compile's
-records, or the tuner's candidate).
+family claims (or that a family refuses) fall through to TVM's own dlight rules (`last_resort`: its reduction rules,
+each schedule checked against the device). Every family is handed one `context.ScheduleContext`: the device's
+facts, the TVM target, the staging policy and the knob source (compile's records, or the tuner's candidate).
 """
 
 from __future__ import annotations

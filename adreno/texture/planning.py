@@ -23,6 +23,7 @@ from .. import winograd as winograd_rule
 from ..layout import LANES, channels4, pack_nchw4c, pack_oihw4o
 from ..numpy_fold import fold_pass
 from ..options import Memory, Winograd
+from ..schedules import last_resort
 from ..schedules.packed import schedule_rule
 from .compute import te_conv4c, te_maxpool4c, te_pack, te_unpack
 
@@ -367,15 +368,17 @@ def layout_passes(ctx, winograd: Winograd = Winograd.OFF, weights=None) -> list:
 
 
 def relax_passes(ctx, extra_schedule_passes=(), default_schedules: bool = True, winograd: Winograd = Winograd.OFF,
-                 weights=None, fuse=None):
+                 weights=None, fuse=None, refusals: list | None = None):
     """The Relax pipeline of the texture path for the `ScheduleContext` `ctx`: decompose, fold, our layout planning
     (`layout_passes`), legalize, fuse, schedules. `winograd` and the context's knob source (tuned records) choose
     which convs the layout planning turns into Winograd stages (`weights`, an `adreno.weights.WinogradWeights`,
     collects their transformed weights).
 
     `extra_schedule_passes` (`schedules.schedule_pass`: our families, among them the register-tiled packed conv
-    `conv2d_texture`, with tuned knobs) run before `schedule_packed`; TVM's dlight GPU rules take whatever is left.
-    `default_schedules=False` leaves those two out (unscheduled functions: what `adreno tune` extracts tasks from).
+    `conv2d_texture`, with tuned knobs) run before `schedule_packed`; the last resort takes whatever is left
+    (`adreno.schedules.last_resort`: dlight's reduction rules checked against the device, what it refuses appended
+    to `refusals`, then dlight's Fallback). `default_schedules=False` leaves those two out (unscheduled functions:
+    what `adreno tune` extracts tasks from).
     `fuse` is a pass run instead of TVM's FuseOps (`adreno.orchestrate.emit.fuse_within`)."""
     from tvm import relax
     from tvm.s_tir import dlight as dl
@@ -390,6 +393,5 @@ def relax_passes(ctx, extra_schedule_passes=(), default_schedules: bool = True, 
         relax.transform.DeadCodeElimination(),
         relax.transform.Normalize(),
         *extra_schedule_passes,
-    ] + ([dl.ApplyDefaultSchedule(schedule_rule(ctx)),
-          dl.ApplyDefaultSchedule(dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback())]
+    ] + ([dl.ApplyDefaultSchedule(schedule_rule(ctx)), last_resort.schedule_pass(ctx, refusals)]
          if default_schedules else []))
