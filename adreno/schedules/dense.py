@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 from . import _conv
-from .family import Family
+from .family import DLIGHT_ERRORS, Family, Refused, dlight_failure, reduction_name
 
 
 def elementwise_epilogue(func) -> bool:
@@ -49,7 +49,11 @@ class Dense(Family):
 
         if not elementwise_epilogue(func):
             return None
-        return dlight.gpu.GEMV().apply(func, ctx.target, False) or dlight.gpu.Matmul().apply(func, ctx.target, False)
+        try:
+            return (dlight.gpu.GEMV().apply(func, ctx.target, False)
+                    or dlight.gpu.Matmul().apply(func, ctx.target, False))
+        except DLIGHT_ERRORS as err:  # a reduction GEMV's analysis does not take (a log-sum-exp's sum of exponentials)
+            return Refused("dense", reduction_name(func), {}, dlight_failure(err))
 
 
 FAMILY = Dense()

@@ -32,6 +32,33 @@ class Refused:
         return f"{self.family}: could not schedule {self.key} with {self.config}: {self.reason}"
 
 
+# dlight's rules refuse some functions by failing their own asserts (`Reduction._normalize`, the GEMV analysis's
+# `normalize`), others by a schedule primitive's error: where ours call them, both are a refusal
+DLIGHT_ERRORS = (*TVM_ERRORS, AssertionError)
+
+
+def dlight_failure(err: BaseException) -> str:
+    """A dlight rule's failure (one of `DLIGHT_ERRORS`) as a refusal's reason: its type and first line."""
+    first = (str(err).strip().splitlines() or ["the rule's own check failed"])[0]
+    return f"{type(err).__name__}: {first}"
+
+
+def reduction_name(func) -> str:
+    """The name of `func`'s first reduction block (what a refusal of a dlight rule names: the function's own name
+    is not dlight's to pass); "" when it has none."""
+    import tvm_ffi
+
+    found = []
+
+    def visit(node):
+        if type(node).__name__ == "SBlock" and any(int(iv.iter_type) == 2 for iv in node.iter_vars):  # CommReduce
+            found.append(node.name_hint)
+        return node
+
+    tvm_ffi.structural_map(func.body, visit, order="post")
+    return found[0] if found else ""
+
+
 @dataclass
 class Matched:
     """A function a family handles: its workload, the key its tuned knobs are stored under, and `schedule(cfg)`,

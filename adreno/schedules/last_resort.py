@@ -23,30 +23,8 @@ would take it, launches one work-group too, with 16 of its 256 work-items busy, 
 
 from __future__ import annotations
 
-from ..errors import TVM_ERRORS
 from ..local_arrays import local_memory_bytes
-from .family import Refused
-
-# dlight's rules refuse some functions by failing their own asserts (`Reduction._normalize`), others by a schedule
-# primitive's error: both are a refusal here
-_DLIGHT_ERRORS = (*TVM_ERRORS, AssertionError)
-
-
-def _reduction(func) -> str:
-    """The name of `func`'s first reduction block (what a refusal names: the function's own name is not dlight's
-    to pass); "" when it has none."""
-    import tvm_ffi
-
-    found = []
-
-    def visit(node):
-        if type(node).__name__ == "SBlock" and any(int(iv.iter_type) == 2 for iv in node.iter_vars):  # CommReduce
-            found.append(node.name_hint)
-        return node
-
-    tvm_ffi.structural_map(func.body, visit, order="post")
-    return found[0] if found else ""
-
+from .family import DLIGHT_ERRORS, Refused, dlight_failure, reduction_name
 
 def _lowered(sch, target) -> tuple:
     """(host function, kernels) TVM's TIR pipeline lowers the scheduled function of `sch` to: what
@@ -98,12 +76,12 @@ def rule(dlight_rule, ctx, refusals: list | None = None):
         try:
             sch = dlight_rule.apply(func, ctx.target, False)
             why = None if sch is None else refusal(*_lowered(sch, ctx.target), ctx.device.local_memory_bytes)
-        except _DLIGHT_ERRORS as err:
-            sch, why = None, f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0]}"
+        except DLIGHT_ERRORS as err:
+            sch, why = None, dlight_failure(err)
         if why is None:
             return sch
         if refusals is not None:
-            refusals.append(Refused("last_resort", _reduction(func), {"rule": name}, why))
+            refusals.append(Refused("last_resort", reduction_name(func), {"rule": name}, why))
         return None
 
     return type(f"LastResort{name}", (ScheduleRule,), {"apply": _apply})()

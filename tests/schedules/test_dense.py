@@ -44,3 +44,16 @@ def test_matmul_with_rows_is_tiled_and_matches_onnxruntime(x, w, memory, tmp_pat
     reference = onnxruntime_outputs(model, inputs)[0]
     atol = 1e-4 * max(1, np.abs(reference).max())
     np.testing.assert_allclose(Executor(artifact).run(inputs)[0], reference, atol=atol)
+
+
+def test_a_reduction_gemv_cannot_analyse_is_refused_and_still_runs(tmp_path):
+    """ReduceLogSumExp's sum of exponentials looks like a product to the dense family, but dlight's GEMV analysis
+    fails its own assertion on it: the compile failed with that AssertionError. It is now the dense family's
+    refusal (named in the manifest), and TVM's schedule runs the function."""
+    model = single_op_model("ReduceLogSumExp", {"x": [8, 8192]}, {}, axes=[1], keepdims=1)
+    artifact = Artifact.load(compile_model(model, tmp_path / "lse", CompileOptions(memory="buffer")))
+    assert any(r.startswith("dense:") and "AssertionError" in r for r in artifact.manifest["refused"]), \
+        artifact.manifest["refused"]
+    inputs = random_inputs(artifact.input_specs(), seed=1)
+    reference = onnxruntime_outputs(model, inputs)[0]
+    np.testing.assert_allclose(Executor(artifact).run(inputs)[0], reference, rtol=1e-5, atol=1e-5)
