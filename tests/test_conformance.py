@@ -1,5 +1,6 @@
-"""The CI subset of `tools/conformance.py`: ONNX's node cases, pytorch-converted cases and 8-channel cases behind a
-conv, each compiled with textures and with buffers and run on PoCL. The tool runs as a user runs it (a subprocess)."""
+"""The CI subset of `tools/conformance.py`: ONNX's node cases, pytorch-converted and pytorch-operator cases and
+8-channel cases behind a conv, each compiled with textures and with buffers and run on PoCL. The tool runs as a user
+runs it (a subprocess)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def test_ci_subset_passes_or_refuses_in_one_line(tmp_path):
     data = json.loads(report.read_text())
     results = data["cases"]
     assert {r["memory"] for r in results} == {"texture", "buffer"}
-    assert {r["suite"] for r in results} == {"node", "pytorch", "wide"}
+    assert {r["suite"] for r in results} == {"node", "pytorch", "operator", "wide"}
     bad = [r for r in results if r["status"] not in ("pass", "error")]
     assert not bad, "\n".join(f"{r['case']} [{r['memory']}] {r['status']}: {r.get('detail')}" for r in bad)
     errors = [r for r in results if r["status"] == "error"]

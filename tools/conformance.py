@@ -12,6 +12,8 @@ Suites (each case compiled with `--memory texture` and `--memory buffer`, run on
            ones included (`adreno run` checks they equal the bound values); weights stay run-time inputs.
 - pytorch: the wheel's `pytorch-converted` cases of a CNN: every op in the list, rank-4 feature maps, plus the
            two classifier heads (Linear): 32 cases, expected outputs from their `test_data_set_0`.
+- operator: the wheel's `pytorch-operator` cases, all 35 (single ops and short chains of PyTorch's first exporter,
+           opsets 6 and 9, float64 and int64 inputs and NaN outputs among them), expected outputs as `pytorch`.
 - wide:    the ops behind a conv with 8 channels (the node cases have 1-3 channels, which never fill an NCHW4c
            image), attention, LayerNorm and GELU among them, built here with onnx.helper; expected outputs from
            onnxruntime.
@@ -28,10 +30,10 @@ Suites (each case compiled with `--memory texture` and `--memory buffer`, run on
 Each (case, memory) ends as pass, wrong (a value or shape differs beyond |err| <= 1e-4 + 1e-3 max|ref|, the
 tolerance of `adreno run --check`, which also adds a dynamically quantized model's own spread; a statically
 quantized model's dequantized output beyond 12 of its quantization steps, or with another top class:
-docs/quantized.md, "Tolerance, and why"), error (an AdrenoError: one line, nothing else on stderr), unclear (an error of
-more than one line, or with other text on stderr), traceback (any other exception, or a crashed process) or
-timeout. Cases run in worker processes (one at a time each, replaced after a timeout or crash; a case whose worker
-died runs once more in a fresh one, and the table lists it).
+docs/quantized.md, "Tolerance, and why"; NaN equals NaN), error (an AdrenoError: one line, nothing else on stderr),
+unclear (an error of more than one line, or with other text on stderr), traceback (any other exception, or a crashed
+process) or timeout. Cases run in worker processes (one at a time each, replaced after a timeout or crash; a case
+whose worker died runs once more in a fresh one, and the table lists it).
 
     python tools/conformance.py [--subset ci|full] [--only REGEX] [--memory texture,buffer] [-j 1] [--timeout 300]
                                 [--schedules adreno|tvm] [--defaults rule|model] [--json conformance.json] [--list]
@@ -118,6 +120,8 @@ CI_CASES = [
     "wide/conv_layernorm_channels_last",
     # a model without kernels (Clip without bounds): its host library once ended in a traceback
     "node/test_clip_default_inbounds",
+    # PyTorch's first exporter: NaN expected (the square root of negatives), an int64 input
+    "operator/test_operator_sqrt", "operator/test_operator_non_float_params",
 ]
 
 
@@ -197,26 +201,42 @@ def with_initializers(model, feeds: dict, names: set[str]):
     return copy
 
 
-def pytorch_cases() -> list[Case]:
+def backend_cases(suite: str, data: str, keep=None) -> list[Case]:
+    """The onnx wheel's backend test cases in `onnx/backend/test/data/<data>`, with the inputs and expected outputs
+    of their `test_data_set_0`; `keep(name, model, inputs)` picks among them. The pytorch-converted and
+    pytorch-operator data sets share this layout (IR version 3: weights listed as graph inputs too)."""
     import onnx
     from onnx import numpy_helper
 
-    root = Path(onnx.__file__).parent / "backend/test/data/pytorch-converted"
+    root = Path(onnx.__file__).parent / "backend/test/data" / data
     cases = []
     for directory in sorted(root.iterdir()):
         model = onnx.load(directory / "model.onnx")
         weights = {init.name for init in model.graph.initializer}
         inputs = [i for i in model.graph.input if i.name not in weights]
-        ops = {n.op_type for n in model.graph.node} - {"Constant"}
-        rank = len(inputs[0].type.tensor_type.shape.dim) if len(inputs) == 1 else 0
-        if not ops <= set(OPS) or not (rank == 4 or directory.name.startswith("test_Linear")):
+        if keep is not None and not keep(directory.name, model, inputs):
             continue
-        data = directory / "test_data_set_0"
+        data_set = directory / "test_data_set_0"
         read = lambda kind: [numpy_helper.to_array(onnx.load_tensor(str(p)))  # noqa: E731
-                             for p in sorted(data.glob(f"{kind}_*.pb"), key=lambda p: int(p.stem.split("_")[1]))]
-        cases.append(Case(f"pytorch/{directory.name}", model, dict(zip((i.name for i in inputs), read("input"))),
+                             for p in sorted(data_set.glob(f"{kind}_*.pb"), key=lambda p: int(p.stem.split("_")[1]))]
+        cases.append(Case(f"{suite}/{directory.name}", model, dict(zip((i.name for i in inputs), read("input"))),
                           read("output")))
     return cases
+
+
+def pytorch_cases() -> list[Case]:
+    def cnn(name, model, inputs) -> bool:
+        ops = {n.op_type for n in model.graph.node} - {"Constant"}
+        rank = len(inputs[0].type.tensor_type.shape.dim) if len(inputs) == 1 else 0
+        return ops <= set(OPS) and (rank == 4 or name.startswith("test_Linear"))
+
+    return backend_cases("pytorch", "pytorch-converted", cnn)
+
+
+def operator_cases() -> list[Case]:
+    """Every case, not only a CNN's ops: a user's small export meets these forms (old opsets, float64 and int64
+    inputs, 1-D and 6-D tensors), and a refusal must still be one line."""
+    return backend_cases("operator", "pytorch-operator")
 
 
 def wide_cases() -> list[Case]:
@@ -401,8 +421,8 @@ def quantized_cases() -> list[Case]:
     return cases
 
 
-SUITES = {"node": node_cases, "pytorch": pytorch_cases, "wide": wide_cases, "ppocr": ppocr_cases,
-          "recurrent": recurrent_cases, "quantized": quantized_cases}
+SUITES = {"node": node_cases, "pytorch": pytorch_cases, "operator": operator_cases, "wide": wide_cases,
+          "ppocr": ppocr_cases, "recurrent": recurrent_cases, "quantized": quantized_cases}
 
 
 def select_cases(subset: str, only: str | None) -> list[Case]:
@@ -480,7 +500,8 @@ def work(task: dict) -> dict:
 def compare(outputs: list, expected: list, steps: list | None = None, spread: list | None = None) -> dict:
     """pass or wrong, output by output: integers exactly, a dequantized output (`steps`) within STATIC_STEPS of its
     quantization steps and with the same top class, any other float within ATOL + RTOL max|ref| plus SPREAD_FACTOR
-    times the reference's own `spread` where it has one (`adreno run --check`'s tolerance)."""
+    times the reference's own `spread` where it has one (`adreno run --check`'s tolerance). Non-finite values must
+    be the same, NaN included: some cases compute NaN by design (the square root of a negative input)."""
     from adreno.reference import SPREAD_FACTOR
     from tests.quantized_models import STATIC_STEPS
 
@@ -498,7 +519,8 @@ def compare(outputs: list, expected: list, steps: list | None = None, spread: li
             continue
         ref64, out64 = ref.astype(np.float64), out.astype(np.float64)
         finite = np.isfinite(ref64)
-        if not np.array_equal(np.isfinite(out64), finite) or not np.array_equal(out64[~finite], ref64[~finite]):
+        if (not np.array_equal(np.isfinite(out64), finite)
+                or not np.array_equal(out64[~finite], ref64[~finite], equal_nan=True)):
             return {"status": "wrong", "detail": f"output {index}: non-finite values differ"}
         if not ref.size or not finite.any():
             continue
