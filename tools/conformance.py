@@ -22,6 +22,9 @@ Suites (each case compiled with `--memory texture` and `--memory buffer`, run on
 - ppocr:   PP-OCRv4 det, PP-OCR mobile v2 cls and PP-OCRv4 rec from the `rapidocr-onnxruntime` wheel (the
            project's `test` extra), at their usual input sizes; expected outputs from onnxruntime; a passing one is
            timed (device time, median of 3 runs; `--schedules tvm` gives TVM's default schedules to compare).
+- wheels:  real models shipped inside other PyPI wheels (WHEEL_MODELS: ddddocr's OCR and detection models, NudeNet's
+           YOLOv8n, RapidOCR 3.10's PP-OCRv6 det and rec) at fixed input shapes; seeded inputs, onnxruntime's
+           outputs; a passing one is timed. A case whose wheel is not installed is `missing`, not left out.
 - quantized: the zoo's `tiny` and `efficientnet_se` and PP-OCR's cls (`tests/quantized_models.py`) quantized by
            onnxruntime.quantization with each of its six recipes (dynamic int8/uint8, QDQ and QOperator, per tensor
            and per channel; static ones calibrated on seeded inputs); expected outputs from onnxruntime's run of
@@ -32,8 +35,9 @@ tolerance of `adreno run --check`, which also adds a dynamically quantized model
 quantized model's dequantized output beyond 12 of its quantization steps, or with another top class:
 docs/quantized.md, "Tolerance, and why"; NaN equals NaN), error (an AdrenoError: one line, nothing else on stderr),
 unclear (an error of more than one line, or with other text on stderr), traceback (any other exception, or a crashed
-process) or timeout. Cases run in worker processes (one at a time each, replaced after a timeout or crash; a case
-whose worker died runs once more in a fresh one, and the table lists it).
+process), timeout, or missing (the wheel that ships the model is not installed: nothing ran). Cases run in worker
+processes (one at a time each, replaced after a timeout or crash; a case whose worker died runs once more in a fresh
+one, and the table lists it).
 
     python tools/conformance.py [--subset ci|full] [--only REGEX] [--memory texture,buffer] [-j 1] [--timeout 300]
                                 [--schedules adreno|tvm] [--defaults rule|model] [--json conformance.json] [--list]
@@ -77,10 +81,18 @@ WEIGHT_INPUTS = {"Conv": (1, 2), "ConvTranspose": (1, 2), "BatchNormalization": 
 RANK_NAMED = {"LayerNormalization", "MatMul"}
 RTOL, ATOL = 1e-3, 1e-4
 QUANTIZED_MODELS = ("tiny", "efficientnet_se", "ppocr-cls")
-STATUSES = ("pass", "wrong", "error", "unclear", "traceback", "timeout")
-PPOCR = {"det": ("ch_PP-OCRv4_det_infer.onnx", (1, 3, 640, 640)),
-         "cls": ("ch_ppocr_mobile_v2.0_cls_infer.onnx", (1, 3, 48, 192)),
-         "rec": ("ch_PP-OCRv4_rec_infer.onnx", (1, 3, 48, 320))}
+STATUSES = ("pass", "wrong", "error", "unclear", "traceback", "timeout", "missing")
+# Models inside PyPI wheels: name -> (the pip requirement, the .onnx's path in the installed package, input shape).
+PPOCR = {"det": ("rapidocr-onnxruntime", "models/ch_PP-OCRv4_det_infer.onnx", (1, 3, 640, 640)),
+         "cls": ("rapidocr-onnxruntime", "models/ch_ppocr_mobile_v2.0_cls_infer.onnx", (1, 3, 48, 192)),
+         "rec": ("rapidocr-onnxruntime", "models/ch_PP-OCRv4_rec_infer.onnx", (1, 3, 48, 320))}
+# ddddocr's OCR model is its float one (`beta=True`); its default, common_old.onnx, is dynamically quantized, its LSTM
+# as com.microsoft's DynamicQuantizeLSTM, which the compiler refuses in one line (frontend/quantized.py).
+WHEEL_MODELS = {"ddddocr-ocr": ("ddddocr==1.6.1", "common.onnx", (1, 1, 64, 160)),
+                "ddddocr-det": ("ddddocr==1.6.1", "common_det.onnx", (1, 3, 416, 416)),
+                "nudenet-yolov8n": ("nudenet==3.4.2", "320n.onnx", (1, 3, 320, 320)),
+                "ppocrv6-det": ("rapidocr==3.10.0", "models/PP-OCRv6_det_small.onnx", (1, 3, 640, 640)),
+                "ppocrv6-rec": ("rapidocr==3.10.0", "models/PP-OCRv6_rec_small.onnx", (1, 3, 48, 320))}
 # The CI subset: one or two cases per op family and suite, chosen to run in about 3 minutes on 2 cores.
 CI_CASES = [
     "node/test_basic_conv_with_padding", "node/test_conv_with_strides_padding", "node/test_conv_with_autopad_same",
@@ -137,6 +149,7 @@ class Case:
     steps: list = field(default_factory=list)  # per output: its quantization step where it is dequantized, else None
     spread: list = field(default_factory=list)  # per output: onnxruntime's own spread (`reference.reference_spread`)
     results: dict = field(default_factory=dict)  # memory -> result dict
+    missing: str = ""  # why nothing can run (the wheel holding the model is not installed): its rows say `missing`
 
     @property
     def suite(self) -> str:
@@ -365,20 +378,39 @@ def wide_cases() -> list[Case]:
             for name, tail in tails.items()]
 
 
-def ppocr_cases() -> list[Case]:
+def packaged_cases(suite: str, models: dict, seed: int) -> list[Case]:
+    """Cases of the models `models` names inside installed wheels, seeded uniform inputs in [-1, 1] of the given
+    shape (what `--input-shape` fixes), a passing one timed. The file is found without importing the package (some
+    import OpenCV at once); a case whose wheel (or file) is absent is `missing`, with the pip command, so a
+    partial install is not read as a smaller suite."""
     import importlib.util
 
     import onnx
 
-    spec = importlib.util.find_spec("rapidocr_onnxruntime")
-    if spec is None:
-        print("ppocr: rapidocr-onnxruntime is not installed (pip install -e '.[test]'); its cases are skipped",
-              file=sys.stderr)
-        return []
-    models = Path(spec.origin).parent / "models"
-    rng = np.random.default_rng(3)
-    return [Case(f"ppocr/{name}", onnx.load(models / file), {"x": rng.uniform(-1, 1, shape).astype(np.float32)},
-                 timeout_scale=4.0, repeat=3) for name, (file, shape) in PPOCR.items()]
+    rng = np.random.default_rng(seed)
+    cases = []
+    for name, (requirement, file, shape) in models.items():
+        module = re.split("[=<>]", requirement)[0].replace("-", "_")
+        spec = importlib.util.find_spec(module)
+        path = Path(spec.origin).parent / file if spec is not None and spec.origin else None
+        case = Case(f"{suite}/{name}", None, {}, timeout_scale=4.0, repeat=3)
+        if path is None:
+            case.missing = f"{module} is not installed (pip install '{requirement}')"
+        elif not path.is_file():
+            case.missing = f"the installed {module} has no {file} (pip install '{requirement}')"
+        else:
+            case.model = onnx.load(path)
+            case.inputs = {case.model.graph.input[0].name: rng.uniform(-1, 1, shape).astype(np.float32)}
+        cases.append(case)
+    return cases
+
+
+def ppocr_cases() -> list[Case]:
+    return packaged_cases("ppocr", PPOCR, seed=3)
+
+
+def wheel_cases() -> list[Case]:
+    return packaged_cases("wheels", WHEEL_MODELS, seed=5)
 
 
 def recurrent_cases() -> list[Case]:
@@ -422,7 +454,7 @@ def quantized_cases() -> list[Case]:
 
 
 SUITES = {"node": node_cases, "pytorch": pytorch_cases, "operator": operator_cases, "wide": wide_cases,
-          "ppocr": ppocr_cases, "recurrent": recurrent_cases, "quantized": quantized_cases}
+          "ppocr": ppocr_cases, "recurrent": recurrent_cases, "quantized": quantized_cases, "wheels": wheel_cases}
 
 
 def select_cases(subset: str, only: str | None) -> list[Case]:
@@ -450,7 +482,7 @@ def expected_outputs(case: Case) -> list:
 
 
 def work(task: dict) -> dict:
-    """Compile and run one case in one memory; the result's status is one of STATUSES (but timeout)."""
+    """Compile and run one case in one memory; the result's status is one of STATUSES (but timeout and missing)."""
     from adreno.compile import compile_model
     from adreno.options import CompileOptions
     from adreno.errors import AdrenoError
@@ -616,6 +648,9 @@ def run_all(cases: list[Case], memories: list[str], jobs: int, timeout: float, w
         workers.put(Worker(workdir / f"worker{index}.log"))
     tasks = []
     for index, case in enumerate(cases):
+        if case.missing:
+            case.results = {m: {"status": "missing", "detail": case.missing} for m in memories}
+            continue
         try:
             base = materialise(case, workdir / f"case{index}")
         except Exception as err:  # noqa: BLE001 - a case onnxruntime itself cannot run says so, for each memory
@@ -699,7 +734,7 @@ def main(argv=None) -> int:
     parser.add_argument("--memory", default="texture,buffer", help="comma-separated: texture, buffer")
     parser.add_argument("-j", "--jobs", type=int, default=1, help="worker processes (default 1)")
     parser.add_argument("--timeout", type=float, default=300,
-                        help="seconds per case and memory (PP-OCR models get 4x); default 300")
+                        help="seconds per case and memory (models from wheels get 4x); default 300")
     parser.add_argument("--schedules", choices=["adreno", "tvm"], default="adreno",
                         help="tvm: TVM's default schedules (to tell our schedules' faults from the rest)")
     parser.add_argument("--defaults", choices=["rule", "model"], default="rule",
