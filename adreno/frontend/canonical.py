@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .onnx_reading import attributes
+
 
 def canonicalise(graph, constants: dict[str, np.ndarray], shapes: dict[str, tuple]) -> None:
     """Rewrite the graph's Upsample and Resize nodes in place (see the module doc)."""
@@ -33,9 +35,9 @@ def canonicalise(graph, constants: dict[str, np.ndarray], shapes: dict[str, tupl
 
 def _scales_input(graph, node, constants: dict[str, np.ndarray]) -> None:
     """Opset 7's `scales` attribute as opset 9's constant input (an attribute-less node is left to the checks)."""
-    from onnx import helper, numpy_helper
+    from onnx import numpy_helper
 
-    scales = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "scales"), None)
+    scales = attributes(node).get("scales")
     if scales is None:
         return
     name = f"{node.name or node.output[0]}_scales"
@@ -48,7 +50,7 @@ def _scales_input(graph, node, constants: dict[str, np.ndarray]) -> None:
 def _upsample_to_resize(node) -> None:
     from onnx import helper
 
-    mode = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "mode"), b"nearest")
+    mode = attributes(node).get("mode", b"nearest")
     node.op_type = "Resize"
     node.input.insert(1, "")
     del node.attribute[:]
@@ -58,9 +60,9 @@ def _upsample_to_resize(node) -> None:
 
 
 def _full_rank(graph, node, constants: dict[str, np.ndarray], in_shape: tuple) -> None:
-    from onnx import helper, numpy_helper
+    from onnx import numpy_helper
 
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    attrs = attributes(node)
     rank = len(in_shape)
     axes = [a % rank for a in attrs.get("axes", range(rank))]
     policy = attrs.get("keep_aspect_ratio_policy", b"stretch").decode()

@@ -17,6 +17,7 @@ import numpy as np
 from .canonical import canonicalise
 from .empty import unclaimed
 from .indices import check_constant_indices
+from .onnx_reading import attributes, opset
 from ..errors import ModelError
 
 # A node is folded only while its constant inputs and outputs stay this small (shape vectors, scales, axes):
@@ -150,10 +151,8 @@ def check_no_negative_sizes(model, shapes: dict[str, tuple[int, ...]]) -> None:
     its outputs' declared shapes): a conv or pool window (with its dilation) larger than its padded input, or
     padding that removes more than the input has. TVM's lowering would raise on it deep in its conv compute, long
     after the import."""
-    from onnx import helper
-
     for index, node in enumerate(model.graph.node):
-        pads = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "pads"), [])
+        pads = attributes(node).get("pads", [])
         if node.op_type != "Pad" and min(pads, default=0) < 0:  # ONNX's shape inference gives up on them
             raise ModelError(f"node {node.name or f'#{index}'} ({node.op_type}): its pads {list(pads)} are negative; "
                              "crop the input with a Slice instead")
@@ -171,10 +170,10 @@ def _fold_round(model, constants: dict[str, np.ndarray], shapes: dict[str, tuple
     from onnx import numpy_helper
 
     graph = model.graph
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
+    version = opset(model, 13)
     kept, folded = [], []
     for node in graph.node:
-        values = None if node.op_type == "Constant" else _evaluate(node, constants, shapes, opset)
+        values = None if node.op_type == "Constant" else _evaluate(node, constants, shapes, version)
         if values is None:
             kept.append(node)
             continue
@@ -224,9 +223,7 @@ def _evaluate(node, constants: dict[str, np.ndarray], shapes: dict[str, tuple], 
 def _shape_value(node, shape: tuple) -> np.ndarray:
     if node.op_type == "Size":
         return np.array(int(np.prod(shape, dtype=np.int64)), dtype=np.int64)
-    from onnx import helper
-
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    attrs = attributes(node)
     start, end = attrs.get("start", 0), attrs.get("end", len(shape))
     return np.array(shape[start:end], dtype=np.int64)
 

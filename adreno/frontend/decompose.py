@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UnsupportedOpError
+from .onnx_reading import attributes, opset
 from .recurrent import RECURRENT_OPS, unroll
 from .rewrites import static_shapes
 
@@ -43,11 +44,11 @@ def decompose(model, shapes: dict[str, list[int]]):
     out = onnx.ModelProto()
     out.CopyFrom(model)
     known = static_shapes(out, shapes)
-    opset = next((o.version for o in out.opset_import if o.domain in ("", "ai.onnx")), 1)
+    version = opset(out)
     nodes = []
     for index, node in enumerate(out.graph.node):
         label = f"node {node.name or f'#{index}'} ({node.op_type})"
-        builder = NodeBuilder(out, f"decomposed{index}", opset)
+        builder = NodeBuilder(out, f"decomposed{index}", version)
         if _training_batchnorm(node):
             _batchnorm_training(builder, node, known, label)
         elif _maxpool_with_indices(node):
@@ -65,14 +66,8 @@ def decompose(model, shapes: dict[str, list[int]]):
     return out
 
 
-def _attrs(node) -> dict:
-    from onnx import helper
-
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
-
-
 def _training_batchnorm(node) -> bool:
-    return node.op_type == "BatchNormalization" and bool(_attrs(node).get("training_mode", 0))
+    return node.op_type == "BatchNormalization" and bool(attributes(node).get("training_mode", 0))
 
 
 def _maxpool_with_indices(node) -> bool:
@@ -136,7 +131,7 @@ def _batchnorm_training(b: NodeBuilder, node, shapes: dict, label: str) -> None:
     if x_shape is None or len(x_shape) < 2 or b.opset < 14:
         raise UnsupportedOpError(f"{label}: training mode is computed for opset >= 14 and an input of static shape "
                                  "only; export the model for inference (PyTorch: model.eval())")
-    attrs = _attrs(node)
+    attrs = attributes(node)
     epsilon, momentum = float(attrs.get("epsilon", 1e-5)), float(attrs.get("momentum", 0.9))
     x, scale, bias, running_mean, running_var = node.input[:5]
     channels, rank = x_shape[1], len(x_shape)
@@ -160,7 +155,7 @@ def _layernorm(b: NodeBuilder, node, shapes: dict, label: str) -> None:
     if x_shape is None:
         raise UnsupportedOpError(f"{label}: its Mean/InvStdDev outputs are computed for an input of static shape "
                                  "only; give --input-shape, or use only its first output")
-    attrs, rank = _attrs(node), len(x_shape)
+    attrs, rank = attributes(node), len(x_shape)
     axes = list(range(int(attrs.get("axis", -1)) % rank, rank))
     statistics = [*node.output[1:3], "", ""][:2]  # Mean, InvStdDev: "" when unused
     mean = b.reduce_mean(node.input[0], axes, statistics[0] or None)
@@ -179,7 +174,7 @@ def _maxpool_indices(b: NodeBuilder, node, shapes: dict, label: str) -> None:
     if x_shape is None or len(x_shape) != 4 or b.opset < 10:
         raise UnsupportedOpError(f"{label}: its argmax indices are computed for a 2-D pool of static shape in opset "
                                  ">= 10 only; export it without them")
-    attrs = _attrs(node)
+    attrs = attributes(node)
     n, c, height, width = x_shape
     (kh, kw), strides = attrs["kernel_shape"], attrs.get("strides", [1, 1])
     dilations = attrs.get("dilations", [1, 1])

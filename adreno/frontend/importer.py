@@ -15,6 +15,7 @@ from pathlib import Path
 
 from . import decompose, old_opsets, rewrites
 from .constfold import prepare
+from .onnx_reading import attributes
 from .quantized import dequantize
 from ..errors import TVM_ERRORS, DynamicShapeError, ModelError, UnsupportedOpError
 from ..identifiers import identifiers
@@ -153,14 +154,11 @@ UNSUPPORTED_FORMS = (
 
 def check_supported_forms(model) -> None:
     """Raise `UnsupportedOpError` naming the first node in a form of its op that the importer would get wrong."""
-    from onnx import helper
-
     for index, node in enumerate(model.graph.node):
         for op, problem, applies in UNSUPPORTED_FORMS:
             if node.op_type != op:
                 continue
-            attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-            if applies(attrs, sum(1 for name in node.output if name)):
+            if applies(attributes(node), sum(1 for name in node.output if name)):
                 raise UnsupportedOpError(f"node {node.name or f'#{index}'} ({op}) {problem}")
 
 
@@ -218,5 +216,5 @@ def conv_nodes(model) -> list[tuple]:
     shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
               for v in list(graph.value_info) + list(graph.input) + list(graph.output)}
     weights = {t.name: list(t.dims) for t in graph.initializer}
-    return [(node, {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}, shapes[node.input[0]],
+    return [(node, attributes(node), shapes[node.input[0]],
              weights[node.input[1]], shapes[node.output[0]]) for node in graph.node if node.op_type == "Conv"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .onnx_reading import attributes
 from ..errors import ModelError
 
 AXIS_OPS = {"Gather": (0, 1), "GatherElements": (0, 1), "ScatterElements": (0, 1)}  # op -> (data, indices) inputs
@@ -61,6 +62,4 @@ def _out_of_range(values: np.ndarray, size: int, where: str) -> str | None:
 
 
 def _int_attributes(node) -> dict[str, int]:
-    from onnx import helper
-
-    return {a.name: int(helper.get_attribute_value(a)) for a in node.attribute if a.name in ("axis", "batch_dims")}
+    return {name: int(value) for name, value in attributes(node).items() if name in ("axis", "batch_dims")}

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .onnx_reading import attributes
+
 
 def current_forms(model):
     """A copy of `model` with its old Slice and Pad nodes in the forms the importer reads, or `model` itself when it
@@ -48,9 +50,9 @@ def _has(node, name: str) -> bool:
 
 
 def _slice_inputs(graph, node, taken: set) -> None:
-    from onnx import helper, numpy_helper
+    from onnx import numpy_helper
 
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    attrs = attributes(node)
     starts, ends = list(attrs["starts"]), list(attrs["ends"])
     axes = list(attrs.get("axes", range(len(starts))))
     for label, values in (("starts", starts), ("ends", ends), ("axes", axes)):

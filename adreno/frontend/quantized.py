@@ -35,6 +35,7 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from .decompose import NodeBuilder
+from .onnx_reading import attributes, opset
 
 MICROSOFT = "com.microsoft"
 INTEGER_DOMAIN = {"QLinearConv", "QLinearMatMul", "ConvInteger", "QGemm"}
@@ -95,13 +96,13 @@ def dequantize(model) -> Dequantized:
     out = onnx.ModelProto()
     out.CopyFrom(model)
     constants = _constants(out.graph)
-    opset = next((o.version for o in out.opset_import if o.domain in ("", "ai.onnx")), 1)
+    version = opset(out)
     result, nodes = Dequantized(out), []
     for index, node in enumerate(out.graph.node):
         label = f"node {node.name or f'#{index}'} ({node.op_type})"
         if node.op_type in REFUSED:
             raise UnsupportedOpError(f"{label} {REFUSED[node.op_type]}")
-        builder = _Rewrite(out, f"quantized{index}", opset, constants, label, result.weights)
+        builder = _Rewrite(out, f"quantized{index}", version, constants, label, result.weights)
         if node.op_type == "DequantizeLinear" and node.input[0] in constants:
             builder.fold_dequantize(node)
         elif node.op_type in INTEGER_DOMAIN:
@@ -134,12 +135,6 @@ def _constants(graph) -> dict[str, np.ndarray]:
     return values
 
 
-def _attrs(node) -> dict:
-    from onnx import helper
-
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
-
-
 def _input(node, position: int) -> str:
     return node.input[position] if len(node.input) > position else ""
 
@@ -158,7 +153,7 @@ class _Rewrite(NodeBuilder):
         return self.constants[name]
 
     def check_not_blocked(self, node) -> None:
-        if _attrs(node).get("block_size", 0):
+        if attributes(node).get("block_size", 0):
             raise UnsupportedOpError(f"{self.label} uses blocked quantization (block_size), which is not supported; "
                                      "quantize per tensor or per channel")
 
@@ -166,7 +161,7 @@ class _Rewrite(NodeBuilder):
         self.check_not_blocked(node)
         values, scale = self.constants[node.input[0]], self.value(node.input[1], "scale")
         zero_point = self.zero_point(_input(node, 2), values.dtype)
-        axis = int(_attrs(node).get("axis", 1)) % max(values.ndim, 1) if scale.size > 1 else None
+        axis = int(attributes(node).get("axis", 1)) % max(values.ndim, 1) if scale.size > 1 else None
         self.add_weight(node.output[0], values, scale.reshape(-1) if axis is not None else scale.reshape(()),
                         zero_point.reshape(-1) if axis is not None else zero_point.reshape(()), axis)
 
@@ -203,7 +198,7 @@ class _Rewrite(NodeBuilder):
                                zero.reshape(-1) if per_axis else zero.reshape(()), axis if per_axis else None)
 
     def integer_domain(self, node) -> None:
-        attrs = _attrs(node)
+        attrs = attributes(node)
         if node.op_type == "ConvInteger":  # x, w, x_zero_point, w_zero_point -> int32
             x, w = self.integer(node.input[0], _input(node, 2)), self.integer_weight(node.input[1], _input(node, 3), 0)
             self.op("Cast", [self.op("Conv", [x, w], **attrs)], node.output[0], to=6)
@@ -243,7 +238,7 @@ class _Rewrite(NodeBuilder):
 
     def float_domain(self, node) -> None:
         op, triples, (y_scale, y_zero) = FLOAT_DOMAIN[node.op_type]
-        attrs = _attrs(node)
+        attrs = attributes(node)
         if attrs.pop("channels_last", 0):
             raise UnsupportedOpError(f"{self.label} is channels-last, which is not supported; quantize the model "
                                      "from its channels-first (NCHW) form")

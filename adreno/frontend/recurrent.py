@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UnsupportedOpError
+from .onnx_reading import attributes
 
 RECURRENT_OPS = ("LSTM", "GRU", "RNN")
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
@@ -34,9 +35,7 @@ CONCAT_INPUTS = 16  # a Concat of the steps is a tree of Concats this wide: a ke
 
 def unroll(b, node, shapes: dict, label: str) -> None:
     """Append to builder `b` the nodes computing recurrent `node`'s outputs; `shapes` are the graph's static shapes."""
-    from onnx import helper
-
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    attrs = attributes(node)
     op = node.op_type
     for unsupported in ("activation_alpha", "activation_beta"):
         if unsupported in attrs:

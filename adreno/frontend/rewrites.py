@@ -29,11 +29,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ModelError, UnsupportedOpError
+from .onnx_reading import attributes, opset
 
 
 def rewrite(model, shapes: dict[str, list[int]]):
-    convt = [n for n in model.graph.node if n.op_type == "ConvTranspose" and _attr(n, "output_shape") is not None]
-    prelu = [n for n in model.graph.node if n.op_type == "PRelu"] if _opset(model) < 7 else []
+    convt = [n for n in model.graph.node if n.op_type == "ConvTranspose" and "output_shape" in attributes(n)]
+    prelu = [n for n in model.graph.node if n.op_type == "PRelu"] if opset(model) < 7 else []
     resize = [n for n in model.graph.node if n.op_type == "Resize"]
     if not convt and not prelu and not resize:
         return model
@@ -44,7 +45,7 @@ def rewrite(model, shapes: dict[str, list[int]]):
     known = static_shapes(out, shapes)
     nodes = []
     for i, node in enumerate(out.graph.node):
-        if node.op_type == "ConvTranspose" and _attr(node, "output_shape") is not None:
+        if node.op_type == "ConvTranspose" and "output_shape" in attributes(node):
             _explicit_pads(node, known, node.name or f"#{i}")
         elif node.op_type == "PRelu" and prelu:
             _per_channel_slope(out, node, len(known.get(node.input[0], [0] * 4)))
@@ -55,16 +56,6 @@ def rewrite(model, shapes: dict[str, list[int]]):
     del out.graph.node[:]
     out.graph.node.extend(nodes)
     return out
-
-
-def _opset(model) -> int:
-    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
-
-
-def _attr(node, name: str):
-    import onnx
-
-    return next((onnx.helper.get_attribute_value(a) for a in node.attribute if a.name == name), None)
 
 
 def _set_ints(node, name: str, values: list[int]) -> None:
@@ -107,12 +98,13 @@ def _explicit_pads(node, shapes: dict[str, list[int]], label: str) -> None:
         raise ModelError(f"ConvTranspose node {label}: its output_shape needs static input and weight shapes; give "
                          "the input's shape with --input-shape")
     spatial = len(x_shape) - 2
-    kernel = _attr(node, "kernel_shape") or w_shape[2:]
-    strides = _attr(node, "strides") or [1] * spatial
-    dilations = _attr(node, "dilations") or [1] * spatial
-    output_padding = list(_attr(node, "output_padding") or [0] * spatial)
-    wanted = list(_attr(node, "output_shape"))[-spatial:]
-    auto_pad = _attr(node, "auto_pad")
+    attrs = attributes(node)
+    kernel = attrs.get("kernel_shape") or w_shape[2:]
+    strides = attrs.get("strides") or [1] * spatial
+    dilations = attrs.get("dilations") or [1] * spatial
+    output_padding = list(attrs.get("output_padding") or [0] * spatial)
+    wanted = list(attrs["output_shape"])[-spatial:]
+    auto_pad = attrs.get("auto_pad")
     same_upper = (auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad) == "SAME_UPPER"
     begin, end = [], []
     for i in range(spatial):
@@ -154,12 +146,12 @@ def _constant(model, name: str):
     if found is not None:
         return numpy_helper.to_array(found)
     node = next((n for n in model.graph.node if n.op_type == "Constant" and n.output[0] == name), None)
-    value = None if node is None else _attr(node, "value")
+    value = None if node is None else attributes(node).get("value")
     return None if value is None else numpy_helper.to_array(value)
 
 
 def _text(node, name: str, default: str) -> str:
-    value = _attr(node, name)
+    value = attributes(node).get(name)
     return default if value is None else value.decode() if isinstance(value, bytes) else value
 
 
@@ -167,12 +159,12 @@ def _exact_resize(model, node, shapes: dict[str, list[int]], prefix: str) -> lis
     """The nodes that replace a Resize TVM would compute wrongly (see the module doc), or None to keep it."""
     from onnx import helper, numpy_helper
 
-    x_shape, mode = shapes.get(node.input[0]), _text(node, "mode", "nearest")
+    attrs, x_shape, mode = attributes(node), shapes.get(node.input[0]), _text(node, "mode", "nearest")
     coords = _text(node, "coordinate_transformation_mode", "half_pixel")
-    antialias = bool(_attr(node, "antialias")) and mode != "nearest"
+    antialias = bool(attrs.get("antialias")) and mode != "nearest"
     roi = _constant(model, node.input[1]) if len(node.input) > 1 and node.input[1] else None
     label = f"node {node.name or '#' + prefix[len('resize'):]} (Resize)"
-    if _attr(node, "antialias") and mode == "nearest":
+    if attrs.get("antialias") and mode == "nearest":
         raise UnsupportedOpError(f"{label}: antialias=1 with mode nearest is undefined in ONNX; use antialias=0")
     if _resizes_batch_or_channel(model, node, x_shape):
         raise UnsupportedOpError(f"{label} resizes the batch or channel axis, which TVM 0.27's Resize leaves as they "
@@ -180,7 +172,7 @@ def _exact_resize(model, node, shapes: dict[str, list[int]], prefix: str) -> lis
     ours = antialias or coords == "half_pixel_symmetric"  # forms TVM 0.27 lacks: only this rewrite computes them
     if x_shape is None or len(x_shape) != 4 or coords == "tf_crop_and_resize" or (roi is not None and roi.size):
         return _refused(label, ours, "a 4-D input of static shape and no roi")
-    axes = [a % 4 for a in (_attr(node, "axes") or range(4))]
+    axes = [a % 4 for a in (attrs.get("axes") or range(4))]
     scales = _constant(model, node.input[2]) if len(node.input) > 2 and node.input[2] else None
     sizes = _constant(model, node.input[3]) if len(node.input) > 3 and node.input[3] else None
     given = scales if scales is not None and scales.size else sizes
@@ -220,7 +212,7 @@ def _exact_resize(model, node, shapes: dict[str, list[int]], prefix: str) -> lis
             op = helper.make_node("Gather", [value, f"{prefix}_index{axis}"], [f"{prefix}_axis{axis}"], axis=axis)
         else:
             matrix = interpolation_matrix(source, x_shape[axis], mode, float(scales[axis]) if antialias else 1.0,
-                                          _attr(node, "cubic_coeff_a") or -0.75, bool(_attr(node, "exclude_outside")))
+                                          attrs.get("cubic_coeff_a") or -0.75, bool(attrs.get("exclude_outside")))
             if matrix.shape[0] == matrix.shape[1] and np.array_equal(matrix, np.eye(len(matrix), dtype=np.float32)):
                 continue
             name = f"{prefix}_weights{axis}"
@@ -238,7 +230,7 @@ def _exact_resize(model, node, shapes: dict[str, list[int]], prefix: str) -> lis
 def _resizes_batch_or_channel(model, node, x_shape: list[int] | None) -> bool:
     """Whether the full-rank constant scales or sizes (`canonical` made them full rank) change axis 0 or 1: TVM's
     converter resizes the spatial axes only and would return them unchanged, a wrong shape."""
-    if x_shape is None or _attr(node, "axes") is not None:
+    if x_shape is None or attributes(node).get("axes") is not None:
         return False
     scales = _constant(model, node.input[2]) if len(node.input) > 2 and node.input[2] else None
     sizes = _constant(model, node.input[3]) if len(node.input) > 3 and node.input[3] else None
