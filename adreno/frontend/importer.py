@@ -13,7 +13,7 @@ import os
 import warnings
 from pathlib import Path
 
-from . import decompose, old_opsets, rewrites
+from . import decompose, old_opsets, rewrites, upsampling
 from .constfold import prepare
 from .onnx_reading import attributes
 from .quantized import dequantize
@@ -184,7 +184,8 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None, q
     if not model.graph.output:
         return None
     shapes = {name: shape for name, shape in shapes.items() if name not in (empty.inputs if empty else ())}
-    model = old_opsets.current_forms(decompose.decompose(rewrites.rewrite(model, shapes), shapes))
+    model = upsampling.rewrite(rewrites.rewrite(model, shapes), shapes)
+    model = old_opsets.current_forms(decompose.decompose(model, shapes))
     model, shapes = identifiers(model, shapes)  # kernel argument names: `gpu_0/data_0` -> `gpu_0_data_0`
     failure = None
     # the importer prints "Error converting operator ..." on stdout before it raises: our error says it in one line
