@@ -11,8 +11,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 
 def convtranspose(x_shape: list[int], channels_out: int, kernel: list[int], bias: bool = True, group: int = 1,
-                  weight_input: bool = False, **attrs) -> onnx.ModelProto:
-    """Input `x` of `x_shape` -> one ConvTranspose with seeded weights (an initializer, or graph input `w`)."""
+                  weight_input: bool = False, then_conv: bool = False, **attrs) -> onnx.ModelProto:
+    """Input `x` of `x_shape` -> one ConvTranspose with seeded weights (an initializer, or graph input `w`), and with
+    `then_conv` a Relu and a 1x1 Conv after it (the texture path keeps the upsampled tensor packed then)."""
     rng = np.random.default_rng(3)
     weight = rng.standard_normal((x_shape[1], channels_out // group, *kernel)).astype(np.float32)
     inits = [] if weight_input else [numpy_helper.from_array(weight, "w")]
@@ -20,10 +21,13 @@ def convtranspose(x_shape: list[int], channels_out: int, kernel: list[int], bias
     inputs += [helper.make_tensor_value_info("w", TensorProto.FLOAT, weight.shape)] if weight_input else []
     if bias:
         inits.append(numpy_helper.from_array(rng.standard_normal(channels_out).astype(np.float32), "b"))
-    node = helper.make_node("ConvTranspose", ["x", "w", "b"] if bias else ["x", "w"], ["y"], name="up",
-                            kernel_shape=kernel, group=group, **attrs)
-    output = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
-    graph = helper.make_graph([node], "upsampling", inputs, [output], inits)
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"] if bias else ["x", "w"], ["y"], name="up",
+                              kernel_shape=kernel, group=group, **attrs)]
+    if then_conv:
+        inits.append(numpy_helper.from_array(rng.standard_normal((3, channels_out, 1, 1)).astype(np.float32), "w2"))
+        nodes += [helper.make_node("Relu", ["y"], ["r"]), helper.make_node("Conv", ["r", "w2"], ["z"])]
+    output = helper.make_tensor_value_info("z" if then_conv else "y", TensorProto.FLOAT, None)
+    graph = helper.make_graph(nodes, "upsampling", inputs, [output], inits)
     model = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     model.ir_version = 8
     onnx.checker.check_model(model)
@@ -38,6 +42,11 @@ SHUFFLES = {
     "batch2": convtranspose([2, 3, 4, 4], 4, [2, 2], strides=[2, 2], dilations=[1, 1]),
     "k2x3": convtranspose([1, 3, 3, 4], 2, [2, 3], strides=[2, 3]),
     "same-upper": convtranspose([1, 3, 4, 5], 4, [2, 2], strides=[2, 2], auto_pad="SAME_UPPER"),
+}
+# the shuffle between two packed convs: its kernel reads the conv's packed output at 4 pixels per output pixel
+PACKED = {
+    "k2-then-conv": convtranspose([1, 6, 5, 5], 8, [2, 2], strides=[2, 2], then_conv=True),
+    "k4-one-channel-then-conv": convtranspose([2, 4, 3, 4], 1, [4, 4], strides=[4, 4], then_conv=True),
 }
 KEPT = {
     "pads": convtranspose([1, 3, 4, 4], 4, [2, 2], strides=[2, 2], pads=[1, 0, 0, 1]),
@@ -86,6 +95,13 @@ def test_pixel_shuffle_becomes_conv_and_shuffle(case):
 @pytest.mark.parametrize("case", list(SHUFFLES))
 def test_pixel_shuffle_matches_onnxruntime(case, memory, pocl_device, tmp_path):
     matches_onnxruntime(SHUFFLES[case], pocl_device, tmp_path, memory)
+
+
+@pytest.mark.parametrize("case", list(PACKED))
+def test_pixel_shuffle_in_the_packed_region_matches_onnxruntime(case, pocl_device, tmp_path):
+    """Each lane of such an output pixel is computed on its own into registers, then the pixel is stored whole
+    (`schedules.packed`): vectorising the lanes failed the build."""
+    matches_onnxruntime(PACKED[case], pocl_device, tmp_path, "texture")
 
 
 @pytest.mark.parametrize("case", list(KEPT))

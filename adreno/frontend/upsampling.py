@@ -34,7 +34,7 @@ def rewrite(model, shapes: dict[str, list[int]]):
 
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    known, version, nodes = static_shapes(out, shapes), opset(out), []
+    known, version, nodes, replaced = static_shapes(out, shapes), opset(out), [], set()
     for index, node in enumerate(out.graph.node):
         x_shape = known.get(node.input[0])
         if not _is_pixel_shuffle(node, weights) or x_shape is None or len(x_shape) != SPATIAL + 2:
@@ -45,10 +45,11 @@ def rewrite(model, shapes: dict[str, list[int]]):
         builder = NodeBuilder(out, f"upsampling{index}", version)
         _pixel_shuffle(builder, node, x_shape, weight, bias)
         nodes.extend(builder.nodes)
+        replaced.update(node.input[1:])
     del out.graph.node[:]
     out.graph.node.extend(nodes)
-    used = set(_names_read(out.graph))
-    kept = [t for t in out.graph.initializer if t.name in used]  # not the ConvTransposes' weights, now unused
+    unused = replaced - set(_names_read(out.graph))  # the ConvTransposes' own weights, unless shared
+    kept = [t for t in out.graph.initializer if t.name not in unused]
     del out.graph.initializer[:]
     out.graph.initializer.extend(kept)
     return out

@@ -73,7 +73,13 @@ def schedule_packed(func, ctx):
             sch.bind(bx, "blockIdx.x")
             sch.bind(tx, "threadIdx.x")
             _stage_bytes(sch, out_block, tx)
-            sch.vectorize(loops[4])
+            if _lanes_read_other_pixels(sch.get(out_block)):  # lane by lane into registers, then one pixel store
+                writer = sch.cache_write(out_block, 0, "local")
+                sch.reverse_compute_at(writer, tx, preserve_unit_loops=True)
+                sch.unroll(loops[4])
+                sch.vectorize(sch.get_loops(writer)[-1])
+            else:
+                sch.vectorize(loops[4])
             return sch
         loops = sch.get_loops(red)
         iters = analysis.get_sblock_info(sch, red).iters
@@ -119,6 +125,25 @@ def schedule_rule(ctx):
             return schedule_packed(func, ctx)
 
     return PackedTexture()
+
+
+def _lanes_read_other_pixels(block) -> bool:
+    """Whether `block`'s 4 lanes read a packed input at pixels that depend on the lane: a layout change across
+    channels, such as the pixel shuffle of `adreno.frontend.upsampling` (with k = 2, output channel c reads input
+    channel 4c + 2i + j: each lane another pixel). TVM 0.27's VectorizeLoop cannot make one texture read of 4
+    pixels: the vectorised lane loop leaves its variable outside the loop and the kernel fails to build ("variables
+    (k,) are used, but are not passed in as API arguments"). Such a block computes its lanes one by one into a
+    register pixel that is then stored whole."""
+    from tvm import tirx
+
+    lane = block.iter_vars[-1].var
+    for region in block.reads:
+        shape = region.source.shape
+        if len(shape) == 5 and int(shape[-1]) == LANES:
+            for axis in region.region[:4]:
+                if any(v.same_as(lane) for v in tirx.analysis.undefined_vars(axis.min, [])):
+                    return True
+    return False
 
 
 def _stage_bytes(sch, block, thread) -> None:
