@@ -1,6 +1,6 @@
-"""ConvTransposes whose kernel equals their stride, rewritten as a 1x1 Conv and a pixel shuffle
-(`adreno.frontend.upsampling`), and the ones that must stay: each compiled, run on PoCL and checked against
-onnxruntime."""
+"""ConvTransposes rewritten as a Conv and a pixel shuffle (`adreno.frontend.upsampling`): kernel = stride (a 1x1
+Conv), overlapping kernels (a ceil(k/s) Conv and a crop), and the ones that must stay: each compiled, run on PoCL and
+checked against onnxruntime."""
 
 from __future__ import annotations
 
@@ -9,20 +9,25 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from adreno.frontend.onnx_reading import attributes
+
 
 def convtranspose(x_shape: list[int], channels_out: int, kernel: list[int], bias: bool = True, group: int = 1,
-                  weight_input: bool = False, then_conv: bool = False, **attrs) -> onnx.ModelProto:
-    """Input `x` of `x_shape` -> one ConvTranspose with seeded weights (an initializer, or graph input `w`), and with
-    `then_conv` a Relu and a 1x1 Conv after it (the texture path keeps the upsampled tensor packed then)."""
+                  weight_input: bool = False, weight_node: bool = False, then_conv: bool = False,
+                  **attrs) -> onnx.ModelProto:
+    """Input `x` of `x_shape` -> one ConvTranspose with seeded weights (an initializer, graph input `w`, or with
+    `weight_node` a Constant node as PaddlePaddle exports them), and with `then_conv` a Relu and a 1x1 Conv after it
+    (the texture path keeps the upsampled tensor packed then)."""
     rng = np.random.default_rng(3)
     weight = rng.standard_normal((x_shape[1], channels_out // group, *kernel)).astype(np.float32)
-    inits = [] if weight_input else [numpy_helper.from_array(weight, "w")]
+    inits = [] if weight_input or weight_node else [numpy_helper.from_array(weight, "w")]
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)]
     inputs += [helper.make_tensor_value_info("w", TensorProto.FLOAT, weight.shape)] if weight_input else []
     if bias:
         inits.append(numpy_helper.from_array(rng.standard_normal(channels_out).astype(np.float32), "b"))
-    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"] if bias else ["x", "w"], ["y"], name="up",
-                              kernel_shape=kernel, group=group, **attrs)]
+    nodes = [helper.make_node("Constant", [], ["w"], value=numpy_helper.from_array(weight))] if weight_node else []
+    nodes += [helper.make_node("ConvTranspose", ["x", "w", "b"] if bias else ["x", "w"], ["y"], name="up",
+                               kernel_shape=kernel, group=group, **attrs)]
     if then_conv:
         inits.append(numpy_helper.from_array(rng.standard_normal((3, channels_out, 1, 1)).astype(np.float32), "w2"))
         nodes += [helper.make_node("Relu", ["y"], ["r"]), helper.make_node("Conv", ["r", "w2"], ["z"])]
@@ -47,12 +52,25 @@ SHUFFLES = {
 PACKED = {
     "k2-then-conv": convtranspose([1, 6, 5, 5], 8, [2, 2], strides=[2, 2], then_conv=True),
     "k4-one-channel-then-conv": convtranspose([2, 4, 3, 4], 1, [4, 4], strides=[4, 4], then_conv=True),
+    "k3-s2-p1-op1-then-conv": convtranspose([1, 4, 4, 5], 8, [3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                                            output_padding=[1, 1], then_conv=True),
+}
+# overlapping kernels (the decoders of CenterNet, U-Net, DCGAN, FCN), padding, output_padding, stride 1
+OVERLAPPING = {
+    "k3-s2-p1-op1": convtranspose([2, 3, 5, 4], 4, [3, 3], strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1]),
+    "k4-s2-p1": convtranspose([1, 4, 4, 5], 3, [4, 4], bias=False, strides=[2, 2], pads=[1, 1, 1, 1]),
+    "k5-s2-p2-op1": convtranspose([1, 2, 4, 3], 5, [5, 5], strides=[2, 2], pads=[2, 2, 2, 2], output_padding=[1, 1]),
+    "k3-s3-pads": convtranspose([1, 3, 3, 4], 2, [3, 3], strides=[3, 3], pads=[1, 0, 2, 1]),
+    "k3-s2": convtranspose([1, 3, 4, 4], 4, [3, 3], strides=[2, 2]),
+    "k3x4-s2x3": convtranspose([2, 3, 4, 3], 2, [3, 4], strides=[2, 3], pads=[1, 2, 0, 1], output_padding=[1, 2]),
+    "k3-s1-p1": convtranspose([1, 4, 5, 5], 3, [3, 3], pads=[1, 1, 1, 1]),
+    "k4-s2-p1-constant-node": convtranspose([1, 3, 4, 4], 4, [4, 4], weight_node=True, strides=[2, 2],
+                                           pads=[1, 1, 1, 1]),
 }
 KEPT = {
-    "pads": convtranspose([1, 3, 4, 4], 4, [2, 2], strides=[2, 2], pads=[1, 0, 0, 1]),
-    "output-padding": convtranspose([1, 3, 4, 4], 4, [2, 2], strides=[2, 2], output_padding=[1, 1]),
     "group2": convtranspose([1, 4, 4, 4], 4, [2, 2], group=2, strides=[2, 2]),
-    "k3-s2": convtranspose([1, 3, 4, 4], 4, [3, 3], strides=[2, 2]),
+    "dilation2": convtranspose([1, 3, 4, 4], 2, [3, 3], strides=[2, 2], dilations=[2, 2]),
+    "k3-s2-same-upper": convtranspose([1, 3, 4, 4], 2, [3, 3], strides=[2, 2], auto_pad="SAME_UPPER"),
     "weight-input": convtranspose([1, 3, 4, 4], 4, [2, 2], bias=False, weight_input=True, strides=[2, 2]),
 }
 
@@ -102,6 +120,26 @@ def test_pixel_shuffle_in_the_packed_region_matches_onnxruntime(case, pocl_devic
     """Each lane of such an output pixel is computed on its own into registers, then the pixel is stored whole
     (`schedules.packed`): vectorising the lanes failed the build."""
     matches_onnxruntime(PACKED[case], pocl_device, tmp_path, "texture")
+
+
+@pytest.mark.parametrize("case", list(OVERLAPPING))
+def test_overlapping_convtranspose_becomes_conv_shuffle_and_crop(case):
+    from adreno.frontend.upsampling import rewrite
+
+    model = OVERLAPPING[case]
+    out = rewrite(model, shapes_of(model))
+    ops = [n.op_type for n in out.graph.node]
+    assert "ConvTranspose" not in ops and "Constant" not in ops and ops[0] == "Conv"  # the Constant weight too
+    assert out.graph.node[-1].output[0] == "y"
+    up = attributes(model.graph.node[-1])
+    taps = [-(-k // s) for k, s in zip(up["kernel_shape"], up.get("strides", [1, 1]))]
+    assert attributes(out.graph.node[0])["kernel_shape"] == taps  # ceil(k / s) taps: no zero-dilated input
+
+
+@pytest.mark.parametrize("memory", ["buffer", "texture"])
+@pytest.mark.parametrize("case", list(OVERLAPPING))
+def test_overlapping_convtranspose_matches_onnxruntime(case, memory, pocl_device, tmp_path):
+    matches_onnxruntime(OVERLAPPING[case], pocl_device, tmp_path, memory)
 
 
 @pytest.mark.parametrize("case", list(KEPT))

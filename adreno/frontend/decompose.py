@@ -112,12 +112,12 @@ class NodeBuilder:
     def reshape(self, value: str, shape: list[int], output: str | None = None) -> str:
         return self.op("Reshape", [value, self.constant(np.array(shape, np.int64))], output)
 
-    def slice(self, value: str, start: int, end: int, axis: int) -> str:
+    def slice(self, value: str, start: int, end: int, axis: int, output: str | None = None) -> str:
         """value[start:end] along `axis`; starts, ends and axes became inputs in opset 10."""
         if self.opset < 10:
-            return self.op("Slice", [value], starts=[start], ends=[end], axes=[axis])
+            return self.op("Slice", [value], output, starts=[start], ends=[end], axes=[axis])
         bounds = [self.constant(np.array([v], np.int64)) for v in (start, end, axis)]
-        return self.op("Slice", [value, *bounds])
+        return self.op("Slice", [value, *bounds], output)
 
     def clip(self, value: str, low: float, high: float) -> str:
         """Clip to [low, high]; the bounds became inputs in opset 11."""

@@ -138,7 +138,7 @@ def _per_channel_slope(model, node, x_rank: int) -> None:
     node.input[1] = name
 
 
-def _constant(model, name: str):
+def constant(model, name: str):
     """The value of an initializer or Constant node output `name`, or None."""
     from onnx import numpy_helper
 
@@ -162,7 +162,7 @@ def _exact_resize(model, node, shapes: dict[str, list[int]], prefix: str) -> lis
     attrs, x_shape, mode = attributes(node), shapes.get(node.input[0]), _text(node, "mode", "nearest")
     coords = _text(node, "coordinate_transformation_mode", "half_pixel")
     antialias = bool(attrs.get("antialias")) and mode != "nearest"
-    roi = _constant(model, node.input[1]) if len(node.input) > 1 and node.input[1] else None
+    roi = constant(model, node.input[1]) if len(node.input) > 1 and node.input[1] else None
     label = f"node {node.name or '#' + prefix[len('resize'):]} (Resize)"
     if attrs.get("antialias") and mode == "nearest":
         raise UnsupportedOpError(f"{label}: antialias=1 with mode nearest is undefined in ONNX; use antialias=0")
@@ -173,8 +173,8 @@ def _exact_resize(model, node, shapes: dict[str, list[int]], prefix: str) -> lis
     if x_shape is None or len(x_shape) != 4 or coords == "tf_crop_and_resize" or (roi is not None and roi.size):
         return _refused(label, ours, "a 4-D input of static shape and no roi")
     axes = [a % 4 for a in (attrs.get("axes") or range(4))]
-    scales = _constant(model, node.input[2]) if len(node.input) > 2 and node.input[2] else None
-    sizes = _constant(model, node.input[3]) if len(node.input) > 3 and node.input[3] else None
+    scales = constant(model, node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    sizes = constant(model, node.input[3]) if len(node.input) > 3 and node.input[3] else None
     given = scales if scales is not None and scales.size else sizes
     if given is None or given.size != len(axes):
         return _refused(label, ours, "constant scales or sizes")
@@ -232,8 +232,8 @@ def _resizes_batch_or_channel(model, node, x_shape: list[int] | None) -> bool:
     converter resizes the spatial axes only and would return them unchanged, a wrong shape."""
     if x_shape is None or attributes(node).get("axes") is not None:
         return False
-    scales = _constant(model, node.input[2]) if len(node.input) > 2 and node.input[2] else None
-    sizes = _constant(model, node.input[3]) if len(node.input) > 3 and node.input[3] else None
+    scales = constant(model, node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    sizes = constant(model, node.input[3]) if len(node.input) > 3 and node.input[3] else None
     if scales is not None and scales.size == len(x_shape):
         return bool(np.any(scales[:2] != 1))
     return sizes is not None and sizes.size == len(x_shape) and [int(v) for v in sizes[:2]] != list(x_shape[:2])
