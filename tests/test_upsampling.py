@@ -136,6 +136,31 @@ def test_overlapping_convtranspose_becomes_conv_shuffle_and_crop(case):
     assert attributes(out.graph.node[0])["kernel_shape"] == taps  # ceil(k / s) taps: no zero-dilated input
 
 
+@pytest.mark.parametrize("stride", [1, 2, 3])
+def test_rewrite_computes_the_convtranspose_in_onnxruntime(stride):
+    """The index math on every kernel 1..5 (below the stride too: phases with no tap), first and last pads and
+    output_padding at their limits, non-square, Cin != Cout, batch 2: onnxruntime runs both graphs."""
+    import onnxruntime as ort
+
+    from adreno.frontend.upsampling import rewrite
+
+    def run(model, x):
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        return session.run(None, {"x": x})[0]
+
+    x = np.random.default_rng(5).standard_normal((2, 3, 4, 3)).astype(np.float32)
+    for k in range(1, 6):
+        kw = max(k - 1, 1)
+        for pads, output_padding in [([0, 0, 0, 0], [0, 0]), ([k - 1, 0, 0, kw - 1], [stride - 1, 0]),
+                                     ([k // 2, kw - 1, k - 1, kw // 2], [0, stride - 1])]:
+            model = convtranspose(list(x.shape), 2, [k, kw], bias=k % 2 == 1, strides=[stride, stride],
+                                  pads=pads, output_padding=output_padding)
+            out = rewrite(model, shapes_of(model))
+            assert "ConvTranspose" not in [n.op_type for n in out.graph.node]
+            np.testing.assert_allclose(run(out, x), run(model, x), rtol=1e-4, atol=1e-4,
+                                       err_msg=f"k {k} pads {pads} output_padding {output_padding}")
+
+
 @pytest.mark.parametrize("memory", ["buffer", "texture"])
 @pytest.mark.parametrize("case", list(OVERLAPPING))
 def test_overlapping_convtranspose_matches_onnxruntime(case, memory, pocl_device, tmp_path):
