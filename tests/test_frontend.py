@@ -393,3 +393,75 @@ def test_shapes_tvm_cannot_lower_are_one_line(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("error: TVM cannot lower the model at these shapes")
+
+
+def branching_model() -> onnx.ModelProto:
+    """silero-vad's form: `If` on a rate input `sr`, a branch whose Pad takes pads computed from the input's shape
+    (a runtime value inside the branch), a nested `If` on a shape inside it, and a sibling `If` before it whose branch
+    defines the same name `t`, a constant there (legal in ONNX: the two branches are not each other's outer scope;
+    the nested `If` reads the renamed `t` from its outer scope, which must not fold to the sibling's constant)."""
+    def branch(name, nodes, outputs, initializers=()):
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(o, TensorProto.FLOAT, [1, 4, "w"])
+                                                   for o in outputs], list(initializers))
+
+    def const(name, value):
+        return numpy_helper.from_array(np.asarray(value), name)
+
+    nested = helper.make_node("If", ["big"], ["n"], then_branch=branch("sig", [
+        helper.make_node("Sigmoid", ["t"], ["n_then"])], ["n_then"]), else_branch=branch("neg", [
+            helper.make_node("Neg", ["t"], ["n_else"])], ["n_else"]))
+    wide = branch("wide", [helper.make_node("Mul", ["x", "w"], ["t"]), helper.make_node("Size", ["x"], ["size"]),
+                           helper.make_node("Greater", ["size", "ten"], ["big"]), nested],
+                  ["n"], [const("w", np.array([[[1], [2], [-3], [4]]], np.float32)), const("ten", np.int64(10))])
+    padded = branch("padded", [
+        helper.make_node("Shape", ["x"], ["shape"]), helper.make_node("Slice", ["shape", "two", "three"], ["last"]),
+        helper.make_node("Div", ["last", "three"], ["half"]), helper.make_node("Concat", ["zeros", "half"], ["pads"],
+                                                                                axis=0),
+        helper.make_node("Pad", ["x", "pads"], ["p"])], ["p"],
+        [const("two", np.array([2])), const("three", np.array([3])), const("zeros", np.zeros(5, np.int64))])
+    sibling_then = branch("shift", [helper.make_node("Constant", [], ["t"], value=const("t", np.float32(0.5))),
+                                    helper.make_node("Add", ["x", "t"], ["s"])], ["s"])
+    sibling_else = branch("abs", [helper.make_node("Abs", ["x"], ["t2"])], ["t2"])
+    graph = helper.make_graph(
+        [helper.make_node("Equal", ["sr", "rate"], ["wideband"]),
+         helper.make_node("If", ["wideband"], ["z"], name="activation", then_branch=sibling_then,
+                          else_branch=sibling_else),
+         helper.make_node("If", ["wideband"], ["y"], name="select", then_branch=wide, else_branch=padded)],
+        "branches", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6]),
+                     helper.make_tensor_value_info("sr", TensorProto.INT64, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, "w"]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4, 6])], [const("rate", np.int64(16000))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("rate", [16000, 8000])
+def test_if_with_a_bound_condition_compiles_the_branch_it_takes(rate, tmp_path, rng, pocl_device):
+    """Each rate takes its branch, nested and sibling `If`s included, and matches onnxruntime (8 kHz: the padded
+    branch, its output 1x4x8; before, TVM's importer failed on "Dynamic pads")."""
+    import onnxruntime as ort
+
+    from adreno.compile import compile_model
+    from adreno.opencl.executor import Executor
+    from adreno.options import CompileOptions
+
+    model = branching_model()
+    sr = np.array(rate, np.int64)
+    artifact = compile_model(model, tmp_path / "art", CompileOptions(memory="buffer"), bind={"sr": sr})
+    x = rng.standard_normal((1, 4, 6)).astype(np.float32)
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x, "sr": sr})
+    got = Executor(artifact, pocl_device).run([x])
+    assert [g.shape for g in got] == [e.shape for e in expected] == [(1, 4, 6 if rate == 16000 else 8), (1, 4, 6)]
+    for value, reference in zip(got, expected):
+        np.testing.assert_allclose(value, reference, rtol=1e-6, atol=1e-6)
+
+
+def test_if_with_a_runtime_condition_is_one_line_naming_its_inputs(tmp_path):
+    onnx.save(branching_model(), tmp_path / "branches.onnx")
+    result = adreno("compile", tmp_path / "branches.onnx", "-o", tmp_path / "art", "-q", check_rc=2)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines == ["error: node activation (If): its condition 'wideband' is known only at run time (computed from "
+                     "the graph input(s) ['sr']); a compiled model takes one branch: bind the inputs that decide it "
+                     "(--bind NAME=FILE.npy)"], lines

@@ -29,7 +29,8 @@ def add_bind_argument(parser) -> None:
     """The `--bind` option of every command that imports a model (`compile`, `tune`)."""
     parser.add_argument("--bind", action="append", metavar="NAME=FILE.npy|FILE.npz",
                         help="bake the value of a graph input into the compile: a parameter the kernels are "
-                        "specialised on (a Reshape's shape, a Resize's scales, a Slice's starts, a Pad's pads) "
+                        "specialised on (a Reshape's shape, a Resize's scales, a Slice's starts, a Pad's pads, an If's "
+                        "condition) "
                         "that the model takes as an input; dtype and shape must match the input's declaration, "
                         f"at most {MAX_ELEMENTS} elements (repeatable)")
 

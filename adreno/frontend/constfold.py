@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .branches import check_no_runtime_branches, inline_constant_branches
 from .canonical import canonicalise
 from .empty import unclaimed
 from .indices import check_constant_indices
@@ -43,13 +44,19 @@ def prepare(model, shapes: dict[str, list[int]], empty=None):
     inputs, the inputs have the static `shapes`, shape subgraphs are folded to constants, Upsample and Resize are
     in the form the importer reads (`canonical`), every compile-time parameter is a constant, no tensor is empty
     and no constant gather or scatter index is out of range (`indices`; else `ModelError`): with an
-    `empty.EmptyTensors` given, empty outputs (and the inputs only they read) are moved there instead of refused."""
+    `empty.EmptyTensors` given, empty outputs (and the inputs only they read) are moved there instead of refused.
+    An `If` whose condition folds is replaced by the branch it takes (`branches`); one that does not is refused."""
     model = _with_static_inputs(model, shapes)
     constants = {**_empty_inputs(model), **_initial_constants(model.graph)}
     for _ in range(MAX_ROUNDS):
         static = _static_shapes(model)
-        if not _fold_round(model, constants, static):
+        folded = _fold_round(model, constants, static)
+        inlined = inline_constant_branches(model.graph, constants)
+        for branch in inlined:
+            constants.update(_initial_constants(branch))
+        if not folded and not inlined:
             break
+    check_no_runtime_branches(model.graph)
     canonicalise(model.graph, constants, static)
     check_compile_time_inputs(model.graph, constants)
     computed = _inferred_shapes(unclaimed(model))  # the outputs' declared shapes are not believed

@@ -181,6 +181,8 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None, q
     check_supported_ops(model)
     check_supported_forms(model)
     model = prepare(model, shapes, empty)
+    check_supported_ops(model)  # again: the nodes of the If branches that `prepare` inlined were not checked
+    check_supported_forms(model)
     if not model.graph.output:
         return None
     shapes = {name: shape for name, shape in shapes.items() if name not in (empty.inputs if empty else ())}
