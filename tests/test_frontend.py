@@ -465,3 +465,21 @@ def test_if_with_a_runtime_condition_is_one_line_naming_its_inputs(tmp_path):
     assert lines == ["error: node activation (If): its condition 'wideband' is known only at run time (computed from "
                      "the graph input(s) ['sr']); a compiled model takes one branch: bind the inputs that decide it "
                      "(--bind NAME=FILE.npy)"], lines
+
+
+@pytest.mark.parametrize("memory", ["texture", "buffer"])
+def test_expand_to_an_initializer_shape_matches_onnxruntime(memory, rng, pocl_device, tmp_path):
+    """PyTorch's `h.expand(-1, 2, -1)` folds to an Expand whose shape [1, 2, 1] is an initializer (a GRU encoder's
+    hidden state). TVM's importer took it as a runtime shape: a traceback in the texture schedules, a refused
+    `vm.builtin.tensor_to_shape` with buffers."""
+    import onnxruntime as ort
+
+    from adreno.compile import compile_model
+    from adreno.opencl.executor import Executor
+    from adreno.options import CompileOptions
+
+    model = one_node("Expand", {"x": [1, 1, 4]}, {"y": [1, 2, 4]}, {"shape": np.array([1, 2, 1])})
+    x = rng.standard_normal((1, 1, 4)).astype(np.float32)
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    artifact = compile_model(model, tmp_path / "art", CompileOptions(memory=memory))
+    np.testing.assert_array_equal(Executor(artifact, pocl_device).run([x])[0], expected[0])

@@ -7,6 +7,10 @@
 - PRelu of opset < 7 with a slope of shape [C]: before opset 7 that slope is per channel (axis 1); the importer
   applies a 1-D slope to the last axis, and fails its shape assertion (PyTorch's PReLU_2d_multiparam). The slope
   becomes [C, 1, ..., 1], which broadcasts over axis 1 in every opset.
+- Expand with its shape an initializer: the importer makes initializers parameters, and Expand, unlike Reshape or
+  Tile, does not look a parameter's value up; it takes its dynamic path, an output of symbolic shape that no kernel
+  lowers (a traceback in the texture schedules; `vm.builtin.tensor_to_shape` refused with buffers). PyTorch's
+  `expand(-1, 2, -1)` folds to such a shape (arabic-name-romanizer's GRU encoder). The shape becomes a Constant node.
 
 - Resize (4-D, nearest, linear or cubic, without an ROI): TVM computes source coordinates from the size
   ratio in/out, ONNX from the scale: with `scales` 0.6 on a 4-wide axis ONNX samples at (x + 0.5) / 0.6 - 0.5 and
@@ -36,7 +40,9 @@ def rewrite(model, shapes: dict[str, list[int]]):
     convt = [n for n in model.graph.node if n.op_type == "ConvTranspose" and "output_shape" in attributes(n)]
     prelu = [n for n in model.graph.node if n.op_type == "PRelu"] if opset(model) < 7 else []
     resize = [n for n in model.graph.node if n.op_type == "Resize"]
-    if not convt and not prelu and not resize:
+    weights = _initializers(model)
+    expand = [n for n in model.graph.node if n.op_type == "Expand" and n.input[1] in weights]
+    if not convt and not prelu and not resize and not expand:
         return model
     import onnx
 
@@ -52,6 +58,8 @@ def rewrite(model, shapes: dict[str, list[int]]):
         elif node.op_type == "Resize":
             nodes.extend(_exact_resize(out, node, known, f"resize{i}") or [node])
             continue
+        elif node.op_type == "Expand" and node.input[1] in weights:
+            nodes.append(_constant_shape(node, weights[node.input[1]], f"expand{i}_shape"))
         nodes.append(node)
     del out.graph.node[:]
     out.graph.node.extend(nodes)
@@ -136,6 +144,14 @@ def _per_channel_slope(model, node, x_rank: int) -> None:
         model.graph.initializer.append(numpy_helper.from_array(
             np.ascontiguousarray(array.reshape(array.shape[0], *[1] * max(x_rank - 2, 0))), name))
     node.input[1] = name
+
+
+def _constant_shape(node, shape, name: str):
+    """A Constant node `name` holding the initializer `shape`, which `node` now reads instead."""
+    import onnx
+
+    node.input[1] = name
+    return onnx.helper.make_node("Constant", [], [name], value=shape)
 
 
 def constant(model, name: str):
