@@ -18,6 +18,7 @@ plan is consistent, before anything runs (`adreno.artifact_check`).
 
 from __future__ import annotations
 
+import concurrent.futures
 import gzip
 import json
 import os
@@ -214,8 +215,14 @@ class Artifact:
         (`adreno.weights`: Winograd weights are transformed here, float16 ones widened)."""
         stored = self.stored_params()
         tensors = self.plan.tensors
-        return {name: param_value(name, tensors[name].shape, tensors[name].dtype, tensors[name].stored_weight, array)
-                for name, array in stored.items()}
+
+        def value(item):
+            name, array = item
+            return name, param_value(name, tensors[name].shape, tensors[name].dtype, tensors[name].stored_weight, array)
+
+        # numpy's array arithmetic releases the GIL: the Winograd transforms of a start run on every core
+        with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            return dict(pool.map(value, stored.items()))
 
     def stored_params(self) -> dict[str, np.ndarray]:
         """params.npz as it is stored, keyed by param name (see `params`)."""

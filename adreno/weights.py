@@ -5,7 +5,7 @@ smallest thing it can be rebuilt from (`TensorSpec.stored`, a `StoredWeight`; No
 
 - a Winograd weight (`WeightTransform.WINOGRAD_F2`/`F4`) is stored as the model's own 3x3 weight g (O, C, 3, 3)
   and transformed at load, U = G g G^T ((alpha, alpha, O, C); packed for texture stages as
-  `adreno.winograd.pack_weight` lays it out), instead of 4x (F4) or 1.8x (F2) as many transformed values;
+  `adreno.winograd.transform_weight` lays it out), instead of 4x (F4) or 1.8x (F2) as many transformed values;
 - a weight of an fp16 artifact is stored as float16: the values a half-float image's pixels hold, or, for a weight
   a kernel reads from a float32 buffer, rounded to half and widened at load (unless a value is beyond half's
   range: then it stays float32);
@@ -145,10 +145,9 @@ def param_value(name: str, shape: list[int], dtype: str, stored: StoredWeight | 
     elif stored.transform is WeightTransform.TRANSPOSE:
         value = np.ascontiguousarray(array.T) if array.ndim == 2 else array  # the caller's shape check refuses it
     else:
-        from .winograd import pack_weight, transform_weight  # inside: adreno --help does not need it
+        from .winograd import transform_weight  # inside: adreno --help does not need it
 
-        value = transform_weight(array, stored.transform.tile)
-        value = pack_weight(value) if stored.packed else value
+        value = transform_weight(array, stored.transform.tile, stored.packed)
     if list(value.shape) != list(shape):
         raise ArtifactError(f"param {name}: its stored form gives {list(value.shape)}, the plan says {shape}; "
                             "recompile the model")

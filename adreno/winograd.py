@@ -18,9 +18,9 @@ primitive function, as they did into the direct conv. The three stages are sched
 
 Texture memory: `adreno.texture.planning.plan_layouts` emits the same stages on packed tensors (`emit_stages` with
 NCHW4c data): V[a, b, C/4, p, 4], M[a, b, O/4, p, 4] and the weight transform packed as U[a, b, O/4, C, 4]
-(`pack_weight`), main blocks named with the suffix `_nchw4c`, each a 5-D tensor whose last axis is a pixel's 4 channels
-(an image). Layout records of texture convs are keyed `adreno.records.layout_key(wl, Memory.TEXTURE)`, and their direct
-layout is `conv2d_texture`.
+(`transform_weight(..., packed=True)`), main blocks named with the suffix `_nchw4c`, each a 5-D tensor whose last
+axis is a pixel's 4 channels (an image). Layout records of texture convs are keyed
+`adreno.records.layout_key(wl, Memory.TEXTURE)`, and their direct layout is `conv2d_texture`.
 
 Modes (`adreno.options.Winograd`): off (direct convs), auto (the selection rule `select_tile`), f2/f4 (every
 eligible conv with that tile). A tuned layout record (`adreno tune`: `{"tile": 0|2|4, <knobs of that layout>}` under
@@ -99,14 +99,18 @@ def matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(np.array(x, dtype=np.float64) for x in _MATRICES[m])
 
 
-def transform_weight(weight: np.ndarray, m: int) -> np.ndarray:
-    """U = G g G^T for every (o, c): (O, C, 3, 3) -> (alpha, alpha, O, C), computed in float64, stored float32.
+def transform_weight(weight: np.ndarray, m: int, packed: bool = False) -> np.ndarray:
+    """U = G g G^T for every (o, c): (O, C, 3, 3) -> (alpha, alpha, O, C), computed in float64, stored float32; with
+    `packed`, in the packed stages' layout (alpha, alpha, ceil(O/4), 4*ceil(C/4), 4), output channel o at
+    [..., o // 4, c, o % 4], padded channels zero, written there directly (a transform then a transposing copy took
+    three passes over 4x the weights: ResNet-18's load spent 0.3 s in them).
 
     U[a, b, o, c] = G[a,0] t[o,c,0,b] + G[a,1] t[o,c,1,b] + G[a,2] t[o,c,2,b] with t[o,c,r,b] = g[o,c,r,0] G[b,0] +
     g[o,c,r,1] G[b,1] + g[o,c,r,2] G[b,2], each sum left to right: weights are transformed when an artifact is loaded
     (`adreno.weights`), and the C++ loader (`native/harness/weight_forms.cc`) does these operations in this order."""
     _, gm, _ = matrices(m)
     alpha = gm.shape[0]
+    o, c = weight.shape[:2]
     g = weight.astype(np.float64).transpose(2, 3, 0, 1)  # (r, s, O, C): every term below is a whole (O, C) plane
     t = np.empty((3, alpha) + g.shape[2:])
     for r in range(3):
@@ -114,13 +118,23 @@ def transform_weight(weight: np.ndarray, m: int) -> np.ndarray:
             t[r, b] = g[r, 0] * gm[b, 0]
             t[r, b] += g[r, 1] * gm[b, 1]
             t[r, b] += g[r, 2] * gm[b, 2]
-    u = np.empty((alpha, alpha) + g.shape[2:], dtype=np.float32)
+    if packed:
+        u = np.zeros((alpha, alpha, -(-o // LANES), LANES * -(-c // LANES), LANES), dtype=np.float32)
+        whole = o // LANES * LANES
+    else:
+        u = np.empty((alpha, alpha, o, c), dtype=np.float32)
     for a in range(alpha):
         for b in range(alpha):
             plane = gm[a, 0] * t[0, b]
             plane += gm[a, 1] * t[1, b]
             plane += gm[a, 2] * t[2, b]
-            u[a, b] = plane  # rounded once to float32
+            if not packed:
+                u[a, b] = plane  # rounded once to float32
+                continue
+            lanes = u[a, b].transpose(0, 2, 1)  # (O/4, 4, C): a view, so each value is written once, in place
+            lanes[:o // LANES, :, :c] = plane[:whole].reshape(o // LANES, LANES, c)
+            if o > whole:  # the last pixel's lanes past O stay zero
+                lanes[o // LANES, :o - whole, :c] = plane[whole:]
     return u
 
 
@@ -242,16 +256,6 @@ def _output_transform_te(mm, m: int, n: int, out_hw):
     return te.compute((n, o, oh, ow, *lanes), out_value, name="winograd_output_transform" + (PACKED if packed else ""))
 
 
-def pack_weight(u: np.ndarray) -> np.ndarray:
-    """A transformed weight U (alpha, alpha, O, C) for packed stages: (alpha, alpha, ceil(O/4), 4*ceil(C/4), 4), output
-    channel o at [..., o // 4, c, o % 4]; padded channels are zero."""
-    alpha, _, o, c = u.shape
-    o4, c4 = -(-o // LANES), -(-c // LANES)
-    out = np.zeros((alpha, alpha, o4 * LANES, c4 * LANES), dtype=u.dtype)
-    out[:, :, :o, :c] = u
-    return np.ascontiguousarray(out.reshape(alpha, alpha, o4, LANES, c4 * LANES).transpose(0, 1, 2, 4, 3))
-
-
 def emit_stages(bb, data, weight: np.ndarray, m: int, n: int, padding, out_hw, weights=None):
     """Emit the three Winograd stages of a conv into the BlockBuilder `bb` (inside a dataflow block) and return the
     output transform's call (not emitted: the caller emits or returns it). `data` is NCHW or packed NCHW4c (then
@@ -260,7 +264,7 @@ def emit_stages(bb, data, weight: np.ndarray, m: int, n: int, padding, out_hw, w
     from tvm import relax
 
     packed = len(data.ty.shape) == 5
-    u = pack_weight(transform_weight(weight, m)) if packed else transform_weight(weight, m)
+    u = transform_weight(weight, m, packed)
     if weights is not None:
         weights.record(u, weight, m, packed)
     v = bb.emit_te(_input_transform_te, data, m, padding, out_hw, primfunc_name_hint=f"winograd{m}_input_transform")
