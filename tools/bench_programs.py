@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""An artifact's start on a local OpenCL driver: how its programs are best built, and what the first run costs.
+"""An artifact's start on a local OpenCL driver: how its programs are best built, and what a start costs an app.
 
     python tools/bench_programs.py [resnet18 ...] [--memory texture] [--json bench_programs.json]
 
-For each model (compiled once, not timed), in fresh processes with the driver's own cache off
-(POCL_KERNEL_CACHE=0, so every number is the driver's real work):
+For each model (compiled once, not timed), each measurement in a fresh process with an empty PoCL kernel cache
+(`POCL_CACHE_DIR` a new directory, so every number is the driver's real work):
 * builds: clBuildProgram of the artifact's kernel files one by one, all at once from parallel threads, and as one
   program (`adreno.opencl.programs.Grouping.MODEL`), then the cost of asking the driver for the one program's
   binary right after the build (what a program cache stores);
-* starts: the executor with an empty program cache (cold: build, first run, then the cache write, which the
-  executor does after the first run) and again with the cache it filled (warm: build, first run, second run).
+* starts, each from the executor's construction to its first run's outputs (the cold start an app waits): with an
+  empty program cache and no helper process (cold alone), with an empty program cache and the processes that
+  compile the first launches beside it (`adreno.opencl.first_launches`; cold), and with the cache the cold one
+  filled (warm). The program cache write that a cold start's first run starts in the background, and a second
+  run, are timed after.
 A table is printed and everything is written to --json.
 """
 
@@ -68,7 +71,10 @@ def builds(artifact_path: str) -> dict:
     return out
 
 
-def start(artifact_path: str, cache_dir: str) -> dict:
+def start(artifact_path: str, cache_dir: str, workers: str) -> dict:
+    """One start as an app makes it, from its process: the executor (build, weights, and the first launches compiled
+    with `workers` more processes, "auto" for the executor's default), its first run, then the program cache write
+    the first run started in the background, and a second run."""
     import numpy as np
 
     from adreno.artifact import Artifact
@@ -77,19 +83,29 @@ def start(artifact_path: str, cache_dir: str) -> dict:
 
     artifact = Artifact.load(artifact_path)
     inputs = [np.random.default_rng(0).standard_normal(s.shape).astype(s.dtype) for s in artifact.input_specs()]
-    executor = Executor(artifact, "pocl", cache=ProgramCache(Path(cache_dir)))
+    started = time.perf_counter()
+    executor = Executor(artifact, "pocl", cache=ProgramCache(Path(cache_dir)),
+                        compile_workers=None if workers == "auto" else int(workers))
+    start_s = time.perf_counter() - started
     started = time.perf_counter()
     executor.run(inputs)
-    first = time.perf_counter() - started - executor.store_seconds
+    first = time.perf_counter() - started
+    store = executor.wait_stored()
     started = time.perf_counter()
     executor.run(inputs)
-    return {"build_s": executor.build_seconds, "how": [b.how for b in executor.builds], "first_run_s": first,
-            "cache_write_s": executor.store_seconds, "second_run_s": time.perf_counter() - started}
+    helped = executor.first_launches
+    return {"start_s": start_s, "build_s": executor.build_seconds, "how": [b.how for b in executor.builds],
+            "first_launch_workers": helped.workers if helped else 0, "first_run_s": first,
+            "cold_start_s": start_s + first, "cache_write_s": store, "second_run_s": time.perf_counter() - started}
 
 
 def fresh(*args: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "POCL_KERNEL_CACHE": "0"}
-    proc = subprocess.run([sys.executable, __file__, "--worker", *args], capture_output=True, text=True, env=env)
+    """Run a worker in a process of its own with an empty PoCL kernel cache (the driver's real work, shared with the
+    processes the executor starts)."""
+    with tempfile.TemporaryDirectory(prefix="pocl-") as pocl_cache:
+        env = {**os.environ, "PYTHONPATH": str(REPO), "POCL_CACHE_DIR": pocl_cache}
+        env.pop("POCL_KERNEL_CACHE", None)
+        proc = subprocess.run([sys.executable, __file__, "--worker", *args], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"{args[0]} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -112,17 +128,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models:
             path = str(compile_model(model, Path(tmp) / model, CompileOptions(memory=args.memory)))
-            cache = str(Path(tmp) / f"{model}-cache")
-            report["models"][model] = {"builds": fresh("builds", path), "cold": fresh("start", path, cache),
-                                       "warm": fresh("start", path, cache)}
+            alone, cache = str(Path(tmp) / f"{model}-alone"), str(Path(tmp) / f"{model}-cache")
+            report["models"][model] = {"builds": fresh("builds", path), "cold_alone": fresh("start", path, alone, "0"),
+                                       "cold": fresh("start", path, cache, "auto"),
+                                       "warm": fresh("start", path, cache, "auto")}
     print(f"{'model':<12} {'files':>5} {'1 by 1 s':>9} {'threads s':>10} {'1 prog s':>9} {'binary s':>9} | "
-          f"{'cold build':>10} {'1st run':>8} {'write':>6} | {'warm build':>10} {'1st run':>8} {'2nd run':>8}")
+          f"{'cold alone':>10} | {'cold start':>10} {'procs':>5} {'build':>6} {'1st run':>8} {'write':>6} | "
+          f"{'warm start':>10} {'build':>6} {'1st run':>8} {'2nd run':>8}")
     for model, row in report["models"].items():
-        b, cold, warm = row["builds"], row["cold"], row["warm"]
+        b, alone, cold, warm = row["builds"], row["cold_alone"], row["cold"], row["warm"]
         print(f"{model:<12} {b['programs']:>5} {b['one_by_one_s']:>9.2f} {b['threads_s']:>10.2f} "
-              f"{b['one_program_s']:>9.2f} {b['binary_after_build_s']:>9.2f} | {cold['build_s']:>10.2f} "
-              f"{cold['first_run_s']:>8.2f} {cold['cache_write_s']:>6.2f} | {warm['build_s']:>10.2f} "
-              f"{warm['first_run_s']:>8.2f} {warm['second_run_s']:>8.2f}")
+              f"{b['one_program_s']:>9.2f} {b['binary_after_build_s']:>9.2f} | {alone['cold_start_s']:>10.2f} | "
+              f"{cold['cold_start_s']:>10.2f} {cold['first_launch_workers'] + 1:>5} {cold['build_s']:>6.2f} "
+              f"{cold['first_run_s']:>8.2f} {cold['cache_write_s']:>6.2f} | {warm['cold_start_s']:>10.2f} "
+              f"{warm['build_s']:>6.2f} {warm['first_run_s']:>8.2f} {warm['second_run_s']:>8.2f}")
     Path(args.json).write_text(json.dumps(report, indent=1))
 
 

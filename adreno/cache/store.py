@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import pyopencl as cl
 
 from adreno.errors import BuildOptionsError, KernelBuildError
+from adreno.opencl.binaries import BinaryError, program_binary
 from adreno.opencl.device import DeviceIdentity
 
 from .bundled import BundledBinaries
@@ -130,7 +131,11 @@ class ProgramCache:
             return
         identity = DeviceIdentity.from_cl_device(program.devices[0])
         header = canonical_json(key_fields(identity, source, options))
-        built = program.get_info(cl.program_info.BINARIES)[0]
+        try:
+            built = program_binary(program)  # the GIL released: the executor stores in a background thread
+        except BinaryError as err:
+            logger.warning("%s; %s not cached", err, key_of(header)[:16])
+            return
         if built:
             self._write(header, built)
         else:

@@ -109,6 +109,8 @@ def select_device(spec: str | int | None = None):
         found = [d for d in devices if "portable computing language" in d.platform.name.lower()]
         if not found:
             raise DeviceError(f"PoCL is not installed ({INSTALL_HINT}); devices: {listing}")
+        if len(found) == 1:  # nothing to choose: a compiler that cannot build fails the model's build, in one line
+            return found[0]
         working = next((d for d in found if compiler_works(d)), None)  # probe lazily: each probe is a build
         if working is None:
             raise DeviceError(f"no PoCL installation here can compile a kernel for this CPU; {INSTALL_HINT}")

@@ -8,6 +8,8 @@ A run is then: copy inputs in, enqueue the kernels in order, copy outputs out.
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from dataclasses import dataclass
 
@@ -17,9 +19,10 @@ from ..artifact import Artifact
 from ..artifact_check import check_launches
 from ..errors import AdrenoError, ArtifactError
 from ..layout import ImageSpec, from_image, to_image
-from .device import device_of
+from .device import DeviceIdentity, device_of, opencl_devices
 from .evict import Evictor
-from .programs import Grouping, build_programs, group_source, groups
+from .first_launches import Helpers, launch_order, worker_count
+from .programs import FROM_SOURCE, Grouping, build_programs, group_source, groups
 from .signature import argument_mismatch, kernel_params, program_options
 
 
@@ -66,9 +69,13 @@ class Executor:
     """An artifact loaded on one OpenCL device, ready to run."""
 
     def __init__(self, artifact: Artifact | str, device=None, cache=None, build_options: str = "",
-                 grouping: Grouping = Grouping.MODEL, context=None):
+                 grouping: Grouping = Grouping.MODEL, context=None, with_weights: bool = True,
+                 compile_workers: int | None = None):
         """`context`: the pyopencl Context to work in (a runner measuring many artifacts passes its `Evictor`'s, so
-        the eviction buffer is made once); `device` is then its device. Default: a context of its own."""
+        the eviction buffer is made once); `device` is then its device. Default: a context of its own.
+        `with_weights=False` leaves the weights' storage unwritten (for a run whose values do not matter).
+        `compile_workers`: processes that compile a lazy driver's first launches beside this one
+        (`adreno.opencl.first_launches`); default: as many as help, none with a `context` given."""
         import pyopencl as cl
 
         self.artifact = artifact if isinstance(artifact, Artifact) else Artifact.load(artifact)
@@ -85,12 +92,32 @@ class Executor:
         self.build_options = build_options
         self.program_groups = groups(self.artifact, grouping)
         self.store_seconds = 0.0
+        self.store_failure: str | None = None  # why the program cache write after the first run failed, if it did
+        self._store_thread: threading.Thread | None = None
         started = time.perf_counter()
         built = build_programs(self.artifact, self.context, self.program_groups, self.cache, build_options,
                                defer_store=True)
         self.build_seconds = time.perf_counter() - started
         self.programs, self.builds = built.programs, built.builds
         self._unstored = built.unstored  # (program, source) built from source: cached after the first run
+        if compile_workers is None:
+            from_source = any(b.how in FROM_SOURCE for b in self.builds)
+            compile_workers = 0 if context is not None else worker_count(
+                DeviceIdentity.from_cl_device(self.device), len(launch_order(self.artifact)), from_source)
+        helpers = Helpers(self.artifact, opencl_devices().index(self.device), compile_workers) \
+            if compile_workers else None
+        try:
+            self._set_up(plan, with_weights)
+        except BaseException:
+            if helpers is not None:
+                helpers.stop()
+            raise
+        self.first_launches = helpers.finish(self.queue, self.launches) if helpers is not None else None
+
+    def _set_up(self, plan, with_weights: bool) -> None:
+        """Allocate the plan's storage, upload the weights (unless told not to) and bind every kernel."""
+        import pyopencl as cl
+
         mf = cl.mem_flags
         images = getattr(plan, "images", {}) or {}
         if images and not self.device.image_support:
@@ -100,7 +127,8 @@ class Executor:
                               else cl.Buffer(self.context, mf.READ_WRITE, max(nbytes, 4)))
                         for sid, nbytes in plan.storage.items()}
         self.buffers = {name: self.storage[spec.storage] for name, spec in plan.tensors.items() if spec.storage}
-        self.write_params(self.artifact.params())
+        if with_weights:
+            self.write_params(self.artifact.params())
         self.unchecked_kernels = 0  # kernels whose driver reports no argument info (adreno.opencl.signature)
         workspace_sizes = [max(sizes) for sizes in _zip_longest_max(s.workspaces for s in plan.steps)]
         self.workspaces = [cl.Buffer(self.context, mf.READ_WRITE, max(n, 4)) for n in workspace_sizes]
@@ -160,24 +188,48 @@ class Executor:
                         region=(image.width, image.height, image.layers))
         return from_image(pixels, spec.shape, spec.dtype)
 
-    def _store_built(self) -> None:
-        """Put the programs built from source into the program cache, once, after the first run: a driver's binary
-        then holds what that run compiled (PoCL: the work-group functions of each launch's sizes, 5 s of ResNet-18's
-        first run), so the next start's first run is as fast as a second one (docs/compile.md)."""
-        if not self._unstored:
+    def _store_in_background(self) -> None:
+        """Start putting the programs built from source into the program cache, once, after the first run: a
+        driver's binary then holds what that run compiled (PoCL: the work-group functions of each launch's sizes, 5 s
+        of ResNet-18's first run), so the next start's first run is as fast as a second one (docs/compile.md). Asking
+        PoCL for a binary generates every kernel's code again (5-6 s for ResNet-18), so the write runs in a thread
+        (the fetch releases the GIL, `adreno.opencl.binaries`) and the first run returns its outputs at once;
+        `wait_stored` joins it, and a process exits only once it is done."""
+        if not self._unstored or self._store_thread is not None:
             return
+        unstored, self._unstored = self._unstored, []
+        self._store_thread = threading.Thread(target=self._store, args=(unstored,), name="adreno-program-store")
+        self._store_thread.start()
+
+    def _store(self, unstored: list) -> None:
         started = time.perf_counter()
         options = program_options(self.build_options)
-        for program, source in self._unstored:
-            self.cache.store(program, source, options)
-        self._unstored = []
+        try:
+            for program, source in unstored:
+                self.cache.store(program, source, options)
+        except Exception as err:  # noqa: BLE001 - a cache write is best effort and its thread has no caller
+            self.store_failure = f"{type(err).__name__}: {err}"
+            logging.getLogger("adreno.cache").warning("the program cache write failed (%s); the next start builds "
+                                                      "from source", self.store_failure)
         self.store_seconds = time.perf_counter() - started
+
+    @property
+    def storing(self) -> bool:
+        """Whether the program cache write the first run started is still running."""
+        return self._store_thread is not None and self._store_thread.is_alive()
+
+    def wait_stored(self) -> float:
+        """Wait for the program cache write the first run started, if any; its seconds (0.0 when none ran)."""
+        if self._store_thread is not None:
+            self._store_thread.join()
+        return self.store_seconds
 
     def warm_build_seconds(self) -> float | None:
         """Seconds to build this artifact's programs again through the program cache, now that this executor's build
         filled it (what the next start pays); None without a cache. The programs in use are not replaced."""
         if self.cache is None:
             return None
+        self.wait_stored()
         import pyopencl as cl
 
         context, options = cl.Context([self.device]), program_options(self.build_options)
@@ -258,7 +310,7 @@ class Executor:
         self.set_inputs(inputs)
         self._enqueue_all()
         outputs = self._get_outputs()
-        self._store_built()
+        self._store_in_background()
         return outputs
 
     def profile(self, inputs, repeat: int = 10, warmup: int = 1, evictor: Evictor | None = None) -> Profile:
@@ -269,7 +321,8 @@ class Executor:
         for _ in range(warmup):
             self._enqueue_all()
         self.queue.finish()
-        self._store_built()
+        self._store_in_background()
+        self.wait_stored()  # no timed run shares the device with the cache write
         if evictor is not None and evictor.context != self.context:
             raise ValueError("the evictor's context is not this executor's: build the executor in evictor.context")
         per_kernel: dict[tuple[str, str], list[float]] = {}

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..artifact import Artifact
-from ..errors import KernelBuildError
+from ..errors import DeviceError, KernelBuildError
 from ..native_log import DRIVER_NOISE, summarised_stderr
+from .device import INSTALL_HINT, compiler_works
 from .signature import program_options
 
 
@@ -74,6 +75,9 @@ def build_failure(program: str, kernels: list[str], device: str, log: str) -> Ke
     first = next((line.strip() for line in log.splitlines() if "error" in line.lower()), "")
     return KernelBuildError(f"OpenCL build of {program} (kernels {', '.join(kernels) or 'none'}) failed on {device}: "
                             f"{first[:200] or 'see the log'}; full build log: {Path(path)}")
+
+
+FROM_SOURCE = ("miss", "disabled", "source")  # the `ProgramBuild.how`s of a program the driver compiled from source
 
 
 @dataclass
@@ -138,6 +142,9 @@ def _build(artifact, context, members, cache, options, defer_store, built, devic
     except (KernelBuildError, cl.RuntimeError) as err:
         if len(members) > 1:
             raise KernelBuildError(str(err)) from None  # `_build_group` tries them one by one
+        if not compiler_works(context.devices[0]):  # the driver, not this kernel (`select_device` no longer probes)
+            raise DeviceError(f"the OpenCL compiler of {device} cannot build a one-line kernel; {INSTALL_HINT}") \
+                from None
         raise build_failure(members[0], program_kernels(artifact)[members[0]], device, str(err)) from None
     built.builds.append(ProgramBuild(members, how, time.perf_counter() - started))
     return program

@@ -258,7 +258,8 @@ def measure_artifact(artifact: str, inputs, reference, device, cache=None, repea
 
     stage, started = "build", time.perf_counter()
     try:
-        executor = Executor(artifact, device, cache=cache, context=None if evictor is None else evictor.context)
+        executor = Executor(artifact, device, cache=cache, context=None if evictor is None else evictor.context,
+                            compile_workers=0)  # the batch's own jobs use the cores
         load_s = time.perf_counter() - started
         stage = "run"
         outputs = executor.run(inputs)

@@ -46,7 +46,8 @@ def test_cache_is_written_after_the_first_run(tiny_artifact, pocl_device, tmp_pa
     assert [b.how for b in executor.builds] == ["miss"] and not list((tmp_path / "cache").glob("*.clbin"))
     inputs = random_inputs(executor.artifact.input_specs(), seed=2)
     first = executor.run(inputs)
-    assert len(list((tmp_path / "cache").glob("*.clbin"))) == 1 and executor.store_seconds > 0
+    assert executor.wait_stored() > 0 and executor.store_failure is None
+    assert len(list((tmp_path / "cache").glob("*.clbin"))) == 1
     assert executor.warm_build_seconds() is not None and cache.stats["hits"] == 1
     again = Executor(tiny_artifact, pocl_device, cache=ProgramCache(tmp_path / "cache"))
     assert [b.how for b in again.builds] == ["hit"]
