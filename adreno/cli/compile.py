@@ -179,15 +179,13 @@ def _orchestrator(args, options, progress):
 
 def orchestration_line(summary: dict) -> str:
     """The orchestration in a few words: kernels chosen, candidates measured, the predicted total."""
+    from ..orchestrate.orchestrator import milliseconds  # inside: loads TVM and scipy at import
+
     predicted = summary["predicted_run_s"]
     fallbacks = f", {len(summary['fallbacks'])} blocks on FuseOps' partition" if summary["fallbacks"] else ""
     memories = summary["memories"]
-    others = "; ".join(f"in {memory} {_ms(seconds)}" for memory, seconds in memories.items()
+    others = "; ".join(f"in {memory} {milliseconds(seconds)}" for memory, seconds in memories.items()
                        if memory != summary["memory"])
     return (f"orchestrated: {len(summary['kernels'])} chosen kernels of {summary['candidates']} candidates "
-            f"({summary['measured_now']} measured now), a run predicted {_ms(predicted)}"
+            f"({summary['measured_now']} measured now), a run predicted {milliseconds(predicted)}"
             f"{f' ({others})' if others else ''}{fallbacks}")
-
-
-def _ms(seconds: float | None) -> str:
-    return "unknown" if seconds is None else f"{seconds * 1e3:.3f} ms"

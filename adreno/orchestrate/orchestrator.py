@@ -29,6 +29,12 @@ from adreno.orchestrate.partition import Partition, partition
 from adreno.orchestrate.report import Orchestration, orchestrate_module
 
 
+def milliseconds(seconds: float | None) -> str:
+    """A predicted time as the progress lines and the compile's summary print it, 'unknown' where a kernel is
+    unmeasured; one spelling, so the memory choice and the compile's orchestration line read alike."""
+    return "unknown" if seconds is None else f"{seconds * 1e3:.3f} ms"
+
+
 @dataclass(frozen=True)
 class MemoryChoice:
     """One memory's orchestration of the model and its emitted partition; `predicted_s`, a run's predicted wall
@@ -44,7 +50,7 @@ class MemoryChoice:
         return None if kernels is None else kernels + self.orchestration.report["launch"]["per_run_s"]
 
     def __str__(self) -> str:
-        return f"{self.memory} {'unknown' if self.predicted_s is None else f'{self.predicted_s * 1e3:.3f} ms'}"
+        return f"{self.memory} {milliseconds(self.predicted_s)}"
 
     @staticmethod
     def best(choices: list) -> MemoryChoice:

@@ -14,6 +14,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from adreno.cli.compile import orchestration_line
 from adreno.cli.main import main
 from adreno.compile import compile_model
 from adreno.errors import AdrenoError
@@ -87,6 +88,10 @@ def test_the_memory_predicted_fastest_is_chosen():
     assert MemoryChoice.best([unknown, texture]) is texture  # a prediction beats none
     assert MemoryChoice.best([choice(Memory.TEXTURE, None), unknown]).memory is Memory.TEXTURE  # the first
     assert str(unknown) == "buffer unknown" and str(texture) == "texture 3.100 ms"
+    summary = {"predicted_run_s": 2.1e-3, "memory": "buffer", "memories": {"texture": None, "buffer": 2.1e-3},
+               "kernels": [{}], "candidates": 4, "measured_now": 2, "fallbacks": []}
+    assert orchestration_line(summary) == ("orchestrated: 1 chosen kernels of 4 candidates (2 measured now), "
+                                           "a run predicted 2.100 ms (in texture unknown)")
     with pytest.raises(AdrenoError, match="measured in buffer memory"):  # --memory texture, costs of buffer
         Orchestrator([SeededCosts(0, Memory.BUFFER)]).check(Options(memory=Memory.TEXTURE))
     Orchestrator([SeededCosts(0, Memory.TEXTURE), SeededCosts(0, Memory.BUFFER)]).check(Options())
