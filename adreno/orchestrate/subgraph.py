@@ -46,23 +46,28 @@ class Subgraph:
 
 
 def subgraph(graph, kernel, memory: Memory = Memory.BUFFER) -> Subgraph:
-    """The module computing `kernel` (a `blp.Kernel` over `graph`'s primitives), measured in `memory`."""
+    """The module computing `kernel` (a `blp.Kernel` over `graph`'s primitives), measured in `memory`. Texture
+    memory's module is the keyed one with its constant parameters bound (built once, not walked again)."""
+    mod, reads, writes = _module(graph, kernel)
     if memory is Memory.BUFFER:
-        mod, reads, writes = _module(graph, kernel, inline)
         return Subgraph(mod, reads, writes, mod)
-    mod, reads, writes = _module(graph, kernel, lambda value: not isinstance(value, relax.Var))
-    return Subgraph(mod, reads, writes, _module(graph, kernel, inline)[0])
+    main = mod["main"]
+    constants = {param: graph.values[v] for param, v in zip(main.params, reads)
+                 if not isinstance(graph.values[v], relax.Var)}
+    texture = mod.clone()
+    texture["main"] = main.bind_params(constants)
+    return Subgraph(texture, tuple(v for v in reads if isinstance(graph.values[v], relax.Var)), writes, mod)
 
 
-def _module(graph, kernel, kept) -> tuple:
-    """(the module, the values its parameters stand for, the values it returns), with the values `kept(value)` says
-    stay in the module rather than being parameters."""
+def _module(graph, kernel) -> tuple:
+    """(the module, the values its parameters stand for, the values it returns), the values `exprs.inline` says are
+    part of the operator kept in the module rather than being parameters."""
     whole = {c.final: c for c in graph.whole_in(kernel.primitives)}
     inner = inner_of(whole.values())
     order = [p for p in graph.primitives if p.name in kernel.primitives]
     reads = []
     for p in order:
-        reads += [v for v in p.inputs if v in kernel.inputs and v not in reads and not kept(graph.values[v])]
+        reads += [v for v in p.inputs if v in kernel.inputs and v not in reads and not inline(graph.values[v])]
     writes = tuple(p.name for p in order if p.name in kernel.outputs)
     params = [relax.Var(f"in{i}", graph.values[v].ty) for i, v in enumerate(reads)]
     mapping = {graph.values[v]: param for v, param in zip(reads, params)}

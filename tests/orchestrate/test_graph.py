@@ -64,13 +64,13 @@ def test_winograd_stages_are_primitives_and_the_gemm_is_heavy():
     assert any(len(g) > 1 and any("input_transform" in ops[n] for n in g) for g in groups)
 
 
-def _llvm_run(mod, x):
-    import numpy as np  # noqa: F401 - the input is a numpy array
+def _llvm_run(mod, *inputs):
+    import numpy as np  # noqa: F401 - the inputs are numpy arrays
     import tvm
     from tvm import relax
 
     vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
-    out = vm["main"](tvm.runtime.tensor(x))
+    out = vm["main"](*map(tvm.runtime.tensor, inputs))
     return out.numpy() if hasattr(out, "numpy") else out[0].numpy()
 
 
@@ -109,3 +109,32 @@ def test_composites_bound_whole_compute_what_their_primitives_compute():
     assert module_ops(layer_norm.members) == ["relax.nn.layer_norm"]
     part = module_ops(layer_norm.members - {layer_norm.final})
     assert len(part) == 8 and "relax.nn.layer_norm" not in part
+
+
+def test_texture_module_is_the_keyed_one_with_its_weights_bound():
+    """Texture memory measures a group's module with its weights as constants (the plan makes them param images) and
+    keys it by buffer memory's module, weights as parameters: both memories' subgraphs of a group have one key (the
+    records are keyed by it), the texture module reads only the non-constant values, and the two compute the same."""
+    import numpy as np
+    from tvm import relax
+
+    from adreno.options import Memory
+    from adreno.orchestrate.graph import prepared_graph
+    from adreno.orchestrate.subgraph import subgraph
+    from tests.orchestrate.graphs import layernorm_gelu_matmul
+
+    _, graph = prepared_graph(to_relax(layernorm_gelu_matmul()))
+    kernel = kernel_of(frozenset(p.name for p in graph.primitives), graph.primitives, graph.outputs, 1.0, "k")
+    buffer, texture = (subgraph(graph, kernel, memory) for memory in (Memory.BUFFER, Memory.TEXTURE))
+    assert texture.key == buffer.key and texture.writes == buffer.writes
+    weights = [v for v in buffer.reads if not isinstance(graph.values[v], relax.Var)]
+    assert len(weights) == 4  # LayerNorm's gamma and beta, the two MatMuls' weights
+    assert texture.reads == tuple(v for v in buffer.reads if v not in weights) and len(texture.reads) == 1
+    assert len(texture.mod["main"].params) == len(buffer.mod["main"].params) - len(weights)
+    rng = np.random.default_rng(5)
+    fed = {v: rng.standard_normal([int(d) for d in graph.values[v].ty.shape]).astype("float32")
+           for v in texture.reads}
+    np.testing.assert_allclose(
+        _llvm_run(texture.mod, *(fed[v] for v in texture.reads)),
+        _llvm_run(buffer.mod, *(fed[v] if v in fed else graph.values[v].value.numpy() for v in buffer.reads)),
+        rtol=1e-5, atol=1e-5)
