@@ -10,6 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from adreno.frontend.decompose import decompose
+from adreno.frontend.rewrites import InferredShapes
 from adreno.options import Memory
 
 SHAPE = [2, 3, 4, 5]
@@ -43,7 +44,7 @@ def _run(model, x):
 @pytest.mark.parametrize("axis", [-1, 1, 0, -3])
 def test_decomposition_equals_the_operator(axis, bias):
     model = layernorm(axis, bias)
-    decomposed = decompose(model, {"x": SHAPE})
+    decomposed = decompose(model, InferredShapes({"x": SHAPE}))
     assert "LayerNormalization" not in {n.op_type for n in decomposed.graph.node}
     x = np.random.default_rng(1).standard_normal(SHAPE).astype(np.float32) * 3 + 1
     for got, want in zip(_run(decomposed, x), _run(model, x), strict=True):
@@ -53,7 +54,7 @@ def test_decomposition_equals_the_operator(axis, bias):
 
 def test_y_only_stays_one_node():
     model = layernorm(-1, statistics=False)
-    assert decompose(model, {"x": SHAPE}) is model
+    assert decompose(model, InferredShapes({"x": SHAPE})) is model
 
 
 @pytest.mark.parametrize("memory", [Memory.TEXTURE, Memory.BUFFER], ids=lambda m: m.value)

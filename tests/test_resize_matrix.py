@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from adreno.frontend.rewrites import interpolation_matrix, rewrite
+from adreno.frontend.rewrites import InferredShapes, interpolation_matrix, rewrite
 
 X_SHAPE = [1, 2, 9, 7]
 
@@ -48,7 +48,7 @@ CASES = {
 @pytest.mark.parametrize("attrs", CASES.values(), ids=CASES.keys())
 def test_rewrite_matches_the_onnx_reference(attrs):
     model = resize_model(**attrs)
-    rewritten = rewrite(model, {"x": X_SHAPE})
+    rewritten = rewrite(model, InferredShapes({"x": X_SHAPE}))
     assert "Resize" not in [n.op_type for n in rewritten.graph.node]  # the form TVM lacks is gone
     x = np.random.default_rng(0).standard_normal(X_SHAPE).astype(np.float32)
     expected = ReferenceEvaluator(model).run(None, {"x": x})[0]

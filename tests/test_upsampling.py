@@ -10,6 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from adreno.frontend.onnx_reading import attributes
+from adreno.frontend.rewrites import InferredShapes
 
 
 def convtranspose(x_shape: list[int], channels_out: int, kernel: list[int], bias: bool = True, group: int = 1,
@@ -93,8 +94,8 @@ def matches_onnxruntime(model, pocl_device, tmp_path, memory: str) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
-def shapes_of(model) -> dict[str, list[int]]:
-    return {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input}
+def shapes_of(model) -> InferredShapes:
+    return InferredShapes({i.name: [d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input})
 
 
 @pytest.mark.parametrize("case", list(SHUFFLES))
@@ -174,3 +175,43 @@ def test_other_convtransposes_stay_and_match_onnxruntime(case, pocl_device, tmp_
     model = KEPT[case]
     assert rewrite(model, shapes_of(model)) is model
     matches_onnxruntime(model, pocl_device, tmp_path, "texture")
+
+
+def decoder(output_shape: list[int]) -> onnx.ModelProto:
+    """x -> ConvTranspose with `output_shape` -> Relu -> ConvTranspose k3 s2 p1 op1 -> LayerNormalization with its
+    Mean output: each of the import-time rewrites (rewrites, upsampling, decompose) has work."""
+    rng = np.random.default_rng(4)
+    weights = {"w1": rng.standard_normal((3, 4, 3, 3)), "w2": rng.standard_normal((4, 2, 3, 3)),
+               "g": rng.standard_normal(16) + 1, "b": rng.standard_normal(16)}
+    nodes = [helper.make_node("ConvTranspose", ["x", "w1"], ["u"], strides=[2, 2], output_shape=output_shape),
+             helper.make_node("Relu", ["u"], ["r"]),
+             helper.make_node("ConvTranspose", ["r", "w2"], ["v"], strides=[2, 2], pads=[1, 1, 1, 1],
+                              output_padding=[1, 1]),
+             helper.make_node("LayerNormalization", ["v", "g", "b"], ["y", "mean"], axis=-1)]
+    graph = helper.make_graph(nodes, "decoder", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 20, 16]),
+                               helper.make_tensor_value_info("mean", TensorProto.FLOAT, [1, 2, 20, 1])],
+                              [numpy_helper.from_array(w.astype(np.float32), n) for n, w in weights.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    return model
+
+
+@pytest.mark.parametrize("output_shape, inferences", [([10, 8], 1), ([1, 4, 10, 8], 2)])
+def test_the_rewrites_share_one_shape_inference(output_shape, inferences, monkeypatch):
+    """The import-time rewrites read the shapes of one ONNX shape inference over the whole model
+    (`rewrites.InferredShapes`). An output_shape that lists N and C, which ONNX's inference refuses, leaves the values
+    after that ConvTranspose without shapes until its explicit pads replace it: upsampling infers again, and
+    rewrites the second ConvTranspose too."""
+    from adreno.frontend import rewrites
+    from adreno.frontend.importer import to_relax
+
+    calls = []
+    inferred = rewrites.static_shapes
+    monkeypatch.setattr(rewrites, "static_shapes", lambda *args: calls.append(args) or inferred(*args))
+    mod = to_relax(decoder(output_shape))
+    assert len(calls) == inferences
+    ops = {getattr(getattr(b.value, "op", None), "name", "") for block in mod["main"].body.blocks
+           for b in block.bindings}
+    assert "relax.nn.conv2d_transpose" not in ops and "relax.nn.layer_norm" not in ops, ops
+    assert [[int(d) for d in t.shape] for t in mod["main"].body.body.ty.fields] == [[1, 2, 20, 16], [1, 2, 20, 1]]

@@ -19,8 +19,9 @@
 - LSTM, GRU and RNN: unrolled at the compiled sequence length into MatMuls and gate arithmetic
   (`adreno.frontend.recurrent`).
 
-`decompose(model, shapes)` returns a rewritten copy, or the model itself when nothing applies. Forms it cannot
-decompose (1-D/3-D pools, unknown shapes, opset < 10) are refused in one line naming the node.
+`decompose(model, shapes)` returns a rewritten copy, or the model itself when nothing applies; `shapes`
+(`rewrites.InferredShapes`) give the values' static shapes. Forms it cannot decompose (1-D/3-D pools, unknown
+shapes, opset < 10) are refused in one line naming the node.
 """
 
 from __future__ import annotations
@@ -30,10 +31,10 @@ import numpy as np
 from ..errors import UnsupportedOpError
 from .onnx_reading import attributes, opset
 from .recurrent import RECURRENT_OPS, unroll
-from .rewrites import static_shapes
+from .rewrites import InferredShapes
 
 
-def decompose(model, shapes: dict[str, list[int]]):
+def decompose(model, shapes: InferredShapes):
     targets = [n for n in model.graph.node
                if _training_batchnorm(n) or _maxpool_with_indices(n) or _layernorm_with_statistics(n)
                or n.op_type in RECURRENT_OPS]
@@ -43,7 +44,7 @@ def decompose(model, shapes: dict[str, list[int]]):
 
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    known = static_shapes(out, shapes)
+    known = shapes.of(out)
     version = opset(out)
     nodes = []
     for index, node in enumerate(out.graph.node):
@@ -63,6 +64,7 @@ def decompose(model, shapes: dict[str, list[int]]):
         nodes.extend(builder.nodes)
     del out.graph.node[:]
     out.graph.node.extend(nodes)
+    shapes.replaced(targets)
     return out
 
 

@@ -186,8 +186,9 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None, q
     if not model.graph.output:
         return None
     shapes = {name: shape for name, shape in shapes.items() if name not in (empty.inputs if empty else ())}
-    model = upsampling.rewrite(rewrites.rewrite(model, shapes), shapes)
-    model = old_opsets.current_forms(decompose.decompose(model, shapes))
+    inferred = rewrites.InferredShapes(shapes)  # shape inference once for the three rewrites, where one needs it
+    model = upsampling.rewrite(rewrites.rewrite(model, inferred), inferred)
+    model = old_opsets.current_forms(decompose.decompose(model, inferred))
     model, shapes = identifiers(model, shapes)  # kernel argument names: `gpu_0/data_0` -> `gpu_0_data_0`
     failure = None
     # the importer prints "Error converting operator ..." on stdout before it raises: our error says it in one line

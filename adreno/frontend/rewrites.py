@@ -25,7 +25,8 @@
   reference does (onnxruntime 1.32 divides by the rounded one).
 
 `rewrite(model, shapes)` returns a rewritten copy (the caller's model is untouched) or the model itself when nothing
-applies; `shapes` are the static input shapes the compile uses (for the ConvTranspose input sizes).
+applies; `shapes` (`InferredShapes`) give the values' static shapes (the ConvTranspose input sizes, the Resize
+inputs), inferred once for the import-time rewrites that read them.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from ..errors import ModelError, UnsupportedOpError
 from .onnx_reading import attributes, opset
 
 
-def rewrite(model, shapes: dict[str, list[int]]):
+def rewrite(model, shapes: InferredShapes):
     convt = [n for n in model.graph.node if n.op_type == "ConvTranspose" and "output_shape" in attributes(n)]
     prelu = [n for n in model.graph.node if n.op_type == "PRelu"] if opset(model) < 7 else []
     resize = [n for n in model.graph.node if n.op_type == "Resize"]
@@ -48,7 +49,7 @@ def rewrite(model, shapes: dict[str, list[int]]):
 
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    known = static_shapes(out, shapes)
+    known = shapes.of(out)
     nodes = []
     for i, node in enumerate(out.graph.node):
         if node.op_type == "ConvTranspose" and "output_shape" in attributes(node):
@@ -63,6 +64,7 @@ def rewrite(model, shapes: dict[str, list[int]]):
         nodes.append(node)
     del out.graph.node[:]
     out.graph.node.extend(nodes)
+    shapes.replaced(convt + prelu + resize + expand)
     return out
 
 
@@ -98,6 +100,35 @@ def static_shapes(model, shapes: dict[str, list[int]]) -> dict[str, list[int]]:
             found[value.name] = [d.dim_value for d in dims]
     found.update({t.name: list(t.dims) for t in model.graph.initializer})
     return found
+
+
+class InferredShapes:
+    """The static shapes of a model's values (`static_shapes`) for the import-time rewrites that read them (`rewrite`,
+    `upsampling.rewrite`, `decompose.decompose`, in that order): ONNX shape inference over the whole model (a copy of
+    it, weights included), run when the first of them needs it and passed on to the next, so a model that needs all
+    three infers once.
+
+    A rewrite replaces nodes by others that compute the same outputs under the same names (each is checked against
+    onnxruntime), and the values it adds are read by its own nodes only: the shapes of the values a later rewrite
+    looks up stand. Not where a replaced node's output had no inferred shape: its replacement may be inferable where
+    it was not (a ConvTranspose whose output_shape lists N and C, which ONNX's inference refuses, becomes explicit
+    pads, which it infers), and the values after it gain shapes. Then the next rewrite infers again, as it would over
+    the model it is given."""
+
+    def __init__(self, inputs: dict[str, list[int]]):
+        self.inputs, self._known = inputs, None
+
+    def of(self, model) -> dict[str, list[int]]:
+        """The shapes of `model`'s values: `model` is the first rewrite's input or the model the last one returned."""
+        if self._known is None:
+            self._known = static_shapes(model, self.inputs)
+        return self._known
+
+    def replaced(self, nodes) -> None:
+        """A rewrite replaced or changed (some of) `nodes`: if one of their outputs had no shape, the next `of` infers
+        again."""
+        if self._known is not None and any(name and name not in self._known for n in nodes for name in n.output):
+            self._known = None
 
 
 def _explicit_pads(node, shapes: dict[str, list[int]], label: str) -> None:

@@ -29,7 +29,7 @@ import numpy as np
 
 from .decompose import NodeBuilder
 from .onnx_reading import attributes, opset
-from .rewrites import constant, static_shapes
+from .rewrites import InferredShapes, constant
 
 SPATIAL = 2  # 2-D (NCHW) only: the form the upsampling heads and decoders have
 
@@ -64,12 +64,12 @@ def axis(size: int, kernel: int, stride: int, pad_begin: int, pad_end: int, outp
     return Axis(stride, taps, taps - 1 - first, last - size, last - first, pad_begin - stride * first, length)
 
 
-def rewrite(model, shapes: dict[str, list[int]]):
+def rewrite(model, shapes: InferredShapes):
     """A copy of `model` with its ConvTransposes rewritten (see the module doc), or `model` itself when none can
-    be; `shapes` are the static input shapes the compile uses."""
+    be; `shapes` give its values' static shapes."""
     if opset(model) < 5 or not any(n.op_type == "ConvTranspose" for n in model.graph.node):
         return model
-    known = static_shapes(model, shapes)
+    known = shapes.of(model)
     plans = {index: plan for index, node in enumerate(model.graph.node)
              if node.op_type == "ConvTranspose" and (plan := _plan(model, node, known.get(node.input[0])))}
     if not plans:
@@ -90,6 +90,7 @@ def rewrite(model, shapes: dict[str, list[int]]):
     del out.graph.node[:]
     out.graph.node.extend(nodes)
     _drop_unused(out.graph, replaced)
+    shapes.replaced([model.graph.node[index] for index in plans])
     return out
 
 
