@@ -111,23 +111,26 @@ def transform_weight(weight: np.ndarray, m: int, packed: bool = False) -> np.nda
     _, gm, _ = matrices(m)
     alpha = gm.shape[0]
     o, c = weight.shape[:2]
-    g = weight.astype(np.float64).transpose(2, 3, 0, 1)  # (r, s, O, C): every term below is a whole (O, C) plane
+    # (r, s, O, C), contiguous: every term below is a whole (O, C) plane, read and written in place
+    g = np.ascontiguousarray(weight.astype(np.float64).transpose(2, 3, 0, 1))
     t = np.empty((3, alpha) + g.shape[2:])
+    term = np.empty(g.shape[2:])
     for r in range(3):
         for b in range(alpha):
-            t[r, b] = g[r, 0] * gm[b, 0]
-            t[r, b] += g[r, 1] * gm[b, 1]
-            t[r, b] += g[r, 2] * gm[b, 2]
+            np.multiply(g[r, 0], gm[b, 0], out=t[r, b])
+            t[r, b] += np.multiply(g[r, 1], gm[b, 1], out=term)
+            t[r, b] += np.multiply(g[r, 2], gm[b, 2], out=term)
     if packed:
         u = np.zeros((alpha, alpha, -(-o // LANES), LANES * -(-c // LANES), LANES), dtype=np.float32)
         whole = o // LANES * LANES
     else:
         u = np.empty((alpha, alpha, o, c), dtype=np.float32)
+    plane = np.empty(g.shape[2:])
     for a in range(alpha):
         for b in range(alpha):
-            plane = gm[a, 0] * t[0, b]
-            plane += gm[a, 1] * t[1, b]
-            plane += gm[a, 2] * t[2, b]
+            np.multiply(gm[a, 0], t[0, b], out=plane)
+            plane += np.multiply(gm[a, 1], t[1, b], out=term)
+            plane += np.multiply(gm[a, 2], t[2, b], out=term)
             if not packed:
                 u[a, b] = plane  # rounded once to float32
                 continue
