@@ -40,7 +40,32 @@ CASES = {
     "escaping": (lambda p: _external(p, "../../etc/hostname"), "external weight data"),
     "missing": (lambda p: _external(p, "nothere.bin"), "external weight data"),
     "device": (lambda p: _external(p, "/dev/zero"), "external weight data"),
+    # sizes counted from the data: NonMaxSuppression was a traceback in the texture schedules
+    "nms": (lambda p: _value_sized(p, "NonMaxSuppression"), "(NonMaxSuppression): the size of its output is counted"),
+    "nonzero": (lambda p: _value_sized(p, "NonZero"), "(NonZero): the size of its output is counted"),
+    "unique": (lambda p: _value_sized(p, "Unique"), "(Unique): the size of its output is counted"),
 }
+
+
+def _value_sized(path, op: str) -> None:
+    """A conv whose output feeds `op`, an op whose output's size is counted from its input's values."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])
+    weight = numpy_helper.from_array(np.ones((8, 4, 3, 3), np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1])]
+    if op == "NonMaxSuppression":  # boxes (1, 16, 4) and scores (1, 1, 16) from the conv's values
+        nodes += [helper.make_node("Reshape", ["c", "box_shape"], ["boxes"]),
+                  helper.make_node("ReduceMean", ["boxes"], ["s"], axes=[2], keepdims=0),
+                  helper.make_node("Unsqueeze", ["s", "one"], ["scores"]),
+                  helper.make_node(op, ["boxes", "scores", "keep"], ["y"])]
+        out = helper.make_tensor_value_info("y", TensorProto.INT64, ["n", 3])
+    else:
+        nodes += [helper.make_node("Flatten", ["c"], ["f"], axis=0), helper.make_node(op, ["f"], ["y"])]
+        out = helper.make_tensor_value_info("y", TensorProto.INT64 if op == "NonZero" else TensorProto.FLOAT, ["n"])
+    constants = [numpy_helper.from_array(np.array([1, 128, 4], np.int64), "box_shape"),
+                 numpy_helper.from_array(np.array([1], np.int64), "one"),
+                 numpy_helper.from_array(np.array([4], np.int64), "keep")]
+    graph = helper.make_graph(nodes, "sized", [x], [out], [weight, *constants])
+    onnx.save(helper.make_model(graph, opset_imports=OPSET), path)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

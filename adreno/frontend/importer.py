@@ -183,6 +183,7 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None, q
     model = prepare(model, shapes, empty)
     check_supported_ops(model)  # again: the nodes of the If branches that `prepare` inlined were not checked
     check_supported_forms(model)
+    check_value_sized_ops(model)  # after folding: a NonZero of constants is a constant now
     if not model.graph.output:
         return None
     shapes = {name: shape for name, shape in shapes.items() if name not in (empty.inputs if empty else ())}
@@ -202,12 +203,43 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None, q
         gc.collect()  # the failed import's BlockBuilder warns when destroyed: let that happen while stderr is quiet
     if failure:
         raise ModelError(failure)
+    check_static_sizes(mod)
     mod, params = relax.frontend.detach_params(mod)
     weights = params.get("main", [])
     names = [v.name for v in mod["main"].params[len(mod["main"].params) - len(weights):]]
     mod = relax.transform.BindParams("main", dict(zip(names, weights)))(mod)
     # BatchNorm after a conv folds into the conv's weights and a bias, so the fused kernel keeps its activation.
     return relax.transform.FoldBatchnormToConv2D()(mod)
+
+
+# ops whose output's size is counted from the input's values: TVM's importer gives NonZero's a symbolic dimension
+# and pads NonMaxSuppression's to its largest size (so a run would differ from onnxruntime's in shape)
+VALUE_SIZED_OPS = ("NonZero", "NonMaxSuppression", "Unique", "Compress")
+STATIC_SIZES_HINT = ("an artifact fixes every size at compile time; run this step on the host, or export the model "
+                     "without it (a detector's NMS: e.g. Ultralytics' export(nms=False))")
+
+
+def check_value_sized_ops(model) -> None:
+    """Refuse, in one line, the first node (left after constant folding) whose output's size is counted from the
+    input's values: an artifact fixes every buffer, image and launch at compile time."""
+    for index, node in enumerate(model.graph.node):
+        if node.op_type in VALUE_SIZED_OPS:
+            raise ModelError(f"node {node.name or f'#{index}'} ({node.op_type}): the size of its output is counted "
+                             f"from the input's values; {STATIC_SIZES_HINT}")
+
+
+def check_static_sizes(mod) -> None:
+    """Refuse, in one line, an imported graph that sizes a value from the input's values anyway (an op converted
+    that way that `VALUE_SIZED_OPS` does not list): the schedules and the launch plan assume static sizes."""
+    from tvm import relax, tirx
+
+    for block in mod["main"].body.blocks:
+        for binding in block.bindings:
+            ty = binding.var.ty
+            dims = getattr(ty.shape, "values", None) if isinstance(ty, relax.TensorType) else ()
+            if dims is None or any(not isinstance(d, tirx.IntImm) for d in dims):
+                raise ModelError(f"the imported model sizes {binding.var.name} from the input's values "
+                                 f"({ty.shape}); {STATIC_SIZES_HINT}")
 
 
 def conv_nodes(model) -> list[tuple]:

@@ -39,10 +39,12 @@ def schedule_packed(func, ctx):
     Convolutions normally never get here: the register-tiled family `adreno/schedules/conv2d_texture.py` (one of
     `schedules.FAMILIES`, run first) claims them; this is what pack, pooling and elementwise functions get, and
     what a conv gets with `--schedules tvm` or when the tiled schedule refuses it."""
-    from tvm import s_tir
+    from tvm import s_tir, tirx
     from tvm.s_tir.dlight import analysis
 
     params = list(func.params)
+    if not all(isinstance(d, tirx.IntImm) for d in params[-1].ty.shape):
+        return None  # a size the data sets (refused at import): the work-items below are counted from the sizes
     out_shape = [int(d) for d in params[-1].ty.shape]
     if len(out_shape) != 5 or out_shape[-1] != LANES:
         return None
