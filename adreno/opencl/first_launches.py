@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from .programs import program_kernels
 
@@ -47,6 +48,8 @@ def worker_count(identity, kernels: int, built_from_source: bool) -> int:
     cache other processes read (PoCL's, unless `POCL_KERNEL_CACHE=0`), something was built from source, the model
     has `MIN_KERNELS` kernels or more, and there is a core to spare."""
     if not (identity.compiles_at_first_launch and built_from_source and kernels >= MIN_KERNELS):
+        return 0
+    if getattr(sys, "frozen", False):  # a bundled app: sys.executable is the app, not a Python to run a worker
         return 0
     if os.environ.get("POCL_KERNEL_CACHE", "1") == "0":
         return 0
@@ -104,10 +107,13 @@ class Helpers:
         self.started = time.perf_counter()
         self.order = compile_order(artifact)
         self.claims = tempfile.mkdtemp(prefix="adreno-first-launches-")
+        # the worker imports this package from where this process did, whatever put it on sys.path
+        root = str(Path(__file__).resolve().parents[2])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
         self.procs = [subprocess.Popen([sys.executable, "-m", WORKER_MODULE, str(artifact.path), "--device",
                                         str(device_index), "--claims", self.claims],
                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                       text=True)
+                                       text=True, env=env)
                       for _ in range(workers)]
 
     def finish(self, queue, launches) -> FirstLaunches:

@@ -42,11 +42,15 @@ def test_workers_only_where_the_driver_compiles_at_first_launch_and_shares_its_d
     monkeypatch.undo()
     monkeypatch.setenv("POCL_KERNEL_CACHE", "0")
     assert worker_count(pocl, 4 * MIN_KERNELS, built_from_source=True) == 0  # no cache shared between processes
+    monkeypatch.delenv("POCL_KERNEL_CACHE")
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    assert worker_count(pocl, 4 * MIN_KERNELS, built_from_source=True) == 0  # sys.executable is the app itself
 
 
 def test_a_worker_compiles_a_share_and_the_outputs_are_those_of_a_start_alone(tiny_artifact, pocl_device, tmp_path,
                                                                             monkeypatch):
     monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path / "pocl"))
+    monkeypatch.delenv("PYTHONPATH", raising=False)  # the worker finds the package where this process did
     inputs = random_inputs(Executor(tiny_artifact, pocl_device, compile_workers=0).artifact.input_specs(), seed=4)
     alone = Executor(tiny_artifact, pocl_device, compile_workers=0)
     helped = Executor(tiny_artifact, pocl_device, compile_workers=1)
