@@ -108,11 +108,11 @@ class Executor:
             if compile_workers else None
         try:
             self._set_up(plan, with_weights)
-        except BaseException:
+            self.first_launches = helpers.finish(self.queue, self.launches) if helpers is not None else None
+        except BaseException:  # a failed set-up, Ctrl-C or a deadline: no helper outlives this executor
             if helpers is not None:
                 helpers.stop()
             raise
-        self.first_launches = helpers.finish(self.queue, self.launches) if helpers is not None else None
 
     def _set_up(self, plan, with_weights: bool) -> None:
         """Allocate the plan's storage, upload the weights (unless told not to) and bind every kernel."""
