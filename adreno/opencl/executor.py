@@ -219,7 +219,8 @@ class Executor:
         return self._store_thread is not None and self._store_thread.is_alive()
 
     def wait_stored(self) -> float:
-        """Wait for the program cache write the first run started, if any; its seconds (0.0 when none ran)."""
+        """Wait for the program cache write the first run started, if any; its seconds (0.0 when none ran). Another
+        executor of the same artifact built before it is done builds from source."""
         if self._store_thread is not None:
             self._store_thread.join()
         return self.store_seconds

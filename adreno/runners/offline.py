@@ -238,7 +238,6 @@ def _stop_workers(pool: futures.ProcessPoolExecutor) -> None:
     under the timings that follow and write into caches that the caller removes. Python 3.11 has no public way to
     end a pool's workers (3.14's `terminate_workers`), so they are read from the pool before it forgets them."""
     workers = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
     for worker in workers:
         if worker.is_alive():
             worker.terminate()
@@ -247,6 +246,9 @@ def _stop_workers(pool: futures.ProcessPoolExecutor) -> None:
         if worker.is_alive():  # SIGTERM can be ignored (an inherited SIG_IGN) or slow under load; SIGKILL cannot
             worker.kill()
             worker.join()
+    # Only now, and waiting: the pool's manager thread reaps the workers too, and a worker it reaped while this
+    # thread waited for it still reads as alive here until that thread is done (waitpid: no child to wait for).
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def measure_artifact(artifact: str, inputs, reference, device, cache=None, repeat: int = 20,
