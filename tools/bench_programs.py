@@ -79,13 +79,13 @@ def start(artifact_path: str, cache_dir: str, workers: str) -> dict:
 
     from adreno.artifact import Artifact
     from adreno.cache import ProgramCache
-    from adreno.opencl.executor import Executor
+    from adreno.opencl.executor import CacheWrite, Executor
 
     artifact = Artifact.load(artifact_path)
     inputs = [np.random.default_rng(0).standard_normal(s.shape).astype(s.dtype) for s in artifact.input_specs()]
     started = time.perf_counter()
     executor = Executor(artifact, "pocl", cache=ProgramCache(Path(cache_dir)),
-                        compile_workers=None if workers == "auto" else int(workers))
+                        compile_workers=None if workers == "auto" else int(workers), cache_write=CacheWrite.BACKGROUND)
     start_s = time.perf_counter() - started
     started = time.perf_counter()
     executor.run(inputs)

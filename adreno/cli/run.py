@@ -108,9 +108,10 @@ def _executor(runtime: Runtime, artifact, device, cache):
         from ..native.vm_executor import VmExecutor  # inside: adreno --help does not need it
 
         return VmExecutor(artifact, device)
-    from ..opencl.executor import Executor  # inside: adreno --help does not need it
+    from ..opencl.executor import CacheWrite, Executor  # inside: adreno --help does not need it
 
-    return Executor(artifact, device, cache=cache)
+    # the cache write overlaps --check's onnxruntime reference; nothing compiles beside it
+    return Executor(artifact, device, cache=cache, cache_write=CacheWrite.BACKGROUND)
 
 
 def _run_artifact(args, output: Path | None) -> int:

@@ -8,6 +8,7 @@ A run is then: copy inputs in, enqueue the kernels in order, copy outputs out.
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 import time
@@ -65,17 +66,28 @@ class _BoundKernel:
         self.name, self.op, self.step = name, op, step
 
 
+class CacheWrite(enum.Enum):
+    """When the program cache is written after the first run. INLINE: before `run` returns (the default: PoCL
+    generates every kernel's code then, and TVM's LLVM compiling in the same process beside it crashed a
+    conformance worker once). BACKGROUND: in a thread, `run` returning at once, for a process that compiles nothing
+    meanwhile (`adreno run`, an app's start)."""
+
+    INLINE = "inline"
+    BACKGROUND = "background"
+
+
 class Executor:
     """An artifact loaded on one OpenCL device, ready to run."""
 
     def __init__(self, artifact: Artifact | str, device=None, cache=None, build_options: str = "",
                  grouping: Grouping = Grouping.MODEL, context=None, with_weights: bool = True,
-                 compile_workers: int | None = None):
+                 compile_workers: int | None = None, cache_write: CacheWrite = CacheWrite.INLINE):
         """`context`: the pyopencl Context to work in (a runner measuring many artifacts passes its `Evictor`'s, so
         the eviction buffer is made once); `device` is then its device. Default: a context of its own.
         `with_weights=False` leaves the weights' storage unwritten (for a run whose values do not matter).
         `compile_workers`: processes that compile a lazy driver's first launches beside this one
-        (`adreno.opencl.first_launches`); default: as many as help, none with a `context` given."""
+        (`adreno.opencl.first_launches`); default: as many as help, none with a `context` given. `cache_write`:
+        when the program cache is written after the first run (`CacheWrite`)."""
         import pyopencl as cl
 
         self.artifact = artifact if isinstance(artifact, Artifact) else Artifact.load(artifact)
@@ -92,6 +104,7 @@ class Executor:
         self.build_options = build_options
         self.program_groups = groups(self.artifact, grouping)
         self.store_seconds = 0.0
+        self.cache_write = cache_write
         self.store_failure: str | None = None  # why the program cache write after the first run failed, if it did
         self._store_thread: threading.Thread | None = None
         started = time.perf_counter()
@@ -188,16 +201,19 @@ class Executor:
                         region=(image.width, image.height, image.layers))
         return from_image(pixels, spec.shape, spec.dtype)
 
-    def _store_in_background(self) -> None:
-        """Start putting the programs built from source into the program cache, once, after the first run: a
-        driver's binary then holds what that run compiled (PoCL: the work-group functions of each launch's sizes, 5 s
-        of ResNet-18's first run), so the next start's first run is as fast as a second one (docs/compile.md). Asking
-        PoCL for a binary generates every kernel's code again (5-6 s for ResNet-18), so the write runs in a thread
-        (the fetch releases the GIL, `adreno.opencl.binaries`) and the first run returns its outputs at once;
-        `wait_stored` joins it, and a process exits only once it is done."""
+    def _store_after_first_run(self) -> None:
+        """Put the programs built from source into the program cache, once, after the first run: a driver's binary
+        then holds what that run compiled (PoCL: the work-group functions of each launch's sizes, 5 s of ResNet-18's
+        first run), so the next start's first run is as fast as a second one (docs/compile.md). Asking PoCL for a
+        binary generates every kernel's code again (5-6 s for ResNet-18): with `CacheWrite.BACKGROUND` the write runs
+        in a thread (the fetch releases the GIL, `adreno.opencl.binaries`) and the first run returns its outputs at
+        once; `wait_stored` joins it, and a process exits only once it is done."""
         if not self._unstored or self._store_thread is not None:
             return
         unstored, self._unstored = self._unstored, []
+        if self.cache_write is CacheWrite.INLINE:
+            self._store(unstored)
+            return
         self._store_thread = threading.Thread(target=self._store, args=(unstored,), name="adreno-program-store")
         self._store_thread.start()
 
@@ -207,7 +223,7 @@ class Executor:
         try:
             for program, source in unstored:
                 self.cache.store(program, source, options)
-        except Exception as err:  # noqa: BLE001 - a cache write is best effort and its thread has no caller
+        except Exception as err:  # noqa: BLE001 - a cache write is best effort, and a thread's has no caller
             self.store_failure = f"{type(err).__name__}: {err}"
             logging.getLogger("adreno.cache").warning("the program cache write failed (%s); the next start builds "
                                                       "from source", self.store_failure)
@@ -311,7 +327,7 @@ class Executor:
         self.set_inputs(inputs)
         self._enqueue_all()
         outputs = self._get_outputs()
-        self._store_in_background()
+        self._store_after_first_run()
         return outputs
 
     def profile(self, inputs, repeat: int = 10, warmup: int = 1, evictor: Evictor | None = None) -> Profile:
@@ -322,7 +338,7 @@ class Executor:
         for _ in range(warmup):
             self._enqueue_all()
         self.queue.finish()
-        self._store_in_background()
+        self._store_after_first_run()
         self.wait_stored()  # no timed run shares the device with the cache write
         if evictor is not None and evictor.context != self.context:
             raise ValueError("the evictor's context is not this executor's: build the executor in evictor.context")

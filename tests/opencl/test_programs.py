@@ -13,7 +13,7 @@ import pytest
 from adreno.artifact import Artifact
 from adreno.cache import ProgramCache
 from adreno.errors import KernelBuildError
-from adreno.opencl.executor import Executor
+from adreno.opencl.executor import CacheWrite, Executor
 from adreno.opencl.programs import Grouping, groups, program_kernels
 from adreno.artifact import random_inputs
 from tests.kernel_files import append_to_kernel_file
@@ -40,9 +40,10 @@ def test_colliding_kernel_names_go_to_separate_groups(tiny_artifact):
     assert len(grouped) == 2 and first in grouped[0] and second in grouped[1]
 
 
-def test_cache_is_written_after_the_first_run(tiny_artifact, pocl_device, tmp_path):
+@pytest.mark.parametrize("write", list(CacheWrite))
+def test_cache_is_written_after_the_first_run(tiny_artifact, pocl_device, tmp_path, write):
     cache = ProgramCache(tmp_path / "cache")
-    executor = Executor(tiny_artifact, pocl_device, cache=cache)
+    executor = Executor(tiny_artifact, pocl_device, cache=cache, cache_write=write)
     assert [b.how for b in executor.builds] == ["miss"] and not list((tmp_path / "cache").glob("*.clbin"))
     inputs = random_inputs(executor.artifact.input_specs(), seed=2)
     first = executor.run(inputs)
