@@ -121,7 +121,7 @@ class Executor:
             if compile_workers else None
         try:
             self._set_up(plan, with_weights)
-            self.first_launches = helpers.finish(self.queue, self.launches) if helpers is not None else None
+            self.first_launches = helpers.finish() if helpers is not None else None
         except BaseException:  # a failed set-up, Ctrl-C or a deadline: no helper outlives this executor
             if helpers is not None:
                 helpers.stop()

@@ -6,12 +6,14 @@ after the other (a compiler lock serialises the threads of one process): on a co
 keyed by the program's source and the launch's sizes, where another process building the same source finds it. So
 an executor that built a program from source on such a driver (`DeviceIdentity.compiles_at_first_launch`) starts
 `workers` processes (`python -m adreno.opencl.first_launch_worker`) that each build the same source and launch
-kernels once, on storage of their own without the weights (the code does not depend on the values), launches
-kernels itself meanwhile, and waits for them: its first run then finds every kernel generated. Every process takes
-the kernels largest first (source size, what code generation time follows), each the next one no other has claimed
-(a file created exclusively in a shared directory), so the work balances itself whatever each process's start
-costs. A worker that fails or is late costs no correctness: the first run generates whatever is missing, and the
-failure is kept as a value (`FirstLaunches.failures`).
+kernels once, on storage of their own without the weights (the code does not depend on the values), and waits for
+them while it uploads the weights and binds its kernels: its first run then finds every kernel generated. The
+executor launches none itself: a launch on storage no run has written can read an index out of its tensor (a
+Gather's), which only a worker may survive. Every worker takes the kernels largest first (source size, what code
+generation time follows), each the next one no other has claimed (a file created exclusively in a shared
+directory), so the work balances itself whatever each process's start costs. A worker that fails, crashes or is
+late costs no correctness: the first run generates whatever is missing, and the failure is kept as a value
+(`FirstLaunches.failures`).
 """
 
 from __future__ import annotations
@@ -35,8 +37,7 @@ WORKER_MODULE = "adreno.opencl.first_launch_worker"
 @dataclass(frozen=True)
 class FirstLaunches:
     """What the parallel first launches did: the processes that helped, the seconds from their start to the last
-    one's end (the executor's weights upload, binding and own share overlap them), and one line per worker that
-    failed."""
+    one's end (the executor's weights upload and binding overlap them), and one line per worker that failed."""
 
     workers: int
     seconds: float
@@ -46,14 +47,14 @@ class FirstLaunches:
 def worker_count(identity, kernels: int, built_from_source: bool) -> int:
     """How many helper processes a start should use: none unless the driver compiles at first launch, keeps a disk
     cache other processes read (PoCL's, unless `POCL_KERNEL_CACHE=0`), something was built from source, the model
-    has `MIN_KERNELS` kernels or more, and there is a core to spare."""
+    has `MIN_KERNELS` kernels or more; one per core (the executor waits), at most one per `MIN_KERNELS` kernels."""
     if not (identity.compiles_at_first_launch and built_from_source and kernels >= MIN_KERNELS):
         return 0
     if getattr(sys, "frozen", False):  # a bundled app: sys.executable is the app, not a Python to run a worker
         return 0
     if os.environ.get("POCL_KERNEL_CACHE", "1") == "0":
         return 0
-    return max(0, min((os.cpu_count() or 1) - 1, kernels // MIN_KERNELS))
+    return max(0, min(os.cpu_count() or 1, kernels // MIN_KERNELS))
 
 
 def kernel_sizes(artifact) -> dict[str, int]:
@@ -101,11 +102,10 @@ def launch_order(artifact) -> list[str]:
 class Helpers:
     """`workers` processes launching the kernels they claim, started as soon as the executor built its programs
     (they build the same source, which the driver's disk cache now holds), so they run while it uploads the weights
-    and binds its kernels; `finish` launches what is left unclaimed and waits for them."""
+    and binds its kernels; `finish` waits for them."""
 
     def __init__(self, artifact, device_index: int, workers: int):
         self.started = time.perf_counter()
-        self.order = compile_order(artifact)
         self.claims = tempfile.mkdtemp(prefix="adreno-first-launches-")
         # the worker imports this package from where this process did, whatever put it on sys.path
         root = str(Path(__file__).resolve().parents[2])
@@ -116,8 +116,7 @@ class Helpers:
                                        text=True, env=env)
                       for _ in range(workers)]
 
-    def finish(self, queue, launches) -> FirstLaunches:
-        launch_claimed(queue, launches, self.order, self.claims)
+    def finish(self) -> FirstLaunches:
         failures = []
         for k, proc in enumerate(self.procs, start=1):
             try:
