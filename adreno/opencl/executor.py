@@ -68,9 +68,9 @@ class _BoundKernel:
 
 class CacheWrite(enum.Enum):
     """When the program cache is written after the first run. INLINE: before `run` returns (the default: PoCL
-    generates every kernel's code then, and TVM's LLVM compiling in the same process beside it crashed a
-    conformance worker once). BACKGROUND: in a thread, `run` returning at once, for a process that compiles nothing
-    meanwhile (`adreno run`, an app's start)."""
+    generates every kernel's code then, and a process that goes on compiling with TVM, a conformance worker or a
+    test, would run TVM's LLVM beside it, which nothing has tested). BACKGROUND: in a thread, `run` returning at
+    once, for a process that compiles nothing meanwhile (`adreno run`, an app's start)."""
 
     INLINE = "inline"
     BACKGROUND = "background"
