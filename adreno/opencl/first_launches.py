@@ -54,7 +54,7 @@ def worker_count(identity, kernels: int, built_from_source: bool) -> int:
         return 0
     if os.environ.get("POCL_KERNEL_CACHE", "1") == "0":
         return 0
-    return max(0, min(os.cpu_count() or 1, kernels // MIN_KERNELS))
+    return min(os.cpu_count() or 1, kernels // MIN_KERNELS)
 
 
 def kernel_sizes(artifact) -> dict[str, int]:
@@ -69,8 +69,9 @@ def kernel_sizes(artifact) -> dict[str, int]:
 def compile_order(artifact) -> list[str]:
     """The plan's kernels, largest first (launch order among equals): each process takes the next unclaimed one, so
     the last to finish is a small one."""
-    sizes, order = kernel_sizes(artifact), launch_order(artifact)
-    return sorted(order, key=lambda name: (-sizes[name], order.index(name)))
+    sizes = kernel_sizes(artifact)
+    return [name for _, _, name in sorted((-sizes[name], position, name)
+                                          for position, name in enumerate(launch_order(artifact)))]
 
 
 def launch_claimed(queue, launches, order: list[str], claims: str) -> int:
