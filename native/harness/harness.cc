@@ -340,7 +340,7 @@ int Run(const Options& o) {
     bool half_pixels = image_spec && Member<ffi::String>(*image_spec, "channel_type", "plan.json image") == "float16";
     // the member is the param when it has no stored form and no half pixels: copied from the mapped file as it is
     const bool rebuilt = stored || half_pixels;
-    std::vector<float> values;
+    adreno_harness::Floats values;
     if (rebuilt) {
       if (dtype != "float32") throw std::runtime_error(name + ": a " + dtype + " param stored in another form");
       values = adreno_harness::ParamValues(name, weight->second, form, shape);

@@ -1,9 +1,11 @@
 #include "weight_forms.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
 #include "half.h"
+#include "parallel.h"
 
 namespace adreno_harness {
 
@@ -32,9 +34,9 @@ int64_t Elements(const std::vector<int64_t>& shape) {
 
 // The member's values as float32: a float16 one widened (exact), an int8 / uint8 one dequantized in
 // adreno.weights.Quantization's order (one float32 multiply; -ffp-contract=off keeps it one).
-std::vector<float> SourceValues(const std::string& name, const NpyView& stored, const StoredForm& form) {
+Floats SourceValues(const std::string& name, const NpyView& stored, const StoredForm& form) {
   const size_t count = static_cast<size_t>(Elements(stored.shape));
-  std::vector<float> values(count);
+  Floats values(count);  // every branch writes every element
   const bool integer = stored.dtype == "int8" || stored.dtype == "uint8";
   if (integer != form.quantized) {
     throw std::runtime_error("param " + name + " is stored as " + stored.dtype +
@@ -70,44 +72,60 @@ std::vector<float> SourceValues(const std::string& name, const NpyView& stored, 
 
 // U[a][b][o][c] = sum_r G[a][r] t[o][c][r][b], t[o][c][r][b] = sum_s g[o][c][r][s] G[b][s], sums left to right,
 // written at U's index (alpha, alpha, O, C), or at the packed one (alpha, alpha, ceil(O/4), 4 ceil(C/4), 4).
-std::vector<float> Winograd(const std::vector<float>& g, int64_t outs, int64_t ins, int tile, bool packed) {
+// Rows of output channels (four at a time when packed: one packed row) are split across the cores; each range
+// zeroes its rows' padding and writes its rows of every (a, b) plane, so its pages are first touched by its own
+// thread. Each (o, c) is computed alone, so U does not depend on the split.
+Floats Winograd(const Floats& g, int64_t outs, int64_t ins, int tile, bool packed) {
   const std::vector<double> gm = WinogradG(tile);
   const int64_t alpha = tile + 2, o4 = (outs + kLanes - 1) / kLanes, cp = (ins + kLanes - 1) / kLanes * kLanes;
-  const int64_t plane = packed ? o4 * cp * kLanes : outs * ins;
-  std::vector<float> u(static_cast<size_t>(alpha * alpha * plane), 0.0f);
-  for (int64_t o = 0; o < outs; ++o) {
-    for (int64_t c = 0; c < ins; ++c) {
-      double w[9], t[3][6];
-      for (int k = 0; k < 9; ++k) w[k] = g[static_cast<size_t>((o * ins + c) * 9 + k)];
-      for (int r = 0; r < 3; ++r) {
-        for (int64_t b = 0; b < alpha; ++b) {
-          t[r][b] = w[r * 3 + 0] * gm[b * 3 + 0] + w[r * 3 + 1] * gm[b * 3 + 1] + w[r * 3 + 2] * gm[b * 3 + 2];
-        }
+  const int64_t rows = packed ? o4 : outs, row = packed ? cp * kLanes : ins, plane = rows * row;
+  Floats u(static_cast<size_t>(alpha * alpha * plane));  // written whole below
+  // a range is at least this many (o, c) pairs, some 0.3 ms of work, ten times a thread's start (and small enough
+  // that tests/native/test_weight_forms.py's 64-channel convs split on two cores)
+  constexpr int64_t kPairsPerRange = 2048;
+  const int64_t pairs_per_row = packed ? kLanes * ins : ins;
+  ParallelFor(rows, std::max<int64_t>(1, kPairsPerRange / std::max<int64_t>(pairs_per_row, 1)),
+              [&](int64_t first_row, int64_t end_row) {
+    if (packed) {  // the padded channels' entries stay zero
+      for (int64_t ab = 0; ab < alpha * alpha; ++ab) {
+        std::fill_n(u.begin() + ab * plane + first_row * row, (end_row - first_row) * row, 0.0f);
       }
-      const int64_t at = packed ? ((o / kLanes) * cp + c) * kLanes + o % kLanes : o * ins + c;
-      for (int64_t a = 0; a < alpha; ++a) {
-        for (int64_t b = 0; b < alpha; ++b) {
-          const double value = gm[a * 3 + 0] * t[0][b] + gm[a * 3 + 1] * t[1][b] + gm[a * 3 + 2] * t[2][b];
-          u[(a * alpha + b) * plane + at] = static_cast<float>(value);
+    }
+    const int64_t first = packed ? first_row * kLanes : first_row;
+    const int64_t end = std::min(outs, packed ? end_row * kLanes : end_row);
+    for (int64_t o = first; o < end; ++o) {
+      for (int64_t c = 0; c < ins; ++c) {
+        double w[9], t[3][6];
+        for (int k = 0; k < 9; ++k) w[k] = g[static_cast<size_t>((o * ins + c) * 9 + k)];
+        for (int r = 0; r < 3; ++r) {
+          for (int64_t b = 0; b < alpha; ++b) {
+            t[r][b] = w[r * 3 + 0] * gm[b * 3 + 0] + w[r * 3 + 1] * gm[b * 3 + 1] + w[r * 3 + 2] * gm[b * 3 + 2];
+          }
+        }
+        const int64_t at = packed ? ((o / kLanes) * cp + c) * kLanes + o % kLanes : o * ins + c;
+        for (int64_t a = 0; a < alpha; ++a) {
+          for (int64_t b = 0; b < alpha; ++b) {
+            const double value = gm[a * 3 + 0] * t[0][b] + gm[a * 3 + 1] * t[1][b] + gm[a * 3 + 2] * t[2][b];
+            u[static_cast<size_t>((a * alpha + b) * plane + at)] = static_cast<float>(value);
+          }
         }
       }
     }
-  }
+  });
   return u;
 }
 
 // The (O, I, KH, KW) weight w packed to OIHW4o as adreno/layout.py pack_oihw4o lays it out, into `shape`
 // (ceil(O/4), I', KH, KW, 4): output channel o at [o / 4, i, kh, kw, o % 4], I' being I padded to a multiple of 4 or
 // I itself (the depthwise form); padded channels zero. Returns an empty vector when `shape` is neither.
-std::vector<float> PackOihw4o(const std::vector<float>& w, const std::vector<int64_t>& oihw,
-                              const std::vector<int64_t>& shape) {
+Floats PackOihw4o(const Floats& w, const std::vector<int64_t>& oihw, const std::vector<int64_t>& shape) {
   const int64_t outs = oihw[0], ins = oihw[1], taps = oihw[2] * oihw[3];
   const int64_t width = shape.size() == 5 ? shape[1] : -1;
   if (shape != std::vector<int64_t>{(outs + kLanes - 1) / kLanes, width, oihw[2], oihw[3], kLanes} ||
       (width != ins && width != (ins + kLanes - 1) / kLanes * kLanes)) {
     return {};
   }
-  std::vector<float> packed(static_cast<size_t>(Elements(shape)), 0.0f);
+  Floats packed(static_cast<size_t>(Elements(shape)), 0.0f);
   for (int64_t o = 0; o < outs; ++o) {
     for (int64_t i = 0; i < ins; ++i) {
       for (int64_t k = 0; k < taps; ++k) {
@@ -120,8 +138,8 @@ std::vector<float> PackOihw4o(const std::vector<float>& w, const std::vector<int
 }
 
 // The (rows, cols) matrix m transposed to (cols, rows), as numpy's m.T made contiguous.
-std::vector<float> Transposed(const std::vector<float>& m, int64_t rows, int64_t cols) {
-  std::vector<float> out(m.size());
+Floats Transposed(const Floats& m, int64_t rows, int64_t cols) {
+  Floats out(m.size());  // written whole
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t c = 0; c < cols; ++c) out[static_cast<size_t>(c * rows + r)] = m[static_cast<size_t>(r * cols + c)];
   }
@@ -130,13 +148,13 @@ std::vector<float> Transposed(const std::vector<float>& m, int64_t rows, int64_t
 
 }  // namespace
 
-std::vector<float> ParamValues(const std::string& name, const NpyView& stored, const StoredForm& form,
-                               const std::vector<int64_t>& shape) {
+Floats ParamValues(const std::string& name, const NpyView& stored, const StoredForm& form,
+                   const std::vector<int64_t>& shape) {
   if (stored.dtype != "float32" && stored.dtype != "float16" && stored.dtype != "int8" && stored.dtype != "uint8") {
     throw std::runtime_error("param " + name + " is stored as " + stored.dtype + "; only float and int8 / uint8 "
                              "weights are rebuilt");
   }
-  std::vector<float> values = SourceValues(name, stored, form);
+  Floats values = SourceValues(name, stored, form);
   std::vector<int64_t> got;
   if (form.transform == "none" && form.packed) {
     if (stored.shape.size() != 4) throw std::runtime_error("param " + name + ": a packed weight stored as " +
