@@ -22,6 +22,11 @@ one slow spell can move a 2 ms model's median of three rounds by a quarter (sess
 The orchestrated row also shows its predicted wall time (the manifest's `predicted_run_s`: the device's per-run
 cost plus the chosen kernels' measured costs), the candidates, the measurements made by this run and the BLP's
 solve time.
+
+Noise is part of the result. Each round runs every variant once, so a round gives a paired ratio against the
+default compile in the row's memory; the table shows the median ratio with the rounds' lowest and highest, and a
+verdict: `faster` or `slower` only when every round agrees, `level` otherwise (within this machine's noise). The
+prediction's error is given against the median wall time and as the rounds' range.
 """
 
 from __future__ import annotations
@@ -80,23 +85,59 @@ def bench_model(model: str, work: Path, args) -> list[dict]:
     return rows
 
 
-def table(rows: list[dict]) -> str:
-    lines = ["| model | variant | memory | kernels | wall ms | kernel ms | vs default | vs its memory | predicted ms "
-             "| candidates | measured now | solve s | compile s |", "|" + "---|" * 13]
+def paired(row: dict, baseline: dict) -> dict:
+    """`baseline`'s wall time over `row`'s, round by round (the rounds are interleaved, so a round's pair shared
+    the machine's state): the median, the range and the verdict."""
+    ratios = [b / r for b, r in zip(baseline["round_wall_ms"], row["round_wall_ms"])]
+    verdict = "faster" if min(ratios) > 1 else "slower" if max(ratios) < 1 else "level"
+    return {"median": statistics.median(ratios), "low": min(ratios), "high": max(ratios),
+            "verdict": "" if row is baseline else verdict}
+
+
+def prediction_error(row: dict) -> dict | None:
+    """The predicted wall time's error against the median wall time and each round's (fractions)."""
+    predicted = (row["orchestration"] or {}).get("predicted_run_s")
+    if predicted is None:
+        return None
+    errors = [predicted * 1e3 / w - 1 for w in row["round_wall_ms"]]
+    return {"predicted_ms": predicted * 1e3, "error": predicted * 1e3 / row["wall_ms"] - 1, "low": min(errors),
+            "high": max(errors)}
+
+
+def annotate(rows: list[dict]) -> None:
+    """Each row's paired ratios against the default compile and against the default in its memory, and its
+    prediction's error."""
     by_model = {}
     for row in rows:
         by_model.setdefault(row["model"], {})[row["variant"]] = row
-    for model, variants in by_model.items():
+    for variants in by_model.values():
         for row in variants.values():
-            o = row["orchestration"] or {}
-            predicted = o.get("predicted_run_s")
-            same = variants["buffer" if row["memory"] == "buffer" else "default"]
-            lines.append(
-                f"| {model} | {row['variant']} | {row['memory']} | {row['kernels']} | {row['wall_ms']:.3f} | "
-                f"{row['kernel_ms']:.3f} | {variants['default']['wall_ms'] / row['wall_ms']:.2f}x | "
-                f"{same['wall_ms'] / row['wall_ms']:.2f}x | "
-                f"{'' if predicted is None else f'{predicted * 1e3:.3f}'} | {o.get('candidates', '')} | "
-                f"{o.get('measured_now', '')} | {o.get('solve_s', '')} | {row['compile_s']} |")
+            row["vs_default"] = paired(row, variants["default"])
+            row["vs_memory"] = paired(row, variants["buffer" if row["memory"] == "buffer" else "default"])
+            row["prediction"] = prediction_error(row)
+
+
+def ratio_cell(r: dict) -> str:
+    return f"{r['median']:.2f}x ({r['low']:.2f}-{r['high']:.2f}){' ' + r['verdict'] if r['verdict'] else ''}"
+
+
+def predicted_cell(p: dict | None) -> str:
+    if p is None:
+        return ""
+    return f"{p['predicted_ms']:.3f} ({p['error']:+.0%}; {p['low']:+.0%} to {p['high']:+.0%})"
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| model | variant | memory | kernels | wall ms (rounds) | kernel ms | vs default | vs its memory "
+             "(rounds) | predicted ms (error; rounds) | candidates | measured now | solve s | compile s |",
+             "|" + "---|" * 13]
+    for row in rows:
+        o, walls = row["orchestration"] or {}, row["round_wall_ms"]
+        lines.append(
+            f"| {row['model']} | {row['variant']} | {row['memory']} | {row['kernels']} | {row['wall_ms']:.3f} "
+            f"({min(walls):.3f}-{max(walls):.3f}) | {row['kernel_ms']:.3f} | {row['vs_default']['median']:.2f}x | "
+            f"{ratio_cell(row['vs_memory'])} | {predicted_cell(row['prediction'])} | {o.get('candidates', '')} | "
+            f"{o.get('measured_now', '')} | {o.get('solve_s', '')} | {row['compile_s']} |")
     return "\n".join(lines)
 
 
@@ -116,6 +157,7 @@ def main() -> int:
         for model in args.models:
             print(f"{model} ...", file=sys.stderr, flush=True)
             rows += bench_model(model, Path(scratch), args)
+    annotate(rows)
     print(table(rows))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
