@@ -167,9 +167,8 @@ def test_second_executor_is_all_hits_with_identical_outputs(exported, tiny_artif
     programs = len(groups(Artifact.load(plain), Grouping.MODEL))  # driver programs: one for the model
     assert programs == 1
     first_cache = ProgramCache(tmp_path / "cache")
-    starting = Executor(plain, pocl_device, cache=first_cache)
-    first = starting.run(exported["inputs"])
-    starting.wait_stored()  # the first run writes the cache in the background
+    # the default CacheWrite.INLINE: the cache is written before run returns, so the second executor finds it
+    first = Executor(plain, pocl_device, cache=first_cache).run(exported["inputs"])
     assert first_cache.stats["misses"] == programs and first_cache.stats["hits"] == 0
 
     second_cache = ProgramCache(tmp_path / "cache")
