@@ -1,0 +1,178 @@
+#include "model.h"
+
+#include <tvm/ffi/container/array.h>
+#include <tvm/runtime/tensor.h>
+
+#include <chrono>
+
+#include "device_weights.h"
+#include "opencl_runtime.h"
+#include "rt_error.h"
+
+namespace ffi = tvm::ffi;
+
+namespace adreno_rt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point since) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - since).count();
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string text;
+  for (int64_t d : shape) text += (text.empty() ? "" : "x") + std::to_string(d);
+  return text;
+}
+
+}  // namespace
+
+Model::Model(const std::string& dir, const OpenOptions& options) {
+  auto start = Clock::now();
+  RequirePlugin(options.plugin_path.empty() ? PluginBesideLibrary() : options.plugin_path);
+  spec_ = ReadArtifactSpec(dir);
+  device_id_ = SelectDevice(options.device_index, options.device_name, &identity_);
+  times_.plugin_ms = MsSince(start);
+
+  auto stage = Clock::now();
+  ffi::Module executable = Stage(ADRENO_RT_BAD_ARTIFACT, dir + "/lib.so",
+                                 [&] { return ffi::Module::LoadFromFile(dir + "/lib.so"); });
+  if (executable->kind() != std::string("relax.VMExecutable")) {
+    throw RtError(ADRENO_RT_BAD_ARTIFACT, dir + "/lib.so is a " + std::string(executable->kind()) +
+                                              " module, not a Relax VM executable");
+  }
+  Stage(ADRENO_RT_DEVICE, "starting the Relax VM", [&] {
+    vm_ = executable->GetFunction("vm_load_executable").value()().cast<ffi::Module>();
+    constexpr int kPooled = 2;
+    (*vm_)->GetFunction("vm_initialization").value()(static_cast<int>(kDLOpenCL), device_id_, kPooled,
+                                                   static_cast<int>(kDLCPU), 0, kPooled);
+    main_ = (*vm_)->GetFunction("main").value();
+  });
+  times_.load_ms = MsSince(stage);
+
+  stage = Clock::now();
+  programs_ = std::make_unique<ProgramCache>(executable, identity_, options.blob_path, options.write_blob);
+  programs_->Offer();
+  times_.blob_ms = MsSince(stage);
+
+  stage = Clock::now();
+  Stage(ADRENO_RT_DEVICE, "allocating the inputs", [&] {
+    for (const Port& port : spec_.inputs) {
+      args_.push_back(tvm::runtime::Tensor::Empty(ffi::Shape(port.shape), port.dtype.tvm,
+                                                  tvm::Device{kDLOpenCL, device_id_}));
+    }
+  });
+  for (ffi::Any& weight : UploadWeights(dir + "/params.npz", spec_.weights, device_id_, options.weight_threads)) {
+    args_.push_back(std::move(weight));
+  }
+  times_.weights_ms = MsSince(stage);
+}
+
+void Model::CheckInputs(const adreno_rt_view* inputs, size_t count) const {
+  if (count != spec_.inputs.size()) {
+    throw RtError(ADRENO_RT_INVALID_ARGUMENT, "the model takes " + std::to_string(spec_.inputs.size()) +
+                                                  " inputs, not " + std::to_string(count));
+  }
+  if (count > 0 && inputs == nullptr) throw RtError(ADRENO_RT_INVALID_ARGUMENT, "inputs is NULL");
+  for (size_t i = 0; i < count; ++i) {
+    const Port& port = spec_.inputs[i];
+    if (inputs[i].bytes != port.bytes) {
+      throw RtError(ADRENO_RT_INVALID_ARGUMENT, "input " + port.name + " is " + port.dtype.name + " " +
+                                                    ShapeText(port.shape) + ", " + std::to_string(port.bytes) +
+                                                    " bytes, not " + std::to_string(inputs[i].bytes));
+    }
+    if (inputs[i].data == nullptr && port.bytes > 0) {
+      throw RtError(ADRENO_RT_INVALID_ARGUMENT, "input " + port.name + " has no data (NULL)");
+    }
+  }
+}
+
+std::vector<tvm::runtime::Tensor> Model::Call(const adreno_rt_view* inputs) {
+  std::vector<tvm::runtime::Tensor> results;
+  Stage(ADRENO_RT_RUN_FAILED, "running the model", [&] {
+    for (size_t i = 0; i < spec_.inputs.size(); ++i) {
+      if (inputs[i].bytes > 0) args_[i].cast<tvm::runtime::Tensor>().CopyFromBytes(inputs[i].data, inputs[i].bytes);
+    }
+    std::vector<ffi::AnyView> views(args_.begin(), args_.end());
+    ffi::Any result;
+    main_.CallPacked(views.data(), static_cast<int32_t>(views.size()), &result);
+    if (auto one = result.try_cast<tvm::runtime::Tensor>()) {
+      results.push_back(*one);
+    } else {
+      for (const ffi::Any& item : result.cast<ffi::Array<ffi::Any>>()) results.push_back(item.cast<tvm::runtime::Tensor>());
+    }
+  });
+  if (results.size() != spec_.outputs.size()) {
+    throw RtError(ADRENO_RT_BAD_ARTIFACT, "the host library returned " + std::to_string(results.size()) +
+                                              " outputs, the plan has " + std::to_string(spec_.outputs.size()));
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Port& port = spec_.outputs[i];
+    std::vector<int64_t> shape(results[i].shape().begin(), results[i].shape().end());
+    if (shape != port.shape || results[i].dtype() != port.dtype.tvm) {
+      throw RtError(ADRENO_RT_BAD_ARTIFACT, "output " + port.name + " came back " + ShapeText(shape) +
+                                                ", the plan says " + port.dtype.name + " " + ShapeText(port.shape));
+    }
+  }
+  return results;
+}
+
+void Model::Finish(Clock::time_point start) {
+  if (ran_) return;
+  // the first run built the programs (or took the blob's): it and the wait for its outputs are part of the start
+  times_.first_run_ms = MsSince(start);
+  ran_ = true;
+  programs_->AfterFirstRun();
+}
+
+void Model::Run(const adreno_rt_view* inputs, size_t input_count, const adreno_rt_buffer* outputs,
+                size_t output_count) {
+  CheckInputs(inputs, input_count);
+  if (output_count != spec_.outputs.size()) {
+    throw RtError(ADRENO_RT_INVALID_ARGUMENT, "the model gives " + std::to_string(spec_.outputs.size()) +
+                                                  " outputs, not " + std::to_string(output_count));
+  }
+  if (output_count > 0 && outputs == nullptr) throw RtError(ADRENO_RT_INVALID_ARGUMENT, "outputs is NULL");
+  for (size_t i = 0; i < output_count; ++i) {
+    const Port& port = spec_.outputs[i];
+    if (outputs[i].bytes != port.bytes) {
+      throw RtError(ADRENO_RT_INVALID_ARGUMENT, "output " + port.name + " is " + port.dtype.name + " " +
+                                                    ShapeText(port.shape) + ", " + std::to_string(port.bytes) +
+                                                    " bytes, not " + std::to_string(outputs[i].bytes));
+    }
+    if (outputs[i].data == nullptr && port.bytes > 0) {
+      throw RtError(ADRENO_RT_INVALID_ARGUMENT, "output " + port.name + " has no memory (NULL)");
+    }
+  }
+  auto start = Clock::now();
+  std::vector<tvm::runtime::Tensor> results = Call(inputs);
+  Stage(ADRENO_RT_RUN_FAILED, "reading the outputs", [&] {
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (outputs[i].bytes > 0) results[i].CopyToBytes(outputs[i].data, outputs[i].bytes);
+    }
+  });
+  Finish(start);
+}
+
+const std::vector<adreno_rt_view>& Model::RunOwned(const adreno_rt_view* inputs, size_t input_count) {
+  CheckInputs(inputs, input_count);
+  auto start = Clock::now();
+  std::vector<tvm::runtime::Tensor> results = Call(inputs);
+  owned_bytes_.resize(results.size());
+  owned_views_.resize(results.size());
+  Stage(ADRENO_RT_RUN_FAILED, "reading the outputs", [&] {
+    for (size_t i = 0; i < results.size(); ++i) {
+      owned_bytes_[i].resize(spec_.outputs[i].bytes);
+      if (!owned_bytes_[i].empty()) {
+        results[i].CopyToBytes(owned_bytes_[i].data(), owned_bytes_[i].size());
+      }
+      owned_views_[i] = {owned_bytes_[i].data(), owned_bytes_[i].size()};
+    }
+  });
+  Finish(start);
+  return owned_views_;
+}
+
+}  // namespace adreno_rt
