@@ -11,6 +11,7 @@ import numpy as np
 from adreno.native.plugin import LIB_DIR
 
 HEADER_DIR = Path(__file__).resolve().parents[2] / "native" / "rt"
+JAVA_SOURCES = Path(__file__).resolve().parents[2] / "native" / "java"
 HERE = Path(__file__).resolve().parent
 
 
@@ -34,3 +35,15 @@ def run_check(program: Path, artifact, inputs: list[np.ndarray], io_dir: Path, b
     outputs = [np.fromfile(io_dir / f"out{i}.bin", dtype=port["dtype"]).reshape(port["shape"])
                for i, port in enumerate(report["outputs"])]
     return report, outputs
+
+
+def build_java(source: Path, classes: Path) -> None:
+    """Compile `source` against the Java API's classes in `classes` (where its classes go too)."""
+    subprocess.run(["javac", "-cp", str(classes), "-d", str(classes), str(source)], check=True, capture_output=True,
+                   text=True)
+
+
+def run_java(classes: Path, main: str, *args) -> subprocess.CompletedProcess:
+    """Run class `main` on the desktop JVM with the JNI library's directory on java.library.path."""
+    return subprocess.run(["java", f"-Djava.library.path={LIB_DIR}", "-cp", str(classes), main, *map(str, args)],
+                          capture_output=True, text=True, timeout=600)
