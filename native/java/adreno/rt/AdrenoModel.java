@@ -21,6 +21,13 @@ import java.util.List;
  */
 public final class AdrenoModel implements AutoCloseable {
   static {
+    // adreno's OpenCL plugin from the app's native libraries (an APK's lib/arm64-v8a/): when it is not found
+    // here, libadreno_rt looks beside itself at open and says why in the AdrenoException.
+    try {
+      System.loadLibrary("tvm_runtime_opencl");
+    } catch (UnsatisfiedLinkError e) {
+      // reported by open()
+    }
     System.loadLibrary("adreno_rt_jni");
   }
 
