@@ -67,6 +67,9 @@ def test_outputs_names_and_the_blob_of_several_inputs_and_outputs(several_io, rt
     second, again = run_check(rt_check, path, inputs, tmp_path / "b", blob)
     assert (second["blob"], second["written"], second["from_source"], second["from_binary"]) == ("loaded", 0, 0, 1)
     assert all(np.array_equal(a, b) for a, b in zip(again, expected, strict=True))
+    unwritable, _ = run_check(rt_check, path, inputs, tmp_path / "c", tmp_path / "no-such-dir" / "programs.bin")
+    assert (unwritable["blob"], unwritable["written"]) == ("absent", 0)  # the run succeeds; the report says why
+    assert "cannot write it" in unwritable["write_error"]
 
 
 def test_a_foreign_truncated_or_flipped_blob_is_rejected_and_rebuilt(several_io, native_tiny, rt_check, tmp_path):
