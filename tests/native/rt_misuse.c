@@ -15,15 +15,24 @@ static void show(const char* what, adreno_rt_status status) {
 int main(int argc, char** argv) {
   if (argc != 5) return 2;
   adreno_rt_model* model = NULL;
+  adreno_rt_options options;
+  adreno_rt_options_init(&options);
+  options.plugin_path = "/nonexistent/libtvm_runtime_opencl.so"; /* first: no plugin is loaded yet */
+  show("missing_plugin", adreno_rt_open(argv[1], &options, &model));
   show("missing_dir", adreno_rt_open(argv[2], NULL, &model));
   show("tampered_manifest", adreno_rt_open(argv[3], NULL, &model));
   show("tampered_weights", adreno_rt_open(argv[4], NULL, &model));
   show("null_dir", adreno_rt_open(NULL, NULL, &model));
   show("null_handle_out", adreno_rt_open(argv[1], NULL, NULL));
-  adreno_rt_options options;
   adreno_rt_options_init(&options);
   options.device_index = 99;
   show("no_such_device", adreno_rt_open(argv[1], &options, &model));
+  adreno_rt_options_init(&options);
+  options.device_name = "no such device";
+  show("no_device_named", adreno_rt_open(argv[1], &options, &model));
+  options.device_name = "Portable Computing Language";
+  show("device_by_name", adreno_rt_open(argv[1], &options, &model));
+  show("close_by_name", adreno_rt_close(model));
 
   show("open", adreno_rt_open(argv[1], NULL, &model));
   adreno_rt_tensor_info info;

@@ -117,12 +117,15 @@ def test_bad_use_is_a_status_each_under_address_sanitizer(native_tiny, tmp_path)
     assert proc.returncode == 0 and "AddressSanitizer" not in proc.stderr, proc.stderr
     lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
     status = {what: (int(rest.split(" ", 1)[0]), rest.partition(" ")[2]) for what, rest in lines.items()}
-    ok, invalid, bad_artifact, device, closed = 0, 1, 2, 4, 6
-    expected = {"missing_dir": (bad_artifact, "nowhere: cannot open it"),
+    ok, invalid, bad_artifact, no_runtime, device, closed = 0, 1, 2, 3, 4, 6
+    expected = {"missing_plugin": (no_runtime, "cannot load TVM's OpenCL plugin /nonexistent/"),
+                "missing_dir": (bad_artifact, "nowhere: cannot open it"),
                 "tampered_manifest": (bad_artifact, "manifest.json: not JSON"),
                 "tampered_weights": (bad_artifact, "params.npz: not a zip archive"),
                 "null_dir": (invalid, "artifact_dir is NULL"), "null_handle_out": (invalid, "is NULL"),
-                "no_such_device": (device, "no OpenCL device 99"), "open": (ok, ""), "input_info": (ok, ""),
+                "no_such_device": (device, "no OpenCL device 99"),
+                "no_device_named": (device, "no OpenCL device named no such device"),
+                "device_by_name": (ok, ""), "close_by_name": (ok, ""), "open": (ok, ""), "input_info": (ok, ""),
                 "input_info_null": (invalid, "info is NULL"), "input_info_range": (invalid, "no input 7"),
                 "wrong_input_size": (invalid, "12288 bytes, not 12284"), "null_inputs": (invalid, "inputs is NULL"),
                 "null_input_data": (invalid, "has no data"), "wrong_output_size": (invalid, "output probs is"),
