@@ -70,7 +70,8 @@ typedef struct {
   int write_blob;
   /* Threads for rebuilding the stored weights at open (Winograd transforms): 0 for one per core. */
   int weight_threads;
-  /* adreno's OpenCL plugin: NULL for libtvm_runtime_opencl.so in the directory of libadreno_rt.so. */
+  /* adreno's OpenCL plugin: NULL for libtvm_runtime_opencl.so in the directory of libadreno_rt.so. Loaded once per
+   * process: when TVM's runtime has it already (an earlier open, the app linked or loaded it), this is not read. */
   const char* plugin_path;
 } adreno_rt_options;
 
