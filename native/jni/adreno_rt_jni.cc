@@ -31,7 +31,8 @@ adreno_rt_model* Model(jlong handle) { return reinterpret_cast<adreno_rt_model*>
 // A Java string for the duration of a call (NULL for a null reference).
 class Utf {
  public:
-  Utf(JNIEnv* env, jstring text) : env_(env), text_(text), chars_(text ? env->GetStringUTFChars(text, nullptr) : nullptr) {}
+  Utf(JNIEnv* env, jstring text)
+      : env_(env), text_(text), chars_(text ? env->GetStringUTFChars(text, nullptr) : nullptr) {}
   ~Utf() {
     if (chars_ != nullptr) env_->ReleaseStringUTFChars(text_, chars_);
   }
@@ -59,7 +60,9 @@ bool Spans(JNIEnv* env, jobjectArray buffers, jintArray positions, jintArray len
   for (jsize i = 0; i < count; ++i) {
     jobject buffer = env->GetObjectArrayElement(buffers, i);
     char* base = buffer ? static_cast<char*>(env->GetDirectBufferAddress(buffer)) : nullptr;
-    if (base == nullptr) return !Invalid(env, std::string(which) + " " + std::to_string(i) + " is not a direct ByteBuffer");
+    if (base == nullptr) {
+      return !Invalid(env, std::string(which) + " " + std::to_string(i) + " is not a direct ByteBuffer");
+    }
     spans->push_back({base + at[i], static_cast<size_t>(size[i])});
   }
   return true;

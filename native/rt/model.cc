@@ -101,7 +101,9 @@ std::vector<tvm::runtime::Tensor> Model::Call(const adreno_rt_view* inputs) {
     if (auto one = result.try_cast<tvm::runtime::Tensor>()) {
       results.push_back(*one);
     } else {
-      for (const ffi::Any& item : result.cast<ffi::Array<ffi::Any>>()) results.push_back(item.cast<tvm::runtime::Tensor>());
+      for (const ffi::Any& item : result.cast<ffi::Array<ffi::Any>>()) {
+        results.push_back(item.cast<tvm::runtime::Tensor>());
+      }
     }
   });
   if (results.size() != spec_.outputs.size()) {
