@@ -16,7 +16,8 @@ For each model (compiled once with --host native, not timed):
          run) started --starts times from source (no blob) and --starts times with the blob its first start wrote,
          each in a new process with the driver's cache off (POCL_KERNEL_CACHE=0); a start counts only when its
          outputs equal the executor's. Medians of start_ms and their ratio, and the largest peak resident memory
-         of a start (the process's, from wait4) next to the size of the stored weights (params.npz).
+         of a start from source and from the blob (the process's, from wait4) next to the size of the stored
+         weights (params.npz).
 --build also rebuilds the plugin and the harness into a temporary directory and reports the build's wall time
 and their sizes. A table is printed and everything is written to --json.
 """
@@ -166,7 +167,8 @@ def starts(artifact, starts_n: int) -> dict:
     cold_ms = statistics.median(r["start_ms"] for r in cold)
     warm_ms = statistics.median(r["start_ms"] for r in warm)
     return {"source_start_ms": cold_ms, "blob_start_ms": warm_ms, "speedup": cold_ms / warm_ms,
-            "peak_rss_mb": max(r["peak_rss_mb"] for r in cold + warm),
+            "source_peak_rss_mb": max(r["peak_rss_mb"] for r in cold),
+            "blob_peak_rss_mb": max(r["peak_rss_mb"] for r in warm),
             "weights_mb": (Path(artifact) / "params.npz").stat().st_size / 1e6, "source": cold, "blob": warm}
 
 
@@ -211,14 +213,16 @@ def main() -> None:
     if args.build:
         report["native_build"] = build_native()
     print(f"{'model':<16} {'plan ms':>9} {'tvm ms':>9} {'tvm/plan':>9} {'lib ms':>8} {'vm ms':>8} {'lib/vm':>7} "
-          f"{'start src ms':>13} {'start blob ms':>14} {'speedup':>8} {'peak RSS MB':>12} {'weights MB':>11} "
+          f"{'start src ms':>13} {'start blob ms':>14} {'speedup':>8} {'RSS src MB':>11} {'RSS blob MB':>12} "
+          f"{'weights MB':>11} "
           f"{'lib.so MB':>10}")
     for model, row in report["models"].items():
         run, library, start = row["run"], row["library"], row["start"]
         print(f"{model:<16} {run['plan_ms']:>9.1f} {run['tvm_ms']:>9.1f} {run['tvm_over_plan']:>9.2f} "
               f"{library['library_ms']:>8.1f} {library['vm_ms']:>8.1f} {library['library_over_vm']:>7.3f} "
               f"{start['source_start_ms']:>13.0f} {start['blob_start_ms']:>14.0f} {start['speedup']:>8.1f} "
-              f"{start['peak_rss_mb']:>12.0f} {start['weights_mb']:>11.1f} {row['host_library_bytes'] / 1e6:>10.2f}")
+              f"{start['source_peak_rss_mb']:>11.0f} {start['blob_peak_rss_mb']:>12.0f} {start['weights_mb']:>11.1f} "
+              f"{row['host_library_bytes'] / 1e6:>10.2f}")
     if "native_build" in report:
         b = report["native_build"]
         print(f"native build {b['build_seconds']:.1f} s (make -j2), plugin {b['plugin_bytes'] / 1e3:.0f} KB, "
