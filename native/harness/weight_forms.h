@@ -58,7 +58,7 @@ struct StoredForm {
 // The param's float32 values, C order, `shape` being the plan's, transformed on up to `threads` threads (0: one per
 // core). Throws std::runtime_error naming the param when the stored member does not give that shape.
 Floats ParamValues(const std::string& name, const NpyView& stored, const StoredForm& form,
-                   const std::vector<int64_t>& shape, int threads);
+                   const std::vector<int64_t>& shape, int threads = 0);
 
 }  // namespace adreno_harness
 

@@ -19,13 +19,14 @@ def test_java_gives_the_executor_outputs_and_throws_with_the_message(native_tiny
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "plan.json").write_text("{")
+    (bad / "manifest.json").write_text("{")
     build_java(HERE / "JavaCheck.java", java_api)
     proc = run_java(java_api, "JavaCheck", path, tmp_path / "x.bin", tmp_path / "y.bin", bad)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[:3] == ["input input float32 [1, 3, 32, 32]", "output probs float32 [1, 10]", "buffers agree true"]
     assert lines[3] == "after close 6 the model is closed (or was never opened)"
-    assert lines[4].startswith("bad artifact 2 ") and "plan.json: not JSON" in lines[4]
+    assert lines[4].startswith("bad artifact 2 ") and ".json: not JSON" in lines[4]
     expected = Executor(Artifact.load(path)).run([x])[0]
     assert np.abs(expected).max() > 0
     assert np.array_equal(np.fromfile(tmp_path / "y.bin", np.float32).reshape(expected.shape), expected)
