@@ -73,6 +73,10 @@ def _library_run(artifact, inputs: list, expected: list):
     lib = ctypes.CDLL(str(LIB_DIR / "libadreno_rt.so"))
     for name in ("adreno_rt_open", "adreno_rt_run", "adreno_rt_close"):
         getattr(lib, name).restype = _Status
+    lib.adreno_rt_open.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+    lib.adreno_rt_run.argtypes = [ctypes.c_void_p, ctypes.POINTER(_View), ctypes.c_size_t, ctypes.POINTER(_View),
+                                  ctypes.c_size_t]
+    lib.adreno_rt_close.argtypes = [ctypes.c_void_p]
     model = ctypes.c_void_p()
     status = lib.adreno_rt_open(str(artifact).encode(), None, ctypes.byref(model))
     if status.code:
