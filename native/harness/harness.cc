@@ -135,6 +135,20 @@ std::string SafeFileName(const std::string& name) {
   return out.empty() || out[0] == '.' ? "_" + out : out;
 }
 
+// The process's peak resident memory in MB (VmHWM: of this program's own address space, not the parent's it was
+// started from, which getrusage's ru_maxrss carries across exec), or -1 where /proc is not there.
+double PeakResidentMb() {
+  std::FILE* status = std::fopen("/proc/self/status", "r");
+  if (status == nullptr) return -1;
+  char line[256];
+  double kb = -1;
+  while (std::fgets(line, sizeof(line), status) != nullptr) {
+    if (std::sscanf(line, "VmHWM: %lf kB", &kb) == 1) break;
+  }
+  std::fclose(status);
+  return kb < 0 ? -1 : kb / 1024;
+}
+
 // The report's "blob" text: what happened to the file at open, and whether the first run rewrote it.
 std::string BlobText(const adreno_rt_start_report& report) {
   std::string text;
@@ -212,11 +226,12 @@ int Run(const Options& o) {
                 static_cast<long long>(start.programs_rejected));
   std::printf("{\"device\": %s, \"plugin_ms\": %.3f, \"load_ms\": %.3f, \"blob_ms\": %.3f, \"weights_ms\": %.3f, "
               "\"first_run_ms\": %.3f, \"start_ms\": %.3f, \"median_ms\": %s, \"blob\": %s, \"programs\": %s, "
-              "\"outputs\": {%s}}\n",
+              "\"peak_rss_mb\": %.1f, \"outputs\": {%s}}\n",
               JsonString(start.device).c_str(), start.plugin_ms, start.load_ms, start.blob_ms, start.weights_ms,
-              start.first_run_ms, start.plugin_ms + start.load_ms + start.blob_ms + start.weights_ms +
-              start.first_run_ms, runs.empty() ? "null" : std::to_string(runs[runs.size() / 2]).c_str(),
-              JsonString(BlobText(start)).c_str(), JsonString(programs).c_str(), written.c_str());
+              start.first_run_ms,
+              start.plugin_ms + start.load_ms + start.blob_ms + start.weights_ms + start.first_run_ms,
+              runs.empty() ? "null" : std::to_string(runs[runs.size() / 2]).c_str(),
+              JsonString(BlobText(start)).c_str(), JsonString(programs).c_str(), PeakResidentMb(), written.c_str());
   return 0;
 }
 
