@@ -2,7 +2,7 @@
 """End to end: `adreno compile --orchestrate` next to the default compiles, side by side in one run.
 
     python tools/bench_orchestrate.py [mobilevit_xs mobilenetv3_small ...] [--records R] [--max-size 3]
-        [--repeat 30] [--rounds 5] [--device pocl] [--json out.json]
+        [--repeat 30] [--rounds 5] [--device pocl] [--json out.json] [--smoke]
 
 Per model, five artifacts, each compiled by the CLI as a user would (host native):
 - `default`: `adreno compile MODEL` (texture memory, Winograd auto: what a user gets);
@@ -152,7 +152,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--device", default="pocl")
     parser.add_argument("--json", help="write the rows as JSON here")
+    parser.add_argument("--smoke", action="store_true", help="CI's smoke run: tiny, blocks of at most 2, one "
+                        "round of 2 runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.models, args.max_size, args.repeat, args.rounds = ["tiny"], 2, 2, 1
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-orchestrate-") as scratch:
         args.records = args.records or str(Path(scratch) / "records.jsonl")
