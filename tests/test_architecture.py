@@ -89,6 +89,16 @@ def test_layers_import_downwards_only():
         assert set(re.findall(r"from \.\.compile import (\w+)", source)) == {"lower_relax"}, name
 
 
+def test_orchestration_measures_through_the_runners_not_tune():
+    """`adreno.orchestrate` sits above tuning but never imports it: its candidates are written by
+    `runners.kernel_artifact` and measured by a `runners.interface.Runner`, the interface tuning measures through too
+    (both packages' docstrings say so)."""
+    orchestrate = _package_imports("adreno.orchestrate")
+    assert not sorted(d for d in orchestrate if d == "adreno.tune" or d.startswith("adreno.tune.")), orchestrate
+    writer = "adreno.runners.kernel_artifact"
+    assert writer in orchestrate and writer in GRAPH["adreno.tune.builder"]
+
+
 RUN_SIDE = ("adreno.cache", "adreno.opencl", "adreno.runners", "adreno.farm", "adreno.native")
 COMPILER = ("adreno.compile", "adreno.tune", "adreno.schedules", "adreno.costmodel", "adreno.frontend",
             "adreno.texture", "adreno.target")
