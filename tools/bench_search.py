@@ -373,11 +373,11 @@ def main(argv=None) -> int:
                    "transfer across devices instead of across workloads")
     p.add_argument("--arms", help=f"comma-separated subset of the arms ({', '.join(ARMS)}); default all")
     p.add_argument("--no-metaschedule", action="store_true", help="skip the MetaSchedule arm")
-    p.add_argument("--smoke", action="store_true", help="CI's smoke run: tiny's heaviest conv task, 4 trials of "
-                   "genetic+learned and random, no MetaSchedule and no transfer")
+    p.add_argument("--smoke", action="store_true", help="CI's smoke run: tiny's heaviest conv task, 2 trials of "
+                   "genetic+learned and random measured in-process, no MetaSchedule and no transfer")
     args = p.parse_args(argv)
     if args.smoke:
-        args.model, args.tasks, args.trials, args.batch, args.repeat = "tiny", 1, 4, 2, 1
+        args.model, args.tasks, args.trials, args.batch, args.repeat, args.run_timeout = "tiny", 1, 2, 2, 1, 0
         args.arms, args.no_metaschedule, args.no_transfer = "genetic+learned,random", True, True
     arms = {label: ARMS[label] for label in (args.arms.split(",") if args.arms else ARMS)
             if label in ARMS or p.error(f"--arms: unknown arm {label!r}; arms: {', '.join(ARMS)}")}
