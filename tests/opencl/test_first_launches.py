@@ -90,7 +90,8 @@ def test_a_failed_worker_is_a_value_and_costs_no_correctness(tiny_artifact, pocl
 
 def test_the_worker_refuses_a_bad_artifact_in_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "adreno.opencl.first_launch_worker", str(tmp_path / "none"),
-                           "--device", "0", "--claims-fd", "0", "--deadline", "60"], capture_output=True, text=True, timeout=120)
+                           "--device", "0", "--claims-fd", "0", "--deadline", "60"], capture_output=True, text=True,
+                          timeout=120)
     assert proc.returncode == 2 and proc.stderr.startswith("error: ") and len(proc.stderr.strip().splitlines()) == 1
 
 
