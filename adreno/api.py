@@ -27,6 +27,7 @@ from .artifact import Artifact as StoredArtifact
 from .artifact import random_inputs
 from .errors import AdrenoError, OutputMismatchError
 from .options import CompileOptions, Host, Memory, Precision
+from .runners.interface import Runner
 
 Inputs = Sequence[np.ndarray] | Mapping[str, np.ndarray] | None
 
@@ -184,28 +185,30 @@ def check_outputs(artifact: StoredArtifact, inputs: list[np.ndarray], outputs: l
     return {"ok": all(within(row, rtol, atol) for row in rows), "outputs": rows, "rtol": rtol, "atol": atol}
 
 
-def tune(model: str | os.PathLike, *, trials: int = 64, records: str | os.PathLike = "records.jsonl", runner=None,
+def tune(model: str | os.PathLike, *, trials: int = 64, records: str | os.PathLike = "records.jsonl",
+         runner: Runner | None = None,
          tracker: str | None = None, key: str = "pocl-cpu", target: str = "adreno-740",
          memory: Memory | str = Memory.TEXTURE, precision: Precision | str = Precision.FP32,
-         device: str | int | None = None, seed: int = 0):
-    """Tune `model`'s kernels for `target`: `trials` new measurements in all, each appended to `records` (an existing
-    file is resumed), as `adreno tune` does. Where they are measured: on the farm's devices of `key` with `tracker`
+         device: str | int | None = None, batch: int = 8, seed: int = 0):  # -> adreno.tune.tuner.TuneReport
+    """Tune `model`'s kernels for `target`: `trials` new measurements in all (`batch` candidates measured per
+    round, so a run measures whole rounds), each appended to `records` (an existing file is resumed), as
+    `adreno tune` does. Where they are measured: on the farm's devices of `key` with `tracker`
     ("HOST:PORT", as `adreno tune --tracker`), else on the local OpenCL `device` (pocl, gpu or an index; records
     keyed by its fingerprint) through `runner` (an `adreno.runners.interface.Runner` of that device, e.g. a
     `LocalRunner`; default an isolated local runner, each measurement in a child process with a time limit).
-    Returns the `TuneReport` (per task: trials, default and best ms); `adreno.compile(model, records=records)` then
-    uses the best configs."""
+    Returns the `adreno.tune.tuner.TuneReport` (per task: trials, default and best ms; not annotated, since its
+    module loads TVM); `adreno.compile(model, records=records)` then uses the best configs."""
     from .records import Database  # inside: adreno --help does not need it
     from .tune.builder import Builder  # inside: loads TVM
     from .tune.extract import extract_tasks  # inside: loads TVM and onnx
     from .tune.session import open_tuner  # inside: loads TVM
 
-    if trials < 1:
-        raise AdrenoError(f"trials must be at least 1, not {trials}")
+    if trials < 1 or batch < 1:
+        raise AdrenoError(f"trials and batch must be at least 1, not {trials} and {batch}")
     tasks = extract_tasks(model, CompileOptions(target=target, memory=memory, precision=precision))
     builder = Builder()
     tuner = open_tuner(tasks, Database(Path(records)), target=target, device=device, tracker=tracker, key=key,
-                       runner=runner, builder=builder, seed=seed)
+                       runner=runner, builder=builder, batch=batch, seed=seed)
     tuner.closing.append(builder.close)
     try:
         return tuner.tune(trials)

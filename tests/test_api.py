@@ -44,7 +44,7 @@ def test_check_raises_on_a_mismatch_and_run_takes_inputs_three_ways(tiny_artifac
 def test_modes_are_enums_or_their_values_and_a_bad_one_is_one_line(tmp_path):
     with pytest.raises(AdrenoError, match="--memory must be one of"):
         adreno.compile("tiny", memory="ram", output=tmp_path / "x")
-    with pytest.raises(AdrenoError, match="trials must be at least 1"):
+    with pytest.raises(AdrenoError, match="trials and batch must be at least 1"):
         adreno.tune("tiny", trials=0, records=tmp_path / "r.jsonl")
     assert not (tmp_path / "x").exists()
 
@@ -53,3 +53,12 @@ def test_importing_adreno_does_not_load_the_api():
     code = ("import sys, adreno; assert 'adreno.api' not in sys.modules; adreno.compile; "
             "assert 'adreno.api' in sys.modules")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).returncode == 0
+
+
+def test_tune_measures_through_the_runner_given(tmp_path):
+    """One measurement on the local PoCL device through the runner given, appended to the records."""
+    from adreno.runners.local import LocalRunner
+
+    records = tmp_path / "tiny.jsonl"
+    report = adreno.tune("tiny", trials=1, batch=1, records=records, runner=LocalRunner())
+    assert report.trials == 1 and len(records.read_text().splitlines()) == 1
