@@ -4,8 +4,8 @@
  *
  * opens ARTIFACT (with the blob file BLOB, or none for "-"), reads input i from IO_DIR/in<i>.bin, runs it with
  * caller-owned outputs and writes output i to IO_DIR/out<i>.bin, runs it again with model-owned outputs and
- * checks they are the same bytes; with THREADS, that many threads run the model at once and each checks its
- * outputs against the first run's. Prints one JSON line (the model's description and the start report); exit 0,
+ * checks they are the same bytes; with THREADS, that many threads run at once, alternately on the model and on a
+ * second model of the same artifact opened beside it, each checking its outputs against the first run's. Prints one JSON line (the model's description and the start report); exit 0,
  * or 1 with the failing call's status message on stderr. */
 #include <pthread.h>
 #include <stdio.h>
@@ -118,10 +118,12 @@ int main(int argc, char** argv) {
     fclose(f);
   }
   int threads = argc > 4 ? atoi(argv[4]) : 0;
+  adreno_rt_model* second = NULL;
+  if (threads > 1) check(adreno_rt_open(argv[1], &options, &second), "open a second model");
   struct Job jobs[8];
   pthread_t ids[8];
   for (int t = 0; t < threads && t < 8; ++t) {
-    jobs[t] = (struct Job){model, inputs, input_count, output_count, outputs, 0};
+    jobs[t] = (struct Job){t % 2 ? second : model, inputs, input_count, output_count, outputs, 0};
     pthread_create(&ids[t], NULL, run_and_compare, &jobs[t]);
   }
   for (int t = 0; t < threads && t < 8; ++t) {
@@ -131,6 +133,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  if (second != NULL) check(adreno_rt_close(second), "close the second model");
 
   adreno_rt_start_report report;
   check(adreno_rt_start_report_of(model, &report), "start_report");

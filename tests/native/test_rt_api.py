@@ -61,7 +61,7 @@ def test_outputs_names_and_the_blob_of_several_inputs_and_outputs(several_io, rt
         ("x", "float32", 0, [1, 4, 8, 8]), ("ids", "int64", 2, [3]), ("bias", "float32", 0, [3, 5])]
     assert [(p["name"], p["shape"], p["bytes"]) for p in first["outputs"]] == [("features", [1, 8, 8, 8], 2048),
                                                                                 ("embedded", [3, 5], 60)]
-    assert all(np.array_equal(a, b) for a, b in zip(outputs, expected, strict=True))
+    assert all(np.array_equal(a, b) for a, b in zip(outputs, expected, strict=True))  # and 3 threads' on 2 models
     assert np.abs(outputs[1]).max() > 0
     assert (first["blob"], first["written"], first["from_source"]) == ("absent", 1, 1)
     second, again = run_check(rt_check, path, inputs, tmp_path / "b", blob)
