@@ -10,9 +10,8 @@
  * Conventions:
  *  - Every call returns an adreno_rt_status. `message` is "" on success, otherwise one readable line naming what
  *    failed (the file, the OpenCL call, TVM's error); it stays valid until the next call into the library on the
- *    same thread. Nothing aborts the process and no C++ exception crosses this API. (One limit: a TVM runtime
- *    built with its own OpenCL, USE_OPENCL ON, already registers what the plugin registers, and TVM aborts on the
- *    second registration inside dlopen; link the runtime without OpenCL, as docs/native.md builds it.)
+ *    same thread. Nothing aborts the process and no C++ exception crosses this API. (A TVM runtime built with its
+ *    own OpenCL, USE_OPENCL ON, is refused with ADRENO_RT_NO_RUNTIME: loading the plugin beside it would abort.)
  *  - A model handle is an opaque number, never dereferenced: a handle that is closed (or was never opened) gives
  *    ADRENO_RT_CLOSED, a second close included.
  *  - Threads: a model is safe to use from several threads. Its calls are serialised by a mutex of its own (a run

@@ -27,6 +27,11 @@ void RequirePlugin(const std::string& path) {
   static std::mutex loading;
   std::lock_guard<std::mutex> lock(loading);
   if (ffi::Function::GetGlobal("adreno.opencl.device_names")) return;  // loaded or linked already
+  if (ffi::Function::GetGlobal("device_api.opencl")) {  // a second registration would abort inside dlopen
+    throw RtError(ADRENO_RT_NO_RUNTIME, "TVM's runtime in this process has another OpenCL runtime (built with "
+                                        "USE_OPENCL ON): adreno's plugin cannot be loaded beside it; link TVM's "
+                                        "runtime without OpenCL");
+  }
   if (dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
     const char* why = dlerror();
     throw RtError(ADRENO_RT_NO_RUNTIME, "cannot load TVM's OpenCL plugin " + path + " (" +

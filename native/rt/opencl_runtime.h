@@ -11,7 +11,8 @@ namespace adreno_rt {
 std::string PluginBesideLibrary();
 
 // Loads the plugin at `path` (RTLD_GLOBAL: it registers TVM's OpenCL device API) unless TVM's runtime already has
-// adreno's OpenCL functions; throws RtError(NO_RUNTIME) naming the path and the loader's error.
+// adreno's OpenCL functions; throws RtError(NO_RUNTIME) naming the path and the loader's error, or when TVM's runtime
+// has an OpenCL device API of its own (the plugin's registration of a second one aborts the process).
 void RequirePlugin(const std::string& path);
 
 // The plugin's index of the device and its "platform|device|driver": the first whose identity contains `name`

@@ -136,3 +136,30 @@ def test_bad_use_is_a_status_each_under_address_sanitizer(native_tiny, tmp_path)
     assert set(status) == set(expected)
     for what, (code, words) in expected.items():
         assert status[what][0] == code and words in status[what][1], (what, status[what])
+
+
+OTHER_OPENCL = """
+import ctypes, sys
+import tvm_ffi
+tvm_ffi.register_global_func("device_api.opencl", lambda: 0)  # what a TVM runtime built with USE_OPENCL ON has
+class Status(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_int), ("message", ctypes.c_char_p)]
+lib = ctypes.CDLL(sys.argv[1])
+lib.adreno_rt_open.restype = Status
+lib.adreno_rt_open.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+status = lib.adreno_rt_open(sys.argv[2].encode(), None, ctypes.byref(ctypes.c_void_p()))
+print(status.code, status.message.decode())
+"""
+
+
+def test_a_tvm_runtime_with_its_own_opencl_is_a_status_not_an_abort(native_tiny):
+    """Loading the plugin beside another OpenCL device API registers it twice, which aborts the process inside
+    dlopen: the library refuses first (a process that imports tvm_ffi only, not adreno, which loads the plugin)."""
+    import sys
+
+    from adreno.native.plugin import LIB_DIR
+
+    proc = subprocess.run([sys.executable, "-c", OTHER_OPENCL, str(LIB_DIR / "libadreno_rt.so"),
+                           str(native_tiny["texture"])], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("3 TVM's runtime in this process has another OpenCL runtime"), proc.stdout
