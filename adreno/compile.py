@@ -26,7 +26,9 @@ from .build_check import BuildCheck
 from .frontend.empty import EmptyTensors
 from .errors import AdrenoError, ModelError, UnsupportedOpError
 from .frontend.importer import graph_inputs, load_model, to_relax
+from .frontend.index_guards import OUTPUT, GuardedNodes
 from .host_library import export_host_library, param_order
+from .index_checks import MANIFEST_KEY
 from .lowered import LoweredFunctions
 from .native_log import summarised_stderr
 from .numpy_fold import fold_pass
@@ -78,7 +80,8 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     say("importing to Relax")
     empty = EmptyTensors()
     quantized = QuantizedWeights()  # stored in their integer type, dequantized at load (adreno.weights)
-    mod = to_relax(onnx_model, options.input_shapes, empty, quantized)
+    guarded = GuardedNodes()  # run-time indices clamped and checked (adreno.frontend.index_guards)
+    mod = to_relax(onnx_model, options.input_shapes, empty, quantized, guarded)
     tuned = tuned_configs(options.records, options.precision, device.name)
     if orchestrator is not None:
         orchestrator.check(options)
@@ -118,7 +121,10 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
         plan, sources, params = extract_plan(lowered, tvm_target, memory=memory, device=device,
                                              precision=options.precision, weights=transformed, quantized=quantized,
                                              store=store)
-    plan = empty.complete(plan, [i.name for i in graph_inputs(onnx_model)], [o.name for o in onnx_model.graph.output])
+    model_outputs = [o.name for o in onnx_model.graph.output]
+    flags = [OUTPUT] if guarded.nodes else []  # the index flags: the plan's last output, not the model's
+    plan = empty.complete(plan, [i.name for i in graph_inputs(onnx_model)], model_outputs + flags)
+    checked_outputs = plan.outputs[:len(plan.outputs) - len(flags)]
 
     say("writing the artifact")
     with ArtifactWriter(output) as writer:
@@ -162,7 +168,8 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "weight_storage": weight_storage(plan),
             "bound": bound_entries(bound),
             "inputs": _io_entries(plan, plan.inputs, [i.name for i in graph_inputs(onnx_model)]),
-            "outputs": _io_entries(plan, plan.outputs, [o.name for o in onnx_model.graph.output]),
+            "outputs": _io_entries(plan, checked_outputs, model_outputs),
+            **({MANIFEST_KEY: {"tensor": plan.outputs[-1], "nodes": guarded.nodes}} if flags else {}),
             "kernels": plan.kernel_count(),
             "empty_outputs": list(empty.outputs),  # no kernel writes them: zeros of their shape (frontend.empty)
             "orchestration": orchestrator.summary(plan) if orchestrator is not None and lowered is not None else None,
