@@ -213,7 +213,10 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None, q
     names = [v.name for v in mod["main"].params[len(mod["main"].params) - len(weights):]]
     mod = relax.transform.BindParams("main", dict(zip(names, weights)))(mod)
     # BatchNorm after a conv folds into the conv's weights and a bias, so the fused kernel keeps its activation.
-    return relax.transform.FoldBatchnormToConv2D()(mod)
+    # A reshape of a reshape is one reshape, and one to its input's shape none: FuseOps would otherwise fuse a chain
+    # of them (LeViT's `reshape_as`: Reshape(Flatten(x), Shape(x)) per block) into one kernel whose index
+    # arithmetic, unravelled and ravelled once per link, grows exponentially (9 links: 40 s, 11: past 200 s, 4.6 GB).
+    return relax.transform.RemoveRedundantReshape()(relax.transform.FoldBatchnormToConv2D()(mod))
 
 
 # ops whose output's size is counted from the input's values: TVM's importer gives NonZero's a symbolic dimension
