@@ -37,7 +37,7 @@ from .options import CompileOptions, Defaults, Memory, Precision, Schedules, Win
 from .paths import regular_file
 from .plan import bindings, extract_plan
 from .records import TunedConfigs, default_memory
-from .schedules import last_resort, schedule_pass
+from .schedules import last_resort, schedule_pass, thread_bound
 from .schedules.context import ScheduleContext
 from .schedules.conv2d_winograd import kernel_configs, layout_config_in_space
 from .weights import QuantizedWeights, WinogradWeights
@@ -250,8 +250,10 @@ def lower_relax(mod, ctx, schedules: Schedules = Schedules.ADRENO, memory: Memor
     from tvm.relax.backend.adreno import pipeline
 
     tvm_target, ours = ctx.target, []
+    if schedules is not Schedules.NONE:  # TVM's hand-written GPU kernels (scatter) are scheduled already
+        ours = [thread_bound.mark_pass()]
     if schedules is Schedules.ADRENO:
-        ours = [schedule_pass(ctx, refusals)]
+        ours.append(schedule_pass(ctx, refusals))
     with tvm_target:
         if memory is Memory.TEXTURE:
             from .texture.planning import relax_passes  # inside: loads TVM at import
