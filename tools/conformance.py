@@ -71,7 +71,8 @@ WORKER_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT
 OPS = ("Conv ConvTranspose MaxPool AveragePool GlobalAveragePool GlobalMaxPool Relu LeakyRelu Sigmoid HardSigmoid "
        "HardSwish Clip Tanh Elu Selu PRelu Softplus Add Mul Concat Reshape Flatten Gemm MatMul Softmax "
        "BatchNormalization Resize Upsample Pad Transpose ReduceMean Split Slice DepthToSpace LSTM GRU RNN "
-       "LayerNormalization Gelu Erf ReduceMax Einsum").split()
+       "LayerNormalization Gelu Erf ReduceMax Einsum Gather GatherElements GatherND Scatter ScatterElements ScatterND "
+       "OneHot").split()
 # Positions of the inputs that real exports give as initializers (weights and shape parameters), besides the
 # compile-time parameters of `adreno.frontend.constfold.COMPILE_TIME_INPUTS`.
 WEIGHT_INPUTS = {"Conv": (1, 2), "ConvTranspose": (1, 2), "BatchNormalization": (1, 2, 3, 4), "PRelu": (1,),
