@@ -33,7 +33,7 @@ from .lowered import LoweredFunctions
 from .native_log import summarised_stderr
 from .numpy_fold import fold_pass
 from .devices import describe
-from .options import CompileOptions, Defaults, Memory, Precision, Schedules, Winograd
+from .options import CompileOptions, Defaults, Indices, Memory, Precision, Schedules, Winograd
 from .paths import regular_file
 from .plan import bindings, extract_plan
 from .records import TunedConfigs, default_memory
@@ -81,7 +81,8 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     empty = EmptyTensors()
     quantized = QuantizedWeights()  # stored in their integer type, dequantized at load (adreno.weights)
     guarded = GuardedNodes()  # run-time indices clamped and checked (adreno.frontend.index_guards)
-    mod = to_relax(onnx_model, options.input_shapes, empty, quantized, guarded)
+    mod = to_relax(onnx_model, options.input_shapes, empty, quantized,
+                   guarded if options.indices is Indices.CHECKED else None)
     tuned = tuned_configs(options.records, options.precision, device.name)
     if orchestrator is not None:
         orchestrator.check(options)
@@ -149,6 +150,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "defaults": options.defaults,
             "model_defaults": ranked,
             "staging": options.staging,
+            "indices": options.indices,
             "precision": options.precision,
             "textures": plan.texture_summary(),
             "schedules": options.schedules,

@@ -32,7 +32,7 @@ UNFOLDABLE = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUnifor
 COMPILE_TIME_INPUTS = {
     "Reshape": (1,), "Pad": (1, 2, 3), "Slice": (1, 2, 3, 4), "Resize": (1, 2, 3), "Upsample": (1,),
     "Split": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Expand": (1,), "Tile": (1,), "ConstantOfShape": (0,),
-    "TopK": (1,), "Range": (0, 1, 2), "OneHot": (1,), "LSTM": (4,), "GRU": (4,), "RNN": (4,),
+    "TopK": (1,), "Range": (0, 1, 2), "OneHot": (1, 2), "LSTM": (4,), "GRU": (4,), "RNN": (4,),
     **{op: (1,) for op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
                            "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")},
 }
