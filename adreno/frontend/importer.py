@@ -13,7 +13,7 @@ import os
 import warnings
 from pathlib import Path
 
-from . import decompose, index_guards, old_opsets, rewrites, scatter_nd, upsampling
+from . import decompose, index_guards, old_opsets, one_hot, rewrites, scatter_nd, upsampling
 from .constfold import prepare
 from .onnx_reading import attributes
 from .quantized import dequantize
@@ -193,6 +193,7 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None, q
     if guarded is not None:
         model = index_guards.guard(model, guarded)
     model = scatter_nd.rewrite(model)  # after the guards: its row indices are in range by construction
+    model = one_hot.rewrite(model, inferred)
     model = upsampling.rewrite(rewrites.rewrite(model, inferred), inferred)
     model = old_opsets.current_forms(decompose.decompose(model, inferred))
     model, shapes = identifiers(model, shapes)  # kernel argument names: `gpu_0/data_0` -> `gpu_0_data_0`

@@ -11,11 +11,6 @@
   Tile, does not look a parameter's value up; it takes its dynamic path, an output of symbolic shape that no kernel
   lowers (a traceback in the texture schedules; `vm.builtin.tensor_to_shape` refused with buffers). PyTorch's
   `expand(-1, 2, -1)` folds to such a shape (arabic-name-romanizer's GRU encoder). The shape becomes a Constant node.
-- OneHot with floating-point indices or depth (ONNX casts both to int64): the importer hands them to relax's one_hot,
-  which takes integers, and fails (the node cases onehot_with_axis, onehot_with_negative_axis). The indices get a
-  Cast to int64 (of no cost where they are int64: it fuses into the one_hot kernel), a float depth becomes an int64
-  Constant node. A negative axis (counted in the output's rank, one more than the indices') fails TVM's one_hot
-  with an IndexError (onehot_with_negative_axis): it becomes the positive one.
 
 - Resize (4-D, nearest, linear or cubic, without an ROI): TVM computes source coordinates from the size
   ratio in/out, ONNX from the scale: with `scales` 0.6 on a 4-wide axis ONNX samples at (x + 0.5) / 0.6 - 0.5 and
@@ -48,8 +43,7 @@ def rewrite(model, shapes: InferredShapes):
     resize = [n for n in model.graph.node if n.op_type == "Resize"]
     weights = _initializers(model)
     expand = [n for n in model.graph.node if n.op_type == "Expand" and n.input[1] in weights]
-    onehot = [n for n in model.graph.node if n.op_type == "OneHot"]
-    if not convt and not prelu and not resize and not expand and not onehot:
+    if not convt and not prelu and not resize and not expand:
         return model
     import onnx
 
@@ -67,30 +61,19 @@ def rewrite(model, shapes: InferredShapes):
             continue
         elif node.op_type == "Expand" and node.input[1] in weights:
             nodes.append(_constant_shape(node, weights[node.input[1]], f"expand{i}_shape"))
-        elif node.op_type == "OneHot":
-            axis = attributes(node).get("axis", -1)
-            if axis < 0 and node.input[0] in known:
-                _set_ints(node, "axis", axis + len(known[node.input[0]]) + 1)
-            nodes.append(onnx.helper.make_node("Cast", [node.input[0]], [f"onehot{i}_indices"], to=7))  # int64
-            node.input[0] = f"onehot{i}_indices"
-            if node.input[1] in weights and weights[node.input[1]].data_type in (1, 10, 11, 16):  # a float type
-                depth = np.asarray(onnx.numpy_helper.to_array(weights[node.input[1]])).astype(np.int64)
-                nodes.append(_constant_shape(node, onnx.numpy_helper.from_array(depth), f"onehot{i}_depth"))
         nodes.append(node)
     del out.graph.node[:]
     out.graph.node.extend(nodes)
-    shapes.replaced(convt + prelu + resize + expand + onehot)
+    shapes.replaced(convt + prelu + resize + expand)
     return out
 
 
-def _set_ints(node, name: str, values: list[int] | int) -> None:
-    """Set the integer (or list of integers) attribute `name` of `node`."""
+def _set_ints(node, name: str, values: list[int]) -> None:
     import onnx
 
     kept = [a for a in node.attribute if a.name != name]
     del node.attribute[:]
-    value = int(values) if isinstance(values, int) else [int(v) for v in values]
-    node.attribute.extend([*kept, onnx.helper.make_attribute(name, value)])
+    node.attribute.extend([*kept, onnx.helper.make_attribute(name, [int(v) for v in values])])
 
 
 def _initializers(model) -> dict:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from .onnx_reading import attributes, opset
+from .rewrites import static_shapes
 
 
 def rewrite(model):
@@ -30,7 +31,7 @@ def rewrite(model):
         return model
     import onnx
 
-    shapes = _static_shapes(model)
+    shapes = static_shapes(model, {})
     out = onnx.ModelProto()
     out.CopyFrom(model)
     nodes, constants = [], []
@@ -48,18 +49,6 @@ def rewrite(model):
     out.graph.node.extend(nodes)
     out.graph.initializer.extend(constants)
     return out
-
-
-def _static_shapes(model) -> dict[str, list[int]]:
-    import onnx
-
-    inferred = onnx.shape_inference.infer_shapes(model)
-    found = {t.name: list(t.dims) for t in model.graph.initializer}
-    for value in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
-        tensor = value.type.tensor_type
-        if tensor.HasField("shape") and all(d.HasField("dim_value") for d in tensor.shape.dim):
-            found[value.name] = [d.dim_value for d in tensor.shape.dim]
-    return found
 
 
 def _row_scatter(node, data: list[int], indices: list[int], prefix: str, axes_input: bool) -> tuple[list, list]:

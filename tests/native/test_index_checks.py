@@ -92,6 +92,7 @@ def test_in_range_negative_indices_match_onnxruntime(artifacts, memory):
         assert len(outputs) == len(expected)  # the flags are not among them
         for name, out, ref in zip([*CASES, "classes"], outputs, expected):
             np.testing.assert_array_equal(out, ref, err_msg=f"{name} ({type(executor).__name__}, {memory})")
+            assert out.dtype == ref.dtype, name  # OneHot's float32, not TVM's one_hot's float64
         # OneHot's out-of-range labels are no error: all-off rows, as onnxruntime gives
         outside = _inputs(labels=np.array([3, -4, 1], np.int64))
         np.testing.assert_array_equal(executor.run(outside)[-1], onnxruntime_outputs(onnx.load(model), outside)[-1])
