@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .branches import check_no_runtime_branches, inline_constant_branches
+from .branches import check_no_runtime_branches, graph_inputs_under, inline_constant_branches
 from .canonical import canonicalise
 from .empty import unclaimed
 from .indices import check_constant_indices
@@ -269,7 +269,8 @@ def check_compile_time_inputs(graph, constants: dict[str, np.ndarray]) -> None:
                 what = (f"is the graph input {value!r}; bind its value at compile time with --bind "
                         f"{value}=FILE.npy (or make it an initializer)")
             else:
-                sources = _graph_inputs_under(graph, value, graph_inputs)
+                producers = {name: node for node in graph.node for name in node.output}
+                sources = graph_inputs_under(value, producers, graph_inputs)
                 what = (f"({value!r}) is computed from the values of the graph input"
                         f"{'s' if len(sources) > 1 else ''} {', '.join(map(repr, sources))}; bind "
                         f"{'them' if len(sources) > 1 else 'it'} at compile time with --bind NAME=FILE.npy if "
@@ -277,23 +278,6 @@ def check_compile_time_inputs(graph, constants: dict[str, np.ndarray]) -> None:
                         if sources else f"({value!r}) depends on run-time data no graph input gives; make it an "
                         "initializer of the model (its value baked in): the compiler needs it at compile time")
             raise ModelError(f"node {node.name or f'#{index}'} ({node.op_type}): its {label} input {what}")
-
-
-def _graph_inputs_under(graph, value: str, graph_inputs: set[str]) -> list[str]:
-    """The graph inputs `value` is computed from (through any node: every shape is static here, so a Shape or
-    Size of an input would have folded), in graph order."""
-    producers = {name: node for node in graph.node for name in node.output}
-    found, seen, pending = set(), set(), [value]
-    while pending:
-        name = pending.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        if name in graph_inputs:
-            found.add(name)
-        elif name in producers:
-            pending.extend(n for n in producers[name].input if n)
-    return [i.name for i in graph.input if i.name in found]
 
 
 def check_not_empty(graph, shapes: dict[str, tuple], constants: dict[str, np.ndarray]) -> None:
