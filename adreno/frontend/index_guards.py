@@ -4,17 +4,18 @@ ONNX makes an index outside [-n, n-1] an error (onnxruntime refuses the input); 
 Gather given index 2 into a 2-row table returns whatever memory lies past the table (on a phone: past a GPU buffer
 or image), and a scatter writes there. Constant indices are checked at compile time (`indices`); this rewrite
 covers those computed at run time. Before each index-taking node it inserts ONNX ops that
-- wrap a negative index by the axis size, as the spec says (n-1 .. -n -> n-1 .. 0), where the op allows negatives;
-- replace an index still outside [0, n) by 0, which is in range: the kernel reads and writes inside the tensor
-  whatever the input (the safe fallback);
+- replace an index outside [-n, n-1] (outside [0, n-1] where the op has no negative indices) by 0, which is in range:
+  the kernel reads and writes inside the tensor whatever the input (the safe fallback); an in-range negative index
+  stays, for TVM's importer to wrap as the spec says (it does for every op that allows them; `frontend.scatter_nd`
+  wraps ScatterND's itself);
 - reduce "was any index of this node outside" to one int32, and concatenate these flags, one per guarded node, into
-  an extra graph output, `OUTPUT`.
+  an extra graph output, `OUTPUT` (a single flag is the output itself).
 The executors, TVM's runtime path and the native harness read that output after a run and fail in one line naming
 the first flagged node (`adreno.index_checks`); the manifest lists the nodes in flag order. Everything stays ONNX, so
 both memories, both runtimes and the harness lower and run it like any other op: no kernel of ours changes.
 
-OneHot is not here: ONNX defines its out-of-range index (every output element is off_value) and TVM computes exactly
-that, after wrapping negatives as the spec says. An index-taking op whose indices are constants is not guarded:
+OneHot is not here: ONNX defines its out-of-range index (every output element is off_value), which its rewrite as a
+comparison (`frontend.one_hot`) computes. An index-taking op whose indices are constants is not guarded:
 its indices were checked at compile time, and TVM's importer wraps negative ones.
 """
 
