@@ -139,9 +139,10 @@ enter() {
   while IFS='=' read -r name _; do
     case $name in POCL_*|ADRENO_*|TVM_*) pass+=("$name=${!name}") ;; esac
   done < <(env)
+  # The host's POCL_*, ADRENO_* and TVM_* variables come in after the box's defaults, so they override them.
   # PoCL's default work-group method crashes LLVM under qemu on depthwise kernels; `loops` does not (docs/native.md)
   exec chroot "$root" /usr/bin/env -i HOME="$BOX/home" LANG=C.UTF-8 PATH=/usr/local/bin:/usr/bin:/bin \
-    POCL_WORK_GROUP_METHOD=loops "${pass[@]}" PYTHONPATH="$CHECKOUT:$BOX/site" ADRENO_PLUGIN_DIR="$NATIVE" \
+    POCL_WORK_GROUP_METHOD=loops ADRENO_PLUGIN_DIR="$NATIVE" "${pass[@]}" PYTHONPATH="$CHECKOUT:$BOX/site" \
     /bin/sh -c 'cd "$0" && exec "$@"' "$cwd" "$@"
 }
 
