@@ -132,9 +132,10 @@ enter() {
   local root="$BOX/rootfs"
   mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
   echo ":phonebox-aarch64:M::$MAGIC:$MASK:$BOX/qemu/aarch64-binfmt-P:OPF" > /proc/sys/fs/binfmt_misc/register
+  # Recursive binds: a mount under one of these (a tmpfs under /tmp) is locked in a new user namespace, and a plain
+  # bind of its parent is refused (EINVAL). The host's folders first, so their copies do not hold /proc again.
   local d
-  for d in /proc /sys /dev; do mkdir -p "$root$d"; mount --rbind "$d" "$root$d"; done
-  for d in /tmp "$CHECKOUT" "$BOX" "$NATIVE"; do mkdir -p "$root$d"; mount --bind "$d" "$root$d"; done
+  for d in /tmp "$CHECKOUT" "$BOX" "$NATIVE" /proc /sys /dev; do mkdir -p "$root$d"; mount --rbind "$d" "$root$d"; done
   local pass=()
   while IFS='=' read -r name _; do
     case $name in POCL_*|ADRENO_*|TVM_*) pass+=("$name=${!name}") ;; esac
