@@ -7,6 +7,10 @@
 #   tools/phonebox.sh native       only what `make native-aarch64` needs: the arm64 libraries and wheels, then
 #                                  native/Makefile's `all` built with aarch64-linux-gnu-g++ into build/native-aarch64
 #   tools/phonebox.sh run CMD...   run CMD in the box (cwd kept when the box sees it); its exit status is CMD's
+#   tools/phonebox.sh serve TRACKER [KEY]
+#                                  the box as a farm device: TVM's RPC server (arm64, our plugin loaded) registered
+#                                  at TRACKER (HOST:PORT, `adreno farm tracker`) under KEY (default qemu-aarch64),
+#                                  bound to 127.0.0.1 (TVM RPC has no authentication)
 #
 # Everything lives in PHONEBOX_DIR (default build/phonebox of the checkout): rootfs/ (mmdebstrap's extract of the
 # arm64 packages below), site/ (the aarch64 wheels, the host venv's versions), qemu/ (Debian's qemu-aarch64-static,
@@ -157,10 +161,17 @@ run() {
   exec unshare --user --map-root-user --mount "$0" __enter "$cwd" "$@"
 }
 
+serve() {
+  [ $# -ge 1 ] || fail "usage: tools/phonebox.sh serve TRACKER_HOST:PORT [KEY]"
+  run python3 -m tvm.exec.rpc_server --host 127.0.0.1 --tracker "$1" --key "${2:-qemu-aarch64}" \
+    --load-library "$NATIVE/libtvm_runtime_opencl.so"
+}
+
 case ${1:-} in
   setup) setup ;;
   native) build_native ;;
   run) shift; run "$@" ;;
+  serve) shift; serve "$@" ;;
   __enter) shift; enter "$@" ;;
-  *) fail "usage: tools/phonebox.sh setup | native | run CMD..." ;;
+  *) fail "usage: tools/phonebox.sh setup | native | run CMD... | serve TRACKER [KEY]" ;;
 esac
