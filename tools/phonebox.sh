@@ -30,8 +30,9 @@ NATIVE=$(mkdir -p "${NATIVE_AARCH64:-$CHECKOUT/build/native-aarch64}" && cd "${N
 PYTHON=${PYTHON:-$CHECKOUT/.venv/bin/python}
 SUITE=bookworm
 MIRROR=${PHONEBOX_MIRROR:-http://deb.debian.org/debian}
-# python3-minimal: `python3`; dash, coreutils: /bin/sh and env for `run`; ocl-icd-libopencl1 + pocl-opencl-icd: OpenCL on the (emulated) CPU (with its
-# dependencies: LLVM 15, clang and the binutils whose `ld` PoCL runs on every kernel it compiles).
+# python3-minimal: `python3`; dash, coreutils: /bin/sh and env for `run`; ocl-icd-libopencl1 + pocl-opencl-icd:
+# OpenCL on the (emulated) CPU (with their dependencies: LLVM 15, clang, and the binutils whose `ld` PoCL runs on
+# every kernel it compiles).
 DEBS="libc6,libstdc++6,zlib1g,dash,coreutils,python3-minimal,python3.11,ocl-icd-libopencl1,pocl-opencl-icd"
 # The wheels the run side imports (no onnx, no onnxruntime: --check stays on the host).
 WHEELS="apache-tvm apache-tvm-ffi numpy ml_dtypes typing_extensions psutil cloudpickle tornado pyopencl"
