@@ -25,8 +25,10 @@
 set -euo pipefail
 
 CHECKOUT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BOX=$(mkdir -p "${PHONEBOX_DIR:-$CHECKOUT/build/phonebox}" && cd "${PHONEBOX_DIR:-$CHECKOUT/build/phonebox}" && pwd)
-NATIVE=$(mkdir -p "${NATIVE_AARCH64:-$CHECKOUT/build/native-aarch64}" && cd "${NATIVE_AARCH64:-$CHECKOUT/build/native-aarch64}" && pwd)
+BOX=${PHONEBOX_DIR:-$CHECKOUT/build/phonebox}
+BOX=$(mkdir -p "$BOX" && cd "$BOX" && pwd)
+NATIVE=${NATIVE_AARCH64:-$CHECKOUT/build/native-aarch64}
+NATIVE=$(mkdir -p "$NATIVE" && cd "$NATIVE" && pwd)
 PYTHON=${PYTHON:-$CHECKOUT/.venv/bin/python}
 SUITE=bookworm
 MIRROR=${PHONEBOX_MIRROR:-http://deb.debian.org/debian}
@@ -168,11 +170,16 @@ serve() {
     --load-library "$NATIVE/libtvm_runtime_opencl.so"
 }
 
-case ${1:-} in
-  setup) setup ;;
-  native) build_native ;;
-  run) shift; run "$@" ;;
-  serve) shift; serve "$@" ;;
-  __enter) shift; enter "$@" ;;
-  *) fail "usage: tools/phonebox.sh setup | native | run CMD... | serve TRACKER [KEY]" ;;
-esac
+main() {
+  case ${1:-} in
+    setup) setup ;;
+    native) build_native ;;
+    run) shift; run "$@" ;;
+    serve) shift; serve "$@" ;;
+    __enter) shift; enter "$@" ;;
+    *) fail "usage: tools/phonebox.sh setup | native | run CMD... | serve TRACKER [KEY]" ;;
+  esac
+}
+
+# One line, read whole before it runs: a script edited while a `run` is under way is not read again.
+main "$@"; exit
