@@ -127,6 +127,11 @@ make_qemu() {
 }
 
 setup() {
+  # the Debian download and unpacking beside pip's: the two are mostly waiting on the network
+  make_rootfs &
+  local rootfs=$!
+  make_site
+  wait "$rootfs"
   build_native
   make_qemu
   mkdir -p "$BOX/home"
