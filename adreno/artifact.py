@@ -35,6 +35,7 @@ from . import kernel_contract
 from .artifact_check import check_files, check_manifest, check_plan, confined, sha256_file
 from .errors import AdrenoError, ArtifactError
 from .processes import process_alive
+from .npz_files import NpzUnreadable, read_npz
 from .layout import ImageSpec  # noqa: F401  (part of the contract: TensorSpec.image, Plan.images)
 from .weights import StoredWeight, param_value
 
@@ -228,8 +229,9 @@ class Artifact:
         """params.npz as it is stored, keyed by param name (see `params`)."""
         try:
             self._check_params_index()
-            with np.load(self.path / PARAMS_NAME) as npz:
-                params = {name: npz[name] for name in npz.files}
+            params = read_npz(self.path / PARAMS_NAME)
+        except NpzUnreadable as err:
+            raise ArtifactError(f"{err}; recompile the model") from None
         except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as err:
             raise ArtifactError(f"{self.path / PARAMS_NAME} cannot be read ({type(err).__name__}: "
                                 f"{str(err)[:80]}); recompile the model") from None

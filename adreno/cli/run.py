@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import time
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +11,7 @@ import numpy as np
 from ..artifact import Artifact, random_inputs
 from ..command_line import require_positive
 from ..errors import AdrenoError
+from ..npz_files import NPY_MAGIC, NpzUnreadable, read_npz
 from ..options import Runtime, enum_argument
 from ..paths import output_file, regular_file
 from .common import Progress, add_artifact_argument, add_device_argument, emit, error_line
@@ -62,16 +62,16 @@ def _load_inputs(args, artifact) -> list[np.ndarray]:
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
-    """The arrays of an .npz file; a .npy (one unnamed array), a truncated or foreign file is one clear error."""
+    """The arrays of an .npz file (`read_npz`: a damaged or foreign file, or a lone .npy, is one clear error)."""
     try:
-        loaded = np.load(path)
-        if not isinstance(loaded, np.lib.npyio.NpzFile):
+        return read_npz(path)
+    except NpzUnreadable as err:
+        with open(path, "rb") as handle:
+            lone_npy = handle.read(len(NPY_MAGIC)) == NPY_MAGIC
+        if lone_npy:
             raise AdrenoError(f"--input {path} holds one unnamed array (.npy); save the inputs with "
-                              "numpy.savez(FILE, NAME=array) so each has its input's name")
-        with loaded as npz:
-            return {k: npz[k] for k in npz.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
-        raise AdrenoError(f"--input {path}: cannot read it as .npz ({type(err).__name__}: {err})") from None
+                              "numpy.savez(FILE, NAME=array) so each has its input's name") from None
+        raise AdrenoError(f"--input {err}") from None
 
 
 def lossless_input(spec, array: np.ndarray, where: str) -> None:
