@@ -36,9 +36,12 @@ def shallow_expressions_pass():
 
 def shallow_statements(stmt):
     """`stmt` with every BufferStore, Evaluate and Bind whose expression is taller than MAX_HEIGHT preceded by the
-    bindings that make it shallow."""
+    bindings that make it shallow (`stmt` itself when none is: the common case, found by one quick walk)."""
     import tvm_ffi
     from tvm import tirx
+
+    if not _taller_than(stmt, MAX_HEIGHT):
+        return stmt
 
     made: set[int] = set()  # the SeqStmts made here, spliced into their parent sequence
 
@@ -58,6 +61,26 @@ def shallow_statements(stmt):
 
     return tvm_ffi.structural_map(stmt, [((tirx.BufferStore, tirx.Evaluate, tirx.Bind), leaf),
                                          (tirx.SeqStmt, sequence)], order="post")
+
+
+def _taller_than(stmt, limit: int) -> bool:
+    """Whether an expression under `stmt` nests more than `limit` levels: a walk in TVM's own traversal that calls
+    back into Python only at expressions, and stops at the first one that deep."""
+    import tvm
+    import tvm_ffi
+
+    depth = [0]
+
+    def enter(value, visitor):
+        if depth[0] >= limit:
+            return tvm_ffi.VisitInterrupt(None)
+        depth[0] += 1
+        try:
+            return visitor.default_visit(value)
+        finally:
+            depth[0] -= 1
+
+    return tvm_ffi.structural_visit(stmt, (tvm.ir.Expr, enter)) is not None
 
 
 def _split(stmt) -> tuple[list, object]:
