@@ -1,12 +1,13 @@
 """Farm security for real: a TVM RPC client without credentials, connected through a real tracker to a real agent
-worker on loopback, cannot read, write or remove anything outside the session's work directory (TVM's own
-upload/download/remove/load_module and our adreno.agent.* functions alike); the tracker, like the agent, needs
---expose to bind beyond loopback."""
+worker on loopback, reaches only the allow-list of RPC functions (every global TVM registers is tried) and cannot
+read, write or remove anything outside the session's work directory (TVM's own upload/download/remove/load_module
+and our adreno.agent.* functions alike); the tracker, like the agent, needs --expose to bind beyond loopback."""
 
 from __future__ import annotations
 
 import io
 import os
+import struct
 import subprocess
 import sys
 import tarfile
@@ -18,21 +19,25 @@ import pytest
 from adreno.farm.agent import PathEscape, confine
 
 REFUSED = "outside the agent's work directory"
+NOT_ALLOWED = "has no function"  # what TVM's client says of a name the agent's session does not expose
 
 
 @pytest.fixture(scope="module")
-def session(tmp_path_factory):
+def farm(tmp_path_factory):
+    """A real tracker and two real agent workers: one for `session`, one free for a test's own connection."""
+    from adreno.farm.local import LocalFarm
+
+    with LocalFarm(agents=2, log_dir=str(tmp_path_factory.mktemp("farm"))) as farm:
+        yield farm
+
+
+@pytest.fixture(scope="module")
+def session(farm):
     """An RPC session with a real agent worker, leased from a real tracker (no device is touched)."""
     from tvm import rpc
 
-    from adreno.farm.local import LocalFarm
-
-    farm = LocalFarm(agents=1, log_dir=str(tmp_path_factory.mktemp("farm")))
-    try:
-        host, port = farm.tracker.split(":")
-        yield rpc.connect_tracker(host, int(port)).request(farm.key, session_timeout=60)
-    finally:
-        farm.close()
+    host, port = farm.tracker.split(":")
+    return rpc.connect_tracker(host, int(port)).request(farm.key, session_timeout=60)
 
 
 def _refused(call) -> str:
@@ -71,7 +76,8 @@ def test_remove_outside_the_workdir_removes_nothing(session):
 
 def test_load_module_outside_the_workdir_is_refused(session):
     _refused(lambda: session.get_function("tvm.rpc.server.load_module")("/usr/lib/x86_64-linux-gnu/libc.so.6"))
-    _refused(lambda: session.get_function("tvm.rpc.server.download_linked_module")("../../x.so"))
+    with pytest.raises(Exception, match=NOT_ALLOWED):  # noqa: PT011 - TVM re-raises the refusal as its own type
+        session.get_function("tvm.rpc.server.download_linked_module")  # it runs a compiler: not on the list
 
 
 def test_prepare_of_an_outside_tarball_is_refused(session, tmp_path):
@@ -107,3 +113,94 @@ def test_tracker_beyond_loopback_needs_expose():
     assert refused.returncode == 2, refused
     lines = refused.stderr.strip().splitlines()
     assert len(lines) == 1 and "--expose" in lines[0] and "no authentication" in lines[0], refused.stderr
+
+
+def test_only_the_allow_list_answers(session):
+    """Every global registered in this process (TVM's ~2,000, and those the agent's server adds) looked up from a
+    loopback client: the allow-list's names answer, every other one is refused before TVM resolves it."""
+    import tvm_ffi
+
+    from adreno.farm.rpc_gate import ALLOWED
+
+    server_only = {"tvm.rpc.server.workpath", "tvm.rpc.server.load_module", "tvm.rpc.server.download_linked_module",
+                   "tvm.rpc.server.start", "tvm.rpc.server.shutdown"}
+    names = set(tvm_ffi.registry.list_global_func_names()) | server_only | ALLOWED
+    assert {"ffi.ModuleWriteToFile", "ffi.ModuleLoadFromFile", "s_tir.meta_schedule.remove_build_dir"} <= names
+    answered = set()
+    for name in sorted(names):
+        try:
+            session.get_function(name)
+        except Exception as err:  # noqa: BLE001 - TVM re-raises the refusal as its own type
+            assert NOT_ALLOWED in str(err), (name, err)
+        else:
+            answered.add(name)
+    assert answered == ALLOWED
+    for odd in ("", "x" * 5000, "tvm.rpc.server.upload "):
+        with pytest.raises(Exception, match=NOT_ALLOWED):  # noqa: PT011
+            session.get_function(odd)
+
+
+def _lookup(name: bytes, type_index: int = 8, count: int = 1, inner: bytes = b"") -> bytes:
+    return struct.pack("<ii", count, type_index) + inner + struct.pack("<Q", len(name)) + name
+
+
+@pytest.mark.parametrize("body, message", [
+    (_lookup(b"tvm.rpc.server.upload\0ffi.ModuleWriteToFile"), "malformed function lookup"),  # TVM reads to the NUL
+    (_lookup(b"tvm.rpc.server.upload", count=2), "malformed function lookup"),
+    (_lookup(b"tvm.rpc.server.upload") + b"x", "malformed function lookup"),
+    (_lookup(b"tvm.rpc.server.upload")[:-3], "malformed function lookup"),
+    (_lookup(b"tvm.rpc.server.upload", type_index=9), "a function name that is not a string"),
+    (_lookup(b"tvm.rpc.server.upload", type_index=65, inner=struct.pack("<I", 66)), "malformed function name"),
+    (_lookup(b"\xff\xfe"), "not UTF-8"),
+    (b"\x01", "malformed function lookup"),
+])
+def test_the_gate_refuses_lookups_it_cannot_read_exactly(body, message):
+    from adreno.farm.rpc_gate import Refused, RequestGate
+
+    gate = RequestGate(None)
+    with pytest.raises(Refused, match=message):
+        gate.check(9, body)
+    gate.check(9, _lookup(b"tvm.rpc.server.upload"))
+    gate.check(9, _lookup(b"tvm.rpc.server.upload", type_index=11, inner=struct.pack("<I", 65)))
+
+
+def test_a_session_constructor_is_refused_before_it_runs(farm, session, tmp_path):  # noqa: ARG001 - holds one agent
+    """The first packet of a session names a constructor that TVM would look up among all globals and call with
+    the client's arguments: the gate refuses any, and the directory it would have removed is still there."""
+    from tvm import rpc
+
+    from adreno.farm.tracker import TrackerClient
+
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    with TrackerClient(farm.tracker) as tracker:
+        lease = tracker.request(farm.key, timeout=30)  # the agent `session` does not hold
+    with pytest.raises(Exception, match="a session constructor is not allowed"):  # noqa: PT011
+        rpc.connect(lease.host, lease.port, key=lease.matchkey,
+                    session_constructor_args=["s_tir.meta_schedule.remove_build_dir", str(victim)])
+    assert victim.is_dir()
+
+
+def test_an_uploaded_module_loads_runs_and_is_timed(session, tmp_path):
+    """What a measurement through TVM's runtime needs passes the gate: upload, load_module, a function of the
+    module, time_evaluator; timing a global by name (no module) does not."""
+    import numpy as np
+    import tvm
+    from tvm import te
+
+    a = te.placeholder((4,), name="a", dtype="float32")
+    b = te.compute((4,), lambda i: a[i] + 1.0, name="b")
+    tvm.compile(te.create_prim_func([a, b]), target="llvm").export_library(str(tmp_path / "add.so"))
+    session.upload(str(tmp_path / "add.so"))
+    module = session.load_module("add.so")
+    device = session.cpu()
+    x = tvm.runtime.tensor(np.arange(4, dtype=np.float32), device)
+    y = tvm.runtime.tensor(np.zeros(4, dtype=np.float32), device)
+    module["main"](x, y)
+    np.testing.assert_array_equal(y.numpy(), np.arange(4, dtype=np.float32) + 1)
+    assert module.time_evaluator("main", device, number=2, repeat=1)(x, y).mean > 0
+    evaluator = session.get_function("runtime.RPCTimeEvaluator")
+    with pytest.raises(Exception, match="time_evaluator of the global"):  # noqa: PT011
+        evaluator(None, "ffi.ModuleLoadFromFile", 1, 0, 1, 1, 0, 0, 0, 0, 0, "")
+    with pytest.raises(Exception, match="pre-processing function"):  # noqa: PT011
+        evaluator(module, "main", 1, 0, 1, 1, 0, 0, 0, 0, 0, "ffi.ModuleWriteToFile")
