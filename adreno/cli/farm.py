@@ -39,14 +39,16 @@ def _cmd_status(args) -> int:
 
 def _cmd_ssh(args) -> int:
     from ..farm.ssh import serve_ssh  # inside: adreno --help does not need it
+    from ..farm.token import farm_token
 
     require_positive(args, "agents", "keepalive")
+    token = farm_token()
     options = dict(port=args.ssh_port, key_filename=args.identity, known_hosts=args.known_hosts,
                    accept_new_host_key=args.accept_new_host_key, keepalive=args.keepalive, agents=args.agents,
                    python=args.remote_python, key=args.key, device=args.device, agent_port=args.agent_port,
                    android=args.android, adb=args.adb, runtime_dir=args.runtime)
     try:
-        serve_ssh(args.target, parse_addr(args.tracker), reconnect=not args.no_reconnect, **options)
+        serve_ssh(args.target, parse_addr(args.tracker), token, reconnect=not args.no_reconnect, **options)
     except KeyboardInterrupt:
         pass
     return 0
@@ -54,6 +56,7 @@ def _cmd_ssh(args) -> int:
 
 def _cmd_android(args) -> int:
     from ..farm.android import RUNTIME_FILES, Adb, discover, serve_phones  # inside: adreno --help does not need it
+    from ..farm.token import farm_token
 
     adb = Adb(args.adb)
     if args.list:
@@ -69,7 +72,8 @@ def _cmd_android(args) -> int:
             raise FarmError(f"missing runtime binaries {missing}; "
                             "build them with the NDK (see the README, section 'Phones (adb)')")
     try:
-        serve_phones(adb, args.tracker_port, runtime, args.serial or None, args.base_port, args.key)
+        serve_phones(adb, args.tracker_port, runtime, args.serial or None, args.base_port, args.key,
+                     token=farm_token())
     except KeyboardInterrupt:
         pass
     return 0

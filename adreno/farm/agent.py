@@ -60,6 +60,7 @@ from ..opencl.evict import Evictor
 from .common import (DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, check_listen, format_addr,
                      kill_group, parse_addr, python_module_command, set_parent_death_signal)
 from .rpc_gate import RequestGate
+from .token import TOKEN_ENV, checked_token, farm_token, with_token
 from .uploads import safe_extract
 
 # --- the worker side: state of one worker process and of its forked session processes -------------------------
@@ -278,14 +279,15 @@ def serve_worker(tracker: tuple[str, int] | None, key: str, device, host: str, p
     # allow-list. The one hook TVM offers (`tvm.rpc.server.start`) runs after the server loop has its socket.
     server._serve_loop = _serve_gated
     logging.getLogger("RPCServer").setLevel(logging.WARNING)
-    state = PopenRPCServerState(host, port, port_end, tracker_addr=tracker, key=key, custom_addr=custom_addr,
+    reported = with_token(custom_addr, checked_token(farm_token(), "the agent's worker")) if tracker else custom_addr
+    state = PopenRPCServerState(host, port, port_end, tracker_addr=tracker, key=key, custom_addr=reported,
                                 silent=True)
     print(f"adreno agent worker {os.getpid()}: serving key {key} on {host}:{state.port}"
           f"{' via tracker ' + format_addr(tracker) if tracker else ''}", flush=True)
     while state.thread.is_alive():
         state.thread.join(0.5)
-    print(f"adreno agent worker {os.getpid()}: the RPC server stopped (a session died or the tracker is gone)",
-          flush=True)
+    print(f"adreno agent worker {os.getpid()}: the RPC server stopped (a session died, the tracker is gone, or it "
+          f"refused the registration: is {TOKEN_ENV} the tracker's token?)", flush=True)
     return 3
 
 
@@ -364,6 +366,7 @@ def run_agent(tracker: str, key: str | None = None, device=None, host: str = "12
     starts: a worker that cannot bind would be restarted again and again."""
     port_end = check_listen(host, port, port_end, "device agent", expose)
     tracker_addr = parse_addr(tracker, DEFAULT_TRACKER_PORT)
+    checked_token(farm_token(), "adreno farm agent")  # here: the worker would fail to register again and again
     device_name = None
     if not key:
         key, device_name = resolve_key(device)

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from .common import DEFAULT_TRACKER_PORT, AdbError, check_port
+from .token import checked_token, with_token
 
 REMOTE_DIR = "/data/local/tmp/adreno-farm"
 RUNTIME_FILES = ("tvm_rpc", "libtvm_runtime.so")
@@ -131,8 +132,9 @@ class PhoneServer:
     """One phone's RPC server: set up, started, watched, restarted, cleaned up."""
 
     def __init__(self, adb: Adb, phone: Phone, tracker_port: int, server_port: int, runtime: dict[str, str] | None,
-                 key: str | None = None, log=print):
+                 token: str, key: str | None = None, log=print):
         self.adb, self.phone, self.tracker_port, self.server_port = adb, phone, tracker_port, server_port
+        self.token = token
         self.runtime, self.key, self.log = runtime, key or phone.key, log
         self.proc: subprocess.Popen | None = None
         self.starts = 0
@@ -183,18 +185,21 @@ class PhoneServer:
 
 
 def serve_phones(adb: Adb, tracker_port: int = DEFAULT_TRACKER_PORT, runtime: dict[str, str] | None = None,
-                 serials: list[str] | None = None, base_port: int = 9300, key: str | None = None,
+                 serials: list[str] | None = None, base_port: int = 9300, key: str | None = None, *,
+                 token: str | None,
                  stop: threading.Event | None = None, poll: float = 1.0, max_restarts_per_minute: int = 10,
                  log=print) -> list[PhoneServer]:
     """Set up every (selected) phone and keep its server alive until `stop` is set; then clean up. The ports are
     checked first: adb would take a bad one only when the phone's server is started."""
     check_port(tracker_port, "--tracker-port")
     check_port(base_port, "--base-port")
+    token = checked_token(token, "adreno farm android")
     stop = stop or threading.Event()
     phones = [p for p in discover(adb) if not serials or p.serial in serials]
     if not phones:
         raise AdbError("no phone in state `device`: plug one in, enable USB debugging and check `adb devices -l`")
-    servers = [PhoneServer(adb, p, tracker_port, base_port + i, runtime, key, log) for i, p in enumerate(phones)]
+    servers = [PhoneServer(adb, p, tracker_port, base_port + i, runtime, token, key, log)
+               for i, p in enumerate(phones)]
     every = list(servers)
     restarts: dict[str, list[float]] = {p.serial: [] for p in phones}
     try:

@@ -6,6 +6,7 @@ and our adreno.agent.* functions alike); the tracker, like the agent, needs --ex
 from __future__ import annotations
 
 import io
+import json
 import os
 import struct
 import subprocess
@@ -204,3 +205,36 @@ def test_an_uploaded_module_loads_runs_and_is_timed(session, tmp_path):
         evaluator(None, "ffi.ModuleLoadFromFile", 1, 0, 1, 1, 0, 0, 0, 0, 0, "")
     with pytest.raises(Exception, match="pre-processing function"):  # noqa: PT011
         evaluator(module, "main", 1, 0, 1, 1, 0, 0, 0, 0, 0, "ffi.ModuleWriteToFile")
+
+
+def _register(tracker: str, key: str, reported) -> int:
+    """One registration in TVM's tracker protocol, as a device server sends it; the tracker's answer code."""
+    import socket as sockets
+
+    from tvm.rpc import base
+
+    host, port = tracker.split(":")
+    with sockets.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(struct.pack("<i", base.RPC_TRACKER_MAGIC))
+        assert struct.unpack("<i", base.recvall(sock, 4))[0] == base.RPC_TRACKER_MAGIC
+        base.sendjson(sock, [base.TrackerCode.PUT, key, [9, f"{key}:rogue"], reported])
+        return base.recvjson(sock)
+
+
+def test_a_registration_without_the_farm_token_is_refused(farm):
+    """Any loopback process could register a server under the farm's key and get the next client: without the
+    token (or with another) the tracker refuses it; with it, it accepts, and the token is in no summary."""
+    from tvm.rpc.base import TrackerCode
+
+    from adreno.farm.token import with_token
+    from adreno.farm.tracker import TrackerClient
+
+    assert _register(farm.tracker, farm.key, None) == TrackerCode.FAIL
+    assert _register(farm.tracker, farm.key, "127.0.0.1") == TrackerCode.FAIL
+    assert _register(farm.tracker, farm.key, with_token("127.0.0.1", "not-the-token")) == TrackerCode.FAIL
+    assert _register(farm.tracker, "a-new-key", None) == TrackerCode.FAIL
+    assert _register(farm.tracker, farm.key, with_token("127.0.0.1", farm.token)) == TrackerCode.SUCCESS
+    with TrackerClient(farm.tracker) as client:
+        summary = client.summary()
+    assert farm.token not in json.dumps(summary) and "adreno-token" not in json.dumps(summary)
+    assert all(s["addr"][0] == "127.0.0.1" for s in summary["server_info"])
