@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -197,12 +198,18 @@ def _build_sources(executor) -> dict[str, int]:
 
 
 def _write_outputs(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Save to exactly `path` (numpy.savez given a name would add .npz to it); a write the OS refuses is one line."""
+    """Save to exactly `path` (numpy.savez given a name would add .npz to it), through a sibling renamed over it
+    when complete: a write the OS refuses (a full disk) is one line and leaves `path` as it was, nothing beside."""
+    staged = path.with_name(f".{path.name}.adreno-tmp.{os.getpid()}")
     try:
-        with open(path, "wb") as file:
+        with open(staged, "wb") as file:
             np.savez(file, **arrays)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(staged, path)
     except OSError as err:
-        raise AdrenoError(f"--output {path}: cannot write it ({err.strerror or err})") from None
+        staged.unlink(missing_ok=True)
+        raise AdrenoError(f"--output {path}: cannot write it ({err.strerror or err}); nothing was written") from None
 
 
 def _run_text(result: dict, top: int) -> str:

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from .common import DEFAULT_TRACKER_PORT, AdbError, check_port
-from .token import checked_token, with_token
+from .token import checked_token
 
 REMOTE_DIR = "/data/local/tmp/adreno-farm"
 RUNTIME_FILES = ("tvm_rpc", "libtvm_runtime.so")
