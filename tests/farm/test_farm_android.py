@@ -77,7 +77,7 @@ def test_stand_in_flow_pushes_forwards_restarts_and_cleans_up(stand_in_adb, tmp_
         ["push", runtime["tvm_rpc"], "/data/local/tmp/adreno-farm/tvm_rpc"],
         ["push", runtime["libtvm_runtime.so"], "/data/local/tmp/adreno-farm/libtvm_runtime.so"],
         ["shell", "chmod", "755", "/data/local/tmp/adreno-farm/tvm_rpc"],
-        ["reverse", "tcp:9190", "tcp:9190"],
+        ["reverse", "tcp:9190", f"tcp:{servers[0].relay_port}"],  # through the relay that adds the farm's token
         ["forward", "tcp:9300", "tcp:9300"],
     ]
     assert len(server_cmd) == 2  # started, died, restarted

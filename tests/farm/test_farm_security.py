@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import uuid
 
 import pytest
@@ -238,3 +239,36 @@ def test_a_registration_without_the_farm_token_is_refused(farm):
         summary = client.summary()
     assert farm.token not in json.dumps(summary) and "adreno-token" not in json.dumps(summary)
     assert all(s["addr"][0] == "127.0.0.1" for s in summary["server_info"])
+
+
+def test_a_phone_registers_through_the_relay_that_adds_the_token(farm, tmp_path):
+    """A phone's `tvm_rpc` cannot carry the token (it reports only an IP address): `adreno farm android` points
+    its `adb reverse` at a relay that adds it. Stand-in for the phone: TVM's own RPC server, which registers the
+    same way; straight at the tracker it is refused, through the relay it is registered, with no token shown."""
+    from adreno.farm.common import free_port, kill_group, python_module_command, spawn
+    from adreno.farm.relay import RegistrationRelay
+    from adreno.farm.tracker import TrackerClient, count_servers
+
+    def registered(key):
+        with TrackerClient(farm.tracker) as client:
+            return count_servers(client.summary(), key)
+
+    tracker_port = int(farm.tracker.split(":")[1])
+    with RegistrationRelay(("127.0.0.1", tracker_port), farm.token) as relay:
+        servers = []
+        try:
+            for key, port in (("phone-direct", tracker_port), ("phone-relayed", relay.port)):
+                server_port = free_port()
+                servers.append(spawn(python_module_command(
+                    "tvm.exec.rpc_server", "--host", "127.0.0.1", "--port", str(server_port), "--port-end",
+                    str(server_port + 1), "--tracker", f"127.0.0.1:{port}", "--key", key),
+                    str(tmp_path / f"{key}.log")))
+            deadline = time.monotonic() + 60
+            while registered("phone-relayed") < 1 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert registered("phone-relayed") == 1 and registered("phone-direct") == 0
+            with TrackerClient(farm.tracker) as client:
+                assert farm.token not in json.dumps(client.summary())
+        finally:
+            for server in servers:
+                kill_group(server, wait=5)
