@@ -10,6 +10,7 @@ from ..command_line import require_positive
 import os
 
 from ..farm.common import DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, parse_addr
+from ..farm.token import farm_token
 from .common import add_device_argument
 
 SECURITY_NOTE = ("TVM RPC has no authentication and lets any client write files and run code on the server: "
@@ -39,7 +40,6 @@ def _cmd_status(args) -> int:
 
 def _cmd_ssh(args) -> int:
     from ..farm.ssh import serve_ssh  # inside: adreno --help does not need it
-    from ..farm.token import farm_token
 
     require_positive(args, "agents", "keepalive")
     token = farm_token()
@@ -56,7 +56,6 @@ def _cmd_ssh(args) -> int:
 
 def _cmd_android(args) -> int:
     from ..farm.android import RUNTIME_FILES, Adb, discover, serve_phones  # inside: adreno --help does not need it
-    from ..farm.token import farm_token
 
     adb = Adb(args.adb)
     if args.list:
