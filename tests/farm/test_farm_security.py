@@ -272,3 +272,39 @@ def test_a_phone_registers_through_the_relay_that_adds_the_token(farm, tmp_path)
         finally:
             for server in servers:
                 kill_group(server, wait=5)
+
+
+def test_the_tracker_makes_a_token_and_prints_it_once(tmp_path):
+    """Without ADRENO_FARM_TOKEN, `adreno farm tracker` makes one and prints it once; an agent given it registers."""
+    from adreno.farm.common import free_port, kill_group, python_module_command, spawn, wait_port
+    from adreno.farm.tracker import TrackerClient, count_servers
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "ADRENO_FARM_TOKEN"}
+    log = tmp_path / "tracker.log"
+    tracker = spawn(python_module_command("adreno.farm.tracker", "--port", str(port), "--silent"), str(log), env=env)
+    agent = None
+    try:
+        assert wait_port("127.0.0.1", port, 30)
+        deadline = time.monotonic() + 10
+        while "register with the token" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        text = log.read_text()
+        token = text.split("register with the token ", 1)[1].split()[0]
+        assert len(token) >= 32 and text.count(token) == 2  # the line names it, then shows the export
+        agent_port = free_port(span=5)
+        agent = spawn(python_module_command("adreno.farm.agent", "--tracker", f"127.0.0.1:{port}", "--key",
+                                            "tokened", "--port", str(agent_port), "--port-end", str(agent_port + 5)),
+                      str(tmp_path / "agent.log"), env={**env, "ADRENO_FARM_TOKEN": token})
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with TrackerClient(f"127.0.0.1:{port}") as client:
+                if count_servers(client.summary(), "tokened"):
+                    break
+            time.sleep(0.2)
+        with TrackerClient(f"127.0.0.1:{port}") as client:
+            assert count_servers(client.summary(), "tokened") == 1, (tmp_path / "agent.log").read_text()
+    finally:
+        for proc in (agent, tracker):
+            if proc is not None:
+                kill_group(proc, wait=5)
