@@ -42,7 +42,7 @@ def read_npz(path: Path | str) -> dict[str, np.ndarray]:
             return {info.filename.removesuffix(".npy"): _read_member(archive, info, path)
                     for info in archive.infolist()}
     except _MALFORMED as err:
-        raise NpzUnreadable(f"{path} cannot be read as .npz ({type(err).__name__}: "
+        raise NpzUnreadable(f"{path}: cannot read it as .npz ({type(err).__name__}: "
                             f"{str(err).splitlines()[0][:100] if str(err) else 'malformed'})") from None
 
 
