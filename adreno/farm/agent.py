@@ -58,7 +58,8 @@ from ..errors import AdrenoError
 from ..opencl.device import DeviceIdentity, select_device
 from ..opencl.evict import Evictor
 from .common import (DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, check_listen, format_addr,
-                     kill_group, parse_addr, python_module_command, set_parent_death_signal)
+                     kill_group, parse_addr, python_module_command)
+from ..processes import set_parent_death_signal
 from .rpc_gate import RequestGate
 from .token import TOKEN_ENV, checked_token, farm_token, with_token
 from .uploads import safe_extract
