@@ -20,21 +20,21 @@ import importlib
 import multiprocessing
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..artifact import ArtifactWriter, Plan, Step, TensorSpec, kernel_path
+from ..artifact import Plan, Step, TensorSpec, kernel_path
 from ..compile import lower_relax
 from ..errors import TVM_ERRORS
-from ..farm.common import set_parent_death_signal
+from ..processes import die_with_parent, owned_temp_dir
 from ..local_arrays import LocalMemoryError
 from ..options import Schedules
 from ..plan import extract_plan, lower_primfunc, plan_storage
 from ..private_arrays import PrivateArrayError
+from ..runners.kernel_artifact import write_kernel_artifact
 from ..runners.offline import seeded_inputs
 from ..schedules.conv2d_winograd import kernel_configs
 from ..schedules.family import Refused
@@ -62,23 +62,6 @@ def _tensor_specs(func, images: list | None = None) -> list[TensorSpec]:
 def _failure(err: Exception, started: float) -> BuildResult:
     return BuildResult(error=f"{type(err).__name__}: {str(err).strip().splitlines()[-1][:300]}",
                        seconds=time.perf_counter() - started)
-
-
-def write_kernel_artifact(out_dir: str, plan: Plan, sources: dict, params: dict, workload: str, target: str,
-                          config: dict) -> None:
-    """A measured candidate's artifact (kind "kernel"): its plan, sources and params, keyed by what it measures
-    (`workload`, `config`) for `target`; also kernel orchestration's candidates (`adreno.orchestrate.costs`)."""
-    import tvm
-
-    with ArtifactWriter(out_dir) as writer:
-        writer.write_kernels(plan, sources)
-        writer.write_json("plan.json", plan.to_json())
-        writer.write_params(params)
-        outputs = {t: {"tensor": t, "shape": plan.tensors[t].shape, "dtype": plan.tensors[t].dtype}
-                   for t in plan.outputs}
-        writer.commit({"kind": "kernel", "workload": workload, "config": config, "target": target,
-                       "outputs": outputs,
-                       "adreno_version": __import__("adreno").__version__, "tvm_version": tvm.__version__})
 
 
 def build_kernel(task, config: dict, out_dir: str, native=None) -> BuildResult:
@@ -238,13 +221,14 @@ def _build(task, config: dict, out_dir: str, native) -> BuildResult:
 
 class Builder:
     """Builds candidates in worker processes (TVM lowering is CPU-bound and not thread-parallel). The workers die
-    with the process that made the pool (parent-death signal), so a SIGKILLed tuner leaves none behind. Candidate
-    artifacts go to `workdir`, kept; without one, to a temporary directory removed by `close`. With `native` (a
+    with the process that made the pool (`adreno.processes.die_with_parent`), so a SIGKILLed tuner leaves none
+    behind. Candidate artifacts go to `workdir`, kept; without one, to a temporary directory removed by `close` (or,
+    after a SIGKILL, by the next tuner's `owned_temp_dir`). With `native` (a
     `native_build.NativeBuild`) every candidate also gets its TVM library, for the TVM-native runner."""
 
     def __init__(self, workers: int | None = None, workdir: str | os.PathLike | None = None, native=None):
         self._own_workdir = workdir is None
-        self.workdir = Path(tempfile.mkdtemp(prefix="adreno-tune-") if workdir is None else workdir)
+        self.workdir = owned_temp_dir("adreno-tune-") if workdir is None else Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.workers = workers or max(1, min(4, os.cpu_count() or 1))
         self.native = native
@@ -253,7 +237,7 @@ class Builder:
 
     def _new_pool(self) -> futures.ProcessPoolExecutor:
         return futures.ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                           initializer=set_parent_death_signal)
+                                           initializer=die_with_parent, initargs=(os.getpid(),))
 
     def build(self, task, configs: list[dict]) -> list[BuildResult]:
         jobs = []
