@@ -9,11 +9,14 @@
 #    and the app harness) is built and linked with; zlib1g-dev: the zlib the plugin inflates kernel sources with.
 #  - gcc-aarch64-linux-gnu: an AArch64 cross compiler that stands in for the Android NDK's clang in the tests of
 #    `adreno compile --host android --cc` (the NDK itself is not in any registry reachable here).
+#  - g++-aarch64-linux-gnu: `make native-aarch64` (the plugin and the harness for AArch64 Linux); mmdebstrap: the
+#    phone box's arm64 userland (tools/phonebox.sh, which unpacks qemu-user-static itself: installing it could
+#    register it with the host's binfmt_misc).
 #  - openjdk-17-jdk-headless: javac, java and jni.h for the app library's Java API (native/java, native/jni: `make
 #    native` builds libadreno_rt_jni.so when jni.h is there) and its tests on the desktop JVM.
 set -u
-packages="pocl-opencl-icd openssh-server oclgrind gcc-aarch64-linux-gnu opencl-headers ocl-icd-opencl-dev zlib1g-dev \
-  openjdk-17-jdk-headless"
+packages="pocl-opencl-icd openssh-server oclgrind gcc-aarch64-linux-gnu g++-aarch64-linux-gnu mmdebstrap opencl-headers \
+  ocl-icd-opencl-dev zlib1g-dev openjdk-17-jdk-headless"
 missing=""
 for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 [ -z "$missing" ] && exit 0

@@ -12,7 +12,8 @@
 //    start that built anything from source;
 // 3. with --repeat N, runs N more times and reports the median;
 // 4. prints one JSON line: the start's stages in milliseconds, where the programs came from, and the outputs.
-// Exit status: 0 on success, 2 with a one-line error (the library's status message) on bad input or a failure.
+// Exit status: 0 on success, 2 with a one-line error (the library's status message) on bad input (an index out of
+// range included: index_checks.h) or a failure.
 #include <algorithm>
 #include <cctype>
 #include <chrono>

@@ -50,7 +50,10 @@ typedef enum {
   /* the host library failed while running (TVM's error, first line) */
   ADRENO_RT_RUN_FAILED = 5,
   /* the handle is closed, or was never returned by adreno_rt_open */
-  ADRENO_RT_CLOSED = 6
+  ADRENO_RT_CLOSED = 6,
+  /* an input held an index outside the tensor it indexes (a Gather's, a Scatter's, ...), which ONNX makes an error:
+   * the run's outputs are not the model's and were not written; the message names the node */
+  ADRENO_RT_INDEX_OUT_OF_RANGE = 7
 } adreno_rt_code;
 
 typedef struct {

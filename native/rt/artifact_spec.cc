@@ -7,6 +7,8 @@
 #include <optional>
 
 #include "../harness/atomic_file.h"
+#include "../harness/elf_file.h"
+#include "../harness/index_checks.h"
 #include "rt_error.h"
 
 namespace ffi = tvm::ffi;
@@ -173,9 +175,21 @@ ArtifactSpec ReadArtifactSpec(const std::string& dir) {
     Bad(dir + " has no loadable host library (manifest host_library: " +
         (library ? std::string(*library) : std::string("none")) + "); compile with --host native");
   }
+  const std::string elf_problem = Stage(ADRENO_RT_BAD_ARTIFACT, "", [&] {
+    return adreno_harness::ElfProblem(dir + "/lib.so");
+  });
+  if (!elf_problem.empty()) Bad(dir + "/lib.so " + elf_problem + ": compile the artifact again");
   ArtifactSpec spec;
+  spec.manifest = manifest;
   spec.inputs = Ports(plan, manifest, "inputs");
   spec.outputs = Ports(plan, manifest, "outputs");
+  const bool flagged = Stage(ADRENO_RT_BAD_ARTIFACT, "", [&] {
+    return !spec.outputs.empty() && adreno_harness::IsIndexFlags(manifest, spec.outputs.back().tensor);
+  });
+  if (flagged) {
+    spec.index_flags = spec.outputs.back();
+    spec.outputs.pop_back();
+  }
   spec.weights = Weights(plan, manifest, dir);
   return spec;
 }

@@ -1,14 +1,17 @@
 // What an artifact directory says about itself, read from manifest.json and plan.json before anything is loaded:
-// the model's inputs and outputs (the model's own names, in the host library's argument and result order) and
-// the weights the host library takes after them (manifest.json host_params order, each with its plan scope and
+// the model's inputs and outputs (the model's own names, in the host library's argument and result order; the
+// index flags of a model with run-time index checks apart) and the weights the host library takes after them (manifest.json host_params order, each with its plan scope and
 // the form params.npz stores it in). A file that is missing, not JSON, or disagrees with the other is a
-// BAD_ARTIFACT error naming it.
+// BAD_ARTIFACT error naming it, and so is a lib.so whose ELF headers reach past its end (elf_file.h: dlopen would map
+// it and die of SIGBUS).
 #ifndef ADRENO_RT_ARTIFACT_SPEC_H_
 #define ADRENO_RT_ARTIFACT_SPEC_H_
 
 #include <dlpack/dlpack.h>
+#include <tvm/ffi/extra/json.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,7 +49,10 @@ struct WeightSpec {
 };
 
 struct ArtifactSpec {
-  std::vector<Port> inputs, outputs;
+  tvm::ffi::json::Object manifest;
+  std::vector<Port> inputs, outputs;  // outputs: the model's, without the index flags
+  // the host library's last result when the model has run-time index checks (native/harness/index_checks.h)
+  std::optional<Port> index_flags;
   std::vector<WeightSpec> weights;
 };
 

@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "../harness/index_checks.h"
 #include "device_weights.h"
 #include "opencl_runtime.h"
 #include "rt_error.h"
@@ -106,17 +107,28 @@ std::vector<tvm::runtime::Tensor> Model::Call(const adreno_rt_view* inputs) {
       }
     }
   });
-  if (results.size() != spec_.outputs.size()) {
+  std::vector<Port> ports = spec_.outputs;
+  if (spec_.index_flags) ports.push_back(*spec_.index_flags);
+  if (results.size() != ports.size()) {
     throw RtError(ADRENO_RT_BAD_ARTIFACT, "the host library returned " + std::to_string(results.size()) +
-                                              " outputs, the plan has " + std::to_string(spec_.outputs.size()));
+                                              " outputs, the plan has " + std::to_string(ports.size()));
   }
   for (size_t i = 0; i < results.size(); ++i) {
-    const Port& port = spec_.outputs[i];
+    const Port& port = ports[i];
     std::vector<int64_t> shape(results[i].shape().begin(), results[i].shape().end());
     if (shape != port.shape || results[i].dtype() != port.dtype.tvm) {
       throw RtError(ADRENO_RT_BAD_ARTIFACT, "output " + port.name + " came back " + ShapeText(shape) +
                                                 ", the plan says " + port.dtype.name + " " + ShapeText(port.shape));
     }
+  }
+  if (spec_.index_flags) {  // a set flag: an input held an index outside its tensor, the outputs are not the model's
+    adreno_harness::NpyArray flags{spec_.index_flags->dtype.name, spec_.index_flags->shape,
+                                   std::string(spec_.index_flags->bytes, '\0')};
+    Stage(ADRENO_RT_RUN_FAILED, "reading the index flags",
+          [&] { results.back().CopyToBytes(flags.data.data(), flags.data.size()); });
+    Stage(ADRENO_RT_INDEX_OUT_OF_RANGE, "",
+          [&] { adreno_harness::CheckIndexFlags(spec_.manifest, spec_.index_flags->tensor, flags); });
+    results.pop_back();
   }
   return results;
 }

@@ -72,6 +72,17 @@ def test_outputs_names_and_the_blob_of_several_inputs_and_outputs(several_io, rt
     assert "cannot write it" in unwritable["write_error"]
 
 
+def test_an_index_out_of_range_is_a_status_naming_the_node(several_io, rt_check, tmp_path):
+    path, inputs, _ = several_io
+    (tmp_path / "io").mkdir()
+    for i, array in enumerate([inputs[0], np.array([3, 0, 12], np.int64), inputs[2]]):
+        array.tofile(tmp_path / "io" / f"in{i}.bin")
+    proc = subprocess.run([str(rt_check), str(path), str(tmp_path / "io"), "-"], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 1 and proc.stderr.startswith("run: status 7: node "), proc.stderr
+    assert "is outside -10..9" in proc.stderr and not (tmp_path / "io" / "out0.bin").exists()
+
+
 def test_a_foreign_truncated_or_flipped_blob_is_rejected_and_rebuilt(several_io, native_tiny, rt_check, tmp_path):
     path, inputs, expected = several_io
     blob, foreign = tmp_path / "programs.bin", tmp_path / "tiny.bin"
