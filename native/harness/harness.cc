@@ -30,15 +30,19 @@
 #include <string>
 #include <vector>
 
+#include "artifact_spec.h"
 #include "atomic_file.h"
 #include "blob_file.h"
 #include "half.h"
+#include "integrity.h"
 #include "npy.h"
+#include "sha256.h"
 #include "weight_forms.h"
 #include "weights.h"
 
 namespace ffi = tvm::ffi;
 using adreno_harness::NpyArray;
+using adreno_harness::Port;
 
 namespace {
 
@@ -115,51 +119,12 @@ std::string JsonString(const std::string& text) {
   return out + "\"";
 }
 
-ffi::json::Object ReadJson(const std::string& path) {
-  ffi::String error;
-  ffi::json::Value value = ffi::json::Parse(adreno_harness::ReadFile(path), &error);
-  if (!error.empty()) throw std::runtime_error(path + ": not JSON (" + std::string(error) + ")");
-  auto object = value.try_cast<ffi::json::Object>();
-  if (!object) throw std::runtime_error(path + ": not a JSON object");
-  return *object;
-}
-
-template <typename T>
-T Member(const ffi::json::Object& object, const char* key, const std::string& where) {
-  auto found = object.find(ffi::String(key));
-  if (found == object.end()) throw std::runtime_error(where + " has no \"" + key + "\"");
-  auto value = (*found).second.try_cast<T>();
-  if (!value) throw std::runtime_error(where + ": \"" + key + "\" has the wrong type");
-  return *value;
-}
-
-// One model input or output: its ONNX name (the user's), the plan tensor, shape and dtype.
-struct Port {
-  std::string name, tensor, dtype;
-  std::vector<int64_t> shape;
-};
-
-// The ports in the plan's order (the VM's argument or result order), named as manifest.json names them.
-std::vector<Port> Ports(const ffi::json::Object& plan, const ffi::json::Object& manifest, const char* which) {
-  ffi::json::Object tensors = Member<ffi::json::Object>(plan, "tensors", "plan.json");
-  ffi::json::Object named = Member<ffi::json::Object>(manifest, which, "manifest.json");
-  std::map<std::string, std::string> onnx_name;  // tensor -> ONNX name
-  for (const auto& [name, entry] : named) {
-    onnx_name[Member<ffi::String>(entry.cast<ffi::json::Object>(), "tensor", "manifest.json")] = name.cast<ffi::String>();
-  }
-  std::vector<Port> ports;
-  for (const ffi::Any& tensor : Member<ffi::json::Array>(plan, which, "plan.json")) {
-    Port port;
-    port.tensor = tensor.cast<ffi::String>();
-    port.name = onnx_name.count(port.tensor) ? onnx_name[port.tensor] : port.tensor;
-    ffi::json::Object spec = Member<ffi::json::Object>(tensors, port.tensor.c_str(), "plan.json tensors");
-    port.dtype = Member<ffi::String>(spec, "dtype", "plan.json tensor " + port.tensor);
-    for (const ffi::Any& d : Member<ffi::json::Array>(spec, "shape", "plan.json tensor " + port.tensor)) {
-      port.shape.push_back(d.cast<int64_t>());
-    }
-    ports.push_back(port);
-  }
-  return ports;
+// The artifact's JSON file `name`, whole (plan.json: of the size and SHA-256 the manifest lists).
+ffi::json::Object ReadArtifactJson(const std::string& artifact, const std::string& name,
+                                   const ffi::json::Object* manifest) {
+  const std::string text = adreno_harness::ReadFile(artifact + "/" + name);
+  if (manifest != nullptr) adreno_harness::VerifyListedFile(*manifest, name, text.data(), text.size());
+  return adreno_harness::ParseJsonObject(text, artifact + "/" + name);
 }
 
 DLDataType DataType(const std::string& dtype) {
@@ -216,8 +181,10 @@ int Run(const Options& o) {
     throw std::runtime_error("cannot load TVM's OpenCL plugin " + plugin + " (" + dlerror() + "); build it with "
                              "`make install` or give --plugin");
   }
-  ffi::json::Object plan = ReadJson(o.artifact + "/plan.json");
-  ffi::json::Object manifest = ReadJson(o.artifact + "/manifest.json");
+  ffi::json::Object manifest = ReadArtifactJson(o.artifact, "manifest.json", nullptr);
+  adreno_harness::VerifyRunDigest(manifest);
+  ffi::json::Object plan = ReadArtifactJson(o.artifact, "plan.json", &manifest);
+  const adreno_harness::ArtifactSpec spec = adreno_harness::ReadArtifactSpec(plan, manifest);
   auto library = manifest.find(ffi::String("host_library"));
   std::string library_name = library != manifest.end() && (*library).second.try_cast<ffi::String>()
                                  ? std::string((*library).second.cast<ffi::String>()) : "";
@@ -237,6 +204,8 @@ int Run(const Options& o) {
   double plugin_ms = Ms(start);
 
   auto stage = std::chrono::steady_clock::now();
+  const std::string library_bytes = adreno_harness::ReadFile(o.artifact + "/lib.so");
+  adreno_harness::VerifyListedFile(manifest, "lib.so", library_bytes.data(), library_bytes.size());
   ffi::Module executable = ffi::Module::LoadFromFile(o.artifact + "/lib.so");
   if (executable->kind() != std::string("relax.VMExecutable")) {
     throw std::runtime_error(o.artifact + "/lib.so is a " + std::string(executable->kind()) + " module, not a Relax VM "
@@ -253,8 +222,7 @@ int Run(const Options& o) {
   stage = std::chrono::steady_clock::now();
   if (kernels && !o.blob.empty()) {
     ffi::Bytes module_bytes = (*kernels)->SaveToBytes();
-    key = identity + "\n" + adreno_harness::Hex64(adreno_harness::Fnv1a64(std::string(module_bytes.data(),
-                                                                                      module_bytes.size())));
+    key = identity + "\n" + adreno_harness::Sha256Hex(module_bytes.data(), module_bytes.size());
     std::string why;
     if (auto payload = adreno_harness::LoadBlobFile(o.blob, key, &why)) {
       int64_t taken = (*kernels)->GetFunction("opencl.SetPreCompiledPrograms").value()(ffi::Bytes(*payload))
@@ -266,7 +234,8 @@ int Run(const Options& o) {
   }
   double blob_ms = Ms(stage);
 
-  std::vector<Port> inputs = Ports(plan, manifest, "inputs"), outputs = Ports(plan, manifest, "outputs");
+  const std::vector<Port>& inputs = spec.inputs;
+  const std::vector<Port>& outputs = spec.outputs;
   tvm::Device device{kDLOpenCL, o.device};
   std::vector<ffi::Any> args;
   for (const Port& port : inputs) {
@@ -291,59 +260,26 @@ int Run(const Options& o) {
     if (!known) throw UsageError("--input " + given.first + ": the model has no input of that name");
   }
   stage = std::chrono::steady_clock::now();
-  auto order = manifest.find(ffi::String("host_params"));
-  if (order == manifest.end()) {
-    throw std::runtime_error(o.artifact + " was compiled by an adreno whose host library embeds its weights; "
-                             "recompile it");
-  }
-  std::optional<adreno_harness::WeightFile> weight_file(std::in_place, o.artifact + "/params.npz");
+  std::optional<adreno_harness::WeightFile> weight_file(
+      std::in_place, o.artifact + "/params.npz", [&](const void* data, size_t size) {
+        adreno_harness::VerifyListedFile(manifest, "params.npz", data, size);
+      });
   const std::map<std::string, adreno_harness::NpyView>& weights = weight_file->arrays();
-  ffi::json::Object tensors = Member<ffi::json::Object>(plan, "tensors", "plan.json");
   ffi::Function empty_image = ffi::Function::GetGlobal("adreno.opencl.empty_image").value();
   ffi::Function write_pixels = ffi::Function::GetGlobal("adreno.opencl.write_pixels").value();
-  for (const ffi::Any& item : (*order).second.cast<ffi::json::Array>()) {
-    std::string name = item.cast<ffi::String>();
+  for (const adreno_harness::ParamSpec& param : spec.params) {
+    const std::string& name = param.name;
+    const std::string& scope = param.scope;
+    const std::string& dtype = param.dtype;
+    const std::vector<int64_t>& shape = param.shape;
     auto weight = weights.find(name);
     if (weight == weights.end()) throw std::runtime_error(o.artifact + "/params.npz has no " + name);
-    ffi::json::Object spec = Member<ffi::json::Object>(tensors, name.c_str(), "plan.json tensors");
-    std::string scope = Member<ffi::String>(spec, "scope", "plan.json tensor " + name);
-    std::string dtype = Member<ffi::String>(spec, "dtype", "plan.json tensor " + name);
-    std::vector<int64_t> shape;
-    for (const ffi::Any& d : Member<ffi::json::Array>(spec, "shape", "plan.json tensor " + name)) {
-      shape.push_back(d.cast<int64_t>());
-    }
-    // the stored form (adreno/weights.py): absent or null for a param stored as it is
-    auto stored_entry = spec.find(ffi::String("stored"));
-    auto stored = stored_entry == spec.end() ? std::nullopt : (*stored_entry).second.try_cast<ffi::json::Object>();
-    adreno_harness::StoredForm form;
-    if (stored) {
-      form.transform = Member<ffi::String>(*stored, "transform", "plan.json tensor " + name + " stored");
-      form.packed = Member<bool>(*stored, "packed", "plan.json tensor " + name + " stored");
-      auto entry = (*stored).find(ffi::String("quantization"));
-      auto quantization = entry == (*stored).end() ? std::nullopt : (*entry).second.try_cast<ffi::json::Object>();
-      if (quantization) {
-        const std::string where = "plan.json tensor " + name + " quantization";
-        form.quantized = true;
-        for (const ffi::Any& x : Member<ffi::json::Array>(*quantization, "scale", where)) {
-          form.scale.push_back(static_cast<float>(x.cast<double>()));  // a float32's exact decimal: exact
-        }
-        for (const ffi::Any& x : Member<ffi::json::Array>(*quantization, "zero_point", where)) {
-          form.zero_point.push_back(static_cast<int32_t>(x.cast<int64_t>()));
-        }
-        auto axis = (*quantization).find(ffi::String("axis"));
-        auto value = axis == (*quantization).end() ? std::nullopt : (*axis).second.try_cast<int64_t>();
-        form.axis = value ? *value : -1;
-      }
-    }
-    auto image = spec.find(ffi::String("image"));
-    auto image_spec = image == spec.end() ? std::nullopt : (*image).second.try_cast<ffi::json::Object>();
-    bool half_pixels = image_spec && Member<ffi::String>(*image_spec, "channel_type", "plan.json image") == "float16";
+    const bool half_pixels = param.half_pixels;
     // the member is the param when it has no stored form and no half pixels: copied from the mapped file as it is
-    const bool rebuilt = stored || half_pixels;
+    const bool rebuilt = param.stored || half_pixels;
     adreno_harness::Floats values;
     if (rebuilt) {
-      if (dtype != "float32") throw std::runtime_error(name + ": a " + dtype + " param stored in another form");
-      values = adreno_harness::ParamValues(name, weight->second, form, shape);
+      values = adreno_harness::ParamValues(name, weight->second, param.form, shape);
     } else if (dtype != weight->second.dtype || shape != weight->second.shape) {
       throw std::runtime_error(name + " in params.npz is " + weight->second.dtype + ", the plan says otherwise");
     }
@@ -406,8 +342,12 @@ int Run(const Options& o) {
     bool built_from_source = stats.find("from_source=0") == std::string::npos;
     if (!o.blob.empty() && built_from_source) {
       ffi::Bytes blob = (*kernels)->GetFunction("opencl.GetPreCompiledPrograms").value()().cast<ffi::Bytes>();
-      adreno_harness::SaveBlobFile(o.blob, key, std::string(blob.data(), blob.size()));
-      blob_state += blob_state == "loaded" ? "; updated" : "; written";
+      try {  // the blob is a cache: a start that cannot write it (a full disk) runs without it
+        adreno_harness::SaveBlobFile(o.blob, key, std::string(blob.data(), blob.size()));
+        blob_state += blob_state == "loaded" ? "; updated" : "; written";
+      } catch (const std::runtime_error& err) {
+        blob_state += std::string("; not written: ") + err.what();
+      }
     }
   }
   std::vector<double> runs;

@@ -45,7 +45,7 @@ def damaged(data: bytes, how: str) -> bytes:
     raise ValueError(how)
 
 
-@pytest.mark.parametrize("how, reason", [("truncated", "truncated"), ("flipped", "checksum mismatch"),
+@pytest.mark.parametrize("how, reason", [("truncated", "truncated"), ("flipped", "SHA-256 mismatch"),
                                          ("other device", "for another device or kernels")])
 def test_a_damaged_or_foreign_blob_is_rejected_and_rebuilt(texture, tmp_path, how, reason):
     artifact, inputs, expected = texture
