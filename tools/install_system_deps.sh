@@ -7,10 +7,12 @@
 #    accesses, local-memory races); its ICD library is named to pyopencl by OCL_ICD_VENDORS, not installed as one.
 #  - opencl-headers, ocl-icd-opencl-dev: the OpenCL headers and loader that native/ (TVM's OpenCL runtime plugin
 #    and the app harness) is built and linked with; zlib1g-dev: the zlib the plugin inflates kernel sources with.
+#  - clang-15: libFuzzer (in libclang-common-15-dev) for the native readers' fuzz target (tests/native/test_fuzz.py);
+#    without it the target builds with g++ and a seeded mutation loop.
 #  - gcc-aarch64-linux-gnu: an AArch64 cross compiler that stands in for the Android NDK's clang in the tests of
 #    `adreno compile --host android --cc` (the NDK itself is not in any registry reachable here).
 set -u
-packages="pocl-opencl-icd openssh-server oclgrind gcc-aarch64-linux-gnu opencl-headers ocl-icd-opencl-dev zlib1g-dev"
+packages="pocl-opencl-icd openssh-server oclgrind gcc-aarch64-linux-gnu opencl-headers ocl-icd-opencl-dev zlib1g-dev clang-15"
 missing=""
 for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 [ -z "$missing" ] && exit 0
