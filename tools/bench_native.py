@@ -10,7 +10,9 @@ For each model (compiled once with --host native, not timed):
          output's scale); then --repeat runs of each, interleaved, wall-clock medians and their ratio;
 * start: the app harness started --starts times from source (no blob) and --starts times with the blob its
          first start wrote, each in a new process with the driver's cache off (POCL_KERNEL_CACHE=0); a start
-         counts only when its outputs equal the executor's. Medians of start_ms and their ratio.
+         counts only when its outputs equal the executor's. Medians of start_ms and their ratio, and of
+         verify_ms: the part of every start spent proving the artifact whole (the manifest's run_sha256, the
+         SHA-256 of plan.json, lib.so and params.npz: native/harness/integrity.h), included in start_ms.
 --build also rebuilds the plugin and the harness into a temporary directory and reports the build's wall time
 and their sizes. A table is printed and everything is written to --json.
 """
@@ -87,8 +89,9 @@ def starts(artifact, starts_n: int) -> dict:
         raise SystemExit(f"a start did not load the blob: {[w['blob'] for w in warm]}")
     cold_ms = statistics.median(r["start_ms"] for r in cold)
     warm_ms = statistics.median(r["start_ms"] for r in warm)
+    verify_ms = statistics.median(r["verify_ms"] for r in cold + warm)
     return {"source_start_ms": cold_ms, "blob_start_ms": warm_ms, "speedup": cold_ms / warm_ms,
-            "source": cold, "blob": warm}
+            "verify_ms": verify_ms, "source": cold, "blob": warm}
 
 
 def build_native() -> dict:
@@ -130,11 +133,12 @@ def main() -> None:
     if args.build:
         report["native_build"] = build_native()
     print(f"{'model':<16} {'plan ms':>9} {'tvm ms':>9} {'tvm/plan':>9} {'start src ms':>13} {'start blob ms':>14} "
-          f"{'speedup':>8} {'lib.so MB':>10}")
+          f"{'speedup':>8} {'verify ms':>10} {'lib.so MB':>10}")
     for model, row in report["models"].items():
         run, start = row["run"], row["start"]
         print(f"{model:<16} {run['plan_ms']:>9.1f} {run['tvm_ms']:>9.1f} {run['tvm_over_plan']:>9.2f} "
               f"{start['source_start_ms']:>13.0f} {start['blob_start_ms']:>14.0f} {start['speedup']:>8.1f} "
+              f"{start['verify_ms']:>10.0f} "
               f"{row['host_library_bytes'] / 1e6:>10.2f}")
     if "native_build" in report:
         b = report["native_build"]

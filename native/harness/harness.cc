@@ -35,6 +35,7 @@
 #include "blob_file.h"
 #include "half.h"
 #include "integrity.h"
+#include "kernel_contract.h"
 #include "npy.h"
 #include "sha256.h"
 #include "weight_forms.h"
@@ -119,11 +120,21 @@ std::string JsonString(const std::string& text) {
   return out + "\"";
 }
 
+// Calls `verify` and adds its milliseconds to *total: the start's price of proving the artifact whole.
+template <typename Verify>
+void Timed(double* total, const Verify& verify) {
+  auto since = std::chrono::steady_clock::now();
+  verify();
+  *total += Ms(since);
+}
+
 // The artifact's JSON file `name`, whole (plan.json: of the size and SHA-256 the manifest lists).
 ffi::json::Object ReadArtifactJson(const std::string& artifact, const std::string& name,
-                                   const ffi::json::Object* manifest) {
+                                   const ffi::json::Object* manifest, double* verify_ms) {
   const std::string text = adreno_harness::ReadFile(artifact + "/" + name);
-  if (manifest != nullptr) adreno_harness::VerifyListedFile(*manifest, name, text.data(), text.size());
+  if (manifest != nullptr) {
+    Timed(verify_ms, [&] { adreno_harness::VerifyListedFile(*manifest, name, text.data(), text.size()); });
+  }
   return adreno_harness::ParseJsonObject(text, artifact + "/" + name);
 }
 
@@ -181,10 +192,12 @@ int Run(const Options& o) {
     throw std::runtime_error("cannot load TVM's OpenCL plugin " + plugin + " (" + dlerror() + "); build it with "
                              "`make install` or give --plugin");
   }
-  ffi::json::Object manifest = ReadArtifactJson(o.artifact, "manifest.json", nullptr);
-  adreno_harness::VerifyRunDigest(manifest);
-  ffi::json::Object plan = ReadArtifactJson(o.artifact, "plan.json", &manifest);
+  double verify_ms = 0;
+  ffi::json::Object manifest = ReadArtifactJson(o.artifact, "manifest.json", nullptr, &verify_ms);
+  Timed(&verify_ms, [&] { adreno_harness::VerifyRunDigest(manifest); });
+  ffi::json::Object plan = ReadArtifactJson(o.artifact, "plan.json", &manifest, &verify_ms);
   const adreno_harness::ArtifactSpec spec = adreno_harness::ReadArtifactSpec(plan, manifest);
+  Timed(&verify_ms, [&] { adreno_harness::CheckKernelContracts(o.artifact, plan, manifest); });
   auto library = manifest.find(ffi::String("host_library"));
   std::string library_name = library != manifest.end() && (*library).second.try_cast<ffi::String>()
                                  ? std::string((*library).second.cast<ffi::String>()) : "";
@@ -205,7 +218,9 @@ int Run(const Options& o) {
 
   auto stage = std::chrono::steady_clock::now();
   const std::string library_bytes = adreno_harness::ReadFile(o.artifact + "/lib.so");
-  adreno_harness::VerifyListedFile(manifest, "lib.so", library_bytes.data(), library_bytes.size());
+  Timed(&verify_ms, [&] {
+    adreno_harness::VerifyListedFile(manifest, "lib.so", library_bytes.data(), library_bytes.size());
+  });
   ffi::Module executable = ffi::Module::LoadFromFile(o.artifact + "/lib.so");
   if (executable->kind() != std::string("relax.VMExecutable")) {
     throw std::runtime_error(o.artifact + "/lib.so is a " + std::string(executable->kind()) + " module, not a Relax VM "
@@ -262,7 +277,7 @@ int Run(const Options& o) {
   stage = std::chrono::steady_clock::now();
   std::optional<adreno_harness::WeightFile> weight_file(
       std::in_place, o.artifact + "/params.npz", [&](const void* data, size_t size) {
-        adreno_harness::VerifyListedFile(manifest, "params.npz", data, size);
+        Timed(&verify_ms, [&] { adreno_harness::VerifyListedFile(manifest, "params.npz", data, size); });
       });
   const std::map<std::string, adreno_harness::NpyView>& weights = weight_file->arrays();
   ffi::Function empty_image = ffi::Function::GetGlobal("adreno.opencl.empty_image").value();
@@ -329,6 +344,12 @@ int Run(const Options& o) {
   }
   std::vector<NpyArray> host(results.size());
   for (size_t i = 0; i < results.size(); ++i) {
+    const std::vector<int64_t> got(results[i].Shape().begin(), results[i].Shape().end());
+    const DLDataType have = results[i]->dtype, want = DataType(outputs[i].dtype);
+    if (got != outputs[i].shape || have.code != want.code || have.bits != want.bits || have.lanes != want.lanes) {
+      throw std::runtime_error("the host library's output " + std::to_string(i) + " is not the plan's " +
+                               outputs[i].name + " (" + outputs[i].dtype + "): lib.so and plan.json disagree");
+    }
     host[i].dtype = outputs[i].dtype;
     host[i].shape = outputs[i].shape;
     host[i].data.resize(adreno_harness::DtypeBytes(host[i].dtype) * Elements(host[i].shape));
@@ -365,10 +386,10 @@ int Run(const Options& o) {
   }
   std::sort(runs.begin(), runs.end());
   std::printf("{\"device\": %s, \"plugin_ms\": %.3f, \"load_ms\": %.3f, \"blob_ms\": %.3f, \"weights_ms\": %.3f, "
-              "\"first_run_ms\": %.3f, \"start_ms\": %.3f, \"median_ms\": %s, \"blob\": %s, \"programs\": %s, "
+              "\"first_run_ms\": %.3f, \"start_ms\": %.3f, \"verify_ms\": %.3f, \"median_ms\": %s, \"blob\": %s, \"programs\": %s, "
               "\"outputs\": {%s}}\n",
               JsonString(identity).c_str(), plugin_ms, load_ms, blob_ms, weights_ms, first_run_ms,
-              plugin_ms + load_ms + blob_ms + weights_ms + first_run_ms,
+              plugin_ms + load_ms + blob_ms + weights_ms + first_run_ms, verify_ms,
               runs.empty() ? "null" : std::to_string(runs[runs.size() / 2]).c_str(), JsonString(blob_state).c_str(),
               JsonString(stats).c_str(), written.c_str());
   return 0;

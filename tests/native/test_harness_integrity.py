@@ -82,6 +82,9 @@ def minus_in_shape(root):
     (local_offset_near_2_32, "local header offset reaches byte 4294967280 + 30, past the end"),
     (minus_in_shape, ".npy header has a shape that is not a tuple of non-negative integers"),
     (lambda r: edit_json(r / "plan.json", switch_scope), "scope global with an image"),
+    (lambda r: edit_json(r / "plan.json", lambda p: p["tensors"]["param0"].update(scope="global", image=None)),
+     "argument 1 is tensor param0 float32 [4,4,3,3,4] global, its kernel was lowered for float32 [4,4,3,3,4] "
+     "global.texture-weight"),
     (lambda r: edit_json(r / "plan.json", lambda p: p["tensors"]["gv"].update(shape=[1 << 40, 4])),
      "shape has more than 2^40 elements"),
 ])
