@@ -400,6 +400,9 @@ int Run(const Options& o) {
 int main(int argc, char** argv) {
   try {
     return Run(ParseArgs(argc, argv));
+  } catch (const std::bad_alloc&) {  // the readers bound every size by the file's bytes; this is the device's memory
+    std::fprintf(stderr, "error: out of memory while starting the model\n");
+    return 2;
   } catch (const std::exception& err) {
     std::string message = err.what();
     // TVM's errors carry a traceback after the first line; the user gets the line that says what went wrong.

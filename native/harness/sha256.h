@@ -18,6 +18,7 @@ class Sha256 {
   std::string Digest();
 
  private:
+  void Blocks(const unsigned char* data, size_t count);  // the x86 SHA extensions' rounds where the CPU has them
   void Block(const unsigned char* block);
   uint32_t state_[8];
   unsigned char buffer_[64];

@@ -48,3 +48,21 @@ def test_the_readers_survive_a_bounded_fuzz_run(fuzzer, kind, tmp_path):
     assert "Done " in proc.stdout + proc.stderr, report
     assert not list(tmp_path.glob("crash-*")) and not list(tmp_path.glob("oom-*")), report
 
+
+
+@pytest.mark.parametrize("binary", ["sha256-check", "sha256-check-portable"])
+def test_sha256_is_hashlib_s(fuzzer, binary, tmp_path):
+    """The digest the harness proves files with, both block functions (x86 SHA extensions, portable), on every
+    length across the 64-byte block and padding boundaries and on a large file, equals Python's."""
+    import hashlib
+    import random
+
+    rng = random.Random(7)
+    files = []
+    for length in [*range(0, 300), 1 << 20 | 17]:
+        path = tmp_path / f"{length}.bin"
+        path.write_bytes(rng.randbytes(length))
+        files.append(path)
+    proc = subprocess.run([str(fuzzer.parent / binary), *map(str, files)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [hashlib.sha256(p.read_bytes()).hexdigest() for p in files]
