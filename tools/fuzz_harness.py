@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The app harness against damaged files, end to end: issue 46's campaign, rerunnable.
 
-    python tools/fuzz_harness.py [--cases 100] [--seed 1] [--json fuzz_harness.json]
+    python tools/fuzz_harness.py [--cases 100] [--seed 1] [--kinds params.npz,input.npy,blob,manifest.json,plan.json]
+                                 [--keep DIR] [--json fuzz_harness.json]
 
 `tiny` is compiled once (texture memory, --host native) and run once for its reference output and its program
 blob. Then, for each of the five files an app's harness reads (params.npz, the input .npy, the blob, manifest.json,
@@ -10,7 +11,8 @@ plan.json), --cases copies each get that file mutated 1 to 8 times (seeded: byte
 is one of: refused (exit 2, one line on stderr), handled (exit 0, outputs equal to the reference's for the input
 the harness was given: for a mutated .npy, the array numpy reads from it, run by the launch-plan executor), or a
 finding: a crash or sanitizer report (any other exit), a hang (60 s), or a wrong output accepted (exit 0 with other
-outputs, or an input numpy refuses). Prints a table per file and writes everything to --json. The harness is the
+outputs, NaN equal to NaN, or an input numpy refuses); --keep copies each finding's case there. Prints a table per
+file and writes everything to --json. The harness is the
 one `make native` built (adreno/native/lib); for sanitizer reports build it with -fsanitize=address,undefined.
 """
 
@@ -29,6 +31,7 @@ import numpy as np
 
 TOKENS = [b"-1", b"0", b"99999999999999999999999", b"4611686018427387904", b"[", b"{", b"]", b'"', b",", b"false",
           b"null", b"1e400", b"(", b")", b"$", b"'descr'"]
+KINDS = ("params.npz", "input.npy", "blob", "manifest.json", "plan.json")
 INTERESTING = [0, 1, 0x7F, 0x80, 0xFF, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0x80000000, 0xFFFFFFF0, 0xFFFFFFFF,
                (1 << 63) - 1, (1 << 64) - 1]
 
@@ -74,13 +77,15 @@ def verdict(proc, out: Path, expected) -> str:
     if expected is None:
         return "finding: wrong output accepted (an input numpy refuses)"
     got = np.load(out / "probs.npy")
-    return "handled" if np.array_equal(got, expected) else "finding: wrong output accepted"
+    return "handled" if np.array_equal(got, expected, equal_nan=True) else "finding: wrong output accepted"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--kinds", default=",".join(KINDS))
+    parser.add_argument("--keep", type=Path, help="a directory to copy each finding's case into")
     parser.add_argument("--json", default="fuzz_harness.json")
     args = parser.parse_args()
     from adreno.artifact import Artifact
@@ -101,7 +106,7 @@ def main() -> None:
         first = run_harness(HARNESS_PATH, clean, root / "input.npy", root / "first", blob)
         assert first.returncode == 0, first.stderr
         reference = np.load(root / "first" / "probs.npy")
-        for kind in ("params.npz", "input.npy", "blob", "manifest.json", "plan.json"):
+        for kind in args.kinds.split(","):
             tally = counts.setdefault(kind, {})
             for case in range(args.cases):
                 work = root / f"{kind}-{case}"
@@ -122,6 +127,8 @@ def main() -> None:
                 result = verdict(run_harness(HARNESS_PATH, artifact, npy, work / "out", case_blob), work / "out",
                                  expected)
                 tally[result] = tally.get(result, 0) + 1
+                if result.startswith("finding") and args.keep:
+                    shutil.copytree(work, args.keep / work.name)
                 shutil.rmtree(work)
     print(f"{'file':<14} {'cases':>6} {'refused':>8} {'handled':>8} {'findings':>9}")
     for kind, tally in counts.items():
