@@ -14,8 +14,7 @@ import pytest
 
 from adreno.artifact_check import run_digest, sha256_file
 
-from .harness_cli import report, run_harness
-from .test_harness import one_line_error
+from .harness_cli import one_line_error, report, run_harness
 
 
 @pytest.fixture()
