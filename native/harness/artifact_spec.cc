@@ -15,6 +15,11 @@ const std::set<std::string> kDtypes = {"float32", "float16", "int64", "int32", "
 const std::set<std::string> kScopes = {"global", "global.texture", "global.texture-nhwc", "global.texture-weight"};
 const std::set<std::string> kTransforms = {"none", "winograd2", "winograd4", "transpose"};
 
+// object[key] is present and not null (plan.json writes null for a param without an image or a stored form)
+bool Given(const json::Object& object, const char* key) {
+  return Has(object, key) && Field(object, key, "").type_index() != tvm::ffi::TypeIndex::kTVMFFINone;
+}
+
 std::string Dtype(const json::Object& spec, const std::string& where) {
   std::string dtype = StringField(spec, "dtype", where);
   if (!kDtypes.count(dtype)) throw std::runtime_error(where + ": dtype " + dtype + " is not one the harness moves");
@@ -94,7 +99,7 @@ ParamSpec ReadParam(const std::string& name, const json::Object& tensors) {
   param.dtype = Dtype(spec, where);
   param.shape = AsShape(Field(spec, "shape", where), where + " \"shape\"");
   // an image exactly when the scope is a texture scope: the kernels were compiled for one or the other
-  const bool image = Has(spec, "image") && Field(spec, "image", where).type_index() != tvm::ffi::TypeIndex::kTVMFFINone;
+  const bool image = Given(spec, "image");
   if (image != (param.scope != "global")) {
     throw std::runtime_error(where + ": scope " + param.scope + (image ? " with" : " without") + " an image");
   }
@@ -105,8 +110,7 @@ ParamSpec ReadParam(const std::string& name, const json::Object& tensors) {
     }
     param.half_pixels = pixels == "float16";
   }
-  const bool stored = Has(spec, "stored") && Field(spec, "stored", where).type_index() != tvm::ffi::TypeIndex::kTVMFFINone;
-  if (stored) {
+  if (Given(spec, "stored")) {
     const std::string form_where = where + " stored";
     const json::Object form = ObjectField(spec, "stored", where);
     param.stored = true;
@@ -115,8 +119,7 @@ ParamSpec ReadParam(const std::string& name, const json::Object& tensors) {
       throw std::runtime_error(form_where + ": transform " + param.form.transform + " is unknown");
     }
     param.form.packed = BoolField(form, "packed", form_where);
-    if (Has(form, "quantization") && Field(form, "quantization", form_where).type_index() !=
-                                         tvm::ffi::TypeIndex::kTVMFFINone) {
+    if (Given(form, "quantization")) {
       ReadQuantization(ObjectField(form, "quantization", form_where), form_where + " quantization", &param.form);
     }
   }

@@ -3,13 +3,17 @@
 //   adreno-harness ARTIFACT --input NAME=FILE.npy ... --output-dir DIR [--blob FILE] [--device N]
 //                  [--repeat N] [--plugin PATH]
 //
+// 0. proves the artifact whole before anything of it is uploaded or launched: the manifest's run_sha256, the size and
+//    SHA-256 of every file it reads, the plan's steps against their kernels' contracts (integrity.h,
+//    kernel_contract.h), every field it reads bounded (artifact_spec.h);
 // 1. loads TVM's OpenCL plugin (dlopen; an app links it instead) and the artifact's host library (lib.so);
 // 2. with --blob, offers the program binaries of an earlier start when the file is for this device and these
-//    kernels and its checksum holds (blob_file.h); anything else is rejected and the programs are built from source;
+//    kernels and its SHA-256 holds (blob_file.h); anything else is rejected and the programs are built from source;
 // 3. loads the weights from params.npz once, each in its plan scope (an image for a texture scope), and
 //    runs the Relax VM's `main` (inputs, then the weights in manifest.json's host_params order) on the inputs (ONNX names, as in manifest.json; order from plan.json) and writes
 //    each output to DIR/<output name>.npy;
-// 4. after a start that built anything from source, writes the binaries to --blob for the next start (atomically);
+// 4. after a start that built anything from source, writes the binaries to --blob for the next start (atomically;
+//    a start that cannot write them runs without: the blob is a cache);
 // 5. prints one JSON line: the start's stages in milliseconds, where the programs came from, and the outputs.
 // Exit status: 0 on success, 2 with a one-line error on bad input or a failing device.
 #include <dlfcn.h>
@@ -386,8 +390,8 @@ int Run(const Options& o) {
   }
   std::sort(runs.begin(), runs.end());
   std::printf("{\"device\": %s, \"plugin_ms\": %.3f, \"load_ms\": %.3f, \"blob_ms\": %.3f, \"weights_ms\": %.3f, "
-              "\"first_run_ms\": %.3f, \"start_ms\": %.3f, \"verify_ms\": %.3f, \"median_ms\": %s, \"blob\": %s, \"programs\": %s, "
-              "\"outputs\": {%s}}\n",
+              "\"first_run_ms\": %.3f, \"start_ms\": %.3f, \"verify_ms\": %.3f, \"median_ms\": %s, \"blob\": %s, "
+              "\"programs\": %s, \"outputs\": {%s}}\n",
               JsonString(identity).c_str(), plugin_ms, load_ms, blob_ms, weights_ms, first_run_ms,
               plugin_ms + load_ms + blob_ms + weights_ms + first_run_ms, verify_ms,
               runs.empty() ? "null" : std::to_string(runs[runs.size() / 2]).c_str(), JsonString(blob_state).c_str(),

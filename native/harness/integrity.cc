@@ -53,7 +53,9 @@ void AppendString(const std::string& text, const std::string& where, std::string
       continue;
     }
     const int length = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 0;
-    if (length == 0 || c > 0xf4 || i + length > text.size()) throw std::runtime_error(where + ": a string is not UTF-8");
+    if (length == 0 || c > 0xf4 || i + length > text.size()) {
+      throw std::runtime_error(where + ": a string is not UTF-8");
+    }
     uint32_t point = c & (0x7f >> length);
     for (int k = 1; k < length; ++k) {
       const unsigned char next = static_cast<unsigned char>(text[i + k]);

@@ -90,7 +90,9 @@ void CheckKernelContracts(const std::string& artifact, const json::Object& plan,
     const json::Object step = AsObject(steps[index], where);
     const std::string program = StringField(step, "program", where);
     auto found = contracts.find(program);
-    if (found == contracts.end()) found = contracts.emplace(program, ContractArgs(artifact, program, plan, manifest)).first;
+    if (found == contracts.end()) {
+      found = contracts.emplace(program, ContractArgs(artifact, program, plan, manifest)).first;
+    }
     const std::vector<ArgSpec>& wanted = found->second;
     const json::Array args = ArrayField(step, "args", where);
     if (args.size() != wanted.size()) {
@@ -99,7 +101,8 @@ void CheckKernelContracts(const std::string& artifact, const json::Object& plan,
     }
     for (size_t position = 0; position < args.size(); ++position) {
       const std::string name = AsString(args[position], where + " argument");
-      const ArgSpec given = ReadArg(ObjectField(tensors, name.c_str(), "plan.json tensors"), "plan.json tensor " + name);
+      const ArgSpec given =
+          ReadArg(ObjectField(tensors, name.c_str(), "plan.json tensors"), "plan.json tensor " + name);
       if (!(given == wanted[position])) {
         throw std::runtime_error(where + " (" + program + "): argument " + std::to_string(position) + " is tensor " +
                                  name + " " + given.Text() + ", its kernel was lowered for " +

@@ -83,7 +83,9 @@ void WeightFile::Index(const std::string& path) {
   if (end == std::string::npos) throw fail("not a zip archive (.npz)");
   const uint16_t count = U16(bytes, end + 10);
   const uint64_t directory = U32(bytes, end + 16);
-  if (count == 0xffffu || directory == 0xffffffffu) throw fail("zip directory needs ZIP64, which this reader does not take");
+  if (count == 0xffffu || directory == 0xffffffffu) {
+    throw fail("zip directory needs ZIP64, which this reader does not take");
+  }
   // every field below is a 64-bit sum checked against the bytes before it is read (checked.h)
   uint64_t at = directory;
   for (uint16_t i = 0; i < count; ++i) {
