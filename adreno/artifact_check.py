@@ -10,6 +10,8 @@ So `Artifact.load` checks, each failure an `ArtifactError` of one line:
 - the plan (`check_plan`): names resolve (inputs, outputs, storage, programs, steps' tensors), dtypes are known,
   storage holds its tensors (buffer bytes, image geometry), kernel arguments index their step's tensors and
   workspaces, launch sizes are positive with the global size a multiple of the local one;
+- the manifest (`check_manifest`, and last `check_run_digest`): the fields executors read have their types and
+  agree with the plan, and the fields that decide what runs are the ones it was sealed with (`run_digest`);
 
 and the executor adds the device's limits (`check_launches`). The manifest is the root of trust: one who rewrites
 it (and its hashes) can ship any kernel source, which is code; these checks catch damage and inconsistency, the
