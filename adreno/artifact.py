@@ -32,7 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from . import kernel_contract
-from .artifact_check import check_files, check_manifest, check_plan, confined, sha256_file
+from .artifact_check import check_files, check_manifest, check_plan, check_run_digest, confined, run_digest, \
+    sha256_file
 from .directory_swap import swap_into_place
 from .index_checks import IndexChecks
 from .errors import AdrenoError, ArtifactError
@@ -41,11 +42,13 @@ from .npz_files import NpzUnreadable, read_npz
 from .layout import ImageSpec  # noqa: F401  (part of the contract: TensorSpec.image, Plan.images)
 from .weights import StoredWeight, param_value
 
-PLAN_FORMAT = 5  # 2: image storage (TensorSpec.image, Plan.images) for --memory texture; 3: tensors without storage
+PLAN_FORMAT = 6  # 2: image storage (TensorSpec.image, Plan.images) for --memory texture; 3: tensors without storage
 # (storage ""): empty outputs and inputs no kernel reads (adreno.frontend.empty); 4: params stored in another form
 # (TensorSpec.stored: Winograd weights as their 3x3 source, fp16 weights as float16; adreno.weights), and each
 # kernel source starts with its contract line (adreno.kernel_contract); 5: kernel sources gzip-compressed
-# (kernel_path), so an older adreno refuses the artifact by its format instead of misreading the bytes
+# (kernel_path), so an older adreno refuses the artifact by its format instead of misreading the bytes; 6: the
+# manifest's fields that decide what runs under its run_sha256 (adreno.artifact_check.run_digest), which the native
+# harness checks too: an artifact without it is refused by its format, in one line
 _NPY_HEADER_MAX = 64 * 1024  # an .npy header is 128 bytes here; numpy allows longer ones, never this long
 MANIFEST_NAME, PLAN_NAME, PARAMS_NAME, KERNEL_DIR = "manifest.json", "plan.json", "params.npz", "kernels"
 BUNDLE_DIR = "binaries"  # written into an artifact after its compile, so not among its manifest's files
@@ -203,6 +206,7 @@ class Artifact:
         except (KeyError, TypeError, AttributeError, ValueError) as err:
             raise ArtifactError(f"{path / PLAN_NAME} is malformed ({type(err).__name__}: {str(err)[:120]}); "
                                 "recompile the model") from None
+        check_run_digest(path, manifest)  # last: an edit the checks above name is refused in their words
         return artifact
 
     def kernel_source(self, program: str) -> str:
@@ -443,7 +447,8 @@ class ArtifactWriter:
         artifact, which a check can load (`adreno.build_check`) before `install` moves it into place."""
         files = {str(p.relative_to(self.tmp)): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
                  for p in sorted(self.tmp.rglob("*")) if p.is_file()}
-        self.write_json(MANIFEST_NAME, {**manifest, "plan_format": PLAN_FORMAT, "files": files})
+        sealed = {**manifest, "plan_format": PLAN_FORMAT, "files": files}
+        self.write_json(MANIFEST_NAME, {**sealed, "run_sha256": run_digest(sealed)})
         return self.tmp
 
     def install(self) -> Path:

@@ -10,6 +10,8 @@ So `Artifact.load` checks, each failure an `ArtifactError` of one line:
 - the plan (`check_plan`): names resolve (inputs, outputs, storage, programs, steps' tensors), dtypes are known,
   storage holds its tensors (buffer bytes, image geometry), kernel arguments index their step's tensors and
   workspaces, launch sizes are positive with the global size a multiple of the local one;
+- the manifest (`check_manifest`, and last `check_run_digest`): the fields executors read have their types and
+  agree with the plan, and the fields that decide what runs are the ones it was sealed with (`run_digest`);
 
 and the executor adds the device's limits (`check_launches`). The manifest is the root of trust: one who rewrites
 it (and its hashes) can ship any kernel source, which is code; these checks catch damage and inconsistency, the
@@ -18,6 +20,7 @@ hashes any change to a listed file."""
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 from pathlib import Path
@@ -78,6 +81,32 @@ def check_files(root: Path, manifest: dict, hashes: bool = True) -> None:
         if wrong:
             raise ArtifactError(f"{root}: files changed since compile (SHA-256 differs): {', '.join(sorted(wrong))}"
                                 "; recompile the model (or run it with --unchecked at your own risk)")
+
+
+# The manifest's fields that decide what runs: the format, the host library and the weights its `main` takes (their
+# order), the model's inputs and outputs (which tensor each name is, its shape and dtype), the precision, and the
+# files with their hashes. `run_digest` covers them, so one edited field (two host_params swapped: other outputs at
+# exit 0, issue 46) is a refusal; the native harness computes the same digest (native/harness/integrity.cc).
+RUN_FIELDS = ("plan_format", "host_library", "host_params", "inputs", "outputs", "precision", "files")
+
+
+def run_digest(manifest: dict) -> str:
+    """SHA-256 of the RUN_FIELDS the manifest has, as canonical JSON (keys sorted, no spaces, ASCII with \\u
+    escapes): a form the harness writes byte for byte from its own JSON values. The fields hold no floats."""
+    fields = {key: manifest[key] for key in RUN_FIELDS if key in manifest}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()) \
+        .hexdigest()
+
+
+def check_run_digest(root: Path, manifest: dict) -> None:
+    """The manifest's fields that decide what runs are the ones it was sealed with (`run_digest`)."""
+    try:
+        digest = run_digest(manifest)
+    except (TypeError, ValueError, RecursionError):
+        digest = None
+    if manifest.get("run_sha256") != digest:
+        raise ArtifactError(f"{root / 'manifest.json'}: the fields that decide what runs ({', '.join(RUN_FIELDS)}) "
+                            "differ from their run_sha256: edited or damaged; recompile the model")
 
 
 def sha256_file(path: Path) -> str:

@@ -83,3 +83,18 @@ def test_an_edited_manifest_is_one_line(artifact_copy, field, value, message):
     with pytest.raises(ArtifactError) as refused:
         Artifact.load(artifact_copy)
     assert message in str(refused.value) and "\n" not in str(refused.value), refused.value
+
+
+def test_a_consistent_edit_of_what_runs_is_refused_by_the_run_digest(artifact_copy):
+    """Two host_params swapped pass every check of the fields' types and plan membership, and the TVM runtime would
+    run with each weight in the other's place: the manifest's run_sha256 refuses it (issue 46)."""
+    manifest = json.loads((artifact_copy / "manifest.json").read_text())
+    assert len(manifest["host_params"]) >= 2
+    manifest["host_params"][:2] = manifest["host_params"][1::-1]
+    (artifact_copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ArtifactError, match="differ from their run_sha256: edited or damaged"):
+        Artifact.load(artifact_copy)
+    manifest.pop("run_sha256")
+    (artifact_copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ArtifactError, match="run_sha256"):
+        Artifact.load(artifact_copy)

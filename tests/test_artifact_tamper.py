@@ -281,13 +281,17 @@ RESIGNED = {  # the manifest's hashes are rewritten too: the path and plan check
 
 
 def _resign(root: Path) -> None:
-    """Rewrite the manifest's size and SHA-256 of every listed file that still is a regular file."""
+    """Rewrite the manifest's size and SHA-256 of every listed file that still is a regular file, and its
+    run_sha256 over them."""
+    from adreno.artifact_check import run_digest
+
     manifest = json.loads((root / "manifest.json").read_text())
     for rel in manifest["files"]:
         path = root / rel
         if path.is_file() and not os.path.isabs(rel) and ".." not in rel:
             manifest["files"][rel] = {"bytes": path.stat().st_size,
                                       "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    manifest["run_sha256"] = run_digest(manifest)
     (root / "manifest.json").write_text(json.dumps(manifest))
 
 

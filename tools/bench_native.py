@@ -15,9 +15,11 @@ For each model (compiled once with --host native, not timed):
 * start: the app harness (a command line over the library: each start is the library's adreno_rt_open and first
          run) started --starts times from source (no blob) and --starts times with the blob its first start wrote,
          each in a new process with the driver's cache off (POCL_KERNEL_CACHE=0); a start counts only when its
-         outputs equal the executor's. Medians of start_ms and their ratio, and the largest peak resident memory
-         of a start from source and from the blob (the harness's peak_rss_mb, its VmHWM: wait4's ru_maxrss
-         carries the parent Python's across exec) next to the size of the stored weights (params.npz).
+         outputs equal the executor's. Medians of start_ms and their ratio, and of verify_ms: the part of every
+         start spent proving the artifact whole (the manifest's run_sha256, the SHA-256 of plan.json, lib.so and
+         params.npz: native/harness/integrity.h), included in start_ms; the largest peak resident memory of a start
+         from source and from the blob (the harness's peak_rss_mb, its VmHWM: wait4's ru_maxrss carries the parent
+         Python's across exec) next to the size of the stored weights (params.npz).
 --build also rebuilds the plugin and the harness into a temporary directory and reports the build's wall time
 and their sizes. A table is printed and everything is written to --json.
 """
@@ -164,8 +166,9 @@ def starts(artifact, starts_n: int) -> dict:
         raise SystemExit(f"a start did not load the blob: {[w['blob'] for w in warm]}")
     cold_ms = statistics.median(r["start_ms"] for r in cold)
     warm_ms = statistics.median(r["start_ms"] for r in warm)
+    verify_ms = statistics.median(r["verify_ms"] for r in cold + warm)
     return {"source_start_ms": cold_ms, "blob_start_ms": warm_ms, "speedup": cold_ms / warm_ms,
-            "source_peak_rss_mb": max(r["peak_rss_mb"] for r in cold),
+            "verify_ms": verify_ms, "source_peak_rss_mb": max(r["peak_rss_mb"] for r in cold),
             "blob_peak_rss_mb": max(r["peak_rss_mb"] for r in warm),
             "weights_mb": (Path(artifact) / "params.npz").stat().st_size / 1e6, "source": cold, "blob": warm}
 
@@ -214,15 +217,15 @@ def main() -> None:
     if args.build:
         report["native_build"] = build_native()
     print(f"{'model':<16} {'plan ms':>9} {'tvm ms':>9} {'tvm/plan':>9} {'lib ms':>8} {'vm ms':>8} {'lib/vm':>7} "
-          f"{'start src ms':>13} {'start blob ms':>14} {'speedup':>8} {'RSS src MB':>11} {'RSS blob MB':>12} "
-          f"{'weights MB':>11} "
-          f"{'lib.so MB':>10}")
+          f"{'start src ms':>13} {'start blob ms':>14} {'speedup':>8} {'verify ms':>10} {'RSS src MB':>11} "
+          f"{'RSS blob MB':>12} {'weights MB':>11} {'lib.so MB':>10}")
     for model, row in report["models"].items():
         run, library, start = row["run"], row["library"], row["start"]
         print(f"{model:<16} {run['plan_ms']:>9.1f} {run['tvm_ms']:>9.1f} {run['tvm_over_plan']:>9.2f} "
               f"{library['library_ms']:>8.1f} {library['vm_ms']:>8.1f} {library['library_over_vm']:>7.3f} "
               f"{start['source_start_ms']:>13.0f} {start['blob_start_ms']:>14.0f} {start['speedup']:>8.1f} "
-              f"{start['source_peak_rss_mb']:>11.0f} {start['blob_peak_rss_mb']:>12.0f} {start['weights_mb']:>11.1f} "
+              f"{start['verify_ms']:>10.0f} {start['source_peak_rss_mb']:>11.0f} {start['blob_peak_rss_mb']:>12.0f} "
+              f"{start['weights_mb']:>11.1f} "
               f"{row['host_library_bytes'] / 1e6:>10.2f}")
     if "native_build" in report:
         b = report["native_build"]

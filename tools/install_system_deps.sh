@@ -7,6 +7,8 @@
 #    accesses, local-memory races); its ICD library is named to pyopencl by OCL_ICD_VENDORS, not installed as one.
 #  - opencl-headers, ocl-icd-opencl-dev: the OpenCL headers and loader that native/ (TVM's OpenCL runtime plugin
 #    and the app harness) is built and linked with; zlib1g-dev: the zlib the plugin inflates kernel sources with.
+#  - clang-15: libFuzzer (in libclang-common-15-dev) for the native readers' fuzz target (tests/native/test_fuzz.py);
+#    without it the target builds with g++ and a seeded mutation loop.
 #  - gcc-aarch64-linux-gnu: an AArch64 cross compiler that stands in for the Android NDK's clang in the tests of
 #    `adreno compile --host android --cc` (the NDK itself is not in any registry reachable here).
 #  - g++-aarch64-linux-gnu: `make native-aarch64` (the plugin and the harness for AArch64 Linux); mmdebstrap: the
@@ -16,7 +18,7 @@
 #    native` builds libadreno_rt_jni.so when jni.h is there) and its tests on the desktop JVM.
 set -u
 packages="pocl-opencl-icd openssh-server oclgrind gcc-aarch64-linux-gnu g++-aarch64-linux-gnu mmdebstrap opencl-headers \
-  ocl-icd-opencl-dev zlib1g-dev openjdk-17-jdk-headless"
+  ocl-icd-opencl-dev zlib1g-dev clang-15 openjdk-17-jdk-headless"
 missing=""
 for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 [ -z "$missing" ] && exit 0

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from ..artifact import Artifact
-from ..artifact_check import sha256_file
+from ..artifact_check import run_digest, sha256_file
 from ..command_line import OneLineParser, refused, require_positive
 from ..errors import AdrenoError
 from ..opencl.device import DeviceIdentity, select_device
@@ -147,6 +147,7 @@ def _write_params(artifact: Path, params: dict[str, np.ndarray]) -> None:
     manifest = json.loads((artifact / "manifest.json").read_text())
     manifest["files"]["params.npz"] = {"bytes": (artifact / "params.npz").stat().st_size,
                                        "sha256": sha256_file(artifact / "params.npz")}
+    manifest["run_sha256"] = run_digest(manifest)
     (artifact / "manifest.json").write_text(json.dumps(manifest, indent=1))
 
 
@@ -164,6 +165,7 @@ def travel_light(artifact: Path, seed: int = 0) -> dict[str, np.ndarray]:
         if manifest["files"].pop(lib, None) is not None:
             (artifact / lib).unlink()
     manifest["host_library"] = None
+    manifest["run_sha256"] = run_digest(manifest)
     (artifact / "manifest.json").write_text(json.dumps(manifest, indent=1))
     real = Artifact.load(artifact).stored_params()
     spec, seeded = {"seed": seed, "params": {}}, {}

@@ -1,12 +1,11 @@
 #include "atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <stdexcept>
 
 namespace adreno_harness {
@@ -35,9 +34,38 @@ void WriteFileAtomically(const std::string& path, const std::string& bytes) {
 }
 
 std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open it");
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // O_NONBLOCK: a FIFO in a file's place is refused here instead of blocking the start in open() or read()
+  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  struct stat info;
+  if (fd < 0 || fstat(fd, &info) != 0) {
+    const std::string why = std::strerror(errno);
+    if (fd >= 0) close(fd);
+    throw std::runtime_error(path + ": cannot open it (" + why + ")");
+  }
+  if (!S_ISREG(info.st_mode)) {
+    close(fd);
+    throw std::runtime_error(path + ": not a regular file");
+  }
+  std::string bytes;
+  try {
+    bytes.resize(static_cast<size_t>(info.st_size));
+  } catch (const std::bad_alloc&) {
+    close(fd);
+    throw std::runtime_error(path + ": " + std::to_string(info.st_size) + " bytes do not fit in memory");
+  }
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = n < 0 ? std::strerror(errno) : "it shrank while read";
+      close(fd);
+      throw std::runtime_error(path + ": cannot read it (" + why + ")");
+    }
+    done += static_cast<size_t>(n);
+  }
+  close(fd);
+  return bytes;
 }
 
 }  // namespace adreno_harness

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "atomic_file.h"
+#include "sha256.h"
 
 namespace adreno_harness {
 
@@ -13,7 +14,8 @@ namespace {
 
 const char kMagic[] = "ADRENO-CLBLOB\n";
 const size_t kMagicLen = sizeof(kMagic) - 1;
-const uint32_t kVersion = 1;
+const uint32_t kVersion = 2;
+const size_t kDigestLen = 32;
 
 template <typename T>
 void Put(std::string* out, T value) {
@@ -28,22 +30,14 @@ bool Get(const std::string& in, size_t* pos, T* value) {
   return true;
 }
 
+// The payload's SHA-256, its 32 bytes.
+std::string Digest(const std::string& payload) {
+  Sha256 hash;
+  hash.Update(payload.data(), payload.size());
+  return hash.Digest();
+}
+
 }  // namespace
-
-uint64_t Fnv1a64(const std::string& bytes) {
-  uint64_t hash = 1469598103934665603ULL;
-  for (unsigned char c : bytes) {
-    hash ^= c;
-    hash *= 1099511628211ULL;
-  }
-  return hash;
-}
-
-std::string Hex64(uint64_t value) {
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(value));
-  return text;
-}
 
 std::optional<std::string> LoadBlobFile(const std::string& path, const std::string& key, std::string* why) {
   struct stat info;
@@ -60,7 +54,7 @@ std::optional<std::string> LoadBlobFile(const std::string& path, const std::stri
   }
   size_t pos = kMagicLen;
   uint32_t version = 0;
-  uint64_t key_len = 0, payload_len = 0, checksum = 0;
+  uint64_t key_len = 0, payload_len = 0;
   if (bytes.size() < kMagicLen || bytes.compare(0, kMagicLen, kMagic) != 0 || !Get(bytes, &pos, &version)) {
     *why = "not a program-binary file";
     return std::nullopt;
@@ -73,18 +67,20 @@ std::optional<std::string> LoadBlobFile(const std::string& path, const std::stri
     *why = "truncated";
     return std::nullopt;
   }
-  if (bytes.compare(pos, key_len, key) != 0 || key_len != key.size()) {
+  if (key_len != key.size() || bytes.compare(pos, key_len, key) != 0) {
     *why = "for another device or kernels";
     return std::nullopt;
   }
   pos += key_len;
-  if (!Get(bytes, &pos, &payload_len) || !Get(bytes, &pos, &checksum) || payload_len != bytes.size() - pos) {
+  if (!Get(bytes, &pos, &payload_len) || bytes.size() - pos < kDigestLen ||
+      payload_len != bytes.size() - pos - kDigestLen) {
     *why = "truncated";
     return std::nullopt;
   }
-  std::string payload = bytes.substr(pos);
-  if (Fnv1a64(payload) != checksum) {
-    *why = "checksum mismatch";
+  const std::string digest = bytes.substr(pos, kDigestLen);
+  std::string payload = bytes.substr(pos + kDigestLen);
+  if (Digest(payload) != digest) {
+    *why = "SHA-256 mismatch";
     return std::nullopt;
   }
   return payload;
@@ -96,7 +92,7 @@ void SaveBlobFile(const std::string& path, const std::string& key, const std::st
   Put<uint64_t>(&out, key.size());
   out += key;
   Put<uint64_t>(&out, payload.size());
-  Put<uint64_t>(&out, Fnv1a64(payload));
+  out += Digest(payload);
   out += payload;
   WriteFileAtomically(path, out);
 }

@@ -226,11 +226,11 @@ int Run(const Options& o) {
                 static_cast<long long>(start.programs_from_source), static_cast<long long>(start.programs_from_binary),
                 static_cast<long long>(start.programs_rejected));
   std::printf("{\"device\": %s, \"plugin_ms\": %.3f, \"load_ms\": %.3f, \"blob_ms\": %.3f, \"weights_ms\": %.3f, "
-              "\"first_run_ms\": %.3f, \"start_ms\": %.3f, \"median_ms\": %s, \"blob\": %s, \"programs\": %s, "
-              "\"peak_rss_mb\": %.1f, \"outputs\": {%s}}\n",
+              "\"first_run_ms\": %.3f, \"start_ms\": %.3f, \"verify_ms\": %.3f, \"median_ms\": %s, \"blob\": %s, "
+              "\"programs\": %s, \"peak_rss_mb\": %.1f, \"outputs\": {%s}}\n",
               JsonString(start.device).c_str(), start.plugin_ms, start.load_ms, start.blob_ms, start.weights_ms,
               start.first_run_ms,
-              start.plugin_ms + start.load_ms + start.blob_ms + start.weights_ms + start.first_run_ms,
+              start.plugin_ms + start.load_ms + start.blob_ms + start.weights_ms + start.first_run_ms, start.verify_ms,
               runs.empty() ? "null" : std::to_string(runs[runs.size() / 2]).c_str(),
               JsonString(BlobText(start)).c_str(), JsonString(programs).c_str(), PeakResidentMb(), written.c_str());
   return 0;

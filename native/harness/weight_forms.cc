@@ -4,6 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "checked.h"
 #include "half.h"
 #include "parallel.h"
 
@@ -26,16 +27,17 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return text + "]";
 }
 
-int64_t Elements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
 
 // The member's values as float32: a float16 one widened (exact), an int8 / uint8 one dequantized in
 // adreno.weights.Quantization's order (one float32 multiply; -ffp-contract=off keeps it one).
 Floats SourceValues(const std::string& name, const NpyView& stored, const StoredForm& form) {
-  const size_t count = static_cast<size_t>(Elements(stored.shape));
+  // ParseNpy refused negative and overflowing extents and checked the bytes against them; checked again for a
+  // view made elsewhere
+  const size_t count = static_cast<size_t>(CheckedElements(stored.shape, "param " + name + " stored"));
+  if (count * DtypeBytes(stored.dtype) != stored.size) {
+    throw std::runtime_error("param " + name + ": " + std::to_string(stored.size) + " stored bytes for its shape " +
+                             ShapeText(stored.shape));
+  }
   Floats values(count);  // every branch writes every element
   const bool integer = stored.dtype == "int8" || stored.dtype == "uint8";
   if (integer != form.quantized) {
@@ -44,15 +46,18 @@ Floats SourceValues(const std::string& name, const NpyView& stored, const Stored
   }
   if (integer) {
     int64_t inner = 1, extent = 1;
+    if (form.axis < -1 || form.axis >= static_cast<int64_t>(stored.shape.size())) {
+      throw std::runtime_error("param " + name + ": quantization axis " + std::to_string(form.axis) + " is not one of "
+                               "its stored shape " + ShapeText(stored.shape));
+    }
     if (form.axis >= 0) {
-      if (form.axis >= static_cast<int64_t>(stored.shape.size())) throw std::runtime_error("param " + name + ": axis");
       extent = stored.shape[static_cast<size_t>(form.axis)];
       for (size_t d = static_cast<size_t>(form.axis) + 1; d < stored.shape.size(); ++d) inner *= stored.shape[d];
     }
     if (form.scale.size() != static_cast<size_t>(extent) || form.zero_point.size() != form.scale.size()) {
       throw std::runtime_error("param " + name + ": its scales do not fit its stored shape " + ShapeText(stored.shape));
     }
-    for (size_t i = 0; i < count; ++i) {
+    for (size_t i = 0; i < count; ++i) {  // count > 0: inner and extent are too
       const size_t k = static_cast<size_t>((static_cast<int64_t>(i) / inner) % extent);
       const int32_t q = stored.dtype == "int8" ? static_cast<int32_t>(reinterpret_cast<const int8_t*>(stored.data)[i])
                                                : static_cast<int32_t>(reinterpret_cast<const uint8_t*>(stored.data)[i]);
@@ -64,7 +69,7 @@ Floats SourceValues(const std::string& name, const NpyView& stored, const Stored
       std::memcpy(&half, stored.data + 2 * i, 2);
       values[i] = HalfToFloat(half);
     }
-  } else {
+  } else if (count > 0) {  // a zero-size member may have no bytes at all: no memcpy from null
     std::memcpy(values.data(), stored.data, 4 * count);
   }
   return values;
@@ -125,7 +130,7 @@ Floats PackOihw4o(const Floats& w, const std::vector<int64_t>& oihw, const std::
       (width != ins && width != (ins + kLanes - 1) / kLanes * kLanes)) {
     return {};
   }
-  Floats packed(static_cast<size_t>(Elements(shape)), 0.0f);
+  Floats packed(static_cast<size_t>(CheckedElements(shape, "packed weight")), 0.0f);
   for (int64_t o = 0; o < outs; ++o) {
     for (int64_t i = 0; i < ins; ++i) {
       for (int64_t k = 0; k < taps; ++k) {
@@ -146,10 +151,9 @@ Floats Transposed(const Floats& m, int64_t rows, int64_t cols) {
   return out;
 }
 
-}  // namespace
-
-Floats ParamValues(const std::string& name, const NpyView& stored, const StoredForm& form,
-                   const std::vector<int64_t>& shape, int threads) {
+// The param rebuilt from its stored form (ParamValues without the memory status).
+Floats Rebuilt(const std::string& name, const NpyView& stored, const StoredForm& form,
+               const std::vector<int64_t>& shape, int threads) {
   if (stored.dtype != "float32" && stored.dtype != "float16" && stored.dtype != "int8" && stored.dtype != "uint8") {
     throw std::runtime_error("param " + name + " is stored as " + stored.dtype + "; only float and int8 / uint8 "
                              "weights are rebuilt");
@@ -190,6 +194,18 @@ Floats ParamValues(const std::string& name, const NpyView& stored, const StoredF
                              ShapeText(shape));
   }
   return values;
+}
+
+}  // namespace
+
+Floats ParamValues(const std::string& name, const NpyView& stored, const StoredForm& form,
+                   const std::vector<int64_t>& shape, int threads) {
+  try {
+    return Rebuilt(name, stored, form, shape, threads);
+  } catch (const std::bad_alloc&) {
+    throw std::runtime_error("param " + name + ": its rebuilt form (plan shape " + ShapeText(shape) + ") does not "
+                             "fit in memory");
+  }
 }
 
 }  // namespace adreno_harness

@@ -5,6 +5,7 @@
 #ifndef ADRENO_HARNESS_WEIGHTS_H_
 #define ADRENO_HARNESS_WEIGHTS_H_
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -14,8 +15,10 @@ namespace adreno_harness {
 
 class WeightFile {
  public:
-  // Throws std::runtime_error naming the file and what is wrong with it.
-  explicit WeightFile(const std::string& path);
+  // Throws std::runtime_error naming the file and what is wrong with it. `verify`, when given, sees the file's bytes
+  // before anything of them is parsed, and throws to refuse them (the harness checks them against the manifest).
+  explicit WeightFile(const std::string& path,
+                      const std::function<void(const void* data, size_t size)>& verify = nullptr);
   ~WeightFile();
   WeightFile(const WeightFile&) = delete;
   WeightFile& operator=(const WeightFile&) = delete;

@@ -131,6 +131,8 @@ typedef struct {
   int64_t programs_from_source, programs_from_binary, programs_rejected;
   /* the start's stages in milliseconds; first_run_ms is 0 before the first run */
   double plugin_ms, load_ms, blob_ms, weights_ms, first_run_ms;
+  /* of those, proving the artifact whole (manifest run_sha256, the files' SHA-256, kernel contracts) */
+  double verify_ms;
 } adreno_rt_start_report;
 
 /* Defaults: device 0, no device name, no blob (write_blob 1 once a path is set), weight threads one per core,

@@ -202,6 +202,7 @@ adreno_rt_status adreno_rt_start_report_of(adreno_rt_model* model, adreno_rt_sta
     report->blob_ms = m.times().blob_ms;
     report->weights_ms = m.times().weights_ms;
     report->first_run_ms = m.times().first_run_ms;
+    report->verify_ms = m.times().verify_ms;
   });
 }
 

@@ -8,6 +8,7 @@
 
 #include "../harness/half.h"
 #include "../harness/weights.h"
+#include "artifact_files.h"
 #include "rt_error.h"
 
 namespace ffi = tvm::ffi;
@@ -26,8 +27,9 @@ std::string HalfPixels(const adreno_harness::Floats& values) {
   return pixels;
 }
 
-ffi::Any Upload(const WeightSpec& spec, const adreno_harness::NpyView& stored, int device_id, int threads) {
-  const bool rebuilt = spec.stored_otherwise || spec.half_pixels;
+ffi::Any Upload(const adreno_harness::ParamSpec& spec, const adreno_harness::NpyView& stored, int device_id,
+                int threads) {
+  const bool rebuilt = spec.stored || spec.half_pixels;
   adreno_harness::Floats values;
   if (rebuilt) {
     values = Stage(ADRENO_RT_BAD_ARTIFACT, "",
@@ -60,13 +62,14 @@ ffi::Any Upload(const WeightSpec& spec, const adreno_harness::NpyView& stored, i
 
 }  // namespace
 
-std::vector<ffi::Any> UploadWeights(const std::string& npz_path, const std::vector<WeightSpec>& specs, int device_id,
-                                    int threads) {
+std::vector<ffi::Any> UploadWeights(const std::string& npz_path, const std::vector<adreno_harness::ParamSpec>& specs,
+                                    int device_id, int threads,
+                                    const std::function<void(const void*, size_t)>& verify) {
   std::optional<adreno_harness::WeightFile> file;
-  Stage(ADRENO_RT_BAD_ARTIFACT, "", [&] { file.emplace(npz_path); });
+  Stage(ADRENO_RT_BAD_ARTIFACT, "", [&] { file.emplace(npz_path, verify); });
   std::vector<ffi::Any> weights;
   weights.reserve(specs.size());
-  for (const WeightSpec& spec : specs) {
+  for (const adreno_harness::ParamSpec& spec : specs) {
     auto stored = file->arrays().find(spec.name);
     if (stored == file->arrays().end()) throw RtError(ADRENO_RT_BAD_ARTIFACT, npz_path + " has no " + spec.name);
     weights.push_back(Upload(spec, stored->second, device_id, threads));

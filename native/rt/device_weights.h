@@ -7,16 +7,19 @@
 
 #include <tvm/ffi/any.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
-#include "artifact_spec.h"
+#include "../harness/artifact_spec.h"
 
 namespace adreno_rt {
 
 // The weights in `specs`' order, on OpenCL device `device_id`; rebuilt on up to `threads` threads (0: one per core).
-std::vector<tvm::ffi::Any> UploadWeights(const std::string& npz_path, const std::vector<WeightSpec>& specs,
-                                         int device_id, int threads);
+// `verify` sees the file's bytes before any of them is parsed, and throws to refuse them.
+std::vector<tvm::ffi::Any> UploadWeights(const std::string& npz_path,
+                                         const std::vector<adreno_harness::ParamSpec>& specs, int device_id,
+                                         int threads, const std::function<void(const void*, size_t)>& verify);
 
 }  // namespace adreno_rt
 

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "../harness/index_checks.h"
+#include "../harness/integrity.h"
 #include "device_weights.h"
 #include "opencl_runtime.h"
 #include "rt_error.h"
@@ -33,7 +34,7 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 Model::Model(const std::string& dir, const OpenOptions& options) {
   auto start = Clock::now();
   RequirePlugin(options.plugin_path.empty() ? PluginBesideLibrary() : options.plugin_path);
-  spec_ = ReadArtifactSpec(dir);
+  files_ = ReadArtifactFiles(dir, &times_.verify_ms);
   device_id_ = SelectDevice(options.device_index, options.device_name, &identity_);
   times_.plugin_ms = MsSince(start);
 
@@ -60,25 +61,31 @@ Model::Model(const std::string& dir, const OpenOptions& options) {
 
   stage = Clock::now();
   Stage(ADRENO_RT_DEVICE, "allocating the inputs", [&] {
-    for (const Port& port : spec_.inputs) {
+    for (const Port& port : files_.inputs) {
       args_.push_back(tvm::runtime::Tensor::Empty(ffi::Shape(port.shape), port.dtype.tvm,
                                                   tvm::Device{kDLOpenCL, device_id_}));
     }
   });
-  for (ffi::Any& weight : UploadWeights(dir + "/params.npz", spec_.weights, device_id_, options.weight_threads)) {
+  auto verify = [&](const void* data, size_t size) {
+    auto since = Clock::now();
+    adreno_harness::VerifyListedFile(files_.manifest, "params.npz", data, size);
+    times_.verify_ms += MsSince(since);
+  };
+  for (ffi::Any& weight :
+       UploadWeights(dir + "/params.npz", files_.params, device_id_, options.weight_threads, verify)) {
     args_.push_back(std::move(weight));
   }
   times_.weights_ms = MsSince(stage);
 }
 
 void Model::CheckInputs(const adreno_rt_view* inputs, size_t count) const {
-  if (count != spec_.inputs.size()) {
-    throw RtError(ADRENO_RT_INVALID_ARGUMENT, "the model takes " + std::to_string(spec_.inputs.size()) +
+  if (count != files_.inputs.size()) {
+    throw RtError(ADRENO_RT_INVALID_ARGUMENT, "the model takes " + std::to_string(files_.inputs.size()) +
                                                   " inputs, not " + std::to_string(count));
   }
   if (count > 0 && inputs == nullptr) throw RtError(ADRENO_RT_INVALID_ARGUMENT, "inputs is NULL");
   for (size_t i = 0; i < count; ++i) {
-    const Port& port = spec_.inputs[i];
+    const Port& port = files_.inputs[i];
     if (inputs[i].bytes != port.bytes) {
       throw RtError(ADRENO_RT_INVALID_ARGUMENT, "input " + port.name + " is " + port.dtype.name + " " +
                                                     ShapeText(port.shape) + ", " + std::to_string(port.bytes) +
@@ -93,7 +100,7 @@ void Model::CheckInputs(const adreno_rt_view* inputs, size_t count) const {
 std::vector<tvm::runtime::Tensor> Model::Call(const adreno_rt_view* inputs) {
   std::vector<tvm::runtime::Tensor> results;
   Stage(ADRENO_RT_RUN_FAILED, "running the model", [&] {
-    for (size_t i = 0; i < spec_.inputs.size(); ++i) {
+    for (size_t i = 0; i < files_.inputs.size(); ++i) {
       if (inputs[i].bytes > 0) args_[i].cast<tvm::runtime::Tensor>().CopyFromBytes(inputs[i].data, inputs[i].bytes);
     }
     std::vector<ffi::AnyView> views(args_.begin(), args_.end());
@@ -107,8 +114,8 @@ std::vector<tvm::runtime::Tensor> Model::Call(const adreno_rt_view* inputs) {
       }
     }
   });
-  std::vector<Port> ports = spec_.outputs;
-  if (spec_.index_flags) ports.push_back(*spec_.index_flags);
+  std::vector<Port> ports = files_.outputs;
+  if (files_.index_flags) ports.push_back(*files_.index_flags);
   if (results.size() != ports.size()) {
     throw RtError(ADRENO_RT_BAD_ARTIFACT, "the host library returned " + std::to_string(results.size()) +
                                               " outputs, the plan has " + std::to_string(ports.size()));
@@ -121,13 +128,13 @@ std::vector<tvm::runtime::Tensor> Model::Call(const adreno_rt_view* inputs) {
                                                 ", the plan says " + port.dtype.name + " " + ShapeText(port.shape));
     }
   }
-  if (spec_.index_flags) {  // a set flag: an input held an index outside its tensor, the outputs are not the model's
-    adreno_harness::NpyArray flags{spec_.index_flags->dtype.name, spec_.index_flags->shape,
-                                   std::string(spec_.index_flags->bytes, '\0')};
+  if (files_.index_flags) {  // a set flag: an input held an index outside its tensor, the outputs are not the model's
+    adreno_harness::NpyArray flags{files_.index_flags->dtype.name, files_.index_flags->shape,
+                                   std::string(files_.index_flags->bytes, '\0')};
     Stage(ADRENO_RT_RUN_FAILED, "reading the index flags",
           [&] { results.back().CopyToBytes(flags.data.data(), flags.data.size()); });
     Stage(ADRENO_RT_INDEX_OUT_OF_RANGE, "",
-          [&] { adreno_harness::CheckIndexFlags(spec_.manifest, spec_.index_flags->tensor, flags); });
+          [&] { adreno_harness::CheckIndexFlags(files_.manifest, files_.index_flags->tensor, flags); });
     results.pop_back();
   }
   return results;
@@ -144,13 +151,13 @@ void Model::Finish(Clock::time_point start) {
 void Model::Run(const adreno_rt_view* inputs, size_t input_count, const adreno_rt_buffer* outputs,
                 size_t output_count) {
   CheckInputs(inputs, input_count);
-  if (output_count != spec_.outputs.size()) {
-    throw RtError(ADRENO_RT_INVALID_ARGUMENT, "the model gives " + std::to_string(spec_.outputs.size()) +
+  if (output_count != files_.outputs.size()) {
+    throw RtError(ADRENO_RT_INVALID_ARGUMENT, "the model gives " + std::to_string(files_.outputs.size()) +
                                                   " outputs, not " + std::to_string(output_count));
   }
   if (output_count > 0 && outputs == nullptr) throw RtError(ADRENO_RT_INVALID_ARGUMENT, "outputs is NULL");
   for (size_t i = 0; i < output_count; ++i) {
-    const Port& port = spec_.outputs[i];
+    const Port& port = files_.outputs[i];
     if (outputs[i].bytes != port.bytes) {
       throw RtError(ADRENO_RT_INVALID_ARGUMENT, "output " + port.name + " is " + port.dtype.name + " " +
                                                     ShapeText(port.shape) + ", " + std::to_string(port.bytes) +
@@ -178,7 +185,7 @@ const std::vector<adreno_rt_view>& Model::RunOwned(const adreno_rt_view* inputs,
   owned_views_.resize(results.size());
   Stage(ADRENO_RT_RUN_FAILED, "reading the outputs", [&] {
     for (size_t i = 0; i < results.size(); ++i) {
-      owned_bytes_[i].resize(spec_.outputs[i].bytes);
+      owned_bytes_[i].resize(files_.outputs[i].bytes);
       if (!owned_bytes_[i].empty()) {
         results[i].CopyToBytes(owned_bytes_[i].data(), owned_bytes_[i].size());
       }

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "adreno_rt.h"
-#include "artifact_spec.h"
+#include "artifact_files.h"
 #include "program_cache.h"
 
 namespace adreno_rt {
@@ -29,6 +29,7 @@ struct OpenOptions {
 
 struct StartTimes {
   double plugin_ms = 0, load_ms = 0, blob_ms = 0, weights_ms = 0, first_run_ms = 0;
+  double verify_ms = 0;  // of the stages above: proving the artifact whole
 };
 
 class Model {
@@ -36,8 +37,8 @@ class Model {
   // Throws RtError: the plugin, the artifact's files, the device, the weights.
   Model(const std::string& dir, const OpenOptions& options);
 
-  const std::vector<Port>& inputs() const { return spec_.inputs; }
-  const std::vector<Port>& outputs() const { return spec_.outputs; }
+  const std::vector<Port>& inputs() const { return files_.inputs; }
+  const std::vector<Port>& outputs() const { return files_.outputs; }
   const std::string& device() const { return identity_; }
   const StartTimes& times() const { return times_; }
   const ProgramCache& programs() const { return *programs_; }
@@ -54,7 +55,7 @@ class Model {
   // After a run's outputs are read: the first run's time, and the blob rewritten if it built anything.
   void Finish(std::chrono::steady_clock::time_point start);
 
-  ArtifactSpec spec_;
+  ArtifactFiles files_;
   std::string identity_;
   int device_id_ = 0;
   StartTimes times_;

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "../harness/blob_file.h"
+#include "../harness/sha256.h"
 #include "rt_error.h"
 
 namespace ffi = tvm::ffi;
@@ -31,8 +32,7 @@ ProgramCache::ProgramCache(const ffi::Module& executable, const std::string& dev
     : kernels_(FindModule(executable, "opencl")), blob_path_(blob_path), write_blob_(write_blob) {
   if (kernels_ && !blob_path_.empty()) {
     ffi::Bytes module_bytes = (*kernels_)->SaveToBytes();
-    key_ = device_identity + "\n" +
-           adreno_harness::Hex64(adreno_harness::Fnv1a64(std::string(module_bytes.data(), module_bytes.size())));
+    key_ = device_identity + "\n" + adreno_harness::Sha256Hex(module_bytes.data(), module_bytes.size());
   }
 }
 

@@ -26,3 +26,11 @@ def run_harness(artifact, inputs: dict[str, np.ndarray], out_dir, *extra, env=No
 def report(proc: subprocess.CompletedProcess) -> dict:
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
+
+
+def one_line_error(proc: subprocess.CompletedProcess) -> str:
+    """The harness's refusal: exit 2 and one line on stderr, returned."""
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    return lines[0]

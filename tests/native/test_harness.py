@@ -11,7 +11,7 @@ import pytest
 from adreno.artifact import Artifact
 from adreno.opencl.executor import Executor
 
-from .harness_cli import report, run_harness
+from .harness_cli import one_line_error, report, run_harness
 
 
 @pytest.fixture()
@@ -45,7 +45,7 @@ def damaged(data: bytes, how: str) -> bytes:
     raise ValueError(how)
 
 
-@pytest.mark.parametrize("how, reason", [("truncated", "truncated"), ("flipped", "checksum mismatch"),
+@pytest.mark.parametrize("how, reason", [("truncated", "truncated"), ("flipped", "SHA-256 mismatch"),
                                          ("other device", "for another device or kernels")])
 def test_a_damaged_or_foreign_blob_is_rejected_and_rebuilt(texture, tmp_path, how, reason):
     artifact, inputs, expected = texture
@@ -64,13 +64,6 @@ def test_a_blob_for_other_kernels_is_rejected(native_tiny, texture, tmp_path):
     report(run_harness(native_tiny["buffer"], inputs, tmp_path / "buffer", "--blob", blob))
     again = report(run_harness(artifact.path, inputs, tmp_path / "texture", "--blob", blob))
     assert again["blob"] == "rejected: for another device or kernels; written" and outputs_match(again, expected)
-
-
-def one_line_error(proc) -> str:
-    assert proc.returncode == 2, (proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
-    return lines[0]
 
 
 def test_bad_input_is_one_line(texture, tmp_path):

@@ -90,7 +90,7 @@ def test_a_foreign_truncated_or_flipped_blob_is_rejected_and_rebuilt(several_io,
     run_check(rt_check, path, inputs, tmp_path / "io", blob)
     data = blob.read_bytes()
     damages = {"for another device or kernels": foreign.read_bytes(), "truncated": data[:-100],
-               "checksum mismatch": data[:-50] + bytes([data[-50] ^ 0x10]) + data[-49:]}
+               "SHA-256 mismatch": data[:-50] + bytes([data[-50] ^ 0x10]) + data[-49:]}
     for reason, damaged in damages.items():
         blob.write_bytes(damaged)
         report, outputs = run_check(rt_check, path, inputs, tmp_path / "io", blob)
