@@ -19,8 +19,10 @@ source is embedded zlib-compressed (`adreno.library_blob`), which the plugin inf
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from .artifact import Plan
@@ -31,6 +33,7 @@ from .lowered import reusing_pipeline
 from .options import Host
 from .plan import short_name
 from .texture.tir import register_pipeline, specialize_scopes
+from .native_log import summarised_stderr
 
 
 # A lib.so is linked without its symbol table and debug sections (a third of MobileNetV2's library): TVM's runtime
@@ -164,7 +167,7 @@ def export_host_library(lowered, plan: Plan, tvm_target, out_dir: Path, host: Ho
                   + pipeline.finalize_passes(tvm_target))
         vm_module = tvm.transform.Sequential(passes)(module)
     reuse = reusing_pipeline(store, register_pipeline()) if store is not None else contextlib.nullcontext(None)
-    with reuse as tir_pipeline:
+    with reuse as tir_pipeline, summarised_stderr():  # the LLVM host codegen's warnings (adreno.native_log)
         executable = tvm.compile(vm_module, target=tvm_target, relax_pipeline=None,
                                  tir_pipeline=tir_pipeline or register_pipeline())
     if host is Host.NATIVE:  # $TVM_NDK_CC names the phone's compiler: only an explicit --cc links for this machine
@@ -175,8 +178,27 @@ def export_host_library(lowered, plan: Plan, tvm_target, out_dir: Path, host: Ho
     if cc:
         _link(executable, out_dir / "lib.so", cc, host, fcompile=_cross_compiler(cc), fpack_imports=pack_imports)
         return "lib.so"
-    executable.export_library(str(out_dir / "lib.tar"), fpack_imports=pack_imports)
+    try:
+        executable.export_library(str(out_dir / "lib.tar"), fpack_imports=pack_imports)
+    except RuntimeError as err:  # TVM runs tar and gzip, and raises their output
+        _refuse_full_disk("packing the host library's objects", str(err))
+        raise AdrenoError(f"packing the host library's objects failed: {_first_error(str(err))}") from None
     return "lib.tar"
+
+
+def _refuse_full_disk(step: str, output: str) -> None:
+    """One line when a tool's `output` says the disk filled up (gzip's or ld's `No space left on device`)."""
+    if os.strerror(errno.ENOSPC) in output:
+        raise AdrenoError(f"{step} failed: no space left on device (where the artifact is written, or TMPDIR "
+                          f"{tempfile.gettempdir()}); nothing was written")
+
+
+def _first_error(output: str) -> str:
+    """The first line of a tool's output that reports an error (else its last line), for a one-line message."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    first = next((line for line in lines if "error" in line.lower() and "compilation error" not in line.lower()),
+                 lines[-1] if lines else "no output")
+    return first[:300]
 
 
 def _link(executable, path: Path, compiler: str | None, host: Host, **export) -> None:
@@ -195,10 +217,8 @@ def _link(executable, path: Path, compiler: str | None, host: Host, **export) ->
     try:
         executable.export_library(str(path), **export)
     except RuntimeError as err:
-        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-        first = next((line for line in lines if "error" in line.lower() and "compilation error" not in line.lower()),
-                     lines[-1] if lines else "no output")
-        raise AdrenoError(f"linking the host library with {name} failed: {first[:300]}; {advice}") from None
+        _refuse_full_disk(f"linking the host library with {name}", str(err))
+        raise AdrenoError(f"linking the host library with {name} failed: {_first_error(str(err))}; {advice}") from None
     except OSError as err:
         raise AdrenoError(f"linking the host library with {name} failed: {err.strerror or err}; {advice}") from None
     if not path.is_file():

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
-import zipfile
 from pathlib import Path
 
 import numpy as np
 
-from ..artifact import Artifact, random_inputs
+from ..api import check_outputs, model_inputs
+from ..artifact import Artifact
 from ..command_line import require_positive
 from ..errors import AdrenoError
+from ..npz_files import NPY_MAGIC, NpzUnreadable, read_npz
 from ..options import Runtime, enum_argument
 from ..paths import output_file, regular_file
 from .common import Progress, add_artifact_argument, add_device_argument, emit, error_line
@@ -48,43 +50,21 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
 
 
 def _load_inputs(args, artifact) -> list[np.ndarray]:
-    specs = artifact.input_specs()
-    if not args.input:
-        return random_inputs(specs, args.seed)
-    arrays = _read_npz(regular_file(args.input, "--input"))
-    try:
-        ordered = artifact.ordered_inputs(arrays)
-    except AdrenoError as err:
-        raise AdrenoError(f"--input {args.input}: {err}") from None
-    for spec, array in zip(specs, ordered):
-        lossless_input(spec, array, args.input)
-    return ordered
+    arrays = None if not args.input else _read_npz(regular_file(args.input, "--input"))
+    return model_inputs(artifact, arrays, args.seed, f"--input {args.input}")
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
-    """The arrays of an .npz file; a .npy (one unnamed array), a truncated or foreign file is one clear error."""
+    """The arrays of an .npz file (`read_npz`: a damaged or foreign file, or a lone .npy, is one clear error)."""
     try:
-        loaded = np.load(path)
-        if not isinstance(loaded, np.lib.npyio.NpzFile):
+        return read_npz(path)
+    except NpzUnreadable as err:
+        with open(path, "rb") as handle:
+            lone_npy = handle.read(len(NPY_MAGIC)) == NPY_MAGIC
+        if lone_npy:
             raise AdrenoError(f"--input {path} holds one unnamed array (.npy); save the inputs with "
-                              "numpy.savez(FILE, NAME=array) so each has its input's name")
-        with loaded as npz:
-            return {k: npz[k] for k in npz.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
-        raise AdrenoError(f"--input {path}: cannot read it as .npz ({type(err).__name__}: {err})") from None
-
-
-def lossless_input(spec, array: np.ndarray, where: str) -> None:
-    """Refuse an --input array that the cast to the input's dtype would change: complex values (the imaginary part
-    would be dropped), values the dtype does not hold exactly (int64 above 2**24 in float32, fractions for an
-    integer input), non-numbers. A float64 array becomes float32 by rounding, as every framework does."""
-    dtype = np.dtype(spec.dtype)
-    if array.dtype.kind not in "biuf":
-        raise AdrenoError(f"--input {where}: {spec.name} is {array.dtype}, the model takes {dtype}: convert it first")
-    if not (array.dtype.kind == dtype.kind == "f") and not np.array_equal(array.astype(dtype).astype(array.dtype),
-                                                                        array):
-        raise AdrenoError(f"--input {where}: {spec.name} holds {array.dtype} values that {dtype} cannot represent "
-                          "exactly; convert it first")
+                              "numpy.savez(FILE, NAME=array) so each has its input's name") from None
+        raise AdrenoError(f"--input {err}") from None
 
 
 def cmd_run(args) -> int:
@@ -134,18 +114,8 @@ def _run_artifact(args, output: Path | None) -> int:
     first_ms = (time.perf_counter() - first_started) * 1e3
     check = None
     if args.check:
-        # inside: adreno --help does not need it
-        from ..reference import (compare, default_rtol, onnxruntime_outputs, reference_model, reference_spread,
-                                 within)
-
         progress("onnxruntime reference")
-        model = reference_model(artifact, args.reference)
-        reference = onnxruntime_outputs(model, inputs, artifact.bound_inputs())
-        spread = reference_spread(model, inputs, artifact.bound_inputs(), reference)
-        rows = compare(outputs, reference, spread)
-        rtol = default_rtol(artifact) if args.rtol is None else args.rtol
-        ok = all(within(r, rtol, args.atol) for r in rows)
-        check = {"ok": ok, "outputs": rows, "rtol": rtol, "atol": args.atol}
+        check = check_outputs(artifact, inputs, outputs, args.reference, args.rtol, args.atol)
     store_seconds = 0.0
     if runtime is Runtime.PLAN:
         if executor.storing:
@@ -197,12 +167,18 @@ def _build_sources(executor) -> dict[str, int]:
 
 
 def _write_outputs(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Save to exactly `path` (numpy.savez given a name would add .npz to it); a write the OS refuses is one line."""
+    """Save to exactly `path` (numpy.savez given a name would add .npz to it), through a sibling renamed over it
+    when complete: a write the OS refuses (a full disk) is one line and leaves `path` as it was, nothing beside."""
+    staged = path.with_name(f".{path.name}.adreno-tmp.{os.getpid()}")
     try:
-        with open(path, "wb") as file:
+        with open(staged, "wb") as file:
             np.savez(file, **arrays)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(staged, path)
     except OSError as err:
-        raise AdrenoError(f"--output {path}: cannot write it ({err.strerror or err})") from None
+        staged.unlink(missing_ok=True)
+        raise AdrenoError(f"--output {path}: cannot write it ({err.strerror or err}); nothing was written") from None
 
 
 def _run_text(result: dict, top: int) -> str:

@@ -15,7 +15,8 @@
 // 4. after a start that built anything from source, writes the binaries to --blob for the next start (atomically;
 //    a start that cannot write them runs without: the blob is a cache);
 // 5. prints one JSON line: the start's stages in milliseconds, where the programs came from, and the outputs.
-// Exit status: 0 on success, 2 with a one-line error on bad input or a failing device.
+// Exit status: 0 on success, 2 with a one-line error on bad input (an index out of range included:
+// index_checks.h) or a failing device.
 #include <dlfcn.h>
 #include <unistd.h>
 #include <tvm/ffi/extra/json.h>
@@ -37,7 +38,9 @@
 #include "artifact_spec.h"
 #include "atomic_file.h"
 #include "blob_file.h"
+#include "elf_file.h"
 #include "half.h"
+#include "index_checks.h"
 #include "integrity.h"
 #include "kernel_contract.h"
 #include "npy.h"
@@ -225,6 +228,10 @@ int Run(const Options& o) {
   Timed(&verify_ms, [&] {
     adreno_harness::VerifyListedFile(manifest, "lib.so", library_bytes.data(), library_bytes.size());
   });
+  std::string elf_problem = adreno_harness::ElfProblem(o.artifact + "/lib.so");
+  if (!elf_problem.empty()) {
+    throw std::runtime_error(o.artifact + "/lib.so " + elf_problem + ": compile the artifact again");
+  }
   ffi::Module executable = ffi::Module::LoadFromFile(o.artifact + "/lib.so");
   if (executable->kind() != std::string("relax.VMExecutable")) {
     throw std::runtime_error(o.artifact + "/lib.so is a " + std::string(executable->kind()) + " module, not a Relax VM "
@@ -359,6 +366,7 @@ int Run(const Options& o) {
     host[i].data.resize(adreno_harness::DtypeBytes(host[i].dtype) * Elements(host[i].shape));
     results[i].CopyToBytes(host[i].data.data(), host[i].data.size());  // waits for the run
   }
+  adreno_harness::CheckIndexFlags(manifest, outputs.back().tensor, host.back());  // an index out of range: exit 2
   double first_run_ms = Ms(stage);
 
   std::string stats = "";
@@ -384,6 +392,7 @@ int Run(const Options& o) {
   }
   std::string written;
   for (size_t i = 0; i < results.size(); ++i) {
+    if (adreno_harness::IsIndexFlags(manifest, outputs[i].tensor)) continue;  // checked above, not the model's
     std::string path = o.output_dir + "/" + SafeFileName(outputs[i].name) + ".npy";
     adreno_harness::WriteNpy(path, host[i]);
     written += (i ? ", " : "") + JsonString(outputs[i].name) + ": " + JsonString(path);
