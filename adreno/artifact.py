@@ -83,11 +83,15 @@ class TensorSpec:
         return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
 
 
-def random_inputs(specs, seed: int = 0) -> list[np.ndarray]:
-    """Seeded standard-normal inputs for the given tensor specs. The same seed gives the same inputs on every host,
-    which is why a farm agent makes a measurement's inputs itself from the seed a client sends."""
+def random_inputs(specs, seed: int = 0, ranges: dict[str, tuple[int, int]] | None = None) -> list[np.ndarray]:
+    """Seeded inputs for the given tensor specs: standard-normal floats; integers (and bools) uniform in the range
+    `ranges` gives for the tensor's name (an artifact's `value_ranges`), else in {0, 1}
+    (`adreno.frontend.input_values` says why). The same seed gives the same inputs on every host, which is why a
+    farm agent makes a measurement's inputs itself from the seed a client sends."""
     rng = np.random.default_rng(seed)
-    return [rng.standard_normal(s.shape).astype(s.dtype) for s in specs]
+    ranges = ranges or {}
+    return [rng.standard_normal(s.shape).astype(s.dtype) if np.dtype(s.dtype).kind in "fc"
+            else rng.integers(*ranges.get(s.name, (0, 2)), size=s.shape).astype(s.dtype) for s in specs]
 
 
 @dataclass
@@ -291,6 +295,21 @@ class Artifact:
         if missing:
             raise AdrenoError(f"missing inputs {missing}; the model takes {names} (given {sorted(arrays)})")
         return [arrays[key] for key in keys]
+
+    def value_ranges(self) -> dict[str, tuple[int, int]]:
+        """[low, high) of each integer input a random run draws, by plan tensor (the manifest's `values`,
+        `adreno.frontend.input_values`); an artifact of an older adreno has none (then {0, 1} are drawn)."""
+        ranges = {}
+        for name, entry in self.manifest.get("inputs", {}).items():
+            values = entry.get("values") if isinstance(entry, dict) else None
+            if values is None:
+                continue
+            if not (isinstance(values, list) and len(values) == 2 and all(type(v) is int for v in values)
+                    and values[0] < values[1]):
+                raise ArtifactError(f"{self.path / MANIFEST_NAME}: input {name!r} has values {values!r}, not an "
+                                    "integer range [low, high); recompile the model")
+            ranges[entry.get("tensor", name)] = tuple(values)
+        return ranges
 
     def _model_names(self, key: str, tensors: list[str]) -> list[str]:
         by_tensor = {entry.get("tensor", name): name for name, entry in self.manifest.get(key, {}).items()}

@@ -30,7 +30,10 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
                    "through pyopencl; tvm: the host library (lib.so, an artifact compiled with --host native) through "
                    "TVM's Relax VM and adreno's OpenCL plugin, the program a phone app runs")
     p.add_argument("--repeat", type=int, default=10, help="timed runs (default 10)")
-    p.add_argument("--input", help=".npz file with one array per model input (default: seeded random input)")
+    p.add_argument("--input", help=".npz file with one array per model input (default: seeded random input: "
+                   "floats standard-normal; an integer input that indexes a Gather (token ids, token types) within "
+                   "the table's size, every other integer or bool input (a mask, a flag) 0 or 1; the manifest's "
+                   "inputs list each range as values)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
     p.add_argument("--reference", help="ONNX model for --check (default: the model the artifact was compiled from)")
     p.add_argument("--rtol", type=float, default=None, help="--check tolerance relative to the output's largest "
@@ -50,7 +53,7 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
 def _load_inputs(args, artifact) -> list[np.ndarray]:
     specs = artifact.input_specs()
     if not args.input:
-        return random_inputs(specs, args.seed)
+        return random_inputs(specs, args.seed, artifact.value_ranges())
     arrays = _read_npz(regular_file(args.input, "--input"))
     try:
         ordered = artifact.ordered_inputs(arrays)
