@@ -236,8 +236,8 @@ def _run_text(result: dict, top: int) -> str:
                 lines.append(f"  check output {index} vs onnxruntime: {row['problem']}: MISMATCH")
                 continue
             bound = tolerance(row, check["rtol"], check["atol"])
-            spread = (f" (with {SPREAD_FACTOR:g} x {row['spread']:.3g}, onnxruntime's own change when each "
-                      "DynamicQuantizeLinear input moves by one ulp)") if row.get("spread") else ""
+            spread = (f" (with {SPREAD_FACTOR:g} x {row['spread']:.3g}, onnxruntime's own change when its "
+                      "dynamically quantized activations round otherwise)") if row.get("spread") else ""
             lines.append(f"  check output {index} vs onnxruntime: max abs error {row['max_abs_error']:.3g} "
                          f"(relative {row['max_rel_error']:.3g} of max |ref| {row['max_abs_ref']:.3g}), "
                          f"tolerance {bound:.3g}{spread}: {'OK' if row['max_abs_error'] <= bound else 'MISMATCH'}")
