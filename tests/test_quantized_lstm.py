@@ -9,7 +9,6 @@ import json
 
 import numpy as np
 import onnx
-import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from adreno.frontend.quantized import float_lstms
