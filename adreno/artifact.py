@@ -35,6 +35,7 @@ from . import kernel_contract
 from .artifact_check import check_files, check_manifest, check_plan, confined, sha256_file
 from .errors import AdrenoError, ArtifactError
 from .processes import process_alive
+from .shape_sets import ShapeSet, matching, read_shape_sets, set_manifest
 from .layout import ImageSpec  # noqa: F401  (part of the contract: TensorSpec.image, Plan.images)
 from .weights import StoredWeight, param_value
 
@@ -171,16 +172,20 @@ class Plan:
 
 @dataclass
 class Artifact:
-    """A loaded artifact directory."""
+    """A loaded artifact directory: of an artifact of several shape sets (`adreno.shape_sets`), one set, whose plan
+    `plan` is and whose fields `manifest` has."""
 
     path: Path
     manifest: dict
     plan: Plan
+    shape_sets: list[ShapeSet] = field(default_factory=list)  # [] for an artifact of one set
+    shape_set: int = 0
 
     @classmethod
-    def load(cls, path: str | os.PathLike, checked: bool = True) -> "Artifact":
+    def load(cls, path: str | os.PathLike, checked: bool = True, shape_set: int = 0) -> "Artifact":
         """Open and validate an artifact directory (`adreno.artifact_check`); every problem is an `ArtifactError`
-        that says what to do. `checked=False` skips the comparison of the files' SHA-256 with the manifest's."""
+        that says what to do. `checked=False` skips the comparison of the files' SHA-256 with the manifest's.
+        `shape_set`: the set to open of an artifact of several (`for_inputs` picks the one an input needs)."""
         path = Path(path)
         if not path.is_dir():
             raise ArtifactError(f"{path}: no such artifact directory (create one with `adreno compile`)")
@@ -191,20 +196,42 @@ class Artifact:
                                 f"{manifest.get('plan_format')!r}; this adreno reads format {PLAN_FORMAT}: "
                                 "recompile it")
         check_files(path, manifest, hashes=checked)
-        unlisted = {PLAN_NAME, PARAMS_NAME} - set(manifest["files"])
+        return cls._open_set(path, manifest, read_shape_sets(manifest, path / MANIFEST_NAME), shape_set)
+
+    @classmethod
+    def _open_set(cls, path: Path, manifest: dict, sets: list[ShapeSet], index: int) -> "Artifact":
+        """The artifact as shape set `index` reads it (its plan checked against the files the manifest lists)."""
+        plan_name = PLAN_NAME
+        if sets:
+            if not 0 <= index < len(sets):
+                raise AdrenoError(f"{path} has {len(sets)} shape sets, no set {index}")
+            plan_name = sets[index].plan
+            manifest = set_manifest(manifest, sets[index], index, len(sets))
+        unlisted = {plan_name, PARAMS_NAME} - set(manifest["files"])
         if unlisted:
             raise ArtifactError(f"{path}: the manifest does not list {', '.join(sorted(unlisted))}; "
                                 "recompile the model")
         try:
-            plan = Plan.from_json(_read_json(path / PLAN_NAME))
+            plan = Plan.from_json(_read_json(confined(path, plan_name)))
             check_plan(plan, path, set(manifest["files"]))
             check_manifest(plan, manifest)
-            artifact = cls(path, manifest, plan)
+            artifact = cls(path, manifest, plan, sets, index)
             kernel_contract.check(plan, artifact.kernel_source)
         except (KeyError, TypeError, AttributeError, ValueError) as err:
-            raise ArtifactError(f"{path / PLAN_NAME} is malformed ({type(err).__name__}: {str(err)[:120]}); "
+            raise ArtifactError(f"{path / plan_name} is malformed ({type(err).__name__}: {str(err)[:120]}); "
                                 "recompile the model") from None
         return artifact
+
+    def for_inputs(self, shapes: dict[str, tuple]) -> "Artifact":
+        """The shape set whose inputs have exactly `shapes` ({model input name: shape}); itself for an artifact of
+        one set (whose executors say which shape they take). Another shape is one line listing the sets."""
+        if not self.shape_sets:
+            return self
+        index = matching(self.shape_sets, shapes)
+        if index == self.shape_set:
+            return self
+        manifest = _read_json(self.path / MANIFEST_NAME)  # the shared fields (self.manifest holds a set's)
+        return self._open_set(self.path, manifest, self.shape_sets, index)
 
     def kernel_source(self, program: str) -> str:
         path = confined(self.path, self.plan.programs[program])
@@ -232,8 +259,8 @@ class Artifact:
         """params.npz as it is stored, keyed by param name (see `params`)."""
         try:
             self._check_params_index()
-            with np.load(self.path / PARAMS_NAME) as npz:
-                params = {name: npz[name] for name in npz.files}
+            with np.load(self.path / PARAMS_NAME) as npz:  # the members of other shape sets' params unread
+                params = {name: npz[name] for name in npz.files if name in self.plan.tensors}
         except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as err:
             raise ArtifactError(f"{self.path / PARAMS_NAME} cannot be read ({type(err).__name__}: "
                                 f"{str(err)[:80]}); recompile the model") from None
@@ -250,6 +277,8 @@ class Artifact:
         with zipfile.ZipFile(self.path / PARAMS_NAME) as archive:
             for member in archive.infolist():
                 spec = tensors.get(member.filename.removesuffix(".npy"))
+                if spec is None and self.shape_sets:
+                    continue  # another set's param, never read with this set's (`stored_params`)
                 if spec is None or spec.kind != "param":
                     raise ArtifactError(f"{self.path / PARAMS_NAME} holds {member.filename!r}, which is no param of "
                                         "the plan; recompile the model")

@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 from adreno.artifact import TensorSpec, random_inputs
 from adreno.frontend.input_values import integer_ranges
 from tests.test_cli import adreno
-from tests.text_models import TYPES, VOCAB, bert_like
+from tests.dynamic_models import TYPES, VOCAB, bert_like
 
 
 def test_the_ranges_follow_the_values_to_the_tables_they_index():

@@ -14,6 +14,7 @@ from ..command_line import require_positive
 from ..errors import AdrenoError
 from ..options import Runtime, enum_argument
 from ..paths import output_file, regular_file
+from ..shape_sets import parse_shape_sets
 from .common import Progress, add_artifact_argument, add_device_argument, emit, error_line
 
 
@@ -35,6 +36,8 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
                    "the table's size, every other integer or bool input (a mask, a flag) 0 or 1; the manifest's "
                    "inputs list each range as values)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
+    p.add_argument("--input-shape", action="append", metavar="NAME:DIMS", help="of an artifact of several shape sets, "
+                   "the set the random input takes (default: the first); --input runs the set its arrays match")
     p.add_argument("--reference", help="ONNX model for --check (default: the model the artifact was compiled from)")
     p.add_argument("--rtol", type=float, default=None, help="--check tolerance relative to the output's largest "
                    "magnitude (default 1e-3; 5e-2 for a --precision fp16 artifact, whose images hold half floats)")
@@ -50,18 +53,25 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
-def _load_inputs(args, artifact) -> list[np.ndarray]:
-    specs = artifact.input_specs()
+def _load_inputs(args, artifact) -> tuple:
+    """(the artifact's shape set that runs, its inputs): the set `--input`'s arrays match (`adreno.shape_sets`), or
+    the one `--input-shape` names, drawing seeded random inputs of its shapes."""
     if not args.input:
-        return random_inputs(specs, args.seed, artifact.value_ranges())
+        if args.input_shape:
+            shape_sets = parse_shape_sets(args.input_shape)
+            if len(shape_sets) > 1:
+                raise AdrenoError("--input-shape: a run takes one shape set; name each input once")
+            artifact = artifact.for_inputs(shape_sets[0])
+        return artifact, random_inputs(artifact.input_specs(), args.seed, artifact.value_ranges())
     arrays = _read_npz(regular_file(args.input, "--input"))
     try:
+        artifact = artifact.for_inputs({name: np.shape(array) for name, array in arrays.items()})
         ordered = artifact.ordered_inputs(arrays)
     except AdrenoError as err:
         raise AdrenoError(f"--input {args.input}: {err}") from None
-    for spec, array in zip(specs, ordered):
+    for spec, array in zip(artifact.input_specs(), ordered):
         lossless_input(spec, array, args.input)
-    return ordered
+    return artifact, ordered
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
@@ -125,12 +135,14 @@ def _run_artifact(args, output: Path | None) -> int:
               f"{artifact.path} were not compared with its manifest (paths and the plan were still checked)",
               file=sys.stderr)
     progress = Progress(not (args.json or args.quiet))
+    if args.input:
+        progress(f"reading {args.input}")
+    artifact, inputs = _load_inputs(args, artifact)
     progress(f"building the OpenCL programs of {len(artifact.plan.programs)} kernel files" if runtime is Runtime.PLAN
              else "loading the host library in TVM's runtime and building its OpenCL programs")
     start_began = time.perf_counter()
     executor = _executor(runtime, artifact, args.device, _program_cache(args))
     start_seconds = time.perf_counter() - start_began  # what a cold start waits before its first run
-    inputs = _load_inputs(args, artifact)
     progress("first run")
     first_started = time.perf_counter()
     outputs = executor.run(inputs)  # the plan's executor writes the program cache after it, in the background
@@ -165,7 +177,8 @@ def _run_artifact(args, output: Path | None) -> int:
         _write_outputs(output, dict(zip(artifact.output_names(), outputs)))
     total = sum(k.median_ms for k in profile.kernels) or 1.0
     result = {
-        "artifact": str(artifact.path), "runtime": runtime, "device": executor.device.name.strip(),
+        "artifact": str(artifact.path), "shape_set": artifact.manifest.get("shape_set"), "runtime": runtime,
+        "device": executor.device.name.strip(),
         "platform": executor.device.platform.name.strip(), "start_seconds": round(start_seconds, 3),
         "build_seconds": round(executor.build_seconds, 3),
         "first_launches": _first_launches(executor) if runtime is Runtime.PLAN else None,
@@ -210,7 +223,10 @@ def _write_outputs(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 def _run_text(result: dict, top: int) -> str:
     how = "" if result["runtime"] is Runtime.PLAN else ", host library through TVM's runtime"
-    lines = [f"{result['artifact']} on {result['device']} ({result['platform']}){how}",
+    shape_set = result["shape_set"]
+    lines = [f"{result['artifact']} on {result['device']} ({result['platform']}){how}"
+             + ("" if shape_set is None else
+                f", shape set {shape_set['index']} of {shape_set['of']}: {shape_set['label']}"),
              f"  start {result['start_seconds']:.2f} s: build {result['build_seconds']:.2f} s{_build_text(result)}"
              f"{_first_launches_text(result['first_launches'])}; first run {result['first_run_ms']:.1f} ms"
              + ("" if result["warm_build_seconds"] is None else
