@@ -44,7 +44,7 @@ def _check_every_set(path, inputs_of):
         inputs = inputs_of(chosen)
         picked = artifact.for_inputs(dict(zip(chosen.input_names(), (x.shape for x in inputs))))
         assert picked.shape_set == index and picked.plan.inputs == chosen.plan.inputs
-        got = Executor(picked, "pocl").run(inputs)
+        got = Executor(picked, "pocl", compile_workers=0).run(inputs)
         for ours, ref in zip(got, onnxruntime_outputs(model, inputs)):
             assert ours.shape == ref.shape
             assert np.abs(ours - ref).max() <= ATOL + RTOL * np.abs(ref).max()
@@ -52,13 +52,22 @@ def _check_every_set(path, inputs_of):
     return labels
 
 
-@pytest.fixture(scope="module", params=["buffer", "texture"])
-def ocr_artifact(request, tmp_path_factory):
+@pytest.fixture(scope="module")
+def ocr_artifacts(tmp_path_factory):
+    """The recogniser at the three widths in one artifact, in each memory: {memory: path}."""
     sets = parse_shape_sets([f"x:1,3,8,{w}" for w in WIDTHS])
-    return _compile(ocr_like(), tmp_path_factory.mktemp(f"ocr-{request.param}"), request.param, sets)
+    return {memory: _compile(ocr_like(), tmp_path_factory.mktemp(f"ocr-{memory}"), memory, sets)
+            for memory in ("buffer", "texture")}
 
 
-def test_three_widths_in_one_artifact_each_checked(ocr_artifact):
+@pytest.fixture(scope="module")
+def ocr_artifact(ocr_artifacts):
+    return ocr_artifacts["buffer"]
+
+
+@pytest.mark.parametrize("memory", ["buffer", "texture"])
+def test_three_widths_in_one_artifact_each_checked(ocr_artifacts, memory):
+    ocr_artifact = ocr_artifacts[memory]
     labels = _check_every_set(ocr_artifact, lambda a: random_inputs(a.input_specs(), 1))
     assert labels == [f"x 1x3x8x{w}" for w in WIDTHS]
     assert not (ocr_artifact / "plan.json").exists(), "no top-level plan: a reader without shape sets refuses"
@@ -110,8 +119,9 @@ def test_every_set_that_ran_is_in_the_program_cache(ocr_artifact, tmp_path):
     cache = ProgramCache(tmp_path / "cache")
     for index in (0, 2):
         artifact = Artifact.load(ocr_artifact, shape_set=index)
-        Executor(artifact, "pocl", cache=cache).run(random_inputs(artifact.input_specs(), 0))
-    again = [Executor(Artifact.load(ocr_artifact, shape_set=i), "pocl", cache=cache).builds for i in (0, 2)]
+        Executor(artifact, "pocl", cache=cache, compile_workers=0).run(random_inputs(artifact.input_specs(), 0))
+    again = [Executor(Artifact.load(ocr_artifact, shape_set=i), "pocl", cache=cache, compile_workers=0).builds
+             for i in (0, 2)]
     assert all(build.how == "hit" for builds in again for build in builds), again
 
 
@@ -134,3 +144,14 @@ def test_a_set_plan_outside_the_artifact_is_refused(ocr_artifact, tmp_path):
     (copy / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ArtifactError, match=r"the manifest does not list \.\./plan.json"):
         Artifact.load(copy, checked=False, shape_set=1)
+
+
+def test_tune_takes_the_kernels_of_every_set():
+    """`adreno tune --input-shape ... --input-shape ...` tunes each set's kernels: the conv's workload at each width."""
+    from adreno.options import CompileOptions
+    from adreno.tune.extract import extract_shape_sets
+    from tests.conftest import single_op_model
+
+    model = single_op_model("Conv", {"x": [1, 4, 8, "w"]}, {"k": np.ones((8, 4, 3, 3))}, pads=[1, 1, 1, 1])
+    tasks = extract_shape_sets(model, CompileOptions(memory="buffer"), parse_shape_sets(["x:1,4,8,8", "x:1,4,8,16"]))
+    assert sorted(t.key.split("|")[1] for t in tasks) == ["n1c4h8w16", "n1c4h8w8"]
