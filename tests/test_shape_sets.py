@@ -54,9 +54,11 @@ def _check_every_set(path, inputs_of):
 
 @pytest.fixture(scope="module")
 def ocr_artifacts(tmp_path_factory):
-    """The recogniser at the three widths in one artifact, in each memory: {memory: path}."""
+    """The recogniser at the three widths in one artifact, in each memory (buffer with a host library for this
+    machine, for --runtime tvm): {memory: path}."""
     sets = parse_shape_sets([f"x:1,3,8,{w}" for w in WIDTHS])
-    return {memory: _compile(ocr_like(), tmp_path_factory.mktemp(f"ocr-{memory}"), memory, sets)
+    return {memory: _compile(ocr_like(), tmp_path_factory.mktemp(f"ocr-{memory}"), memory, sets,
+                             host="native" if memory == "buffer" else "android")
             for memory in ("buffer", "texture")}
 
 
@@ -96,6 +98,15 @@ def test_the_run_says_which_set_ran_and_refuses_another_width_in_one_line(ocr_ar
         "for x 1x3x8x8; x 1x3x8x12; x 1x3x8x16" in proc.stderr, proc.stderr
     text = adreno("run", ocr_artifact, "--input-shape", "x:1,3,8,16", "--repeat", "1", "-q").stdout
     assert "shape set 2 of 3: x 1x3x8x16" in text.splitlines()[0]
+
+
+def test_runtime_tvm_runs_the_set_the_input_matches(ocr_artifact, tmp_path):
+    """The host library path chooses as the launch plan's does: each set has its own library."""
+    np.savez(tmp_path / "w16.npz", x=np.random.default_rng(4).standard_normal((1, 3, 8, 16)).astype(np.float32))
+    result = json.loads(adreno("run", ocr_artifact, "--runtime", "tvm", "--input", tmp_path / "w16.npz", "--check",
+                               "--repeat", "1", "--json").stdout)
+    assert result["check"]["ok"] and result["shape_set"]["label"] == "x 1x3x8x16"
+    assert (ocr_artifact / "shapes" / "2" / "lib.so").is_file() and not (ocr_artifact / "lib.so").exists()
 
 
 def test_ids_and_mask_vary_together(tmp_path):
