@@ -51,7 +51,8 @@ from ..errors import AdrenoError
 from ..opencl.device import DeviceIdentity, select_device
 from ..opencl.evict import Evictor
 from .common import (DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, check_listen, format_addr,
-                     kill_group, parse_addr, python_module_command, set_parent_death_signal)
+                     kill_group, parse_addr, python_module_command)
+from ..processes import set_parent_death_signal
 from .uploads import safe_extract
 
 # --- the worker side: state of one worker process and of its forked session processes -------------------------

@@ -18,6 +18,7 @@ import sys
 import time
 
 from ..errors import AdrenoError
+from ..processes import popen_child_setup
 
 DEFAULT_TRACKER_PORT = 9190
 DEFAULT_AGENT_PORT = 9090
@@ -203,8 +204,7 @@ def spawn(cmd: list[str], log_path: str | None = None, env: dict | None = None,
     try:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env=env,
-                                preexec_fn=((lambda: set_parent_death_signal(signal.SIGTERM)) if die_with_parent
-                                            else None))
+                                preexec_fn=popen_child_setup(signal.SIGTERM) if die_with_parent else None)
     finally:
         if log_path:
             out.close()
@@ -228,16 +228,4 @@ def kill_group(proc: subprocess.Popen, sig: int = signal.SIGTERM, wait: float = 
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        pass
-
-
-def set_parent_death_signal(sig: int = signal.SIGKILL) -> None:
-    """Linux: die with `sig` when the parent process dies (so a killed agent leaves no orphaned session)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
-    except OSError:
         pass

@@ -10,27 +10,33 @@ kernels once, on storage of their own without the weights (the code does not dep
 them while it uploads the weights and binds its kernels: its first run then finds every kernel generated. The
 executor launches none itself: a launch on storage no run has written can read an index out of its tensor (a
 Gather's), which only a worker may survive. Every worker takes the kernels largest first (source size, what code
-generation time follows), each the next one no other has claimed (a file created exclusively in a shared
-directory), so the work balances itself whatever each process's start costs. A worker that fails, crashes or is
+generation time follows), each the next one no other has taken: the executor writes the kernels' positions into a
+pipe, largest first, and each worker reads the next one (a read of a few bytes from a pipe is atomic: one reader gets
+each). Nothing of it is on disk, so nothing is left behind however the processes end. Every worker dies with its
+executor (`adreno.processes`: the parent-death signal; a deadline of its own besides), so a run stopped by its
+`--timeout`, Ctrl-C or SIGKILL leaves no worker spinning on a kernel. A worker that fails, crashes or is
 late costs no correctness: the first run generates whatever is missing, and the failure is kept as a value
 (`FirstLaunches.failures`).
 """
 
 from __future__ import annotations
 
+import fcntl
+import math
 import os
-import shutil
+import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..processes import popen_child_setup
 from .programs import program_kernels
 
 MIN_KERNELS = 8  # below this a process start costs more than it saves (a candidate kernel measured alone)
-WORKER_TIMEOUT_S = 600.0
+WORKER_TIMEOUT_S = 600.0  # the executor's wait for each worker, and each worker's own deadline
+CLAIM = 4  # bytes of one claim in the pipe: a kernel's position in `launch_order`, little-endian
 WORKER_MODULE = "adreno.opencl.first_launch_worker"
 
 
@@ -74,21 +80,37 @@ def compile_order(artifact) -> list[str]:
                                           for position, name in enumerate(launch_order(artifact)))]
 
 
-def launch_claimed(queue, launches, order: list[str], claims: str) -> int:
-    """Launch, one at a time and waiting for each, every kernel of `order` this process claims first: a claim is a
-    file of the kernel's name created in the directory `claims` (exclusive creation: one process wins). Returns how
-    many this process launched."""
+def write_claims(order: list[str], names: list[str]) -> int:
+    """A pipe holding the position in `names` of each kernel of `order`, in that order, its write end closed: the
+    read end, for the workers (`read_claims`). A pipe holds what the kernel lets it (at least 64 KiB here); kernels
+    past that are left to the first run, the smallest ones, since `order` is largest first."""
+    read_end, write_end = os.pipe()
+    try:
+        capacity = fcntl.fcntl(write_end, getattr(fcntl, "F_GETPIPE_SZ", 1032))
+        position = {name: k for k, name in enumerate(names)}
+        claims = b"".join(position[name].to_bytes(CLAIM, "little") for name in order)
+        os.write(write_end, claims[:capacity - capacity % CLAIM])
+    finally:
+        os.close(write_end)
+    return read_end
+
+
+def read_claims(claims_fd: int, names: list[str]):
+    """The kernels this process claims, one at a time, until the pipe is empty."""
+    while len(claim := os.read(claims_fd, CLAIM)) == CLAIM:
+        yield names[int.from_bytes(claim, "little")]
+
+
+def launch_claimed(queue, launches, claims) -> int:
+    """Launch, one at a time and waiting for each, every kernel named by `claims` (`read_claims`). Returns how many
+    this process launched."""
     import pyopencl as cl
 
     first = {}
     for bound in launches:
         first.setdefault(bound.name, bound)
     launched = 0
-    for name in order:
-        try:
-            os.close(os.open(os.path.join(claims, name), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            continue
+    for name in claims:
         bound = first[name]
         cl.enqueue_nd_range_kernel(queue, bound.kernel, bound.global_size, bound.local_size).wait()
         launched += 1
@@ -103,19 +125,25 @@ def launch_order(artifact) -> list[str]:
 class Helpers:
     """`workers` processes launching the kernels they claim, started as soon as the executor built its programs
     (they build the same source, which the driver's disk cache now holds), so they run while it uploads the weights
-    and binds its kernels; `finish` waits for them."""
+    and binds its kernels; `finish` waits for them. Start, finish and stop them from one thread: the workers' parent-
+    death signal follows the thread that started them."""
 
     def __init__(self, artifact, device_index: int, workers: int):
         self.started = time.perf_counter()
-        self.claims = tempfile.mkdtemp(prefix="adreno-first-launches-")
+        claims = write_claims(compile_order(artifact), launch_order(artifact))
         # the worker imports this package from where this process did, whatever put it on sys.path
         root = str(Path(__file__).resolve().parents[2])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-        self.procs = [subprocess.Popen([sys.executable, "-m", WORKER_MODULE, str(artifact.path), "--device",
-                                        str(device_index), "--claims", self.claims],
-                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                       text=True, env=env)
-                      for _ in range(workers)]
+        try:
+            self.procs = [subprocess.Popen([sys.executable, "-m", WORKER_MODULE, str(artifact.path), "--device",
+                                            str(device_index), "--claims-fd", str(claims),
+                                            "--deadline", str(WORKER_TIMEOUT_S)],
+                                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.PIPE, text=True, env=env, pass_fds=(claims,),
+                                           preexec_fn=popen_child_setup())
+                          for _ in range(workers)]
+        finally:
+            os.close(claims)
 
     def finish(self) -> FirstLaunches:
         failures = []
@@ -129,7 +157,6 @@ class Helpers:
             if proc.returncode != 0:
                 last = (err or "").strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
                 failures.append(f"worker {k}: {last[0][:200]}")
-        shutil.rmtree(self.claims, ignore_errors=True)
         return FirstLaunches(len(self.procs), time.perf_counter() - self.started, tuple(failures))
 
     def stop(self) -> None:
@@ -138,4 +165,10 @@ class Helpers:
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
-        shutil.rmtree(self.claims, ignore_errors=True)
+
+
+def start_worker_deadline(seconds: float) -> None:
+    """In a worker: end it after `seconds` whatever it is doing, a kernel that never returns included (SIGALRM's
+    default action, which needs no Python code to run)."""
+    signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    signal.alarm(max(1, math.ceil(seconds)))

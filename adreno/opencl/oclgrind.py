@@ -20,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..processes import popen_child_setup
 from .device import select_device
 
 ICD = Path("/usr/lib/oclgrind/liboclgrind-rt-icd.so")
@@ -91,7 +92,7 @@ def image_reads(report: str) -> dict[str, int]:
 def run(args: list[str], workdir: Path, timeout: float = 600, **flags: bool) -> subprocess.CompletedProcess:
     """`python ARGS` on Oclgrind's platform (`environment`), its output captured."""
     return subprocess.run([sys.executable, *args], env=environment(workdir, **flags), capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, preexec_fn=popen_child_setup())
 
 
 def run_artifacts(cases: list[dict], workdir: Path, **flags: bool) -> subprocess.CompletedProcess:

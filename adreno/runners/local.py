@@ -3,11 +3,14 @@ child process with a deadline per measurement, so a hung or crashing driver cost
 
 from __future__ import annotations
 
+import os
+
 from ..errors import AdrenoError
 from ..artifact import random_inputs
 from ..opencl.device import device_of, opencl_devices
 from ..opencl.evict import Evictor
 from ..opencl.executor import Executor
+from ..processes import die_with_parent
 from .interface import RunInput, RunResult, Runner, check_outputs
 
 
@@ -50,8 +53,9 @@ class LocalRunner(Runner):
                          extra={"build_seconds": profile.build_seconds, "wall_ms": profile.latencies_ms})
 
 
-def _isolated_worker(conn, device_spec, use_cache: bool) -> None:
-    """Child process of `IsolatedLocalRunner`: one LocalRunner measuring what the parent sends."""
+def _isolated_worker(conn, device_spec, use_cache: bool, parent_pid: int) -> None:
+    """Child process of `IsolatedLocalRunner`: one LocalRunner measuring what the parent sends, ending with it."""
+    die_with_parent(parent_pid)
     from ..cache import ProgramCache  # inside: loads pyopencl at import
 
     runner = LocalRunner(device_spec, cache=ProgramCache() if use_cache else None)
@@ -82,7 +86,8 @@ class IsolatedLocalRunner(Runner):
 
         context = multiprocessing.get_context("spawn")
         parent, child = context.Pipe()
-        proc = context.Process(target=_isolated_worker, args=(child, self.device_spec, self.use_cache), daemon=True)
+        proc = context.Process(target=_isolated_worker, args=(child, self.device_spec, self.use_cache, os.getpid()),
+                                       daemon=True)
         proc.start()
         child.close()
         try:

@@ -20,7 +20,6 @@ import importlib
 import multiprocessing
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ import numpy as np
 from ..artifact import ArtifactWriter, Plan, Step, TensorSpec, kernel_path
 from ..compile import lower_relax
 from ..errors import TVM_ERRORS
-from ..farm.common import set_parent_death_signal
+from ..processes import die_with_parent, owned_temp_dir
 from ..local_arrays import LocalMemoryError
 from ..options import Schedules
 from ..plan import extract_plan, lower_primfunc, plan_storage
@@ -238,13 +237,14 @@ def _build(task, config: dict, out_dir: str, native) -> BuildResult:
 
 class Builder:
     """Builds candidates in worker processes (TVM lowering is CPU-bound and not thread-parallel). The workers die
-    with the process that made the pool (parent-death signal), so a SIGKILLed tuner leaves none behind. Candidate
-    artifacts go to `workdir`, kept; without one, to a temporary directory removed by `close`. With `native` (a
+    with the process that made the pool (`adreno.processes.die_with_parent`), so a SIGKILLed tuner leaves none
+    behind. Candidate artifacts go to `workdir`, kept; without one, to a temporary directory removed by `close` (or,
+    after a SIGKILL, by the next tuner's `owned_temp_dir`). With `native` (a
     `native_build.NativeBuild`) every candidate also gets its TVM library, for the TVM-native runner."""
 
     def __init__(self, workers: int | None = None, workdir: str | os.PathLike | None = None, native=None):
         self._own_workdir = workdir is None
-        self.workdir = Path(tempfile.mkdtemp(prefix="adreno-tune-") if workdir is None else workdir)
+        self.workdir = owned_temp_dir("adreno-tune-") if workdir is None else Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.workers = workers or max(1, min(4, os.cpu_count() or 1))
         self.native = native
@@ -253,7 +253,7 @@ class Builder:
 
     def _new_pool(self) -> futures.ProcessPoolExecutor:
         return futures.ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                           initializer=set_parent_death_signal)
+                                           initializer=die_with_parent, initargs=(os.getpid(),))
 
     def build(self, task, configs: list[dict]) -> list[BuildResult]:
         jobs = []

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -14,7 +15,8 @@ namespace adreno_harness {
 // Calls body(begin, end) on disjoint ranges covering [0, count), on up to one thread per core, in ranges of at
 // least `grain` items (fewer threads when there is less work: a thread costs tens of microseconds to start).
 // `body` must write only what its range owns. The first exception a range throws is rethrown here, after every
-// thread has been joined.
+// thread has been joined: no thread outlives the call, even when one cannot be started (a process at its thread
+// limit), whose range this thread then runs itself.
 template <typename Body>
 void ParallelFor(int64_t count, int64_t grain, const Body& body) {
   const int64_t cores = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
@@ -33,7 +35,13 @@ void ParallelFor(int64_t count, int64_t grain, const Body& body) {
       failures[static_cast<size_t>(range)] = std::current_exception();
     }
   };
-  for (int64_t range = 1; range < ranges; ++range) threads.emplace_back(run, range);
+  for (int64_t range = 1; range < ranges; ++range) {
+    try {
+      threads.emplace_back(run, range);
+    } catch (const std::system_error&) {
+      run(range);
+    }
+  }
   run(0);
   for (std::thread& thread : threads) thread.join();
   for (const std::exception_ptr& failure : failures) {

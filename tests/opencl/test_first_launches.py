@@ -12,21 +12,37 @@ from adreno.opencl import first_launches
 from adreno.opencl.device import DeviceIdentity, opencl_devices
 from adreno.opencl.executor import Executor
 from adreno.opencl.first_launches import (MIN_KERNELS, Helpers, compile_order, kernel_sizes, launch_claimed,
-                                          worker_count)
+                                          launch_order, read_claims, worker_count, write_claims)
 
 
-def test_each_kernel_is_launched_by_the_one_process_that_claims_it_largest_first(tiny_artifact, pocl_device,
-                                                                                  tmp_path):
+def test_each_kernel_is_launched_by_the_one_process_that_claims_it_largest_first(tiny_artifact, pocl_device):
     executor = Executor(tiny_artifact, pocl_device, compile_workers=0)
-    order = compile_order(executor.artifact)
+    order, names = compile_order(executor.artifact), launch_order(executor.artifact)
     sizes = kernel_sizes(executor.artifact)
     assert sorted(order) == sorted({b.name for b in executor.launches})
     assert [sizes[n] for n in order] == sorted((sizes[n] for n in order), reverse=True)
-    (tmp_path / "claims").mkdir()
-    (tmp_path / "claims" / order[0]).touch()  # another process took the largest
-    assert launch_claimed(executor.queue, executor.launches, order, str(tmp_path / "claims")) == len(order) - 1
-    assert launch_claimed(executor.queue, executor.launches, order, str(tmp_path / "claims")) == 0
-    assert sorted(p.name for p in (tmp_path / "claims").iterdir()) == sorted(order)
+    claims = write_claims(order, names)
+    try:
+        taken = read_claims(claims, names)
+        assert next(taken) == order[0]  # another process took the largest
+        assert launch_claimed(executor.queue, executor.launches, read_claims(claims, names)) == len(order) - 1
+        assert launch_claimed(executor.queue, executor.launches, read_claims(claims, names)) == 0  # all taken
+    finally:
+        os.close(claims)
+
+
+def test_claims_interleaved_between_readers_give_each_kernel_once(tiny_artifact):
+    from adreno.artifact import Artifact
+
+    artifact = Artifact.load(tiny_artifact)
+    order, names = compile_order(artifact), launch_order(artifact)
+    claims = write_claims(order, names)
+    try:
+        first, second = read_claims(claims, names), read_claims(claims, names)
+        got = [next(first), next(second), *second, *first]
+    finally:
+        os.close(claims)
+    assert got == order
 
 
 def test_workers_only_where_the_driver_compiles_at_first_launch_and_shares_its_disk_cache(pocl_device, monkeypatch):
@@ -66,7 +82,6 @@ def test_a_failed_worker_is_a_value_and_costs_no_correctness(tiny_artifact, pocl
     helpers = Helpers(executor.artifact, missing_device, 1)
     done = helpers.finish()
     assert done.workers == 1 and len(done.failures) == 1 and done.failures[0].startswith("worker 1: error:")
-    assert not os.path.exists(helpers.claims)
     again = Executor(tiny_artifact, pocl_device, compile_workers=0)
     inputs = random_inputs(executor.artifact.input_specs(), seed=5)
     for a, b in zip(executor.run(inputs), again.run(inputs), strict=True):
@@ -75,7 +90,8 @@ def test_a_failed_worker_is_a_value_and_costs_no_correctness(tiny_artifact, pocl
 
 def test_the_worker_refuses_a_bad_artifact_in_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "adreno.opencl.first_launch_worker", str(tmp_path / "none"),
-                           "--device", "0", "--claims", str(tmp_path)], capture_output=True, text=True, timeout=120)
+                           "--device", "0", "--claims-fd", "0", "--deadline", "60"], capture_output=True, text=True,
+                          timeout=120)
     assert proc.returncode == 2 and proc.stderr.startswith("error: ") and len(proc.stderr.strip().splitlines()) == 1
 
 
