@@ -91,6 +91,7 @@ def test_the_run_says_which_set_ran_and_refuses_another_width_in_one_line(ocr_ar
     result = json.loads(adreno("run", ocr_artifact, "--input", tmp_path / "w12.npz", "--check", "--repeat", "1",
                                "--json").stdout)
     assert result["check"]["ok"] and result["shape_set"]["index"] == 1
+    assert not (result["first_launches"] or {}).get("failures"), "the helper processes launch set 1's kernels"
     assert result["shape_set"]["inputs"] == {"x": [1, 3, 8, 12]}
     np.savez(tmp_path / "w20.npz", x=np.zeros((1, 3, 8, 20), np.float32))
     proc = adreno("run", ocr_artifact, "--input", tmp_path / "w20.npz", "-q", check_rc=2)
