@@ -167,3 +167,9 @@ def test_tune_takes_the_kernels_of_every_set():
     model = single_op_model("Conv", {"x": [1, 4, 8, "w"]}, {"k": np.ones((8, 4, 3, 3))}, pads=[1, 1, 1, 1])
     tasks = extract_shape_sets(model, CompileOptions(memory="buffer"), parse_shape_sets(["x:1,4,8,8", "x:1,4,8,16"]))
     assert sorted(t.key.split("|")[1] for t in tasks) == ["n1c4h8w16", "n1c4h8w8"]
+
+
+def test_an_artifact_of_one_set_refuses_another_shape_the_same_way(tiny_artifact):
+    proc = adreno("run", tiny_artifact, "--input-shape", "input:1,3,64,64", "-q", check_rc=2)
+    assert proc.stderr.count("\n") == 1 and "no shape set of this artifact takes input 1x3x64x64; it was compiled " \
+        "for input 1x3x32x32" in proc.stderr, proc.stderr
