@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -33,16 +32,20 @@ def compile_shape_sets(model, output: str | os.PathLike, options, shape_sets: li
     say = progress or (lambda message: None)
     started = time.perf_counter()
     final = Path(output)
-    with ArtifactWriter(final) as writer, tempfile.TemporaryDirectory(prefix="adreno-shapes-") as scratch:
+    with ArtifactWriter(final) as writer:
+        # each set's compile inside the writer's temporary directory: whatever stops the compile, the writer (or the
+        # next writer of `output`, when this process was killed) removes it with the rest
+        scratch = writer.tmp / ".shape-sets"
         artifacts, checks = [], []
         for index, shapes in enumerate(shape_sets):
             say(f"shape set {index + 1} of {len(shape_sets)}: {label(shapes)}")
-            compiled = compile_model(model, Path(scratch) / str(index), replace(options, input_shapes=shapes),
+            compiled = compile_model(model, scratch / str(index), replace(options, input_shapes=shapes),
                                      progress=progress, bind=bind, build_check=build_check)
             artifacts.append(Artifact.load(compiled, checked=False))  # just written by this process
             checks.append(build_check.result if build_check is not None else None)
         say("merging the shape sets: one weight file, kernels of identical source once")
         manifest = _merge(artifacts, writer)
+        shutil.rmtree(scratch)
         manifest["compile_seconds"] = round(time.perf_counter() - started, 3)
         writer.seal(manifest)
         return writer.install(), checks
