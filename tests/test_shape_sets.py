@@ -173,3 +173,16 @@ def test_an_artifact_of_one_set_refuses_another_shape_the_same_way(tiny_artifact
     proc = adreno("run", tiny_artifact, "--input-shape", "input:1,3,64,64", "-q", check_rc=2)
     assert proc.stderr.count("\n") == 1 and "no shape set of this artifact takes input 1x3x64x64; it was compiled " \
         "for input 1x3x32x32" in proc.stderr, proc.stderr
+
+
+def test_the_harness_refuses_an_artifact_of_several_sets_in_one_line(ocr_artifact, tmp_path):
+    """The C++ harness chooses no set yet: the missing top-level plan.json stops it in one line (exit 2), so it never
+    runs one set as if it were the model."""
+    import subprocess
+
+    from adreno.native.plugin import HARNESS_PATH
+
+    np.save(tmp_path / "x.npy", np.zeros((1, 3, 8, 8), np.float32))
+    proc = subprocess.run([str(HARNESS_PATH), str(ocr_artifact), "--input", f"x={tmp_path / 'x.npy'}",
+                           "--output-dir", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "plan.json" in proc.stderr, proc.stderr
