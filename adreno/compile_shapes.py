@@ -13,22 +13,26 @@ import json
 import os
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 
 from .artifact import KERNEL_DIR, MANIFEST_NAME, PARAMS_NAME, Artifact, ArtifactWriter, Plan, kernel_path
+from .build_check import BuildCheck, BuildCheckResult
+from .compile import Progress, compile_model
+from .options import CompileOptions
 from .shape_sets import SET_FIELDS, SHAPES_DIR, label
 
 
-def compile_shape_sets(model, output: str | os.PathLike, options, shape_sets: list[dict[str, list[int]]],
-                       progress=None, bind=None, build_check=None) -> tuple[Path, list]:
-    """Compile `model` once per shape set (each `options` with that set's `input_shapes`) into one artifact at
-    `output`. Returns the artifact's path and each set's build check result (None where `build_check` is None)."""
-    from dataclasses import replace
-
-    from .compile import compile_model  # inside: compile imports this module's neighbours
-
+def compile_shape_sets(model, output: str | os.PathLike, options: CompileOptions,
+                       shape_sets: list[dict[str, list[int]]], progress: Progress | None = None,
+                       bind: Mapping[str, np.ndarray] | None = None,
+                       build_check: BuildCheck | None = None) -> tuple[Path, list[BuildCheckResult | None]]:
+    """Compile `model` once per shape set (each `options` with that set's `input_shapes`; `progress`, `bind` and
+    `build_check` as `compile_model` takes them) into one artifact at `output`. Returns the artifact's path and each
+    set's build check result (None where `build_check` is None)."""
     say = progress or (lambda message: None)
     started = time.perf_counter()
     final = Path(output)

@@ -9,6 +9,7 @@ import numpy as np
 from .artifact import Artifact
 from .errors import ArtifactError, ModelError
 from .frontend.importer import load_model
+from .frontend.quantized import float_lstms
 from .options import Precision
 
 
@@ -137,8 +138,6 @@ def reference_spread(model, inputs: list[np.ndarray], bound: dict[str, np.ndarra
     LSTM computes them in float; onnxruntime's rounding moves a small LSTM's outputs by about 1% of their largest
     magnitude). None for a model with neither, whose reference is steady. `reference`: the unmoved outputs, when
     already computed."""
-    from .frontend.quantized import float_lstms
-
     variants = [_nudged(model, factor) for factor in ULP_NUDGES] \
         if any(node.op_type == "DynamicQuantizeLinear" for node in model.graph.node) else []
     unrounded = float_lstms(model)

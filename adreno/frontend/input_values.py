@@ -16,20 +16,18 @@ any values instead."""
 
 from __future__ import annotations
 
-import onnx
-from onnx import numpy_helper
-
 # ops whose output holds (some of) the input's values unchanged, for the input at index 0 (all inputs of Concat)
 _MOVES_VALUES = {"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Expand", "Transpose", "Slice",
                  "Tile", "Concat"}
-_INTEGER_TYPES = {onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
-                  onnx.TensorProto.UINT8, onnx.TensorProto.UINT16, onnx.TensorProto.UINT32,
-                  onnx.TensorProto.UINT64, onnx.TensorProto.BOOL}
+# onnx.TensorProto's element types UINT8, INT8, UINT16, INT16, INT32, INT64, BOOL, UINT32, UINT64, as numbers: our
+# modules load no onnx at import (tests/test_architecture.py), and `adreno.compile` imports this one
+_INTEGER_TYPES = {2, 3, 4, 5, 6, 7, 9, 12, 13}
 FLAG_RANGE = (0, 2)  # an integer input that indexes nothing: a mask or a flag
 
 
-def integer_ranges(model: onnx.ModelProto, inputs: list) -> dict[str, tuple[int, int]]:
-    """[low, high) of each integer or bool input among `inputs` (ValueInfoProtos of `model`'s graph), by name."""
+def integer_ranges(model, inputs: list) -> dict[str, tuple[int, int]]:
+    """[low, high) of each integer or bool input among `inputs` (ValueInfoProtos of `model`'s graph, an ONNX
+    ModelProto), by name."""
     integer = [i.name for i in inputs if i.type.tensor_type.elem_type in _INTEGER_TYPES]
     if not integer:
         return {}
@@ -74,9 +72,12 @@ def _axis_sizes(node, data_dims: list[int | None] | None) -> list[int]:
     return [size] if size else []
 
 
-def _known_dims(model: onnx.ModelProto) -> dict[str, list[int | None]]:
+def _known_dims(model) -> dict[str, list[int | None]]:
     """The dimensions known before shapes are given: initializers', Constant nodes' and those shape inference
     finds (a dynamic dimension is None)."""
+    import onnx
+    from onnx import numpy_helper
+
     dims: dict[str, list[int | None]] = {}
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
