@@ -224,7 +224,10 @@ class Artifact:
 
     def for_inputs(self, shapes: dict[str, tuple]) -> "Artifact":
         """The shape set whose inputs have exactly `shapes` ({model input name: shape}); another shape is one line
-        listing the sets (for an artifact of one set: its shapes)."""
+        listing the sets (for an artifact of one set: its shapes). A plan tensor's name stands for its input's, as
+        in `ordered_inputs`."""
+        model_name = {t: n for n, t in zip(self.input_names(), self.plan.inputs)}
+        shapes = {model_name.get(name, name): shape for name, shape in shapes.items()}
         if not self.shape_sets:
             if isinstance(self.manifest.get("inputs"), dict):  # a kernel's artifact (`tune.builder`) records none
                 matching([ShapeSet(PLAN_NAME, self.manifest)], shapes)
