@@ -45,3 +45,8 @@ class BuildOptionsError(AdrenoError):
 # What TVM 0.27 raises when it refuses a function, a schedule step or a lowering: its errors are RuntimeError
 # subclasses (InternalError, ScheduleError, ...) or ValueError/TypeError from argument checks.
 TVM_ERRORS = (RuntimeError, ValueError, TypeError)
+
+
+class OutputMismatchError(AdrenoError):
+    """An artifact's outputs differ from onnxruntime's beyond the tolerance (`adreno.Artifact.check`); the message
+    gives each output's error."""

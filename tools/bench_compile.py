@@ -2,7 +2,7 @@
 """Where `adreno compile`'s time goes, stage by stage, next to TVM 0.27's own build of the same Relax module.
 
     python tools/bench_compile.py [resnet18 mobilenetv2 ...] [--memory texture buffer] [--repeat 1]
-                                  [--source DIR] [--json bench_compile.json]
+                                  [--source DIR] [--json bench_compile.json] [--smoke]
 
 For each model and memory, `adreno compile` runs in a fresh process (imports included, as a user pays them) and
 its progress lines split it into stages: import (load the model, import to Relax), lowering (layout planning,
@@ -181,7 +181,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--source", type=Path, default=REPO, help="the checkout whose adreno package is timed")
     parser.add_argument("--json", default="bench_compile.json")
+    parser.add_argument("--smoke", action="store_true", help="CI's smoke run: tiny, texture memory, one run")
     args = parser.parse_args()
+    if args.smoke:
+        args.models, args.memory, args.repeat = ["tiny"], ["texture"], 1
     report: dict = {"source": str(args.source.resolve()), "repeat": args.repeat, "cpus": os.cpu_count(),
                     "load_average": os.getloadavg(), "models": {}}
     for model in args.models:

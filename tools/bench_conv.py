@@ -14,7 +14,7 @@ Every timing counts only after that implementation's output matched the onnxrunt
 Times are medians of device time (OpenCL profiling events / CUDA events), GFLOP/s = 2*N*Co*Ho*Wo*(Ci/g)*Kh*Kw / t.
 
     tools/bench_conv.py [--device pocl|gpu|N] [--model resnet18|mobilenetv2|tiny] [--json out.json] [--layers N]
-                        [--memory buffer|texture]
+                        [--memory buffer|texture] [--smoke]
 
 `--memory texture` compiles the adreno, winograd and tvm columns for images (direct convs: `conv2d_texture`, 1x1
 convs `conv2d_1x1`; the tvm column: TVM's schedules on the texture path) and times each layer's own kernels.
@@ -316,7 +316,12 @@ def main(argv=None) -> int:
                     "does not know); its parallelism decides the default tiles")
     ap.add_argument("--budget-s", type=float, help="with --artifacts: stop building and measuring after this many "
                     "seconds (the table so far is printed and written)")
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke run: tiny's first layer, one timed run, no "
+                    "torch or naive column")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.model, args.layers, args.repeat = "tiny", 1, 1
+        args.skip = ",".join(filter(None, [args.skip, "torch", "naive"]))
     started = time.perf_counter()
     skip = set(filter(None, args.skip.split(",")))
 

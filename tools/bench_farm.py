@@ -2,6 +2,7 @@
 same kernels, and the RPC overhead per measurement, in one run.
 
     .venv/bin/python tools/bench_farm.py [--model tiny] [--measurements 40] [--repeat 3] [--agents 1,2,4]
+                                         [--json bench_farm.json] [--smoke]
 
 Every agent here shares this machine's CPUs (PoCL), so more agents only help up to the core count; on a real
 farm each agent is its own GPU. "overhead" is the host's wall time per measurement minus the agent's own
@@ -11,10 +12,12 @@ time for it (the device runs + its wall time in the profile), i.e. what RPC, sch
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -25,7 +28,12 @@ def main(argv=None) -> int:
     parser.add_argument("--measurements", type=int, default=40)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--agents", default="1,2,4")
+    parser.add_argument("--json", default="bench_farm.json", help="where to write the rows")
+    parser.add_argument("--smoke", action="store_true", help="CI's smoke run: tiny, 2 measurements of one run, "
+                        "one agent (a LocalFarm on loopback, PoCL)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.model, args.measurements, args.repeat, args.agents = "tiny", 2, 1, "1"
 
     from adreno.compile import compile_model
     from adreno.farm.local import LocalFarm
@@ -72,7 +80,11 @@ def main(argv=None) -> int:
         print(f"{name:<30} {ok:>4} {wall:>8.2f} {args.measurements / wall * 60:>9.0f} {over:>18}")
     print("local builds the programs for every measurement (LocalRunner has no executor cache); agents build once "
           "per session")
-    return 0
+    Path(args.json).write_text(json.dumps({
+        "model": args.model, "measurements": args.measurements, "repeat": args.repeat, "cpus": os.cpu_count(),
+        "rows": [{"runner": name, "ok": ok, "wall_s": wall, "measurements_per_minute": args.measurements / wall * 60,
+                  "rpc_overhead_s": overhead} for name, ok, wall, overhead in rows]}, indent=1))
+    return 0 if all(ok == args.measurements for _, ok, _, _ in rows) else 1
 
 
 if __name__ == "__main__":

@@ -75,7 +75,10 @@ def main(argv=None) -> int:
     parser.add_argument("--device", help="pocl (default), gpu, or an index")
     parser.add_argument("--records", help="records file (default: a temporary one)")
     parser.add_argument("--json", help="write the rows as JSON to this file")
+    parser.add_argument("--smoke", action="store_true", help="CI's smoke run: tiny, 2 trials per task")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.model, args.trials, args.batch = "tiny", 2, 2
     records = Path(args.records) if args.records else Path(tempfile.mkdtemp(prefix="bench-layout-")) / "records.jsonl"
     print(f"{'conv (input | output)':<26} {'calls':>5} {'trials':>8} {'chosen':>12} {'best ms':>8} "
           f"{'direct ms':>9} {'winograd ms':>11} {'auto rule':>12} {'auto ms':>9}\n"

@@ -6,7 +6,7 @@ register-tiled texture conv schedule (the default), and optionally the tiled one
 checked against onnxruntime, then timed on the chosen OpenCL device.
 
     python tools/bench_memory.py [MODEL ...] [--layers resnet18] [--fp16] [--device pocl]
-                                 [--repeat 5] [--json out.json]
+                                 [--repeat 5] [--json out.json] [--smoke]
 
 Models are timed end to end (median device time: the sum of every kernel's profiling-event time per run); a layer
 (`--layers MODEL`: every distinct conv + BN + activation of that zoo model, as `adreno.conv_layers` builds them) is
@@ -29,6 +29,7 @@ from pathlib import Path
 from adreno import schedules
 from adreno.artifact import Artifact
 from adreno.compile import compile_model
+from adreno.errors import TVM_ERRORS
 from adreno.conv_layers import conv_layers, layer_model, layer_params
 from adreno.opencl.device import select_device
 from adreno.opencl.executor import Executor
@@ -58,9 +59,14 @@ def bench_one(label: str, model, variant: str, device, repeat: int, workdir: Pat
     memory, precision, tiled = VARIANTS[variant]
     proto, _ = frontend.load_model(model)
     started = time.perf_counter()
-    with nullcontext() if tiled else one_pixel_texture_convs():
-        path = compile_model(proto, workdir / f"{label}-{variant}",
-                             CompileOptions(memory=memory, precision=precision, host="native"))
+    try:
+        with nullcontext() if tiled else one_pixel_texture_convs():
+            path = compile_model(proto, workdir / f"{label}-{variant}",
+                                 CompileOptions(memory=memory, precision=precision, host="native"))
+    except TVM_ERRORS as err:  # one variant's failed compile is its row (and the exit status), not the whole run's
+        return {"model": label, "variant": variant, "memory": memory, "precision": precision, "matched": False,
+                "max_abs_error": float("nan"), "max_rel_error": float("nan"),
+                "error": f"compile failed: {type(err).__name__}: {str(err).strip().splitlines()[-1][:300]}"}
     artifact = Artifact.load(path)
     compile_s = time.perf_counter() - started
     executor = Executor(artifact, device)
@@ -91,7 +97,10 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default=None, help="pocl | gpu | index (default: first working device)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--smoke", action="store_true", help="CI's smoke run: tiny, one timed run")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.models, args.layers, args.repeat = ["tiny"], None, 1
 
     device = select_device(args.device)
     device_name = f"{device.name.strip()} ({device.platform.name.strip()})"
@@ -108,7 +117,8 @@ def main(argv=None) -> int:
                 row["model"] = label
                 rows.append(row)
                 print(f"  {label:34s} {variant:8s}: err {row['max_abs_error']:.2e} "
-                      f"{'ok' if row['matched'] else 'MISMATCH'} {row.get('ms', float('nan')):9.2f} ms",
+                      f"{'ok' if row['matched'] else row.get('error', 'MISMATCH')} "
+                      f"{row.get('ms', float('nan')):9.2f} ms",
                       file=sys.stderr)
 
     print(f"device: {device_name}")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Whole-model benchmark: compile time, first-run time, steady-state latency and max error vs onnxruntime.
 
-    python tools/bench_model.py resnet18 mobilenetv2 [--device pocl] [--repeat 10] [--json out.json]
+    python tools/bench_model.py resnet18 mobilenetv2 [--device pocl] [--repeat 10] [--json out.json] [--smoke]
 
 Every latency is reported only after the model's output matched onnxruntime on the same input."""
 
@@ -53,7 +53,10 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--schedules", default="adreno,tvm", help="comma-separated: adreno (ours), tvm (TVM's)")
     parser.add_argument("--json", default="bench_model.json", help="where to write the results")
+    parser.add_argument("--smoke", action="store_true", help="CI's smoke run: tiny, one timed run")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.models, args.repeat = ["tiny"], 1
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models:

@@ -2,7 +2,7 @@
 """The shipped library on TVM's runtime, side by side with the launch-plan executor, and the app's start.
 
     python tools/bench_native.py [resnet18 ...] [--memory texture] [--repeat 10] [--starts 3] [--build]
-                                 [--json bench_native.json]
+                                 [--json bench_native.json] [--smoke]
 
 For each model (compiled once with --host native, not timed):
 * run:   the launch-plan executor (pyopencl) and the host library through TVM's Relax VM with adreno's plugin
@@ -112,7 +112,10 @@ def main() -> None:
     parser.add_argument("--starts", type=int, default=3)
     parser.add_argument("--build", action="store_true")
     parser.add_argument("--json", default="bench_native.json")
+    parser.add_argument("--smoke", action="store_true", help="CI's smoke run: tiny, one timed run, one start each")
     args = parser.parse_args()
+    if args.smoke:
+        args.models, args.repeat, args.starts, args.build = ["tiny"], 1, 1, False
     from adreno.artifact import Artifact
     from adreno.compile import compile_model
     from adreno.options import CompileOptions

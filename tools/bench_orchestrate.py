@@ -2,7 +2,7 @@
 """End to end: `adreno compile --orchestrate` next to the default compiles, side by side in one run.
 
     python tools/bench_orchestrate.py [mobilevit_xs mobilenetv3_small ...] [--records R] [--max-size 3]
-        [--repeat 30] [--rounds 5] [--device pocl] [--json out.json]
+        [--repeat 30] [--rounds 5] [--device pocl] [--json out.json] [--smoke]
 
 Per model, five artifacts, each compiled by the CLI as a user would (host native):
 - `default`: `adreno compile MODEL` (texture memory, Winograd auto: what a user gets);
@@ -73,7 +73,7 @@ def run_once(artifact: Path, args) -> dict:
 
 
 def bench_model(model: str, work: Path, args) -> list[dict]:
-    rows = [compile_variant(model, v, work / f"{model}-{v}", args) for v in VARIANTS]
+    rows = [compile_variant(model, v, work / f"{model}-{v}", args) for v in args.variants]
     rounds = {row["variant"]: [] for row in rows}
     for _ in range(args.rounds):  # interleaved, so a slow spell of the machine falls on every variant
         for row in rows:
@@ -152,7 +152,17 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--device", default="pocl")
     parser.add_argument("--json", help="write the rows as JSON here")
+    parser.add_argument("--variants", type=lambda text: text.split(","), default=list(VARIANTS),
+                        help=f"comma-separated, of {','.join(VARIANTS)} (default all; default and buffer are the "
+                        "baselines the ratios need)")
+    parser.add_argument("--smoke", action="store_true", help="CI's smoke run: tiny's default, buffer and "
+                        "orchestrated_buffer compiles, single-primitive candidates, one round of 2 runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.models, args.max_size, args.repeat, args.rounds = ["tiny"], 1, 2, 1
+        args.variants = ["default", "buffer", "orchestrated_buffer"]
+    if not {"default", "buffer"} <= set(args.variants) <= set(VARIANTS):
+        parser.error(f"--variants: of {', '.join(VARIANTS)}, with default and buffer")
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-orchestrate-") as scratch:
         args.records = args.records or str(Path(scratch) / "records.jsonl")

@@ -1,13 +1,15 @@
 """The BLP's solve time per model, block by block, on placeholder costs (1 + 0.1 per primitive): how big the blocks'
 programs are and whether they close, without measuring anything (`adreno orchestrate --report` measures).
 
-    python tools/bench_orchestrate_solve.py [MODEL ...] [--max-size 4] [--whole]
+    python tools/bench_orchestrate_solve.py [MODEL ...] [--max-size 4] [--whole] [--json OUT] [--smoke]
 
 `--whole` also solves the whole graph in one program (10 s limit) for comparison.
 """
 
 import argparse
+import json
 import time
+from pathlib import Path
 
 
 def solve_model(name: str, max_size: int, whole: bool) -> dict:
@@ -43,9 +45,17 @@ def main() -> None:
     parser.add_argument("models", nargs="*", default=["tiny", "efficientnet_se"])
     parser.add_argument("--max-size", type=int, default=4)
     parser.add_argument("--whole", action="store_true")
+    parser.add_argument("--json", help="also write the rows here")
+    parser.add_argument("--smoke", action="store_true", help="CI's smoke run: tiny, blocks of at most 2")
     args = parser.parse_args()
+    if args.smoke:
+        args.models, args.max_size = ["tiny"], 2
+    rows = []
     for name in args.models:
-        print(solve_model(name, args.max_size, args.whole), flush=True)
+        rows.append(solve_model(name, args.max_size, args.whole))
+        print(rows[-1], flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

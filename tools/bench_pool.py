@@ -10,7 +10,7 @@ through the artifact executor. `--softmax N` adds a classifier softmax over N lo
 logits). Every timing counts only after that implementation's output matched onnxruntime (max |diff| <= 1e-4 *
 max(1, max |ref|)); times are medians of device time (OpenCL profiling events).
 
-    tools/bench_pool.py [--models resnet18 mobilenetv2] [--device pocl|gpu|N] [--repeat 20] [--json out.json]
+    tools/bench_pool.py [--models resnet18 mobilenetv2] [--device pocl|gpu|N] [--repeat 20] [--json out.json] [--smoke]
 """
 
 from __future__ import annotations
@@ -147,7 +147,10 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=20, help="timed runs per implementation (median is reported)")
     ap.add_argument("--softmax", type=int, default=1000, help="add a softmax over this many logits (0: none)")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke run: tiny, one timed run, a softmax of 10")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.models, args.repeat, args.softmax = ["tiny"], 1, 10
 
     from adreno.reference import onnxruntime_session
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An artifact's start on a local OpenCL driver: how its programs are best built, and what a start costs an app.
 
-    python tools/bench_programs.py [resnet18 ...] [--memory texture] [--json bench_programs.json]
+    python tools/bench_programs.py [resnet18 ...] [--memory texture] [--json bench_programs.json] [--smoke]
 
 For each model (compiled once, not timed), each measurement in a fresh process with an empty PoCL kernel cache
 (`POCL_CACHE_DIR` a new directory, so every number is the driver's real work):
@@ -120,7 +120,10 @@ def main() -> None:
     parser.add_argument("models", nargs="*", default=["resnet18"])
     parser.add_argument("--memory", default="texture", choices=["texture", "buffer"])
     parser.add_argument("--json", default="bench_programs.json")
+    parser.add_argument("--smoke", action="store_true", help="CI's smoke run: tiny")
     args = parser.parse_args()
+    if args.smoke:
+        args.models = ["tiny"]
     from adreno.compile import compile_model
     from adreno.options import CompileOptions
 

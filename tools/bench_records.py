@@ -3,15 +3,18 @@ not hold every record).
 
     python tools/bench_records.py [N]            # the loads alone: N records (default 100000), 50 workloads
     python tools/bench_records.py [N] --whole    # also whole commands on N records of `tiny`'s own tasks
+    python tools/bench_records.py --smoke        # CI's smoke run: 1000 records, --whole, tunes of 1 trial
 
 The loads: `Database` (what a tuner reads) and compile's `TunedConfigs.load`, time and peak memory (tracemalloc).
 --whole writes N records of `tiny`'s tasks, measured on this machine's PoCL device (so a tune resumes them, as a
 long tuning run leaves them), 10 % failed, and times in fresh processes, with each process's peak RSS:
 `adreno compile tiny` without and with `--records`, and `adreno tune tiny --trials 4` resuming the file.
+Everything printed is also written to --json (default bench_records.json).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import shutil
@@ -69,7 +72,7 @@ def write_tiny(path: Path, count: int) -> None:
             f.write(_line(rng, tasks[index].key, device, rng.choice(pools[index]), trial // len(tasks) + 1))
 
 
-def _loads(path: Path) -> str:
+def _loads(path: Path) -> dict:
     """Each load timed untraced, then run again under tracemalloc for its peak (tracing slows it tenfold)."""
     def database():
         return len(Database(path).records)
@@ -77,7 +80,7 @@ def _loads(path: Path) -> str:
     def compile_load():
         return len(TunedConfigs.load(path, Precision.FP32, dict, lambda key, config: True, "adreno-740"))
 
-    parts = []
+    parts = {}
     for name, load, unit in (("Database", database, "records held"), ("compile's TunedConfigs.load", compile_load,
                                                                          "keys")):
         started = time.perf_counter()
@@ -87,8 +90,13 @@ def _loads(path: Path) -> str:
         load()
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-        parts.append(f"{name} {seconds:.2f} s, peak {peak / 1e6:.0f} MB ({kept} {unit})")
-    return "; ".join(parts)
+        parts[name] = {"seconds": seconds, "peak_mb": peak / 1e6, "kept": kept, "unit": unit}
+    return parts
+
+
+def _loads_line(loads: dict) -> str:
+    return "; ".join(f"{name} {r['seconds']:.2f} s, peak {r['peak_mb']:.0f} MB ({r['kept']} {r['unit']})"
+                     for name, r in loads.items())
 
 
 def _timed(command: list[str]) -> tuple[float, float]:
@@ -103,27 +111,48 @@ def _timed(command: list[str]) -> tuple[float, float]:
     return float(seconds), int(kilobytes) / 1024
 
 
+def _commands(path: Path, tmp: Path, trials: int) -> list[dict]:
+    """`adreno compile tiny` without and with the records, and tunes of a new file and of the records (resumed), each
+    timed in a fresh process."""
+    rows = [("compile tiny", ["compile", "tiny", "-o", f"{tmp}/a", "-q"]),
+            ("compile tiny --records", ["compile", "tiny", "-o", f"{tmp}/b", "-q", "--records", str(path)])]
+    shutil.copy(path, f"{tmp}/tune.jsonl")
+    tune = ["tune", "tiny", "--trials", str(trials), "-q", "--plot", f"{tmp}/p.png", "--records"]
+    rows.append((f"tune tiny --trials {trials} (new file)", [*tune, f"{tmp}/new.jsonl"]))
+    rows.append((f"tune tiny --trials {trials} (resume)", [*tune, f"{tmp}/tune.jsonl"]))
+    timed = []
+    for name, command in rows:
+        seconds, peak = _timed(command)
+        timed.append({"command": name, "seconds": seconds, "peak_rss_mb": peak})
+    return timed
+
+
 def main() -> None:
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    count = int(args[0]) if args else 100_000
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("count", nargs="?", type=int, default=100_000, help="records (default 100000)")
+    parser.add_argument("--whole", action="store_true", help="also whole commands on records of tiny's tasks")
+    parser.add_argument("--trials", type=int, default=4, help="trials of the --whole tunes (default 4)")
+    parser.add_argument("--json", default="bench_records.json")
+    parser.add_argument("--smoke", action="store_true", help="CI's smoke run: 1000 records, --whole, 1 trial")
+    args = parser.parse_args()
+    if args.smoke:
+        args.count, args.whole, args.trials = 1000, True, 1
+    report: dict = {"count": args.count}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "records.jsonl"
-        write(path, count)
-        print(f"{count} records ({path.stat().st_size / 1e6:.1f} MB): {_loads(path)}")
-        if "--whole" not in sys.argv:
-            return
-        write_tiny(path, count)
-        print(f"{count} records of tiny's tasks ({path.stat().st_size / 1e6:.1f} MB): {_loads(path)}")
-        rows = [("compile tiny", ["compile", "tiny", "-o", f"{tmp}/a", "-q"]),
-                ("compile tiny --records", ["compile", "tiny", "-o", f"{tmp}/b", "-q", "--records", str(path)])]
-        shutil.copy(path, f"{tmp}/tune.jsonl")
-        rows.append(("tune tiny --trials 4 (new file)", ["tune", "tiny", "--trials", "4", "-q", "--records",
-                                                         f"{tmp}/new.jsonl", "--plot", f"{tmp}/p.png"]))
-        rows.append(("tune tiny --trials 4 (resume)", ["tune", "tiny", "--trials", "4", "-q", "--records",
-                                                       f"{tmp}/tune.jsonl", "--plot", f"{tmp}/p.png"]))
-        for name, command in rows:
-            seconds, peak = _timed(command)
-            print(f"  {name:<32} {seconds:6.1f} s, peak RSS {peak:6.0f} MB")
+        write(path, args.count)
+        report["synthetic"] = {"megabytes": path.stat().st_size / 1e6, "loads": _loads(path)}
+        print(f"{args.count} records ({report['synthetic']['megabytes']:.1f} MB): "
+              f"{_loads_line(report['synthetic']['loads'])}")
+        if args.whole:
+            write_tiny(path, args.count)
+            report["tiny"] = {"megabytes": path.stat().st_size / 1e6, "loads": _loads(path)}
+            print(f"{args.count} records of tiny's tasks ({report['tiny']['megabytes']:.1f} MB): "
+                  f"{_loads_line(report['tiny']['loads'])}")
+            report["tiny"]["commands"] = _commands(path, Path(tmp), args.trials)
+            for row in report["tiny"]["commands"]:
+                print(f"  {row['command']:<32} {row['seconds']:6.1f} s, peak RSS {row['peak_rss_mb']:6.0f} MB")
+    Path(args.json).write_text(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":

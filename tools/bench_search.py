@@ -27,7 +27,7 @@ learned model's held-out Pearson r >= 0.88 (Woodpecker's figure); transfer cuts 
 
     python tools/bench_search.py [--device pocl] [--model resnet18] [--tasks 3] [--trials 48] [--batch 8]
                                  [--seeds 1] [--json bench_search.json] [--records-dir DIR] [--run-timeout 10]
-                                 [--arms genetic+learned,random] [--transfer-from DIR]
+                                 [--arms genetic+learned,random] [--transfer-from DIR] [--smoke]
 
 A second device on one machine: PoCL's `basic` device (`POCL_DEVICES=basic`: one compute unit, work-groups run
 one after another) has its own fingerprint and its own best configs; `--transfer-from` the records of a run on the
@@ -373,7 +373,12 @@ def main(argv=None) -> int:
                    "transfer across devices instead of across workloads")
     p.add_argument("--arms", help=f"comma-separated subset of the arms ({', '.join(ARMS)}); default all")
     p.add_argument("--no-metaschedule", action="store_true", help="skip the MetaSchedule arm")
+    p.add_argument("--smoke", action="store_true", help="CI's smoke run: tiny's heaviest conv task, 2 trials of "
+                   "genetic+learned and random measured in-process, no MetaSchedule and no transfer")
     args = p.parse_args(argv)
+    if args.smoke:
+        args.model, args.tasks, args.trials, args.batch, args.repeat, args.run_timeout = "tiny", 1, 2, 2, 1, 0
+        args.arms, args.no_metaschedule, args.no_transfer = "genetic+learned,random", True, True
     arms = {label: ARMS[label] for label in (args.arms.split(",") if args.arms else ARMS)
             if label in ARMS or p.error(f"--arms: unknown arm {label!r}; arms: {', '.join(ARMS)}")}
 

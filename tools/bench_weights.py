@@ -2,7 +2,7 @@
 """What an artifact weighs next to its model's own weights, and what rebuilding the params at load costs.
 
     python tools/bench_weights.py [resnet18 mobilenetv2] [--configs texture,buffer,texture-fp16]
-                                  [--repeat 3] [--json bench_weights.json]
+                                  [--repeat 3] [--json bench_weights.json] [--smoke]
 
 For each model and configuration (memory, and `-fp16` for `--precision fp16`; Winograd auto, `--host native`),
 compiled once (not timed):
@@ -102,7 +102,10 @@ def main() -> None:
     parser.add_argument("--configs", default="texture,buffer,texture-fp16")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", default="bench_weights.json")
+    parser.add_argument("--smoke", action="store_true", help="CI's smoke run: tiny, texture memory, one timed run")
     args = parser.parse_args()
+    if args.smoke:
+        args.models, args.configs, args.repeat = ["tiny"], "texture", 1
     report: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models:

@@ -8,6 +8,7 @@ and no program cache, and prints each kernel's first launch and its later launch
 total. Timings only: the outputs are not checked (`adreno run --check` does that).
 
     tools/first_launch.py ARTIFACT [--device pocl] [--json out.json]
+    tools/first_launch.py --smoke [--json out.json]    # compiles tiny into a temporary directory first
 """
 
 from __future__ import annotations
@@ -22,10 +23,18 @@ from pathlib import Path
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("artifact")
+    ap.add_argument("artifact", nargs="?")
     ap.add_argument("--device", default="pocl", help="OpenCL device: pocl | gpu | cpu | index | name substring")
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke run: tiny, compiled first, no ARTIFACT")
     args = ap.parse_args(argv)
+    if args.smoke:
+        from adreno.compile import compile_model
+
+        scratch = tempfile.TemporaryDirectory(prefix="first-launch-")  # removed when main returns
+        args.artifact = str(compile_model("tiny", Path(scratch.name) / "tiny"))
+    elif args.artifact is None:
+        ap.error("ARTIFACT is required without --smoke")
     os.environ.setdefault("POCL_CACHE_DIR", tempfile.mkdtemp(prefix="pocl-"))
 
     import pyopencl as cl

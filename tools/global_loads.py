@@ -6,7 +6,7 @@ stride-2 shortcut; all `conv2d_direct`) and
 the batched GEMM of the 3x3 conv rewritten to Winograd F(4x4) (`conv2d_winograd`), each with the target's default
 knobs, only `cooperative` changed. Every output is checked against onnxruntime first.
 
-    tools/global_loads.py [--target adreno-740] [--channels 32] [--size 14] [--json out.json]
+    tools/global_loads.py [--target adreno-740] [--channels 32] [--size 14] [--json out.json] [--smoke]
 """
 
 from __future__ import annotations
@@ -73,7 +73,10 @@ def main() -> int:
     parser.add_argument("--channels", type=int, default=32)
     parser.add_argument("--size", type=int, default=14)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--smoke", action="store_true", help="CI's smoke run: 8 channels at 4x4")
     args = parser.parse_args()
+    if args.smoke:
+        args.channels, args.size = 8, 4
     if not oclgrind.available():
         print("error: needs Debian's oclgrind (tools/install_system_deps.sh)", file=sys.stderr)
         return 2

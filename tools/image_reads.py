@@ -7,7 +7,7 @@ Each layer is compiled for a target (default adreno-740) with the family's defau
 conv kernel's reads are reported in all and per work-group (plan.json's launch). Oclgrind simulates every work-item,
 so the layers are ResNet-18's spatial shapes with fewer channels (the counts scale with the channels).
 
-    tools/image_reads.py [--target adreno-740] [--json out.json]
+    tools/image_reads.py [--target adreno-740] [--json out.json] [--smoke]
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 # ResNet-18's layer shapes (conv, stride, map) at 16 or 32 channels: (label, Layer arguments, winograd mode)
+SMOKE_LAYERS = [("conv3x3/s1 8->8 @8x8", (1, 8, 8, 8, 8, 3, 1, (1, 1, 1, 1)), "off")]  # --smoke: seconds
 LAYERS = [
     ("conv3x3/s1 16->16 @56x56", (1, 16, 56, 56, 16, 3, 1, (1, 1, 1, 1)), "off"),
     ("conv3x3/s2 16->32 @56x56", (1, 16, 56, 56, 32, 3, 2, (1, 1, 1, 1)), "off"),
@@ -107,11 +108,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="adreno-740")
     parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--smoke", action="store_true", help="CI's smoke run: one small layer")
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         built = []
-        for label, dims, winograd in LAYERS:
+        for label, dims, winograd in SMOKE_LAYERS if args.smoke else LAYERS:
             for cooperative in (0, 1):
                 out = Path(tmp) / f"{len(built)}"
                 key, knobs = compile_layer(Layer(*dims, epilogue="bn_relu"), winograd, cooperative, args.target, out)

@@ -2,6 +2,7 @@
 """How well the analytical cost model (prior weights, nothing trained) ranks measured configs, per task.
 
     python tools/model_quality.py RECORDS.jsonl --model resnet18 [--memory buffer] [--target pocl-cpu] [--json OUT]
+    python tools/model_quality.py --smoke [--json OUT]    # records of a 4-trial tune of tiny, made first
 
 The tasks of MODEL (as `adreno tune MODEL --memory ...` extracts them; `--no-layouts` as tuned with it) give each
 record's feature view; the scores are the model's on the device facts of `--target` (the device the records were
@@ -18,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -28,13 +31,23 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("records")
-    ap.add_argument("--model", required=True, help="the model whose tasks the records measured")
+    ap.add_argument("records", nargs="?")
+    ap.add_argument("--model", help="the model whose tasks the records measured")
     ap.add_argument("--memory", default="texture", choices=["texture", "buffer"])
     ap.add_argument("--target", default="pocl-cpu", help="the measuring device's entry (its facts feed the model)")
     ap.add_argument("--no-layouts", action="store_true", help="the records' tasks were tuned with --no-layouts")
     ap.add_argument("--json", help="also write the table as JSON here")
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke run: records of `adreno tune tiny --trials 4` "
+                    "on PoCL, made first in a temporary directory")
     args = ap.parse_args(argv)
+    if args.smoke:
+        scratch = tempfile.TemporaryDirectory(prefix="model-quality-")  # removed when main returns
+        args.records, args.model = str(Path(scratch.name) / "records.jsonl"), "tiny"
+        subprocess.run([sys.executable, "-m", "adreno.cli", "tune", "tiny", "--trials", "4", "--memory", args.memory,
+                        "--target", args.target, "--records", args.records, "--plot", str(Path(scratch.name) / "p.png"),
+                        "-q"], check=True)
+    elif args.records is None or args.model is None:
+        ap.error("RECORDS and --model are required without --smoke")
 
     from adreno.options import CompileOptions
     from adreno.records import Database

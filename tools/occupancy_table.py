@@ -8,6 +8,7 @@ plus the loads staged in registers), and whether it fills the device (`occupancy
 Winograd stages of 3x3 stride-1 layers are listed by `adreno compile`'s plan.json.
 
     tools/occupancy_table.py [--model resnet18] [--targets adreno-640,adreno-740,nvidia-h200] [--json out.json]
+                              [--smoke]
 """
 
 from __future__ import annotations
@@ -60,7 +61,10 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default="resnet18")
     ap.add_argument("--targets", default="adreno-640,adreno-740,nvidia-h200")
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--smoke", action="store_true", help="CI's smoke run: tiny")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.model = "tiny"
 
     from adreno.schedules import occupancy
     from adreno.devices import get_device

@@ -4,7 +4,7 @@ each memory, run on PoCL and compared with onnxruntime's run of the same quantiz
 them for the weight size and the device time.
 
     python tools/quantized_models.py tiny resnet18 [--recipes qdq,dynamic,...] [--memory texture,buffer]
-                                     [--repeat 3] [--json quantized_models.json] [--keep DIR]
+                                     [--repeat 3] [--json quantized_models.json] [--keep DIR] [--smoke]
 
 Per (model, recipe, memory): the largest |difference|, in output quantization steps where the output is a
 dequantized tensor, the fraction of output elements equal to onnxruntime's, the weight file's bytes, the artifact
@@ -64,7 +64,11 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", default="quantized_models.json")
     parser.add_argument("--keep", help="a directory to keep the models and artifacts in (default: a temporary one)")
+    parser.add_argument("--smoke", action="store_true", help="CI's smoke run: tiny and one recipe, texture memory, "
+                        "one timed run")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.models, args.recipes, args.memory, args.repeat = ["tiny"], next(iter(Recipe)).value, "texture", 1
     device, rows = select_device("pocl"), []
     with tempfile.TemporaryDirectory() as scratch:
         tmp = args.keep or scratch

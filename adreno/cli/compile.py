@@ -8,6 +8,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..api import default_output
 from ..command_line import require_positive
 from ..errors import AdrenoError
 from ..frontend.bind import add_bind_argument, read_bind
@@ -102,7 +103,7 @@ def cmd_compile(args) -> int:
     from ..cache import ProgramCache  # inside: loads pyopencl at import
     from ..compile import compile_model  # inside: adreno --help does not need it
 
-    output = f"build/{Path(str(args.model)).stem}" if args.output is None else args.output
+    output = default_output(args.model) if args.output is None else args.output
     shape_sets = parse_shape_sets(args.input_shape)
     options = CompileOptions(target=args.target, host=args.host, cc=args.cc, input_shapes=shape_sets[0],
                              memory=args.memory, precision=args.precision, schedules=args.schedules,

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artifact import Artifact, random_inputs
+from ..api import check_outputs, model_inputs, shape_set_of
+from ..artifact import Artifact
 from ..command_line import require_positive
 from ..errors import AdrenoError
 from ..options import Runtime, enum_argument
@@ -55,23 +56,17 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
 
 def _load_inputs(args, artifact) -> tuple:
     """(the artifact's shape set that runs, its inputs): the set `--input`'s arrays match (`adreno.shape_sets`), or
-    the one `--input-shape` names, drawing seeded random inputs of its shapes."""
-    if not args.input:
-        if args.input_shape:
-            shape_sets = parse_shape_sets(args.input_shape)
-            if len(shape_sets) > 1:
-                raise AdrenoError("--input-shape: a run takes one shape set; name each input once")
-            artifact = artifact.for_inputs(shape_sets[0])
-        return artifact, random_inputs(artifact.input_specs(), args.seed, artifact.value_ranges())
-    arrays = _read_npz(regular_file(args.input, "--input"))
-    try:
-        artifact = artifact.for_inputs({name: np.shape(array) for name, array in arrays.items()})
-        ordered = artifact.ordered_inputs(arrays)
-    except AdrenoError as err:
-        raise AdrenoError(f"--input {args.input}: {err}") from None
-    for spec, array in zip(artifact.input_specs(), ordered):
-        lossless_input(spec, array, args.input)
-    return artifact, ordered
+    without --input the one `--input-shape` names, with seeded random inputs of its shapes."""
+    where = f"--input {args.input}"
+    arrays = None if not args.input else _read_npz(regular_file(args.input, "--input"))
+    if arrays is None and args.input_shape:
+        shape_sets = parse_shape_sets(args.input_shape)
+        if len(shape_sets) > 1:
+            raise AdrenoError("--input-shape: a run takes one shape set; name each input once")
+        artifact = artifact.for_inputs(shape_sets[0])
+    else:
+        artifact = shape_set_of(artifact, arrays, where)
+    return artifact, model_inputs(artifact, arrays, args.seed, where)
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
@@ -85,19 +80,6 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
             return {k: npz[k] for k in npz.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
         raise AdrenoError(f"--input {path}: cannot read it as .npz ({type(err).__name__}: {err})") from None
-
-
-def lossless_input(spec, array: np.ndarray, where: str) -> None:
-    """Refuse an --input array that the cast to the input's dtype would change: complex values (the imaginary part
-    would be dropped), values the dtype does not hold exactly (int64 above 2**24 in float32, fractions for an
-    integer input), non-numbers. A float64 array becomes float32 by rounding, as every framework does."""
-    dtype = np.dtype(spec.dtype)
-    if array.dtype.kind not in "biuf":
-        raise AdrenoError(f"--input {where}: {spec.name} is {array.dtype}, the model takes {dtype}: convert it first")
-    if not (array.dtype.kind == dtype.kind == "f") and not np.array_equal(array.astype(dtype).astype(array.dtype),
-                                                                        array):
-        raise AdrenoError(f"--input {where}: {spec.name} holds {array.dtype} values that {dtype} cannot represent "
-                          "exactly; convert it first")
 
 
 def cmd_run(args) -> int:
@@ -149,18 +131,8 @@ def _run_artifact(args, output: Path | None) -> int:
     first_ms = (time.perf_counter() - first_started) * 1e3
     check = None
     if args.check:
-        # inside: adreno --help does not need it
-        from ..reference import (compare, default_rtol, onnxruntime_outputs, reference_model, reference_spread,
-                                 within)
-
         progress("onnxruntime reference")
-        model = reference_model(artifact, args.reference)
-        reference = onnxruntime_outputs(model, inputs, artifact.bound_inputs())
-        spread = reference_spread(model, inputs, artifact.bound_inputs(), reference)
-        rows = compare(outputs, reference, spread)
-        rtol = default_rtol(artifact) if args.rtol is None else args.rtol
-        ok = all(within(r, rtol, args.atol) for r in rows)
-        check = {"ok": ok, "outputs": rows, "rtol": rtol, "atol": args.atol}
+        check = check_outputs(artifact, inputs, outputs, args.reference, args.rtol, args.atol)
     store_seconds = 0.0
     if runtime is Runtime.PLAN:
         if executor.storing:

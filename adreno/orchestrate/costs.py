@@ -43,9 +43,9 @@ from adreno.orchestrate.subgraph import subgraph
 from adreno.plan import extract_plan
 from adreno.records import ORCHESTRATE_OP, Record
 from adreno.runners.interface import RunInput
+from adreno.runners.kernel_artifact import write_kernel_artifact
 from adreno.runners.offline import seeded_inputs
 from adreno.schedules.context import ScheduleContext
-from adreno.tune.builder import write_kernel_artifact
 
 INPUT_LOW, INPUT_HIGH = 0.5, 1.5
 LAUNCH_REPEAT = 50  # the launch-cost artifacts take microseconds a run: enough runs for a stable median wall time

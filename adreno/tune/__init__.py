@@ -6,5 +6,7 @@
 
 It may import the schedules, the cost model, the runners and the records. It reaches compile through one entry
 point, `adreno.compile.lower_relax` (tasks and candidates are lowered exactly as a compile lowers them); compile
-never imports tune (`tests/test_architecture.py` checks both).
+never imports tune (`tests/test_architecture.py` checks both). Kernel orchestration (`adreno.orchestrate`) measures
+its candidates through the same runners and writes them with the same `adreno.runners.kernel_artifact`, so it needs
+nothing from here, and does not import it (checked too).
 """

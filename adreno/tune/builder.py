@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artifact import ArtifactWriter, Plan, Step, TensorSpec, kernel_path
+from ..artifact import Plan, Step, TensorSpec, kernel_path
 from ..compile import lower_relax
 from ..errors import TVM_ERRORS
 from ..processes import die_with_parent, owned_temp_dir
@@ -34,6 +34,7 @@ from ..local_arrays import LocalMemoryError
 from ..options import Schedules
 from ..plan import extract_plan, lower_primfunc, plan_storage
 from ..private_arrays import PrivateArrayError
+from ..runners.kernel_artifact import write_kernel_artifact
 from ..runners.offline import seeded_inputs
 from ..schedules.conv2d_winograd import kernel_configs
 from ..schedules.family import Refused
@@ -61,23 +62,6 @@ def _tensor_specs(func, images: list | None = None) -> list[TensorSpec]:
 def _failure(err: Exception, started: float) -> BuildResult:
     return BuildResult(error=f"{type(err).__name__}: {str(err).strip().splitlines()[-1][:300]}",
                        seconds=time.perf_counter() - started)
-
-
-def write_kernel_artifact(out_dir: str, plan: Plan, sources: dict, params: dict, workload: str, target: str,
-                          config: dict) -> None:
-    """A measured candidate's artifact (kind "kernel"): its plan, sources and params, keyed by what it measures
-    (`workload`, `config`) for `target`; also kernel orchestration's candidates (`adreno.orchestrate.costs`)."""
-    import tvm
-
-    with ArtifactWriter(out_dir) as writer:
-        writer.write_kernels(plan, sources)
-        writer.write_json("plan.json", plan.to_json())
-        writer.write_params(params)
-        outputs = {t: {"tensor": t, "shape": plan.tensors[t].shape, "dtype": plan.tensors[t].dtype}
-                   for t in plan.outputs}
-        writer.commit({"kind": "kernel", "workload": workload, "config": config, "target": target,
-                       "outputs": outputs,
-                       "adreno_version": __import__("adreno").__version__, "tvm_version": tvm.__version__})
 
 
 def build_kernel(task, config: dict, out_dir: str, native=None) -> BuildResult:
