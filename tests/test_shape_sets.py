@@ -186,3 +186,19 @@ def test_the_harness_refuses_an_artifact_of_several_sets_in_one_line(ocr_artifac
     proc = subprocess.run([str(HARNESS_PATH), str(ocr_artifact), "--input", f"x={tmp_path / 'x.npy'}",
                            "--output-dir", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "plan.json" in proc.stderr, proc.stderr
+
+
+def test_the_python_api_switches_sets_and_keeps_an_executor_for_each(ocr_artifact):
+    """`adreno.load(...).run` / `check` pick the set each input matches; a set met again reuses its executor."""
+    import adreno
+
+    rng = np.random.default_rng(5)
+    narrow, wide = (rng.standard_normal((1, 3, 8, w)).astype(np.float32) for w in (8, 16))
+    with adreno.load(ocr_artifact) as artifact:
+        first = artifact.run({"x": narrow})[0]
+        assert artifact.check([wide])["ok"]
+        executors = dict(artifact._executors)
+        assert sorted(executors) == [0, 2] and np.array_equal(artifact.run([narrow])[0], first)
+        assert artifact._executors == executors, "no new executor for a set met before"
+        with pytest.raises(AdrenoError, match="inputs: no shape set of this artifact takes x 1x3x8x9"):
+            artifact.run([np.zeros((1, 3, 8, 9), np.float32)])
