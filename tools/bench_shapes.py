@@ -2,7 +2,7 @@
 """Several shapes in one artifact against one shape: size, compile time, and switching shapes between runs.
 
     python tools/bench_shapes.py [--model PATH.onnx] [--input x] [--widths 160,320,640] [--memory texture]
-                                 [--json bench_shapes.json]
+                                 [--json bench_shapes.json] [--smoke]
 
 The model defaults to PP-OCRv4's text recogniser from the rapidocr-onnxruntime wheel (input x, 1x3x48xW). Each
 compile is `adreno compile` in a fresh process (wall seconds and the CPU seconds of it and its children, which
@@ -13,6 +13,7 @@ run and kept, the sets run in turn twice; each run reports how many programs it 
 fresh `adreno run --json` per width reports where its start got its programs (`build_from`: "hit" is the program
 cache). The goals (issue 49): 3 shapes <= 1.1x the weights + 3x one shape's kernels and host library; the compile of
 3 shapes <= 2.5x one shape's; no program built after each shape's first run. A table is printed, all goes to --json.
+`--smoke` (CI): a one-conv model of a dynamic width made here, widths 8 and 16, buffer memory.
 """
 
 from __future__ import annotations
@@ -28,12 +29,30 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # this checkout's adreno, in this process as in the `adreno` ones it starts
 
 
 def default_model() -> str:
     import rapidocr_onnxruntime
 
     return str(Path(rapidocr_onnxruntime.__file__).parent / "models" / "ch_PP-OCRv4_rec_infer.onnx")
+
+
+def smoke_model(path: Path) -> str:
+    """A 3x3 conv (4 -> 8 channels) and a ReLU on a 1x4x8xW input: the smallest model with a width to vary."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.random.default_rng(0).standard_normal((8, 4, 3, 3)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                               helper.make_node("Relu", ["c"], ["y"])], "smoke_width",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, "width"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, "width"])], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return str(path)
 
 
 def adreno(*args, env=None) -> tuple[dict, float, float]:
@@ -81,29 +100,38 @@ def main() -> int:
     parser.add_argument("--widths", default="160,320,640")
     parser.add_argument("--memory", default="texture", choices=("texture", "buffer"))
     parser.add_argument("--json", default="bench_shapes.json")
+    parser.add_argument("--smoke", action="store_true", help="a one-conv model at widths 8 and 16 in buffer memory")
     args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-shapes-") as scratch:
+        if args.smoke:
+            args.model, args.shape, args.widths, args.memory = (smoke_model(Path(scratch) / "smoke.onnx"),
+                                                                "1,4,8,{w}", "8,16", "buffer")
+        return measure(args, scratch)
+
+
+def measure(args, scratch: str) -> int:
+    """Compile, measure and report (see the module doc), working in `scratch`."""
+    import numpy as np
+
     model = args.model or default_model()
     widths = [int(w) for w in args.widths.split(",")]
     flags = [f"{args.input}:{args.shape.format(w=w)}" for w in widths]
-    with tempfile.TemporaryDirectory(prefix="bench-shapes-") as scratch:
-        env = {"ADRENO_CACHE_DIR": str(Path(scratch) / "compile-cache")}
-        common = ["--memory", args.memory, "-q"]
-        one, one_wall, one_cpu = adreno("compile", model, "-o", Path(scratch) / "one", "--input-shape", flags[0],
-                                        *common, env=env)
-        many, many_wall, many_cpu = adreno("compile", model, "-o", Path(scratch) / "many", *common,
-                                           *[a for flag in flags for a in ("--input-shape", flag)], env=env)
-        runs = switching(str(Path(scratch) / "many"), str(Path(scratch) / "run-cache"))
-        starts = []
-        for width in widths:
-            import numpy as np
-
-            inputs = Path(scratch) / f"w{width}.npz"
-            shape = [int(d) for d in args.shape.format(w=width).split(",")]
-            np.savez(inputs, **{args.input: np.random.default_rng(0).standard_normal(shape).astype(np.float32)})
-            result, _, _ = adreno("run", Path(scratch) / "many", "--input", inputs, "--repeat", "1",
-                                  env={"ADRENO_CACHE_DIR": str(Path(scratch) / "run-cache")})
-            starts.append({"set": result["shape_set"]["label"], "build_from": result["build_from"],
-                           "start_seconds": result["start_seconds"]})
+    env = {"ADRENO_CACHE_DIR": str(Path(scratch) / "compile-cache")}
+    common = ["--memory", args.memory, "-q"]
+    one, one_wall, one_cpu = adreno("compile", model, "-o", Path(scratch) / "one", "--input-shape", flags[0],
+                                    *common, env=env)
+    many, many_wall, many_cpu = adreno("compile", model, "-o", Path(scratch) / "many", *common,
+                                       *[a for flag in flags for a in ("--input-shape", flag)], env=env)
+    runs = switching(str(Path(scratch) / "many"), str(Path(scratch) / "run-cache"))
+    starts = []
+    for width in widths:
+        inputs = Path(scratch) / f"w{width}.npz"
+        shape = [int(d) for d in args.shape.format(w=width).split(",")]
+        np.savez(inputs, **{args.input: np.random.default_rng(0).standard_normal(shape).astype(np.float32)})
+        result, _, _ = adreno("run", Path(scratch) / "many", "--input", inputs, "--repeat", "1",
+                              env={"ADRENO_CACHE_DIR": str(Path(scratch) / "run-cache")})
+        starts.append({"set": result["shape_set"]["label"], "build_from": result["build_from"],
+                       "start_seconds": result["start_seconds"]})
     one_sizes, many_sizes = one["sizes"], many["sizes"]
     budget = 1.1 * one_sizes["weights"] + len(widths) * (one_sizes["kernels"] + one_sizes["host_library"])
     total_many = sum(many_sizes.values())
