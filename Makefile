@@ -5,7 +5,7 @@ PYTEST_ARGS ?=
 # pytest-xdist workers, each taking whole test files (module fixtures such as a compiled bundle are made once)
 TEST_JOBS ?= 2
 
-.PHONY: install native demo test clean
+.PHONY: install native native-aarch64 phonebox demo test clean
 
 install: $(VENV)/.installed native
 
@@ -14,6 +14,15 @@ native: $(VENV)/.installed
 	$(MAKE) -C native -j2 --no-print-directory \
 	  SITE="$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
 	  VERSIONS="$$($(PY) -c 'from adreno.native.versions import wheel_versions; print(wheel_versions())')"
+
+# The same native/ built for AArch64 Linux (glibc) with Debian's aarch64-linux-gnu-g++, against the aarch64 wheels of
+# the venv's versions, into build/native-aarch64 (docs/native.md); `phonebox`: that build in an arm64 userland run
+# by qemu-user (tools/phonebox.sh), where the tests run a phone's lib.so.
+native-aarch64: $(VENV)/.installed
+	PYTHON=$(PY) bash tools/phonebox.sh native
+
+phonebox: $(VENV)/.installed
+	PYTHON=$(PY) bash tools/phonebox.sh setup
 
 $(VENV)/.installed: pyproject.toml tools/install_system_deps.sh
 	bash tools/install_system_deps.sh

@@ -33,8 +33,10 @@ import numpy as np
 
 from . import kernel_contract
 from .artifact_check import check_files, check_manifest, check_plan, confined, sha256_file
+from .directory_swap import swap_into_place
 from .errors import AdrenoError, ArtifactError
 from .processes import process_alive
+from .npz_files import NpzUnreadable, read_npz
 from .shape_sets import ShapeSet, matching, read_shape_sets, set_manifest
 from .layout import ImageSpec  # noqa: F401  (part of the contract: TensorSpec.image, Plan.images)
 from .weights import StoredWeight, param_value
@@ -264,8 +266,9 @@ class Artifact:
         """params.npz as it is stored, keyed by param name (see `params`)."""
         try:
             self._check_params_index()
-            with np.load(self.path / PARAMS_NAME) as npz:  # the members of other shape sets' params unread
-                params = {name: npz[name] for name in npz.files if name in self.plan.tensors}
+            params = read_npz(self.path / PARAMS_NAME, self.plan.tensors)  # other shape sets' params unread
+        except NpzUnreadable as err:
+            raise ArtifactError(f"{err}; recompile the model") from None
         except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as err:
             raise ArtifactError(f"{self.path / PARAMS_NAME} cannot be read ({type(err).__name__}: "
                                 f"{str(err)[:80]}); recompile the model") from None
@@ -397,18 +400,30 @@ def _artifact_entries(manifest: Path) -> set[str] | None:
     return {str(name).split("/", 1)[0] for name in files}
 
 
+_PARKED = ".parked"  # the suffix of an earlier artifact set aside while its replacement moves in
+
+
 def _tmp_prefix(final: Path) -> str:
     """The name prefix of the temporary siblings a writer of `final` makes (its build and the replaced artifact);
     the writer's pid follows, so a later writer knows which ones a killed compile left behind."""
     return f".{final.name}.adreno-tmp."
 
 
-def _remove_stale_siblings(final: Path) -> None:
-    """Remove temporary siblings of `final` whose writing process no longer runs (a compile killed mid-write)."""
+def _recover_stale_siblings(final: Path) -> None:
+    """Settle the temporary siblings of `final` whose writing process no longer runs (a compile killed mid-write):
+    a parked earlier artifact (`_PARKED`: the writer was killed between the two renames of `swap_into_place`'s
+    fallback) goes back to `final` when `final` is missing, is removed when `final` is an artifact (it was
+    replaced), and is kept otherwise; any other sibling (a build, or what an exchange swapped out) is removed."""
     prefix = _tmp_prefix(final)
-    for sibling in final.parent.glob(f"{prefix}*"):
+    for sibling in sorted(final.parent.glob(f"{prefix}*")):
         pid = sibling.name[len(prefix):].split(".", 1)[0]
         if not pid.isdigit() or process_alive(int(pid)) or not sibling.is_dir() or sibling.is_symlink():
+            continue
+        if sibling.name.endswith(_PARKED):
+            if not os.path.lexists(final):
+                os.rename(sibling, final)
+            elif _artifact_entries(final / MANIFEST_NAME) is not None:
+                shutil.rmtree(sibling, ignore_errors=True)
             continue
         shutil.rmtree(sibling, ignore_errors=True)
 
@@ -434,10 +449,14 @@ class ArtifactWriter:
         if not str(final_path).strip():
             raise ArtifactError("the artifact directory (-o) is empty: give a directory to write")
         self.final_path = Path(final_path).resolve()
+        try:
+            if self.final_path.parent.is_dir():
+                _recover_stale_siblings(self.final_path)  # first: a parked artifact goes back before the check
+        except OSError as err:
+            raise ArtifactError(f"cannot tidy the earlier writes of {final_path}: {err.strerror or err}") from None
         _check_replaceable(self.final_path, final_path)
         try:
             self.final_path.parent.mkdir(parents=True, exist_ok=True)
-            _remove_stale_siblings(self.final_path)
             self.tmp = Path(tempfile.mkdtemp(prefix=f"{_tmp_prefix(self.final_path)}{os.getpid()}.",
                                              dir=self.final_path.parent))
         except OSError as err:
@@ -475,16 +494,11 @@ class ArtifactWriter:
         return self.tmp
 
     def install(self) -> Path:
-        """Atomically replace the final directory with the sealed temporary one."""
-        old = None
-        if self.final_path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f"{_tmp_prefix(self.final_path)}{os.getpid()}.old.",
-                                        dir=self.final_path.parent))
-            old.rmdir()
-            os.replace(self.final_path, old)
-        os.replace(self.tmp, self.final_path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        """Put the sealed temporary directory at the final path, which names the earlier artifact or this one at
+        every instant (`swap_into_place`), then remove the earlier one."""
+        previous = swap_into_place(self.tmp, self.final_path, self.tmp.with_name(self.tmp.name + _PARKED))
+        if previous is not None:
+            shutil.rmtree(previous, ignore_errors=True)
         return self.final_path
 
     def abort(self) -> None:
@@ -494,5 +508,11 @@ class ArtifactWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        """A failed write leaves nothing (the temporary directory goes, the earlier artifact stays); a write the
+        file system refused (a full disk, a quota, a read-only mount) is one ArtifactError line."""
         if exc_type is not None:
             self.abort()
+        if isinstance(exc, OSError):
+            raise ArtifactError(f"cannot write the artifact {self.final_path}: {exc.strerror or exc}"
+                                f"{f' ({exc.filename})' if exc.filename else ''}; nothing was written"
+                                f"{', the earlier artifact is kept' if self.final_path.exists() else ''}") from None

@@ -130,6 +130,8 @@ def check_plan(plan, root: Path, listed: set[str]) -> None:
                                           *(y for s in plan.steps for y in (s.args, s.kernels, s.workspaces)),
                                           *(k.args for s in plan.steps for k in s.kernels))):
         _fail("a field has the wrong type (objects and lists swapped)")
+    if not plan.outputs:
+        _fail("it has no outputs (an artifact that computes nothing)")
     for sid, nbytes in storage.items():
         _ints([nbytes], f"storage {sid} size")
     for name in [*plan.inputs, *plan.outputs]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import tempfile
 import time
 from collections import Counter
 from dataclasses import replace
@@ -33,7 +34,7 @@ from .native_log import summarised_stderr
 from .numpy_fold import fold_pass
 from .devices import describe
 from .options import CompileOptions, Defaults, Memory, Precision, Schedules, Winograd
-from .paths import regular_file
+from .paths import TMPDIR_FLOOR_BYTES, regular_file, require_free_space
 from .plan import bindings, extract_plan
 from .records import TunedConfigs, default_memory
 from .schedules import last_resort, schedule_pass
@@ -70,6 +71,8 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     options = options or CompileOptions()
     say = progress or (lambda msg: None)
     device = options.device()
+    # first: LLVM writes the host library's objects there and ends the process when it cannot (no error to catch)
+    require_free_space(tempfile.gettempdir(), TMPDIR_FLOOR_BYTES, "TMPDIR")
 
     start = time.perf_counter()
     say("loading model")

@@ -5,6 +5,9 @@ signal handler nor a timer there, so neither `KeyboardInterrupt` nor `signal.ala
 delivers SIGINT to Python's C-level handler, which writes the signal number to the wakeup fd: a watchdog
 thread waiting on that fd (with the deadline as its timeout) is the one thing that still runs, and it ends the
 whole process with `os._exit` after printing one line. One process, nothing to pickle, nothing left running.
+That line goes to the stderr the block started with: the main thread may be stopped inside a redirect of file
+descriptor 2 (`adreno.native_log`, around every OpenCL build: a kernel source that `#include`s a FIFO blocks the
+driver's compiler there), whose capture the process would take with it.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ def deadline(seconds: float, what: str, error_line: Callable[[str], None]):
     previous_handler = signal.signal(signal.SIGINT, lambda signum, frame: None)
     done = threading.Event()
     ends = time.monotonic() + seconds
+    stderr_fd = os.dup(2)
 
     def watch() -> None:
         while not done.is_set():
@@ -45,9 +49,9 @@ def deadline(seconds: float, what: str, error_line: Callable[[str], None]):
                 return
             if not readable:
                 _end(TIMEOUT_EXIT, f"error: {what} did not finish within --timeout {seconds:g} s; stopped it "
-                                   "(raise --timeout for a slow device or a large --repeat)", error_line)
+                                   "(raise --timeout for a slow device or a large --repeat)", error_line, stderr_fd)
             if signal.SIGINT in reader.recv(64):
-                _end(INTERRUPT_EXIT, "interrupted", error_line)
+                _end(INTERRUPT_EXIT, "interrupted", error_line, stderr_fd)
 
     watchdog = threading.Thread(target=watch, name="adreno-deadline", daemon=True)
     watchdog.start()
@@ -61,11 +65,14 @@ def deadline(seconds: float, what: str, error_line: Callable[[str], None]):
         signal.signal(signal.SIGINT, previous_handler)
         reader.close()
         writer.close()
+        os.close(stderr_fd)
 
 
-def _end(status: int, line: str, error_line: Callable[[str], None]) -> None:
-    """Print `line` and end the process now: the main thread may be stuck in a driver call no exception reaches."""
+def _end(status: int, line: str, error_line: Callable[[str], None], stderr_fd: int) -> None:
+    """Print `line` on `stderr_fd` (file descriptor 2 as the block began) and end the process now: the main thread
+    may be stuck in a driver call no exception reaches."""
     with contextlib.suppress(Exception):
         sys.stdout.flush()
+    os.dup2(stderr_fd, 2)
     error_line(line)
     os._exit(status)

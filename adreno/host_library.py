@@ -19,8 +19,10 @@ source is embedded zlib-compressed (`adreno.library_blob`), which the plugin inf
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from .artifact import Plan
@@ -175,8 +177,27 @@ def export_host_library(lowered, plan: Plan, tvm_target, out_dir: Path, host: Ho
     if cc:
         _link(executable, out_dir / "lib.so", cc, host, fcompile=_cross_compiler(cc), fpack_imports=pack_imports)
         return "lib.so"
-    executable.export_library(str(out_dir / "lib.tar"), fpack_imports=pack_imports)
+    try:
+        executable.export_library(str(out_dir / "lib.tar"), fpack_imports=pack_imports)
+    except RuntimeError as err:  # TVM runs tar and gzip, and raises their output
+        _refuse_full_disk("packing the host library's objects", str(err))
+        raise AdrenoError(f"packing the host library's objects failed: {_first_error(str(err))}") from None
     return "lib.tar"
+
+
+def _refuse_full_disk(step: str, output: str) -> None:
+    """One line when a tool's `output` says the disk filled up (gzip's or ld's `No space left on device`)."""
+    if os.strerror(errno.ENOSPC) in output:
+        raise AdrenoError(f"{step} failed: no space left on device (where the artifact is written, or TMPDIR "
+                          f"{tempfile.gettempdir()}); nothing was written")
+
+
+def _first_error(output: str) -> str:
+    """The first line of a tool's output that reports an error (else its last line), for a one-line message."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    first = next((line for line in lines if "error" in line.lower() and "compilation error" not in line.lower()),
+                 lines[-1] if lines else "no output")
+    return first[:300]
 
 
 def _link(executable, path: Path, compiler: str | None, host: Host, **export) -> None:
@@ -195,10 +216,8 @@ def _link(executable, path: Path, compiler: str | None, host: Host, **export) ->
     try:
         executable.export_library(str(path), **export)
     except RuntimeError as err:
-        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-        first = next((line for line in lines if "error" in line.lower() and "compilation error" not in line.lower()),
-                     lines[-1] if lines else "no output")
-        raise AdrenoError(f"linking the host library with {name} failed: {first[:300]}; {advice}") from None
+        _refuse_full_disk(f"linking the host library with {name}", str(err))
+        raise AdrenoError(f"linking the host library with {name} failed: {_first_error(str(err))}; {advice}") from None
     except OSError as err:
         raise AdrenoError(f"linking the host library with {name} failed: {err.strerror or err}; {advice}") from None
     if not path.is_file():

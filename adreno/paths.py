@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -62,3 +63,21 @@ def creatable(path, what: str, directory: bool = False) -> Path:
     if not above.is_dir():
         raise AdrenoError(f"{what} {path}: {above} is not a directory")
     return path
+
+
+# What LLVM writes to TMPDIR while a host library is built (its objects, before they are packed): LLVM ends the
+# process on a failed write ("LLVM ERROR: IO failure on output stream"), past any handler, leaving its temporary
+# folder behind. ResNet-18's objects are ~3 MB; the floor leaves room for models ten times larger.
+TMPDIR_FLOOR_BYTES = 32 << 20
+
+
+def require_free_space(folder, nbytes: int, what: str) -> None:
+    """One line when the file system of `folder` has fewer than `nbytes` free: checked before work whose writes
+    fail where no error can be caught."""
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError as err:
+        raise AdrenoError(f"{what} {folder}: cannot read its free space ({err.strerror or err})") from None
+    if free < nbytes:
+        raise AdrenoError(f"{what} {folder} has {free >> 20} MiB free, fewer than the {nbytes >> 20} MiB this step "
+                          "writes there: free some space (or point TMPDIR elsewhere); nothing was written")

@@ -38,6 +38,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from .errors import AdrenoError
 from .layout import LANES
 from .options import Memory, Precision
 from .paths import creatable, regular_file
@@ -263,12 +264,22 @@ class Database:
         if not fresh:
             return
         data = "".join(json.dumps(asdict(r), sort_keys=True) + "\n" for r in fresh).encode()
-        with open(self.path, "ab") as f:
-            if f.tell() and not self._ends_with_newline():
+        existed = self.path.exists()
+        with open(self.path, "ab", buffering=0) as f:  # unbuffered: a refused write is seen here, not at close
+            start = f.tell()
+            if start and not self._ends_with_newline():
                 data = b"\n" + data  # a torn line from a killed writer: start ours on a fresh line
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[f.write(view):]
+                os.fsync(f.fileno())
+            except OSError as err:  # a full disk, a quota: the file goes back to what it was
+                f.truncate(start)
+                if not existed:
+                    self.path.unlink(missing_ok=True)
+                raise AdrenoError(f"cannot append to the records file {self.path}: {err.strerror or err}; it is as "
+                                  "it was before this batch") from None
         self._read = self.path.stat().st_size  # ours: nobody else writes under the lock
         self._lines += data.count(b"\n")
 

@@ -120,12 +120,14 @@ def test_the_run_side_has_no_compiler_and_the_frontend_only_leaves():
     assert set(outside) <= leaves, outside
 
 
-HEAVY = ("adreno.target", "adreno.texture.planning", "adreno.orchestrate", "adreno.frontend.zoo", "adreno.cli.__main__")
+# The command line's entry points (`python -m adreno`, `python -m adreno.cli`) run it when imported.
+ENTRY_POINTS = ("adreno.__main__", "adreno.cli.__main__")
+HEAVY = ("adreno.target", "adreno.texture.planning", "adreno.orchestrate", "adreno.frontend.zoo", *ENTRY_POINTS)
 
 
 def test_importing_our_modules_loads_neither_tvm_nor_onnx():
     """The rule `adreno/__init__.py` states: only the modules in HEAVY load TVM or onnx at import (`cli.__main__`
-    runs the command line)."""
+    and `__main__` run the command line)."""
     light = sorted(m for m in MODULES if not m.startswith(HEAVY))
     code = ("import importlib, sys\n"
             f"for name in {light!r}:\n"
@@ -213,7 +215,7 @@ def _loads(targets) -> tuple[set[str], set[str]]:
 
 
 # What `adreno --help` loads: the command line's modules (its parser imports every command module) and below.
-HELP = _loads(m for m in MODULES if m.startswith("adreno.cli.") and m != "adreno.cli.__main__")[0]
+HELP = _loads(m for m in MODULES if m.startswith("adreno.cli.") and m not in ENTRY_POINTS)[0]
 NAMES = {"tvm": "TVM", "tvm_ffi": "TVM"}
 
 
@@ -268,7 +270,7 @@ def test_function_level_imports_of_ours_only_where_needed_and_each_says_why():
 
 def test_the_import_analysis_misses_no_heavy_package():
     """`_loads` reads the source; importing the modules, lightest first, loads no heavy package it did not name."""
-    order = sorted((m for m in MODULES if m != "adreno.cli.__main__"), key=lambda m: len(_loads([m])[1]))
+    order = sorted((m for m in MODULES if m not in ENTRY_POINTS), key=lambda m: len(_loads([m])[1]))
     expected = {m: sorted(_loads([m])[1]) for m in order}
     code = ("import importlib, sys\n"
             f"heavy, expected, named = {sorted(HEAVY_PACKAGES)!r}, {expected!r}, set()\n"

@@ -195,7 +195,7 @@ def test_a_killed_farm_agent_and_tracker_leave_no_process(tmp_path):
     from adreno.farm.common import FarmError, free_port
     from adreno.farm.tracker import TrackerClient, count_servers
 
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env = {**os.environ, "TMPDIR": str(tmp_path), "ADRENO_FARM_TOKEN": "lifetime-test-token"}  # docs/farm.md
     port = free_port()
     agent_port = free_port(span=20)
     cli = [sys.executable, "-m", "adreno.cli", "farm"]

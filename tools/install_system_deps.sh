@@ -9,8 +9,11 @@
 #    and the app harness) is built and linked with; zlib1g-dev: the zlib the plugin inflates kernel sources with.
 #  - gcc-aarch64-linux-gnu: an AArch64 cross compiler that stands in for the Android NDK's clang in the tests of
 #    `adreno compile --host android --cc` (the NDK itself is not in any registry reachable here).
+#  - g++-aarch64-linux-gnu: `make native-aarch64` (the plugin and the harness for AArch64 Linux); mmdebstrap: the
+#    phone box's arm64 userland (tools/phonebox.sh, which unpacks qemu-user-static itself: installing it could
+#    register it with the host's binfmt_misc).
 set -u
-packages="pocl-opencl-icd openssh-server oclgrind gcc-aarch64-linux-gnu opencl-headers ocl-icd-opencl-dev zlib1g-dev"
+packages="pocl-opencl-icd openssh-server oclgrind gcc-aarch64-linux-gnu g++-aarch64-linux-gnu mmdebstrap opencl-headers ocl-icd-opencl-dev zlib1g-dev"
 missing=""
 for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 [ -z "$missing" ] && exit 0

@@ -10,6 +10,7 @@ from ..command_line import require_positive
 import os
 
 from ..farm.common import DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, parse_addr
+from ..farm.token import farm_token
 from .common import add_device_argument
 
 SECURITY_NOTE = ("TVM RPC has no authentication and lets any client write files and run code on the server: "
@@ -41,12 +42,13 @@ def _cmd_ssh(args) -> int:
     from ..farm.ssh import serve_ssh  # inside: adreno --help does not need it
 
     require_positive(args, "agents", "keepalive")
+    token = farm_token()
     options = dict(port=args.ssh_port, key_filename=args.identity, known_hosts=args.known_hosts,
                    accept_new_host_key=args.accept_new_host_key, keepalive=args.keepalive, agents=args.agents,
                    python=args.remote_python, key=args.key, device=args.device, agent_port=args.agent_port,
                    android=args.android, adb=args.adb, runtime_dir=args.runtime)
     try:
-        serve_ssh(args.target, parse_addr(args.tracker), reconnect=not args.no_reconnect, **options)
+        serve_ssh(args.target, parse_addr(args.tracker), token, reconnect=not args.no_reconnect, **options)
     except KeyboardInterrupt:
         pass
     return 0
@@ -69,7 +71,8 @@ def _cmd_android(args) -> int:
             raise FarmError(f"missing runtime binaries {missing}; "
                             "build them with the NDK (see the README, section 'Phones (adb)')")
     try:
-        serve_phones(adb, args.tracker_port, runtime, args.serial or None, args.base_port, args.key)
+        serve_phones(adb, args.tracker_port, runtime, args.serial or None, args.base_port, args.key,
+                     token=farm_token())
     except KeyboardInterrupt:
         pass
     return 0

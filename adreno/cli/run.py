@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +13,7 @@ from ..api import check_outputs, model_inputs, shape_set_of
 from ..artifact import Artifact
 from ..command_line import require_positive
 from ..errors import AdrenoError
+from ..npz_files import NPY_MAGIC, NpzUnreadable, read_npz
 from ..options import Runtime, enum_argument
 from ..paths import output_file, regular_file
 from ..shape_sets import parse_shape_sets
@@ -70,16 +71,16 @@ def _load_inputs(args, artifact) -> tuple:
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
-    """The arrays of an .npz file; a .npy (one unnamed array), a truncated or foreign file is one clear error."""
+    """The arrays of an .npz file (`read_npz`: a damaged or foreign file, or a lone .npy, is one clear error)."""
     try:
-        loaded = np.load(path)
-        if not isinstance(loaded, np.lib.npyio.NpzFile):
+        return read_npz(path)
+    except NpzUnreadable as err:
+        with open(path, "rb") as handle:
+            lone_npy = handle.read(len(NPY_MAGIC)) == NPY_MAGIC
+        if lone_npy:
             raise AdrenoError(f"--input {path} holds one unnamed array (.npy); save the inputs with "
-                              "numpy.savez(FILE, NAME=array) so each has its input's name")
-        with loaded as npz:
-            return {k: npz[k] for k in npz.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
-        raise AdrenoError(f"--input {path}: cannot read it as .npz ({type(err).__name__}: {err})") from None
+                              "numpy.savez(FILE, NAME=array) so each has its input's name") from None
+        raise AdrenoError(f"--input {err}") from None
 
 
 def cmd_run(args) -> int:
@@ -185,12 +186,18 @@ def _build_sources(executor) -> dict[str, int]:
 
 
 def _write_outputs(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Save to exactly `path` (numpy.savez given a name would add .npz to it); a write the OS refuses is one line."""
+    """Save to exactly `path` (numpy.savez given a name would add .npz to it), through a sibling renamed over it
+    when complete: a write the OS refuses (a full disk) is one line and leaves `path` as it was, nothing beside."""
+    staged = path.with_name(f".{path.name}.adreno-tmp.{os.getpid()}")
     try:
-        with open(path, "wb") as file:
+        with open(staged, "wb") as file:
             np.savez(file, **arrays)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(staged, path)
     except OSError as err:
-        raise AdrenoError(f"--output {path}: cannot write it ({err.strerror or err})") from None
+        staged.unlink(missing_ok=True)
+        raise AdrenoError(f"--output {path}: cannot write it ({err.strerror or err}); nothing was written") from None
 
 
 def _run_text(result: dict, top: int) -> str:

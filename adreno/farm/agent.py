@@ -20,9 +20,16 @@ Functions a client calls over RPC (see `adreno/runners/rpc.py`):
   program cache) and pack their binaries (`adreno cache export`'s bundle) as a tar to download
   (`adreno cache warm`).
 
-Every path a client names (TVM's own upload/download/remove/load_module and the functions above) is confined to
-the session's work directory (`confine`): an absolute path, `..` or a symlink leading out is refused with
-`PathEscape` before anything is read or written.
+A client reaches only the functions on the allow-list (`adreno.farm.rpc_gate`: the functions above and TVM's
+upload, download, remove, load_module, ModuleGetFunction and time_evaluator); every other global of the process
+is refused on the wire, before TVM sees the request. Every path a client names (TVM's own upload/download/remove/
+load_module and the functions above) is confined to the session's work directory (`confine`): an absolute path,
+`..` or a symlink leading out is refused with `PathEscape` before anything is read or written; time_evaluator
+times a function of a loaded module only (not a global by name), with no pre-processing function but TVM's cache
+flush.
+
+The worker registers at the tracker with the farm's token (`adreno.farm.token`, from ADRENO_FARM_TOKEN): the
+tracker refuses a registration without it.
 
 Each `measure` arms a watchdog: if the call outlives `watchdog_s` (the host's run deadline plus a grace period)
 the session process exits, the worker notices that its server stopped and exits, and the supervisor starts a
@@ -53,6 +60,8 @@ from ..opencl.evict import Evictor
 from .common import (DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, check_listen, format_addr,
                      kill_group, parse_addr, python_module_command)
 from ..processes import set_parent_death_signal
+from .rpc_gate import RequestGate
+from .token import TOKEN_ENV, checked_token, farm_token, with_token
 from .uploads import safe_extract
 
 # --- the worker side: state of one worker process and of its forked session processes -------------------------
@@ -195,6 +204,25 @@ def confine(workdir: str, name) -> str:
     return path
 
 
+# time_evaluator's pre-processing functions a client may name (TVM looks the name up among all globals)
+_PREPROCESSORS = ("", "cache_flush_cpu_non_first_arg")
+
+
+def _timed_module_functions_only(func):
+    """`runtime.RPCTimeEvaluator` refusing what would reach past the allow-list: timing a global by name (no
+    module) and a pre-processing function other than TVM's cache flush, both looked up among all globals."""
+    def call(module, name, *rest):
+        if module is None:
+            raise FarmError(f"time_evaluator of the global {name!r} refused: time a function of a module loaded "
+                            "from an upload")
+        if rest and rest[-1] not in _PREPROCESSORS:
+            raise FarmError(f"time_evaluator's pre-processing function {rest[-1]!r} refused (only "
+                            f"{_PREPROCESSORS[1]!r})")
+        return func(module, name, *rest)
+
+    return call
+
+
 def _confined(func, workdir: str):
     """`func` (a path-taking server global) behind `confine`: the check runs before TVM touches the path."""
     def call(name, *rest):
@@ -212,6 +240,20 @@ def _confine_session() -> None:
     workdir = tvm_ffi.get_global_func("tvm.rpc.server.workpath")("")
     for name in _PATH_FUNCS:
         tvm_ffi.register_global_func(name, _confined(tvm_ffi.get_global_func(name), workdir), override=True)
+    tvm_ffi.register_global_func("runtime.RPCTimeEvaluator",
+                                 _timed_module_functions_only(tvm_ffi.get_global_func("runtime.RPCTimeEvaluator")),
+                                 override=True)
+
+
+def _serve_gated(sock, load_library, work_path):
+    """A session process's body: TVM's (`tvm.rpc.server._serve_loop`), with the client's bytes read through the
+    allow-list (`RequestGate`) instead of by TVM from the socket directly."""
+    from tvm.rpc import _ffi_api, server
+
+    server._server_env(load_library, work_path)
+    sock.settimeout(None)
+    gate = RequestGate(sock)
+    _ffi_api.ServerLoop(gate.send, gate.recv)
 
 
 def _register_functions() -> None:
@@ -229,20 +271,25 @@ def serve_worker(tracker: tuple[str, int] | None, key: str, device, host: str, p
     """Run TVM's RPC server in this process until it stops; the exit status tells the supervisor to restart."""
     import logging
 
+    from tvm.rpc import server
     from tvm.rpc.server import PopenRPCServerState
 
     set_parent_death_signal(signal.SIGTERM)
     _CONFIG.update(device=device, key=key, faults=faults)
     _register_functions()
+    # TVM forks each session process with this module function as its target: ours reads the client through the
+    # allow-list. The one hook TVM offers (`tvm.rpc.server.start`) runs after the server loop has its socket.
+    server._serve_loop = _serve_gated
     logging.getLogger("RPCServer").setLevel(logging.WARNING)
-    state = PopenRPCServerState(host, port, port_end, tracker_addr=tracker, key=key, custom_addr=custom_addr,
+    reported = with_token(custom_addr, checked_token(farm_token(), "the agent's worker")) if tracker else custom_addr
+    state = PopenRPCServerState(host, port, port_end, tracker_addr=tracker, key=key, custom_addr=reported,
                                 silent=True)
     print(f"adreno agent worker {os.getpid()}: serving key {key} on {host}:{state.port}"
           f"{' via tracker ' + format_addr(tracker) if tracker else ''}", flush=True)
     while state.thread.is_alive():
         state.thread.join(0.5)
-    print(f"adreno agent worker {os.getpid()}: the RPC server stopped (a session died or the tracker is gone)",
-          flush=True)
+    print(f"adreno agent worker {os.getpid()}: the RPC server stopped (a session died, the tracker is gone, or it "
+          f"refused the registration: is {TOKEN_ENV} the tracker's token?)", flush=True)
     return 3
 
 
@@ -321,6 +368,7 @@ def run_agent(tracker: str, key: str | None = None, device=None, host: str = "12
     starts: a worker that cannot bind would be restarted again and again."""
     port_end = check_listen(host, port, port_end, "device agent", expose)
     tracker_addr = parse_addr(tracker, DEFAULT_TRACKER_PORT)
+    checked_token(farm_token(), "adreno farm agent")  # here: the worker would fail to register again and again
     device_name = None
     if not key:
         key, device_name = resolve_key(device)

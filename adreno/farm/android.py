@@ -1,7 +1,8 @@
 """Android phones over adb: discover them, push TVM's `tvm_rpc` runtime, and keep one RPC server per phone
 registered at the tracker under a key from its GPU name (adreno-740, ...).
 
-Per phone: `adb reverse tcp:T tcp:T` lets the phone's server reach the host's tracker on port T; `adb forward
+Per phone: `adb reverse tcp:T tcp:R` lets the phone's server reach the host's tracker on port T through the
+registration relay on port R, which adds the farm's token to its registration (`adreno.farm.relay`); `adb forward
 tcp:P tcp:P` lets host clients reach the phone's server, which reports itself as 127.0.0.1:P. The server is
 started with `adb shell` and watched: when it dies it is restarted (back-off, bounded rate); on exit the server is
 killed and the forwards are removed. The runtime binaries (`tvm_rpc`, `libtvm_runtime.so`) are the user's, built
@@ -18,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 
 from .common import DEFAULT_TRACKER_PORT, AdbError, check_port
+from .relay import RegistrationRelay
+from .token import checked_token
 
 REMOTE_DIR = "/data/local/tmp/adreno-farm"
 RUNTIME_FILES = ("tvm_rpc", "libtvm_runtime.so")
@@ -131,8 +134,9 @@ class PhoneServer:
     """One phone's RPC server: set up, started, watched, restarted, cleaned up."""
 
     def __init__(self, adb: Adb, phone: Phone, tracker_port: int, server_port: int, runtime: dict[str, str] | None,
-                 key: str | None = None, log=print):
+                 relay_port: int, key: str | None = None, log=print):
         self.adb, self.phone, self.tracker_port, self.server_port = adb, phone, tracker_port, server_port
+        self.relay_port = relay_port  # where the phone's tracker port leads on this host
         self.runtime, self.key, self.log = runtime, key or phone.key, log
         self.proc: subprocess.Popen | None = None
         self.starts = 0
@@ -144,7 +148,7 @@ class PhoneServer:
         for name, local in (self.runtime or {}).items():
             self.adb.run("push", local, f"{REMOTE_DIR}/{name}", serial=serial, timeout=300)
         self.adb.run("shell", "chmod", "755", f"{REMOTE_DIR}/tvm_rpc", serial=serial)
-        self.adb.run("reverse", f"tcp:{self.tracker_port}", f"tcp:{self.tracker_port}", serial=serial)
+        self.adb.run("reverse", f"tcp:{self.tracker_port}", f"tcp:{self.relay_port}", serial=serial)
         self.forwards.append(("reverse", f"tcp:{self.tracker_port}"))
         self.adb.run("forward", f"tcp:{self.server_port}", f"tcp:{self.server_port}", serial=serial)
         self.forwards.append(("forward", f"tcp:{self.server_port}"))
@@ -183,18 +187,22 @@ class PhoneServer:
 
 
 def serve_phones(adb: Adb, tracker_port: int = DEFAULT_TRACKER_PORT, runtime: dict[str, str] | None = None,
-                 serials: list[str] | None = None, base_port: int = 9300, key: str | None = None,
+                 serials: list[str] | None = None, base_port: int = 9300, key: str | None = None, *,
+                 token: str | None,
                  stop: threading.Event | None = None, poll: float = 1.0, max_restarts_per_minute: int = 10,
                  log=print) -> list[PhoneServer]:
     """Set up every (selected) phone and keep its server alive until `stop` is set; then clean up. The ports are
     checked first: adb would take a bad one only when the phone's server is started."""
     check_port(tracker_port, "--tracker-port")
     check_port(base_port, "--base-port")
+    token = checked_token(token, "adreno farm android")
     stop = stop or threading.Event()
     phones = [p for p in discover(adb) if not serials or p.serial in serials]
     if not phones:
         raise AdbError("no phone in state `device`: plug one in, enable USB debugging and check `adb devices -l`")
-    servers = [PhoneServer(adb, p, tracker_port, base_port + i, runtime, key, log) for i, p in enumerate(phones)]
+    relay = RegistrationRelay(("127.0.0.1", tracker_port), token)
+    servers = [PhoneServer(adb, p, tracker_port, base_port + i, runtime, relay.port, key, log)
+               for i, p in enumerate(phones)]
     every = list(servers)
     restarts: dict[str, list[float]] = {p.serial: [] for p in phones}
     try:
@@ -221,4 +229,5 @@ def serve_phones(adb: Adb, tracker_port: int = DEFAULT_TRACKER_PORT, runtime: di
     finally:
         for server in servers:
             server.stop()
+        relay.close()
     return every

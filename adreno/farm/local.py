@@ -5,7 +5,8 @@ Used by the tests and `tools/bench_farm.py`, and handy to try the RPC path witho
     with LocalFarm(agents=2) as farm:
         runner = RPCRunner(farm.tracker, key=farm.key)
 
-Every process is started in its own process group and the whole group is killed on `close()`.
+Every process is started in its own process group and the whole group is killed on `close()`. The farm makes its
+own registration token (`token`, in ADRENO_FARM_TOKEN of every process it starts; `adreno.farm.token`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import tempfile
 import time
 
 from .common import FarmError, free_port, kill_group, python_module_command, spawn, wait_port
+from .token import TOKEN_ENV, new_token
 from .tracker import TrackerClient, count_servers
 
 
@@ -26,6 +28,8 @@ class LocalFarm:
         os.makedirs(self.log_dir, exist_ok=True)
         self.device, self.faults, self.start_timeout = device, faults, start_timeout
         self.key = key or "pocl-cpu"
+        self.token = new_token()
+        self.env = {**os.environ, TOKEN_ENV: self.token}  # what a process joining this farm runs with
         self.tracker_port = free_port()
         self.tracker = f"127.0.0.1:{self.tracker_port}"
         self.tracker_proc = None
@@ -47,7 +51,8 @@ class LocalFarm:
         if self.faults:
             args.append("--allow-fault-injection")
         index = len(self.agents)
-        proc = spawn(python_module_command("adreno.farm.agent", *args), os.path.join(self.log_dir, f"agent{index}.log"))
+        proc = spawn(python_module_command("adreno.farm.agent", *args), os.path.join(self.log_dir, f"agent{index}.log"),
+                     env=self.env)
         self.agents.append(proc)
         return proc
 
@@ -91,7 +96,8 @@ class LocalFarm:
     def start_tracker(self) -> None:
         """Start the tracker on this farm's port (again, after `stop_tracker`: agents re-register by themselves)."""
         self.tracker_proc = spawn(python_module_command("adreno.farm.tracker", "--port", str(self.tracker_port),
-                                                        "--silent"), os.path.join(self.log_dir, "tracker.log"))
+                                                        "--silent"), os.path.join(self.log_dir, "tracker.log"),
+                                 env=self.env)
         if not wait_port("127.0.0.1", self.tracker_port, self.start_timeout):
             raise FarmError(f"the tracker did not start; see {self.log_dir}/tracker.log")
 

@@ -25,6 +25,7 @@ import socket
 import threading
 
 from .common import LAST_PORT, FarmError, HostKeyError, TunnelError, check_port, format_addr, port_is_free
+from .token import TOKEN_ENV, checked_token
 
 LOCAL_ALIAS = "127.0.0.2"
 
@@ -236,7 +237,12 @@ class SSHLink:
         self.close()
 
 
-def remote_agent_command(python: str, tracker_port: int, agent_port: int, key: str | None = None,
+def _with_token_env(command: str, token: str) -> str:
+    """`command` run with the farm's token in its environment (the remote agents register with it)."""
+    return f"{TOKEN_ENV}={shlex.quote(token)} {command}"
+
+
+def remote_agent_command(python: str, tracker_port: int, agent_port: int, token: str, key: str | None = None,
                          device: str | None = None, extra: list[str] | None = None) -> str:
     args = [python, "-m", "adreno.farm.agent", "--tracker", f"127.0.0.1:{tracker_port}", "--host", "127.0.0.1",
             "--port", str(agent_port), "--port-end", str(agent_port + 1), "--custom-addr", LOCAL_ALIAS]
@@ -244,14 +250,15 @@ def remote_agent_command(python: str, tracker_port: int, agent_port: int, key: s
         args += ["--key", key]
     if device is not None:
         args += ["--device", str(device)]
-    return " ".join(shlex.quote(a) for a in [*args, *(extra or [])])
+    return _with_token_env(" ".join(shlex.quote(a) for a in [*args, *(extra or [])]), token)
 
 
-def remote_android_command(python: str, tracker_port: int, adb: str = "adb", runtime_dir: str | None = None) -> str:
+def remote_android_command(python: str, tracker_port: int, token: str, adb: str = "adb",
+                           runtime_dir: str | None = None) -> str:
     args = [python, "-m", "adreno.cli", "farm", "android", "--tracker-port", str(tracker_port), "--adb", adb]
     if runtime_dir:
         args += ["--runtime", runtime_dir]
-    return " ".join(shlex.quote(a) for a in args)
+    return _with_token_env(" ".join(shlex.quote(a) for a in args), token)
 
 
 def _free_port_both(link: SSHLink, start: int, python: str = "python3") -> int:
@@ -267,7 +274,8 @@ def _free_port_both(link: SSHLink, start: int, python: str = "python3") -> int:
     raise TunnelError(f"no free port from {start} on both sides of {link.where}")
 
 
-def attach_remote_agents(link: SSHLink, tracker: tuple[str, int], agents: int = 1, python: str = "python3",
+def attach_remote_agents(link: SSHLink, tracker: tuple[str, int], token: str, agents: int = 1,
+                         python: str = "python3",
                          key: str | None = None, device: str | None = None, agent_port: int = 9400,
                          remote_tracker_port: int = 0, android: bool = False, adb: str = "adb",
                          runtime_dir: str | None = None, extra: list[str] | None = None) -> dict:
@@ -275,14 +283,14 @@ def attach_remote_agents(link: SSHLink, tracker: tuple[str, int], agents: int = 
     remote_tracker = link.forward_remote(remote_tracker_port, tracker[0], tracker[1])
     setup = {"remote_tracker_port": remote_tracker, "agents": []}
     if android:
-        link.start(remote_android_command(python, remote_tracker, adb, runtime_dir))
+        link.start(remote_android_command(python, remote_tracker, token, adb, runtime_dir))
         setup["android"] = True
         return setup
     port = agent_port
     for _ in range(agents):
         port = _free_port_both(link, port, python)
         link.forward_local(LOCAL_ALIAS, port, "127.0.0.1", port)
-        link.start(remote_agent_command(python, remote_tracker, port, key, device, extra))
+        link.start(remote_agent_command(python, remote_tracker, port, token, key, device, extra))
         setup["agents"].append(port)
         port += 1
     return setup
@@ -299,8 +307,8 @@ def _check_target(host: str, port: int, agent_port: int, key_filename: str | Non
         raise FarmError(f"-i {key_filename}: no such private key file")
 
 
-def serve_ssh(target: str, tracker: tuple[str, int], stop: threading.Event | None = None, reconnect: bool = True,
-              log=print, **options) -> None:
+def serve_ssh(target: str, tracker: tuple[str, int], token: str | None, stop: threading.Event | None = None,
+              reconnect: bool = True, log=print, **options) -> None:
     """The body of `adreno farm ssh`: connect, attach, watch; reconnect with back-off when the link drops. Without
     `reconnect`, a host that cannot be reached or attached raises its TunnelError (the CLI's one line and exit
     status 2, as an unreachable tracker or phone); a link that drops after attaching ends it normally."""
@@ -310,12 +318,13 @@ def serve_ssh(target: str, tracker: tuple[str, int], stop: threading.Event | Non
                                                   "keepalive") if k in options}
     _check_target(host, link_options.get("port", 22), options.get("agent_port", 9400),
                   link_options.get("key_filename"))
+    token = checked_token(token, "adreno farm ssh")
     backoff = 1.0
     while not stop.is_set():
         link = SSHLink(host, user or None, **link_options)
         try:
             link.connect()
-            setup = attach_remote_agents(link, tracker, **options)
+            setup = attach_remote_agents(link, tracker, token, **options)
             log(f"adreno farm ssh: {link.where} attached to tracker {format_addr(tracker)}: {setup}")
             backoff = 1.0
             while not stop.is_set() and not link.dropped.wait(0.5):

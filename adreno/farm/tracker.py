@@ -25,24 +25,76 @@ from .common import (
     format_addr,
     parse_addr,
 )
+from .token import TOKEN_ENV, checked_token, farm_token, new_token, split_token, token_matches
 
 
 def serve_tracker(host: str = "127.0.0.1", port: int = DEFAULT_TRACKER_PORT, port_end: int | None = None,
                   silent: bool = False, expose: bool = False) -> None:
     """Run TVM's tracker in this process until interrupted (the body of `adreno farm tracker`); a bind beyond
-    loopback needs `expose` (`check_listen`: anyone reaching the tracker can lease or impersonate devices), and the
-    address is checked before TVM is loaded."""
+    loopback needs `expose` (`check_listen`: anyone reaching the tracker can lease devices), and the address is
+    checked before TVM is loaded. Devices register only with the farm's token (`adreno.farm.token`):
+    ADRENO_FARM_TOKEN, or one made here and printed once."""
     port_end = check_listen(host, port, port_end or min(port + 1, LAST_PORT + 1), "tracker", expose)
+    given = farm_token()
+    token = checked_token(given, "adreno farm tracker") if given else new_token()
 
     from tvm.rpc.tracker import PopenTrackerServerState
 
+    require_token(token)
     state = PopenTrackerServerState(host, port, port_end, silent=silent)
     print(f"adreno farm tracker: TVM RPC tracker listening on {host}:{state.port}", flush=True)
+    if given:
+        print(f"adreno farm tracker: devices register with the token in {TOKEN_ENV}", flush=True)
+    else:
+        print(f"adreno farm tracker: devices register with the token {token} (printed once: give it to `adreno "
+              f"farm agent`, `ssh` and `android` as {TOKEN_ENV}={token})", flush=True)
     try:
         while state.thread.is_alive():
             state.thread.join(0.5)
     except KeyboardInterrupt:
         pass
+
+
+def require_token(token: str) -> None:
+    """Make this process's TVM tracker refuse a server's registration (`PUT`) or report (`UPDATE_INFO`) that does
+    not carry `token`, and store the address it reports without it. TVM's tracker builds one `TCPEventHandler` per
+    connection from its module global and offers no hook, so the global is replaced by a subclass."""
+    from tvm.rpc import tracker as tvm_tracker
+    from tvm.rpc.base import TrackerCode
+
+    tvm_handler = getattr(tvm_tracker, "_tvm_event_handler", tvm_tracker.TCPEventHandler)
+
+    class TokenCheckingHandler(tvm_handler):
+        def call_handler(self, args):
+            if isinstance(args, list) and args and args[0] in (TrackerCode.PUT, TrackerCode.UPDATE_INFO):
+                args = _without_token(args, token, TrackerCode)
+                if args is None:
+                    print(f"adreno farm tracker: refused a device registration from {self._addr[0]}: it lacks the "
+                          "farm's token", file=sys.stderr, flush=True)
+                    self.ret_value(TrackerCode.FAIL)
+                    return
+            super().call_handler(args)
+
+    tvm_tracker._tvm_event_handler = tvm_handler
+    tvm_tracker.TCPEventHandler = TokenCheckingHandler
+
+
+def _without_token(args: list, token: str, codes) -> list | None:
+    """`args` of a PUT or UPDATE_INFO with the reported address stripped of the token; None when the token is
+    wrong or missing (an UPDATE_INFO of anything but a server carries none and passes)."""
+    if args[0] == codes.PUT:
+        address, presented = split_token(args[3] if len(args) > 3 else None)
+        return [*args[:3], address] if token_matches(presented, token) else None
+    info = args[1] if len(args) > 1 else None
+    if not (isinstance(info, dict) and str(info.get("key", "")).startswith("server:")):
+        return args
+    reported = info.get("addr")
+    if not isinstance(reported, list) or not reported:
+        return None
+    address, presented = split_token(reported[0])
+    if not token_matches(presented, token):
+        return None
+    return [args[0], {**info, "addr": [address, *reported[1:]]}, *args[2:]]
 
 
 @dataclass

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import decompose, old_opsets, rewrites, upsampling
 from .constfold import prepare
-from .onnx_reading import attributes
+from .onnx_reading import attributes, opset
 from .quantized import dequantize
 from ..errors import TVM_ERRORS, DynamicShapeError, ModelError, UnsupportedOpError
 from ..identifiers import identifiers
@@ -28,6 +28,7 @@ def load_model(model) -> tuple:
     import onnx
 
     if isinstance(model, onnx.ModelProto):
+        check_declared(model, model.graph.name or "model")
         return model, model.graph.name or "model"
     from . import zoo  # inside: loads onnx at import
 
@@ -53,7 +54,23 @@ def load_model(model) -> tuple:
         onnx.checker.check_model(proto)
     except onnx.checker.ValidationError as err:
         raise ModelError(f"{path} is not a valid ONNX model: {str(err).splitlines()[0]}") from None
+    check_declared(proto, str(path))
     return proto, path.stem
+
+
+def check_declared(proto, where: str) -> None:
+    """Refuse what onnx's checker lets through but no model can mean: a graph with no outputs (an artifact that
+    computes nothing, a run that shows nothing) and an opset no ONNX release has defined (its ops' meaning is
+    unknown, and the importer would read them as the newest it knows)."""
+    import onnx
+
+    if not proto.graph.output:
+        raise ModelError(f"{where} is not a valid ONNX model: its graph declares no outputs")
+    newest = onnx.defs.onnx_opset_version()
+    declared = opset(proto, newest)
+    if not 1 <= declared <= newest:
+        raise ModelError(f"{where} imports opset {declared} of the ONNX domain; the ONNX releases this adreno "
+                         f"reads define opsets 1..{newest}")
 
 
 def graph_inputs(model) -> list:

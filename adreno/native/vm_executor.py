@@ -24,6 +24,7 @@ from ..layout import ImageSpec, to_image
 from ..opencl.device import DeviceIdentity, device_of
 from ..opencl.executor import Profile, kernel_timings
 from . import plugin
+from .elf_file import read_layout
 
 # ELF e_machine of the hosts a library can be built for, by what platform.machine() says here.
 _ELF_MACHINE = {"x86_64": 0x3E, "aarch64": 0xB7, "arm64": 0xB7}
@@ -40,12 +41,13 @@ def check_host_library(artifact: Artifact) -> str:
         raise ArtifactError(f"{artifact.path} holds {library}, objects to link for a phone, not a library this "
                             "machine loads; compile with --host native for --runtime tvm")
     path = confined(artifact.path, library)
-    header = path.read_bytes()[:20]
-    machine = int.from_bytes(header[18:20], "little") if header[:4] == b"\x7fELF" else None
+    layout = read_layout(path)
     here = _ELF_MACHINE.get(platform.machine())
-    if machine is None or (here is not None and machine != here):
-        raise ArtifactError(f"{path} is built for another host (ELF machine {machine}, this is "
+    if layout.machine is not None and here is not None and layout.machine != here:
+        raise ArtifactError(f"{path} is built for another host (ELF machine {layout.machine}, this is "
                             f"{platform.machine()}); compile with --host native on this machine")
+    if layout.problem:
+        raise ArtifactError(f"{path} {layout.problem}: compile the artifact again")
     return str(path)
 
 

@@ -4,6 +4,7 @@ and the pipeline registered with TVM as "adreno_texture" (see the package docstr
 from __future__ import annotations
 
 from ..errors import AdrenoError
+from ..expression_depth import shallow_expressions_pass
 from ..float_literals import exact_float_literals_pass
 from ..shared_subexpressions import shared_subexpressions_pass
 from ..layout import LANES
@@ -337,7 +338,7 @@ def register_pipeline() -> str:
 
             def finalize_exact():  # the host library's kernels get the plan's exact constants and shared indices
                 return tvm.transform.Sequential([finalize_device(), shared_subexpressions_pass(),
-                                                 exact_float_literals_pass()])
+                                                 exact_float_literals_pass(), shallow_expressions_pass()])
 
             return texture_tir_pipeline(), finalize_host, finalize_exact
 

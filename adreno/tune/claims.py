@@ -86,8 +86,12 @@ class Claims:
             self.path.unlink(missing_ok=True)
             return
         staged = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-        staged.write_text(json.dumps(claims))
-        os.replace(staged, self.path)
+        try:
+            staged.write_text(json.dumps(claims))
+            os.replace(staged, self.path)
+        except OSError:  # a full disk: no half-written file beside the records (the caller reports it)
+            staged.unlink(missing_ok=True)
+            raise
 
 
 def _well_formed(claim) -> bool:

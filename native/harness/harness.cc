@@ -32,6 +32,7 @@
 
 #include "atomic_file.h"
 #include "blob_file.h"
+#include "elf_file.h"
 #include "half.h"
 #include "npy.h"
 #include "weight_forms.h"
@@ -237,6 +238,10 @@ int Run(const Options& o) {
   double plugin_ms = Ms(start);
 
   auto stage = std::chrono::steady_clock::now();
+  std::string elf_problem = adreno_harness::ElfProblem(o.artifact + "/lib.so");
+  if (!elf_problem.empty()) {
+    throw std::runtime_error(o.artifact + "/lib.so " + elf_problem + ": compile the artifact again");
+  }
   ffi::Module executable = ffi::Module::LoadFromFile(o.artifact + "/lib.so");
   if (executable->kind() != std::string("relax.VMExecutable")) {
     throw std::runtime_error(o.artifact + "/lib.so is a " + std::string(executable->kind()) + " module, not a Relax VM "

@@ -64,7 +64,8 @@ def test_stand_in_flow_pushes_forwards_restarts_and_cleans_up(stand_in_adb, tmp_
     timer = threading.Timer(20, stop.set)  # bound the test even if no restart comes
     timer.start()
     try:
-        servers = serve_phones(adb, tracker_port=9190, runtime=runtime, base_port=9300, stop=stop, poll=0.1, log=log)
+        servers = serve_phones(adb, tracker_port=9190, runtime=runtime, base_port=9300, stop=stop, poll=0.1, log=log,
+                               token="t0ken")
     finally:
         timer.cancel()
     assert servers[0].starts == 2, messages
@@ -76,7 +77,7 @@ def test_stand_in_flow_pushes_forwards_restarts_and_cleans_up(stand_in_adb, tmp_
         ["push", runtime["tvm_rpc"], "/data/local/tmp/adreno-farm/tvm_rpc"],
         ["push", runtime["libtvm_runtime.so"], "/data/local/tmp/adreno-farm/libtvm_runtime.so"],
         ["shell", "chmod", "755", "/data/local/tmp/adreno-farm/tvm_rpc"],
-        ["reverse", "tcp:9190", "tcp:9190"],
+        ["reverse", "tcp:9190", f"tcp:{servers[0].relay_port}"],  # through the relay that adds the farm's token
         ["forward", "tcp:9300", "tcp:9300"],
     ]
     assert len(server_cmd) == 2  # started, died, restarted
@@ -92,7 +93,7 @@ def test_stand_in_phone_that_keeps_dying_is_dropped(stand_in_adb, monkeypatch):
     monkeypatch.setenv("FAKE_ADB_LIFETIMES", "0.05,0.05,0.05,0.05")
     messages = []
     servers = serve_phones(adb, tracker_port=9190, base_port=9300, poll=0.05, max_restarts_per_minute=3,
-                           log=messages.append, stop=threading.Event())
+                           log=messages.append, stop=threading.Event(), token="t0ken")
     assert servers[0].starts == 4 and any("dropping this phone" in m for m in messages)
     assert ["-s", "R5CW12345AB", "reverse", "--remove", "tcp:9190"] in logged(folder)
 

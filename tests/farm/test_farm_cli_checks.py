@@ -4,6 +4,7 @@ no traceback, no server started, no agent worker restarted forever, no "cannot r
 from __future__ import annotations
 
 import socket
+import os
 import subprocess
 import sys
 
@@ -12,10 +13,15 @@ import pytest
 from adreno.farm.common import FarmError, check_listen, check_port, free_port
 
 
-def farm(*args: str, timeout: float = 30, module: str = "adreno.cli farm") -> subprocess.CompletedProcess:
-    """`adreno farm ARGS`, or with `module` another entry point (`adreno.farm.agent`: `python -m adreno.farm.agent`)."""
+def farm(*args: str, timeout: float = 30, module: str = "adreno.cli farm", token: str | None = "a-token"
+         ) -> subprocess.CompletedProcess:
+    """`adreno farm ARGS`, or with `module` another entry point (`adreno.farm.agent`: `python -m adreno.farm.agent`),
+    with `token` as the farm's registration token (None: unset)."""
+    env = {k: v for k, v in os.environ.items() if k != "ADRENO_FARM_TOKEN"}
+    if token is not None:
+        env["ADRENO_FARM_TOKEN"] = token
     return subprocess.run([sys.executable, "-m", *module.split(), *args], capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+                          timeout=timeout, stdin=subprocess.DEVNULL, env=env)
 
 
 def assert_one_error(proc: subprocess.CompletedProcess, *fragments: str) -> str:
@@ -128,6 +134,15 @@ def test_android_ports_are_checked_before_adb_runs(args, fragment):
 def test_ssh_refuses_bad_options_up_front(args, fragment):
     """Checked before connecting, with or without --no-reconnect (the reconnect loop would retry them forever)."""
     assert_one_error(farm("ssh", *args, timeout=30), fragment)
+
+
+@pytest.mark.parametrize("args", [["agent", "--port", "0"], ["ssh", "user@127.0.0.1", "--no-reconnect"],
+                                  ["agent"]])
+def test_a_device_server_without_the_farm_token_is_refused(args):
+    """A server without ADRENO_FARM_TOKEN would be refused by the tracker at every registration: it says so in one
+    line before it starts (a bad option is still reported first)."""
+    line = assert_one_error(farm(*args, token=None))
+    assert ("--port 0 is not a TCP port" in line) if "0" in args else ("ADRENO_FARM_TOKEN" in line)
 
 
 def test_an_unreachable_ssh_host_without_reconnect_fails():

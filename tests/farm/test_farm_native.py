@@ -60,10 +60,12 @@ def test_native_runner_measures_and_checks_over_rpc(axpy, rpc_server):
 
 
 def test_native_runner_through_the_tracker(axpy, farm2, tiny_tasks, tmp_path):
-    """A server of a key leased from the tracker (as a phone's `tvm_rpc` under `adreno farm android`), with the
-    plugin: a CPU library and a texture candidate both run on it."""
+    """A server of a key leased from the tracker (as a phone's `tvm_rpc` under `adreno farm android`: registered
+    through the relay that adds the farm's token), with the plugin: a CPU library and a texture candidate both run
+    on it."""
     from tvm import rpc
 
+    from adreno.farm.relay import RegistrationRelay
     from adreno.native.plugin import PLUGIN_PATH
     from adreno.tune.native_build import NativeBuild
 
@@ -71,8 +73,9 @@ def test_native_runner_through_the_tracker(axpy, farm2, tiny_tasks, tmp_path):
     built = task.build(task.default_config(), str(tmp_path / "c"), NativeBuild())
     assert built.artifact, built.error
     inputs = task.inputs(0)
+    relay = RegistrationRelay(("127.0.0.1", farm2.tracker_port), farm2.token)
     server = rpc.Server(host="127.0.0.1", port=9700, port_end=9900, key="cl-native", silent=True,
-                        tracker_addr=("127.0.0.1", farm2.tracker_port), load_library=str(PLUGIN_PATH))
+                        tracker_addr=("127.0.0.1", relay.port), load_library=str(PLUGIN_PATH))
     try:
         runner = NativeRunner(tracker=farm2.tracker, key="cl-native", timeouts=Timeouts(request=10, run=30))
         result = runner.run(RunInput(axpy, repeat=3, tag="t"))
@@ -80,6 +83,7 @@ def test_native_runner_through_the_tracker(axpy, farm2, tiny_tasks, tmp_path):
         runner.close()
     finally:
         server.terminate()
+        relay.close()
     assert result.ok and result.device.startswith("cl-native@127.0.0.1:"), result.error
     assert texture.ok and texture.max_error < 1e-4, texture.error
 

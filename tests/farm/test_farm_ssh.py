@@ -62,7 +62,7 @@ def test_tunnel_carries_a_real_rpc_session(sshd, tmp_path, farm2, tiny_artifact)
         "adreno.cli", "farm", "ssh", f"{sshd['user']}@127.0.0.1", "--ssh-port", str(sshd["port"]),
         "-i", sshd["client_key"], "--known-hosts", known, "--tracker", farm2.tracker, "--agents", "1",
         "--agent-port", "9950", "--key", "pocl-ssh", "--remote-python", sys.executable, "--no-reconnect"),
-        str(tmp_path / "farm_ssh.log"))
+        str(tmp_path / "farm_ssh.log"), env=farm2.env)
 
     def _registered():
         return [d for d in farm_status(farm2.tracker).devices if d.key == "pocl-ssh"]

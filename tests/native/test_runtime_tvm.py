@@ -187,3 +187,18 @@ def test_constant_outputs_beside_a_computed_one(memory, tmp_path):
             np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
     checked = adreno_cli("run", path, "--runtime", "tvm", "--check", "--repeat", "1", "--json")
     assert checked.returncode == 0 and json.loads(checked.stdout)["check"]["ok"], checked.stderr
+
+
+def test_a_truncated_host_library_is_one_line_not_a_sigbus(native_tiny, tmp_path):
+    """The dynamic loader maps a truncated lib.so without complaint and the process dies of SIGBUS at the first page
+    past its end: `adreno run --runtime tvm` (--unchecked, past the manifest's SHA-256) and the harness read the ELF
+    headers first."""
+    import shutil
+
+    artifact = shutil.copytree(native_tiny["buffer"], tmp_path / "art")
+    library = (artifact / "lib.so").read_bytes()
+    (artifact / "lib.so").write_bytes(library[: len(library) // 2])
+    expected = f"lib.so is truncated ({len(library) // 2} bytes, its headers need {len(library)})"
+    assert expected in one_line(adreno_cli("run", artifact, "--runtime", "tvm", "--unchecked"))
+    harness = run_harness(artifact, {"input": np.zeros((1, 3, 32, 32), "float32")}, tmp_path / "out")
+    assert harness.returncode == 2 and harness.stderr.count("\n") == 1 and expected in harness.stderr, harness.stderr
