@@ -34,6 +34,7 @@ import numpy as np
 from . import kernel_contract
 from .artifact_check import check_files, check_manifest, check_plan, confined, sha256_file
 from .directory_swap import swap_into_place
+from .index_checks import IndexChecks
 from .errors import AdrenoError, ArtifactError
 from .processes import process_alive
 from .npz_files import NpzUnreadable, read_npz
@@ -304,8 +305,13 @@ class Artifact:
         return self._model_names("inputs", self.plan.inputs)
 
     def output_names(self) -> list[str]:
-        """The model's own (ONNX) names of the outputs, in the plan's output order."""
-        return self._model_names("outputs", self.plan.outputs)
+        """The model's own (ONNX) names of the outputs, in the plan's output order (the index flags are none)."""
+        return self._model_names("outputs", self.index_checks.model_outputs(self.plan.outputs))
+
+    @property
+    def index_checks(self) -> IndexChecks:
+        """The run-time index checks (`adreno.index_checks`): an executor's `run` passes its outputs through them."""
+        return IndexChecks.of(self.manifest, self.plan.outputs)
 
     def bound_inputs(self) -> dict[str, np.ndarray]:
         """The graph inputs baked into the compile (`adreno.frontend.bind`; `--bind`), by name: no longer inputs."""

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import ArtifactError
+from .index_checks import IndexChecks
 from .layout import image_dims
 from .options import Precision
 from .weights import WeightTransform
@@ -171,7 +172,8 @@ def check_manifest(plan, manifest: dict) -> None:
     another tensor would be read as the model's output), the host library's params are plan params, the
     precision is one adreno writes, and the model source names a bundled model (with an integer seed) or a path.
     The manifest's own hash is nobody's to check, so an edited one is refused here, not in a traceback later."""
-    for key, tensors in (("inputs", plan.inputs), ("outputs", plan.outputs)):
+    model_outputs = IndexChecks.of(manifest, plan.outputs).model_outputs(plan.outputs)  # not the index flags
+    for key, tensors in (("inputs", plan.inputs), ("outputs", model_outputs)):
         if key == "inputs" and key not in manifest:  # a kernel's artifact (`tune.builder`): inputs named as tensors
             continue
         recorded = manifest.get(key)

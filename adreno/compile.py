@@ -27,17 +27,19 @@ from .build_check import BuildCheck
 from .frontend.empty import EmptyTensors
 from .errors import AdrenoError, ModelError, UnsupportedOpError
 from .frontend.importer import graph_inputs, load_model, to_relax
+from .frontend.index_guards import OUTPUT, GuardedNodes
 from .frontend.input_values import integer_ranges
 from .host_library import export_host_library, param_order
+from .index_checks import MANIFEST_KEY
 from .lowered import LoweredFunctions
 from .native_log import summarised_stderr
 from .numpy_fold import fold_pass
 from .devices import describe
-from .options import CompileOptions, Defaults, Memory, Precision, Schedules, Winograd
+from .options import CompileOptions, Defaults, Indices, Memory, Precision, Schedules, Winograd
 from .paths import TMPDIR_FLOOR_BYTES, regular_file, require_free_space
 from .plan import bindings, extract_plan
 from .records import TunedConfigs, default_memory
-from .schedules import last_resort, schedule_pass
+from .schedules import last_resort, schedule_pass, thread_bound
 from .schedules.context import ScheduleContext
 from .schedules.conv2d_winograd import kernel_configs, layout_config_in_space
 from .weights import QuantizedWeights, WinogradWeights
@@ -82,7 +84,9 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     say("importing to Relax")
     empty = EmptyTensors()
     quantized = QuantizedWeights()  # stored in their integer type, dequantized at load (adreno.weights)
-    mod = to_relax(onnx_model, options.input_shapes, empty, quantized)
+    guarded = GuardedNodes()  # run-time indices clamped and checked (adreno.frontend.index_guards)
+    mod = to_relax(onnx_model, options.input_shapes, empty, quantized,
+                   guarded if options.indices is Indices.CHECKED else None)
     tuned = tuned_configs(options.records, options.precision, device.name)
     if orchestrator is not None:
         orchestrator.check(options)
@@ -122,7 +126,10 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
         plan, sources, params = extract_plan(lowered, tvm_target, memory=memory, device=device,
                                              precision=options.precision, weights=transformed, quantized=quantized,
                                              store=store)
-    plan = empty.complete(plan, [i.name for i in graph_inputs(onnx_model)], [o.name for o in onnx_model.graph.output])
+    model_outputs = [o.name for o in onnx_model.graph.output]
+    flags = [OUTPUT] if guarded.nodes else []  # the index flags: the plan's last output, not the model's
+    plan = empty.complete(plan, [i.name for i in graph_inputs(onnx_model)], model_outputs + flags)
+    checked_outputs = plan.outputs[:len(plan.outputs) - len(flags)]
 
     say("writing the artifact")
     with ArtifactWriter(output) as writer:
@@ -147,6 +154,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "defaults": options.defaults,
             "model_defaults": ranked,
             "staging": options.staging,
+            "indices": options.indices,
             "precision": options.precision,
             "textures": plan.texture_summary(),
             "schedules": options.schedules,
@@ -167,7 +175,8 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "bound": bound_entries(bound),
             "inputs": _io_entries(plan, plan.inputs, [i.name for i in graph_inputs(onnx_model)],
                                   integer_ranges(onnx_model, graph_inputs(onnx_model))),
-            "outputs": _io_entries(plan, plan.outputs, [o.name for o in onnx_model.graph.output]),
+            "outputs": _io_entries(plan, checked_outputs, model_outputs),
+            **({MANIFEST_KEY: {"tensor": plan.outputs[-1], "nodes": guarded.nodes}} if flags else {}),
             "kernels": plan.kernel_count(),
             "empty_outputs": list(empty.outputs),  # no kernel writes them: zeros of their shape (frontend.empty)
             "orchestration": orchestrator.summary(plan) if orchestrator is not None and lowered is not None else None,
@@ -251,8 +260,10 @@ def lower_relax(mod, ctx, schedules: Schedules = Schedules.ADRENO, memory: Memor
     from tvm.relax.backend.adreno import pipeline
 
     tvm_target, ours = ctx.target, []
+    if schedules is not Schedules.NONE:  # TVM's hand-written GPU kernels (scatter) are scheduled already
+        ours = [thread_bound.mark_pass()]
     if schedules is Schedules.ADRENO:
-        ours = [schedule_pass(ctx, refusals)]
+        ours.append(schedule_pass(ctx, refusals))
     with tvm_target:
         if memory is Memory.TEXTURE:
             from .texture.planning import relax_passes  # inside: loads TVM at import

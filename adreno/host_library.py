@@ -33,6 +33,7 @@ from .lowered import reusing_pipeline
 from .options import Host
 from .plan import short_name
 from .texture.tir import register_pipeline, specialize_scopes
+from .native_log import summarised_stderr
 
 
 # A lib.so is linked without its symbol table and debug sections (a third of MobileNetV2's library): TVM's runtime
@@ -166,7 +167,7 @@ def export_host_library(lowered, plan: Plan, tvm_target, out_dir: Path, host: Ho
                   + pipeline.finalize_passes(tvm_target))
         vm_module = tvm.transform.Sequential(passes)(module)
     reuse = reusing_pipeline(store, register_pipeline()) if store is not None else contextlib.nullcontext(None)
-    with reuse as tir_pipeline:
+    with reuse as tir_pipeline, summarised_stderr():  # the LLVM host codegen's warnings (adreno.native_log)
         executable = tvm.compile(vm_module, target=tvm_target, relax_pipeline=None,
                                  tir_pipeline=tir_pipeline or register_pipeline())
     if host is Host.NATIVE:  # $TVM_NDK_CC names the phone's compiler: only an explicit --cc links for this machine

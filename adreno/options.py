@@ -72,6 +72,15 @@ class Staging(enum.StrEnum):
     OFF = "off"
 
 
+class Indices(enum.StrEnum):
+    """Run-time gather and scatter indices: clamped into their tensor and checked, a bad one failing the run in one
+    line (`adreno.frontend.index_guards`; the default), or trusted (`--trust-indices`: no guard kernels, an index
+    out of range reads or writes outside the tensor, as TVM's kernels do)."""
+
+    CHECKED = "checked"
+    TRUSTED = "trusted"
+
+
 class Host(enum.StrEnum):
     """What the host library is built for: an aarch64 Android phone, or this machine."""
 
@@ -128,7 +137,7 @@ class CompileOptions:
     all buffer kernels); `winograd` None: auto with our schedules, off with TVM's. Under off and auto, a conv's tuned
     layout record (`records`) decides instead. `defaults` None: "rule" (model-ranked defaults are opt-in until a GPU
     has measured them: one of them crashed PoCL, see README). `staging`: the staging policy of kernels without
-    records (`adreno.schedules.staging.default`)."""
+    records (`adreno.schedules.staging.default`). `indices`: whether run-time indices are checked (`Indices`)."""
 
     target: str = "adreno-740"
     host: Host = Host.ANDROID
@@ -141,6 +150,7 @@ class CompileOptions:
     winograd: Winograd | None = None
     defaults: Defaults | None = None
     staging: Staging = Staging.AUTO
+    indices: Indices = Indices.CHECKED
     # the largest image width/height to use (a local check device's, e.g. 4096): wider tensors take another image
     # scope or stay buffers; None: the target's limits (within 8192 where a scope fits, see adreno/layout.py)
     image_max: int | None = None
@@ -152,7 +162,7 @@ class CompileOptions:
         for name, kind, flag in (("host", Host, "--host"), ("memory", Memory, "--memory"),
                                  ("precision", Precision, "--precision"), ("schedules", Schedules, "--schedules"),
                                  ("winograd", Winograd, "--winograd"), ("defaults", Defaults, "--defaults"),
-                                 ("staging", Staging, "--staging")):
+                                 ("staging", Staging, "--staging"), ("indices", Indices, "--trust-indices")):
             object.__setattr__(self, name, _parse(kind, getattr(self, name), flag))
         if self.image_max is not None and self.image_max < 1:
             raise AdrenoError(f"--image-max must be a positive number of pixels, not {self.image_max}")

@@ -332,6 +332,10 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None,
         return alias.get(var.__hash__(), var)
 
     param_of = {p.__hash__(): i for i, p in enumerate(host.params)}
+    # a topi kernel written with ir_builder (scatter, scatter_nd) declares its inputs with a symbolic elem_offset and
+    # takes it as a kernel argument: every plan tensor starts its storage (offset 0), as TVM's runtime passes it
+    zero_offset = {p.elem_offset.__hash__() for p in host.params
+                   if isinstance(getattr(p, "elem_offset", None), tvm.tirx.Var)}
     workspaces: list[int] = []
     workspace_of: dict[int, int] = {}
     launches: list[KernelLaunch] = []
@@ -351,7 +355,7 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None,
             workspaces.append(int(np.prod([int(d) for d in buf.shape])) * np.dtype(str(buf.dtype)).itemsize)
         elif kind == "Evaluate" and isinstance(stmt.value, tvm.ir.expr.Call) \
                 and getattr(stmt.value.op, "name", "").endswith("call_ffi_kernel"):
-            launches.append(_kernel_launch(stmt.value, device_funcs, param_of, workspace_of, root))
+            launches.append(_kernel_launch(stmt.value, device_funcs, param_of, workspace_of, root, zero_offset))
         elif kind in ("For", "While"):
             raise UnsupportedOpError(f"{name}: kernels launched inside a host loop are not supported")
         for attr in ("body", "then_case", "else_case"):
@@ -373,7 +377,7 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None,
     return launches, workspaces, source
 
 
-def _kernel_launch(call, device_funcs, param_of, workspace_of, root) -> KernelLaunch:
+def _kernel_launch(call, device_funcs, param_of, workspace_of, root, zero_offset) -> KernelLaunch:
     import tvm
 
     kernel = str(call.args[0].value)
@@ -390,6 +394,8 @@ def _kernel_launch(call, device_funcs, param_of, workspace_of, root) -> KernelLa
             args.append(KernelArg(workspace=workspace_of[key]))
         elif isinstance(expr, (tvm.tirx.IntImm, tvm.tirx.FloatImm)):
             args.append(KernelArg(scalar=expr.value, dtype=str(expr.dtype)))
+        elif key in zero_offset:
+            args.append(KernelArg(scalar=0, dtype=str(expr.ty)))
         else:
             raise UnsupportedOpError(f"kernel {kernel}: cannot map argument {expr} to a tensor")
     groups, local, dyn_local = [1, 1, 1], [1, 1, 1], 0

@@ -37,13 +37,14 @@ def onnxruntime_session(model_bytes: bytes):
     """An onnxruntime CPU session with one intra-op and one inter-op thread. onnxruntime's default thread pool keeps
     spinning threads after a run; a PoCL executor compiling and running kernels in the same process afterwards
     segfaulted in about half the runs (PP-OCR cls, `tools/bench_conv.py --prepare`), and never with one thread. A
-    reference needs correctness, not speed. Its warnings (an old opset, an optimizer that gives up) are left out:
-    what matters reaches the user as an error, in one line."""
+    reference needs correctness, not speed. Its log is left out, errors included: its warnings (an old opset, an
+    optimizer that gives up) do not concern the user, and a refusal reaches the user once, as our one-line error
+    quoting it whole (`onnxruntime_outputs`), not also as onnxruntime's own log line before it."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
-    options.log_severity_level = 3  # errors and worse
+    options.log_severity_level = 4  # fatal only: an error is raised, and quoted by the caller
     return ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
 
 
@@ -57,7 +58,7 @@ def onnxruntime_outputs(model, inputs: list[np.ndarray], bound: dict[str, np.nda
         session = onnxruntime_session(model.SerializeToString())
     except (ort_errors.Fail, ort_errors.InvalidGraph, ort_errors.InvalidArgument, ort_errors.InvalidProtobuf,
             ort_errors.NotImplemented) as err:
-        raise ModelError(f"onnxruntime cannot load the reference model: {err}") from None
+        raise ModelError(f"onnxruntime cannot load the reference model: {_one_line(err)}") from None
     bound = bound or {}
     names = [i.name for i in session.get_inputs()]
     feed = {name: bound[name] for name in names if name in bound}
@@ -66,12 +67,19 @@ def onnxruntime_outputs(model, inputs: list[np.ndarray], bound: dict[str, np.nda
         raise ModelError(f"the reference model takes {len(free)} inputs {free}, the artifact {len(inputs)}: is it "
                          "the model that was compiled?")
     try:
-        return session.run(None, {**feed, **dict(zip(free, inputs))})
+        import onnxruntime as ort
+
+        quiet = ort.RunOptions()
+        quiet.log_severity_level = 4  # its refusal is quoted below, once
+        return session.run(None, {**feed, **dict(zip(free, inputs))}, quiet)
     except (ort_errors.Fail, ort_errors.InvalidArgument, ort_errors.RuntimeException,
             ort_errors.NotImplemented) as err:
-        first = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
-        raise ModelError(f"onnxruntime cannot run the reference model on the artifact's inputs ({first[:160]}): "
-                         "is it the model that was compiled?") from None
+        raise ModelError(f"onnxruntime refuses the reference run on the artifact's inputs: {_one_line(err)}") from None
+
+
+def _one_line(err: Exception) -> str:
+    """onnxruntime's whole message, its lines joined: quoted as it is, not cut, with nothing guessed about it."""
+    return " ".join(line.strip() for line in str(err).splitlines() if line.strip()) or type(err).__name__
 
 
 # `adreno run --check`'s default tolerance relative to the output's largest magnitude, by the artifact's image

@@ -28,12 +28,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import AdrenoError, ArtifactError
+from .index_checks import MANIFEST_KEY as INDEX_CHECKS
 
 SHAPES_DIR = "shapes"
 # the manifest fields that differ between the sets of one artifact (what each set's compile wrote)
 SET_FIELDS = ("inputs", "outputs", "host_library", "host_params", "kernels", "textures", "refused", "weight_storage",
               "tuned_kernels", "records_elsewhere", "records_skipped", "model_defaults", "empty_outputs",
-              "orchestration", "compile_seconds")
+              "orchestration", "compile_seconds", INDEX_CHECKS)
 
 
 def parse_shape_sets(items: list[str] | None, flag: str = "--input-shape") -> list[dict[str, list[int]]]:

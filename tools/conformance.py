@@ -71,7 +71,8 @@ WORKER_ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT
 OPS = ("Conv ConvTranspose MaxPool AveragePool GlobalAveragePool GlobalMaxPool Relu LeakyRelu Sigmoid HardSigmoid "
        "HardSwish Clip Tanh Elu Selu PRelu Softplus Add Mul Concat Reshape Flatten Gemm MatMul Softmax "
        "BatchNormalization Resize Upsample Pad Transpose ReduceMean Split Slice DepthToSpace LSTM GRU RNN "
-       "LayerNormalization Gelu Erf ReduceMax Einsum").split()
+       "LayerNormalization Gelu Erf ReduceMax Einsum Gather GatherElements GatherND Scatter ScatterElements ScatterND "
+       "OneHot").split()
 # Positions of the inputs that real exports give as initializers (weights and shape parameters), besides the
 # compile-time parameters of `adreno.frontend.constfold.COMPILE_TIME_INPUTS`.
 WEIGHT_INPUTS = {"Conv": (1, 2), "ConvTranspose": (1, 2), "BatchNormalization": (1, 2, 3, 4), "PRelu": (1,),
@@ -125,6 +126,10 @@ CI_CASES = [
     "node/test_batchnorm_example_training_mode+init", "node/test_maxpool_with_argmax_2d_precomputed_strides",
     "node/test_slice_start_out_of_bounds+init", "node/test_split_zero_size_splits_opset18+init",
     "wide/conv_maxpool_indices", "wide/conv_resize_linear_antialias",
+    # scatters (issue 51): ScatterND as a row ScatterElements with a reduction, ScatterElements' negative indices
+    # wrapped (the index guards at run time), a reduction over elements
+    "node/test_scatternd_multiply", "node/test_scatternd_min_with_element_indices",
+    "node/test_scatter_elements_with_negative_indices", "node/test_scatter_elements_with_reduction_max",
     # recurrent ops, unrolled before import (frontend/recurrent.py): weights as run-time inputs and as initializers
     "node/test_lstm_defaults", "node/test_gru_defaults+init",
     # the ops of the zoo's vision models: LayerNorm's statistics (decomposed), Gelu, attention's batched MatMuls

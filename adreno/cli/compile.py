@@ -13,9 +13,9 @@ from ..command_line import require_positive
 from ..errors import AdrenoError
 from ..frontend.bind import add_bind_argument, read_bind
 from ..paths import creatable
+from ..options import (CompileOptions, Defaults, Host, Indices, Memory, Precision, Schedules, Winograd,
+                       add_staging_argument, enum_argument)
 from ..shape_sets import parse_shape_sets
-from ..options import (CompileOptions, Defaults, Host, Memory, Precision, Schedules, Winograd, add_staging_argument,
-                       enum_argument)
 from .common import Progress, emit, megabytes
 from .orchestrate import MeasureSite, add_max_size_argument, add_measure_arguments, cost_table
 
@@ -68,6 +68,10 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
                    help="largest image width/height to use, e.g. a local check device's (PoCL: 8192): wider tensors "
                    "take another image scope or stay buffers (default: the target's limits, within 8192 where an "
                    "image scope fits)")
+    p.add_argument("--trust-indices", dest="indices", action="store_const", const=Indices.TRUSTED,
+                   default=Indices.CHECKED, help="no run-time check of gather and scatter indices: an index out of "
+                   "range then reads or writes outside its tensor instead of failing the run in one line naming the "
+                   "node (default: checked; see docs/indices.md for what the check costs)")
     p.add_argument("--no-build-check", action="store_true", help="do not build the kernels on a local OpenCL "
                    "device at the end of the compile (default: they are built, through the program cache, on a "
                    "device of the target's name or PoCL, so a kernel that cannot build fails the compile and a later "
@@ -108,7 +112,7 @@ def cmd_compile(args) -> int:
     options = CompileOptions(target=args.target, host=args.host, cc=args.cc, input_shapes=shape_sets[0],
                              memory=args.memory, precision=args.precision, schedules=args.schedules,
                              records=args.records, winograd=args.winograd, image_max=args.image_max,
-                             defaults=args.defaults, staging=args.staging)
+                             defaults=args.defaults, staging=args.staging, indices=args.indices)
     bind = read_bind(args.bind)
     progress = Progress(not (args.json or args.quiet))
     started = time.perf_counter()

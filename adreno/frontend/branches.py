@@ -50,13 +50,13 @@ def check_no_runtime_branches(graph) -> None:
     inputs = {value.name for value in graph.input}
     for index, node in enumerate(graph.node):
         if node.op_type == "If":
-            deciding = _graph_inputs_under(node.input[0], producers, inputs)
+            deciding = graph_inputs_under(node.input[0], producers, inputs)
             raise ModelError(f"node {node.name or f'#{index}'} (If): its condition {node.input[0]!r} is known only at "
                              f"run time (computed from the graph input(s) {deciding}); a compiled model takes one "
                              "branch: bind the inputs that decide it (--bind NAME=FILE.npy)")
 
 
-def _graph_inputs_under(name: str, producers: dict, inputs: set[str]) -> list[str]:
+def graph_inputs_under(name: str, producers: dict, inputs: set[str]) -> list[str]:
     """The graph inputs that the value `name` is computed from, in the order they are met."""
     found, seen, stack = [], set(), [name]
     while stack:

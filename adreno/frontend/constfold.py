@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .branches import check_no_runtime_branches, inline_constant_branches
+from .branches import check_no_runtime_branches, graph_inputs_under, inline_constant_branches
 from .canonical import canonicalise
 from .empty import unclaimed
 from .indices import check_constant_indices
@@ -32,11 +32,10 @@ UNFOLDABLE = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUnifor
 COMPILE_TIME_INPUTS = {
     "Reshape": (1,), "Pad": (1, 2, 3), "Slice": (1, 2, 3, 4), "Resize": (1, 2, 3), "Upsample": (1,),
     "Split": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Expand": (1,), "Tile": (1,), "ConstantOfShape": (0,),
-    "TopK": (1,), "Range": (0, 1, 2), "OneHot": (1,), "LSTM": (4,), "GRU": (4,), "RNN": (4,),
+    "TopK": (1,), "Range": (0, 1, 2), "OneHot": (1, 2), "LSTM": (4,), "GRU": (4,), "RNN": (4,),
     **{op: (1,) for op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
                            "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")},
 }
-MAX_ROUNDS = 16  # fold, re-infer shapes, fold again: each round reaches one Reshape further into the graph
 
 
 def prepare(model, shapes: dict[str, list[int]], empty=None):
@@ -48,9 +47,13 @@ def prepare(model, shapes: dict[str, list[int]], empty=None):
     An `If` whose condition folds is replaced by the branch it takes (`branches`); one that does not is refused."""
     model = _with_static_inputs(model, shapes)
     constants = {**_empty_inputs(model), **_initial_constants(model.graph)}
-    for _ in range(MAX_ROUNDS):
+    # fold, re-infer shapes, fold again, to a fixed point: each round reaches one Reshape further into the graph (a
+    # chain of `x = Reshape(f(x), Shape(f(x)))` links takes one round per link) and removes at least one node, or
+    # inlines an If (at most one per node of the model and of its branches): the graph's size bounds the rounds
+    unfoldable: set[str] = set()  # nodes whose constant inputs gave no small value: not evaluated again
+    for _ in range(_node_count(model.graph) + 1):
         static = _static_shapes(model)
-        folded = _fold_round(model, constants, static)
+        folded = _fold_round(model, constants, static, unfoldable)
         inlined = inline_constant_branches(model.graph, constants)
         for branch in inlined:
             constants.update(_initial_constants(branch))
@@ -66,6 +69,14 @@ def prepare(model, shapes: dict[str, list[int]], empty=None):
     check_constant_indices(model.graph, static, constants)
     check_no_negative_sizes(model, computed)
     return model
+
+
+def _node_count(graph) -> int:
+    """The nodes of `graph` and of every subgraph (If branches) in it."""
+    from onnx import AttributeProto
+
+    return sum(1 + sum(_node_count(a.g) for a in node.attribute if a.type == AttributeProto.GRAPH)
+               for node in graph.node)
 
 
 def _with_static_inputs(model, shapes: dict[str, list[int]]):
@@ -172,16 +183,21 @@ def check_no_negative_sizes(model, shapes: dict[str, tuple[int, ...]]) -> None:
                                  "or dilation does not fit its input")
 
 
-def _fold_round(model, constants: dict[str, np.ndarray], shapes: dict[str, tuple]) -> bool:
-    """Fold every node whose value is now known (`shapes`: the static shapes before this round); True if any was."""
+def _fold_round(model, constants: dict[str, np.ndarray], shapes: dict[str, tuple], unfoldable: set[str]) -> bool:
+    """Fold every node whose value is now known (`shapes`: the static shapes before this round); True if any was.
+    A node whose inputs are all constants but whose value is not (too large, or an op the evaluator lacks) is added
+    to `unfoldable` (by its first output) and skipped in later rounds: its inputs will not change."""
     from onnx import numpy_helper
 
     graph = model.graph
     version = opset(model, 13)
     kept, folded = [], []
     for node in graph.node:
-        values = None if node.op_type == "Constant" else _evaluate(node, constants, shapes, version)
+        skip = node.op_type == "Constant" or (node.output and node.output[0] in unfoldable)
+        values = None if skip else _evaluate(node, constants, shapes, version)
         if values is None:
+            if not skip and node.output and all(n in constants for n in node.input if n):
+                unfoldable.add(node.output[0])
             kept.append(node)
             continue
         folded.append(node)
@@ -253,8 +269,14 @@ def check_compile_time_inputs(graph, constants: dict[str, np.ndarray]) -> None:
                 what = (f"is the graph input {value!r}; bind its value at compile time with --bind "
                         f"{value}=FILE.npy (or make it an initializer)")
             else:
-                what = (f"({value!r}) depends on run-time data; make it an initializer of the model (its value "
-                        "baked in): the compiler needs it at compile time")
+                producers = {name: node for node in graph.node for name in node.output}
+                sources = graph_inputs_under(value, producers, graph_inputs)
+                what = (f"({value!r}) is computed from the values of the graph input"
+                        f"{'s' if len(sources) > 1 else ''} {', '.join(map(repr, sources))}; bind "
+                        f"{'them' if len(sources) > 1 else 'it'} at compile time with --bind NAME=FILE.npy if "
+                        "fixed: the compiler needs this value at compile time"
+                        if sources else f"({value!r}) depends on run-time data no graph input gives; make it an "
+                        "initializer of the model (its value baked in): the compiler needs it at compile time")
             raise ModelError(f"node {node.name or f'#{index}'} ({node.op_type}): its {label} input {what}")
 
 

@@ -13,7 +13,7 @@ import os
 import warnings
 from pathlib import Path
 
-from . import decompose, old_opsets, rewrites, upsampling
+from . import decompose, index_guards, old_opsets, one_hot, rewrites, scatter_nd, upsampling
 from .constfold import prepare
 from .onnx_reading import attributes, opset
 from .quantized import dequantize
@@ -179,14 +179,16 @@ def check_supported_forms(model) -> None:
                 raise UnsupportedOpError(f"node {node.name or f'#{index}'} ({op}) {problem}")
 
 
-def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None, quantized=None):
+def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None, quantized=None, guarded=None):
     """Import an ONNX model into a Relax IRModule whose weights are bound as constants (so weight
     preprocessing such as transposes folds at compile time instead of running on the phone).
 
     The importer sees the model as `constfold.prepare` leaves it: static input shapes, shape subgraphs folded
     to constants, initializers no longer listed as inputs. Empty outputs are refused, or, with an
     `empty.EmptyTensors` given, recorded there and left out (None when no output is left to compute).
-    `quantized` (an `adreno.weights.QuantizedWeights`) collects the integer weights of a quantized model."""
+    `quantized` (an `adreno.weights.QuantizedWeights`) collects the integer weights of a quantized model. With
+    `guarded` (an `index_guards.GuardedNodes`) given, run-time indices are clamped into their tensor and checked,
+    the flags an extra output (`index_guards.OUTPUT`) and the nodes recorded in `guarded`."""
     from tvm import relax
     from tvm.relax.frontend.onnx import from_onnx
 
@@ -204,7 +206,11 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None, q
     if not model.graph.output:
         return None
     shapes = {name: shape for name, shape in shapes.items() if name not in (empty.inputs if empty else ())}
-    inferred = rewrites.InferredShapes(shapes)  # shape inference once for the three rewrites, where one needs it
+    inferred = rewrites.InferredShapes(shapes)  # shape inference once for the rewrites, where one needs it
+    if guarded is not None:
+        model = index_guards.guard(model, guarded)
+    model = scatter_nd.rewrite(model)  # after the guards: its row indices are in range by construction
+    model = one_hot.rewrite(model, inferred)
     model = upsampling.rewrite(rewrites.rewrite(model, inferred), inferred)
     model = old_opsets.current_forms(decompose.decompose(model, inferred))
     model, shapes = identifiers(model, shapes)  # kernel argument names: `gpu_0/data_0` -> `gpu_0_data_0`
@@ -226,7 +232,10 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None, q
     names = [v.name for v in mod["main"].params[len(mod["main"].params) - len(weights):]]
     mod = relax.transform.BindParams("main", dict(zip(names, weights)))(mod)
     # BatchNorm after a conv folds into the conv's weights and a bias, so the fused kernel keeps its activation.
-    return relax.transform.FoldBatchnormToConv2D()(mod)
+    # A reshape of a reshape is one reshape, and one to its input's shape none: FuseOps would otherwise fuse a chain
+    # of them (LeViT's `reshape_as`: Reshape(Flatten(x), Shape(x)) per block) into one kernel whose index
+    # arithmetic, unravelled and ravelled once per link, grows exponentially (9 links: 40 s, 11: past 200 s, 4.6 GB).
+    return relax.transform.RemoveRedundantReshape()(relax.transform.FoldBatchnormToConv2D()(mod))
 
 
 # ops whose output's size is counted from the input's values: TVM's importer gives NonZero's a symbolic dimension

@@ -7,6 +7,9 @@ fails or is silently wrong:
   and fails with `Cannot cast <class 'NoneType'> to list of Expr`. They become int64 initializers, inputs 1-3
   (`axes` defaults to 0 .. len(starts) - 1 as in opset 1; no steps before opset 10).
 - Pad of opset 1 (`paddings`): the converter of opsets 2-10 reads `pads`, the same numbers under opset 2's name.
+- Scatter (opsets 9-10; opset 11 renamed it ScatterElements, same inputs and meaning): where its indices are smaller
+  than its data, the importer's Scatter converter builds a scatter_nd, whose TVM kernel the launch plan cannot place
+  (`frontend.scatter_nd`); as ScatterElements (the importer takes its oldest converter) it lowers.
 The other attribute forms the importer converts right and stay (`tests/test_old_opsets.py` checks each against
 onnxruntime): Pad of opsets 2-10 (`pads`, `value`, the three modes), Split before 13 (`split`), Squeeze and
 Unsqueeze before 13 (`axes`), the reductions' `axes` attribute. Upsample of opsets 7 and 8 (`scales` attribute),
@@ -24,10 +27,10 @@ from .onnx_reading import attributes
 
 
 def current_forms(model):
-    """A copy of `model` with its old Slice and Pad nodes in the forms the importer reads, or `model` itself when it
-    has none."""
+    """A copy of `model` with its old Slice, Pad and Scatter nodes in the forms the importer reads, or `model` itself
+    when it has none."""
     old = [n for n in model.graph.node if (n.op_type == "Slice" and _has(n, "starts"))
-           or (n.op_type == "Pad" and _has(n, "paddings"))]
+           or (n.op_type == "Pad" and _has(n, "paddings")) or n.op_type == "Scatter"]
     if not old:
         return model
     import onnx
@@ -42,6 +45,8 @@ def current_forms(model):
             for attr in node.attribute:
                 if attr.name == "paddings":
                     attr.name = "pads"
+        elif node.op_type == "Scatter":
+            node.op_type = "ScatterElements"
     return out
 
 

@@ -143,9 +143,11 @@ class VmExecutor:
         return [item.numpy() for item in items]
 
     def run(self, inputs) -> list[np.ndarray]:
-        """Run the model once; inputs by name (dict) or in order (list); returns the outputs in order."""
+        """Run the model once; inputs by name (dict) or in order (list); returns the outputs in order, or raises
+        `IndexRangeError` when an index of the inputs was out of range (`adreno.index_checks`)."""
         args = self._arguments(inputs)
-        return self._call(lambda: self._outputs(self._main(*args)), "running the model")
+        return self.artifact.index_checks.checked(self._call(lambda: self._outputs(self._main(*args)),
+                                                             "running the model"))
 
     def profile(self, inputs, repeat: int = 10, warmup: int = 1) -> Profile:
         """Run `warmup` + `repeat` times; per-kernel device times from the plugin's launch events."""

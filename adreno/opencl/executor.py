@@ -326,12 +326,13 @@ class Executor:
                                 f"({str(err).splitlines()[0][:100]}); recompile the model") from None
 
     def run(self, inputs) -> list[np.ndarray]:
-        """Run the model once; inputs by name (dict) or in order (list); returns the outputs in order."""
+        """Run the model once; inputs by name (dict) or in order (list); returns the outputs in order, or raises
+        `IndexRangeError` when an index of the inputs was out of range (`adreno.index_checks`)."""
         self.set_inputs(inputs)
         self._enqueue_all()
         outputs = self._get_outputs()
         self._store_after_first_run()
-        return outputs
+        return self.artifact.index_checks.checked(outputs)
 
     def profile(self, inputs, repeat: int = 10, warmup: int = 1, evictor: Evictor | None = None) -> Profile:
         """Run `warmup` + `repeat` times; per-kernel device times from profiling events, per-run wall time. With an

@@ -11,7 +11,8 @@
 //    each output to DIR/<output name>.npy;
 // 4. after a start that built anything from source, writes the binaries to --blob for the next start (atomically);
 // 5. prints one JSON line: the start's stages in milliseconds, where the programs came from, and the outputs.
-// Exit status: 0 on success, 2 with a one-line error on bad input or a failing device.
+// Exit status: 0 on success, 2 with a one-line error on bad input (an index out of range included:
+// index_checks.h) or a failing device.
 #include <dlfcn.h>
 #include <unistd.h>
 #include <tvm/ffi/extra/json.h>
@@ -34,6 +35,7 @@
 #include "blob_file.h"
 #include "elf_file.h"
 #include "half.h"
+#include "index_checks.h"
 #include "npy.h"
 #include "weight_forms.h"
 #include "weights.h"
@@ -403,6 +405,7 @@ int Run(const Options& o) {
     host[i].data.resize(adreno_harness::DtypeBytes(host[i].dtype) * Elements(host[i].shape));
     results[i].CopyToBytes(host[i].data.data(), host[i].data.size());  // waits for the run
   }
+  adreno_harness::CheckIndexFlags(manifest, outputs.back().tensor, host.back());  // an index out of range: exit 2
   double first_run_ms = Ms(stage);
 
   std::string stats = "";
@@ -424,6 +427,7 @@ int Run(const Options& o) {
   }
   std::string written;
   for (size_t i = 0; i < results.size(); ++i) {
+    if (adreno_harness::IsIndexFlags(manifest, outputs[i].tensor)) continue;  // checked above, not the model's
     std::string path = o.output_dir + "/" + SafeFileName(outputs[i].name) + ".npy";
     adreno_harness::WriteNpy(path, host[i]);
     written += (i ? ", " : "") + JsonString(outputs[i].name) + ": " + JsonString(path);
