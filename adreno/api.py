@@ -78,7 +78,7 @@ class Artifact:
         """`stored`: the opened directory (`adreno.artifact.Artifact`); `device`: as `load`'s."""
         self.stored = stored
         self.device = device
-        self._executor = None
+        self._executors: dict[int, object] = {}  # by shape set: an app switching shapes builds each set's once
 
     @property
     def path(self) -> Path:
@@ -95,15 +95,17 @@ class Artifact:
     def run(self, inputs: Inputs = None, *, seed: int = 0) -> list[np.ndarray]:
         """The model's outputs, in `output_names` order, for `inputs`: arrays in input order, a {name: array}
         mapping, or None for the seeded random inputs `adreno run --seed` uses."""
-        return self._run(model_inputs(self.stored, inputs, seed))
+        stored = shape_set_of(self.stored, inputs)
+        return self._run(stored, model_inputs(stored, inputs, seed))
 
     def check(self, inputs: Inputs = None, *, seed: int = 0, rtol: float | None = None, atol: float = 1e-4) -> dict:
         """Run on `inputs` (as `run` takes them) and compare each output with onnxruntime's run of the model the
         artifact was compiled from, within `atol` + `rtol` x max |reference| (`rtol` default: the precision's, as
         `adreno run --check`). Returns the comparison (`ok`, per output errors); raises `OutputMismatchError` when
         an output is off."""
-        arrays = model_inputs(self.stored, inputs, seed)
-        result = check_outputs(self.stored, arrays, self._run(arrays), rtol=rtol, atol=atol)
+        stored = shape_set_of(self.stored, inputs)
+        arrays = model_inputs(stored, inputs, seed)
+        result = check_outputs(stored, arrays, self._run(stored, arrays), rtol=rtol, atol=atol)
         if not result["ok"]:
             worst = [f"output {i}: {row['problem'] or 'max abs error %.3g' % row['max_abs_error']}"
                      for i, row in enumerate(result["outputs"])]
@@ -113,7 +115,7 @@ class Artifact:
 
     def close(self) -> None:
         """Release the device's programs and buffers (a later `run` opens them again)."""
-        self._executor = None
+        self._executors.clear()
 
     def __enter__(self) -> Artifact:
         return self
@@ -124,13 +126,28 @@ class Artifact:
     def __repr__(self) -> str:
         return f"adreno.Artifact({str(self.path)!r})"
 
-    def _run(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
-        if self._executor is None:
+    def _run(self, stored: StoredArtifact, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """Run shape set `stored` (of `self.stored`) on its executor, made at the set's first run and kept."""
+        executor = self._executors.get(stored.shape_set)
+        if executor is None:
             from .cache import ProgramCache  # inside: loads pyopencl at import
             from .opencl.executor import Executor  # inside: loads pyopencl at import
 
-            self._executor = Executor(self.stored, self.device, cache=ProgramCache())
-        return self._executor.run(arrays)
+            executor = self._executors[stored.shape_set] = Executor(stored, self.device, cache=ProgramCache())
+        return executor.run(arrays)
+
+
+def shape_set_of(artifact: StoredArtifact, inputs: Inputs, where: str = "inputs") -> StoredArtifact:
+    """The shape set of `artifact` that `inputs` take (`adreno.shape_sets`): the one their shapes match exactly (a
+    sequence is in input order); the artifact as opened for None (the random inputs). Another shape is one line
+    listing the sets, `where` naming the inputs."""
+    if inputs is None:
+        return artifact
+    arrays = inputs.items() if isinstance(inputs, Mapping) else zip(artifact.input_names(), inputs)
+    try:
+        return artifact.for_inputs({name: np.shape(array) for name, array in arrays})
+    except AdrenoError as err:
+        raise AdrenoError(f"{where}: {err}") from None
 
 
 def model_inputs(artifact: StoredArtifact, inputs: Inputs, seed: int = 0, where: str = "inputs") -> list[np.ndarray]:
@@ -139,7 +156,7 @@ def model_inputs(artifact: StoredArtifact, inputs: Inputs, seed: int = 0, where:
     without loss (`lossless_input`); `where` names them in a refusal (the CLI: `--input FILE`)."""
     specs = artifact.input_specs()
     if inputs is None:
-        return random_inputs(specs, seed)
+        return random_inputs(specs, seed, artifact.value_ranges())
     if isinstance(inputs, Mapping):
         try:
             ordered = artifact.ordered_inputs(dict(inputs))

@@ -39,6 +39,7 @@ from .index_checks import IndexChecks
 from .errors import AdrenoError, ArtifactError
 from .processes import process_alive
 from .npz_files import NpzUnreadable, read_npz
+from .shape_sets import ShapeSet, matching, read_shape_sets, set_manifest
 from .layout import ImageSpec  # noqa: F401  (part of the contract: TensorSpec.image, Plan.images)
 from .weights import StoredWeight, param_value
 
@@ -89,11 +90,15 @@ class TensorSpec:
         return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
 
 
-def random_inputs(specs, seed: int = 0) -> list[np.ndarray]:
-    """Seeded standard-normal inputs for the given tensor specs. The same seed gives the same inputs on every host,
-    which is why a farm agent makes a measurement's inputs itself from the seed a client sends."""
+def random_inputs(specs, seed: int = 0, ranges: dict[str, tuple[int, int]] | None = None) -> list[np.ndarray]:
+    """Seeded inputs for the given tensor specs: standard-normal floats; integers (and bools) uniform in the range
+    `ranges` gives for the tensor's name (an artifact's `value_ranges`), else in {0, 1}
+    (`adreno.frontend.input_values` says why). The same seed gives the same inputs on every host, which is why a
+    farm agent makes a measurement's inputs itself from the seed a client sends."""
     rng = np.random.default_rng(seed)
-    return [rng.standard_normal(s.shape).astype(s.dtype) for s in specs]
+    ranges = ranges or {}
+    return [rng.standard_normal(s.shape).astype(s.dtype) if np.dtype(s.dtype).kind in "fc"
+            else rng.integers(*ranges.get(s.name, (0, 2)), size=s.shape).astype(s.dtype) for s in specs]
 
 
 @dataclass
@@ -173,16 +178,20 @@ class Plan:
 
 @dataclass
 class Artifact:
-    """A loaded artifact directory."""
+    """A loaded artifact directory: of an artifact of several shape sets (`adreno.shape_sets`), one set, whose plan
+    `plan` is and whose fields `manifest` has."""
 
     path: Path
     manifest: dict
     plan: Plan
+    shape_sets: list[ShapeSet] = field(default_factory=list)  # [] for an artifact of one set
+    shape_set: int = 0
 
     @classmethod
-    def load(cls, path: str | os.PathLike, checked: bool = True) -> "Artifact":
+    def load(cls, path: str | os.PathLike, checked: bool = True, shape_set: int = 0) -> "Artifact":
         """Open and validate an artifact directory (`adreno.artifact_check`); every problem is an `ArtifactError`
-        that says what to do. `checked=False` skips the comparison of the files' SHA-256 with the manifest's."""
+        that says what to do. `checked=False` skips the comparison of the files' SHA-256 with the manifest's.
+        `shape_set`: the set to open of an artifact of several (`for_inputs` picks the one an input needs)."""
         path = Path(path)
         if not path.is_dir():
             raise ArtifactError(f"{path}: no such artifact directory (create one with `adreno compile`)")
@@ -193,21 +202,48 @@ class Artifact:
                                 f"{manifest.get('plan_format')!r}; this adreno reads format {PLAN_FORMAT}: "
                                 "recompile it")
         check_files(path, manifest, hashes=checked)
-        unlisted = {PLAN_NAME, PARAMS_NAME} - set(manifest["files"])
+        return cls._open_set(path, manifest, read_shape_sets(manifest, path / MANIFEST_NAME), shape_set)
+
+    @classmethod
+    def _open_set(cls, path: Path, manifest: dict, sets: list[ShapeSet], index: int) -> "Artifact":
+        """The artifact as shape set `index` reads it (its plan checked against the files the manifest lists)."""
+        plan_name = PLAN_NAME
+        if sets:
+            if not 0 <= index < len(sets):
+                raise AdrenoError(f"{path} has {len(sets)} shape sets, no set {index}")
+            plan_name = sets[index].plan
+            manifest = set_manifest(manifest, sets[index], index, len(sets))
+        unlisted = {plan_name, PARAMS_NAME} - set(manifest["files"])
         if unlisted:
             raise ArtifactError(f"{path}: the manifest does not list {', '.join(sorted(unlisted))}; "
                                 "recompile the model")
         try:
-            plan = Plan.from_json(_read_json(path / PLAN_NAME))
+            plan = Plan.from_json(_read_json(confined(path, plan_name)))
             check_plan(plan, path, set(manifest["files"]))
             check_manifest(plan, manifest)
-            artifact = cls(path, manifest, plan)
+            artifact = cls(path, manifest, plan, sets, index)
             kernel_contract.check(plan, artifact.kernel_source)
         except (KeyError, TypeError, AttributeError, ValueError) as err:
-            raise ArtifactError(f"{path / PLAN_NAME} is malformed ({type(err).__name__}: {str(err)[:120]}); "
+            raise ArtifactError(f"{path / plan_name} is malformed ({type(err).__name__}: {str(err)[:120]}); "
                                 "recompile the model") from None
         check_run_digest(path, manifest)  # last: an edit the checks above name is refused in their words
         return artifact
+
+    def for_inputs(self, shapes: dict[str, tuple]) -> "Artifact":
+        """The shape set whose inputs have exactly `shapes` ({model input name: shape}); another shape is one line
+        listing the sets (for an artifact of one set: its shapes). A plan tensor's name stands for its input's, as
+        in `ordered_inputs`."""
+        model_name = {t: n for n, t in zip(self.input_names(), self.plan.inputs)}
+        shapes = {model_name.get(name, name): shape for name, shape in shapes.items()}
+        if not self.shape_sets:
+            if isinstance(self.manifest.get("inputs"), dict):  # a kernel's artifact (`tune.builder`) records none
+                matching([ShapeSet(PLAN_NAME, self.manifest)], shapes)
+            return self
+        index = matching(self.shape_sets, shapes)
+        if index == self.shape_set:
+            return self
+        manifest = _read_json(self.path / MANIFEST_NAME)  # the shared fields (self.manifest holds a set's)
+        return self._open_set(self.path, manifest, self.shape_sets, index)
 
     def kernel_source(self, program: str) -> str:
         path = confined(self.path, self.plan.programs[program])
@@ -235,7 +271,7 @@ class Artifact:
         """params.npz as it is stored, keyed by param name (see `params`)."""
         try:
             self._check_params_index()
-            params = read_npz(self.path / PARAMS_NAME)
+            params = read_npz(self.path / PARAMS_NAME, self.plan.tensors)  # other shape sets' params unread
         except NpzUnreadable as err:
             raise ArtifactError(f"{err}; recompile the model") from None
         except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as err:
@@ -254,6 +290,8 @@ class Artifact:
         with zipfile.ZipFile(self.path / PARAMS_NAME) as archive:
             for member in archive.infolist():
                 spec = tensors.get(member.filename.removesuffix(".npy"))
+                if spec is None and self.shape_sets:
+                    continue  # another set's param, never read with this set's (`stored_params`)
                 if spec is None or spec.kind != "param":
                     raise ArtifactError(f"{self.path / PARAMS_NAME} holds {member.filename!r}, which is no param of "
                                         "the plan; recompile the model")
@@ -304,6 +342,21 @@ class Artifact:
         if missing:
             raise AdrenoError(f"missing inputs {missing}; the model takes {names} (given {sorted(arrays)})")
         return [arrays[key] for key in keys]
+
+    def value_ranges(self) -> dict[str, tuple[int, int]]:
+        """[low, high) of each integer input a random run draws, by plan tensor (the manifest's `values`,
+        `adreno.frontend.input_values`); an artifact of an older adreno has none (then {0, 1} are drawn)."""
+        ranges = {}
+        for name, entry in self.manifest.get("inputs", {}).items():
+            values = entry.get("values") if isinstance(entry, dict) else None
+            if values is None:
+                continue
+            if not (isinstance(values, list) and len(values) == 2 and all(type(v) is int for v in values)
+                    and values[0] < values[1]):
+                raise ArtifactError(f"{self.path / MANIFEST_NAME}: input {name!r} has values {values!r}, not an "
+                                    "integer range [low, high); recompile the model")
+            ranges[entry.get("tensor", name)] = tuple(values)
+        return ranges
 
     def _model_names(self, key: str, tensors: list[str]) -> list[str]:
         by_tensor = {entry.get("tensor", name): name for name, entry in self.manifest.get(key, {}).items()}

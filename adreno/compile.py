@@ -28,6 +28,7 @@ from .frontend.empty import EmptyTensors
 from .errors import AdrenoError, ModelError, UnsupportedOpError
 from .frontend.importer import graph_inputs, load_model, to_relax
 from .frontend.index_guards import OUTPUT, GuardedNodes
+from .frontend.input_values import integer_ranges
 from .host_library import export_host_library, param_order
 from .index_checks import MANIFEST_KEY
 from .lowered import LoweredFunctions
@@ -172,7 +173,8 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "sizes": artifact_sizes(writer.tmp, library),
             "weight_storage": weight_storage(plan),
             "bound": bound_entries(bound),
-            "inputs": _io_entries(plan, plan.inputs, [i.name for i in graph_inputs(onnx_model)]),
+            "inputs": _io_entries(plan, plan.inputs, [i.name for i in graph_inputs(onnx_model)],
+                                  integer_ranges(onnx_model, graph_inputs(onnx_model))),
             "outputs": _io_entries(plan, checked_outputs, model_outputs),
             **({MANIFEST_KEY: {"tensor": plan.outputs[-1], "nodes": guarded.nodes}} if flags else {}),
             "kernels": plan.kernel_count(),
@@ -218,12 +220,15 @@ def tuned_configs(records: str | None, precision: Precision, target: str) -> Tun
     return TunedConfigs.load(records, precision, kernel_configs, layout_config_in_space, target)
 
 
-def _io_entries(plan: Plan, tensors: list[str], onnx_names: list[str]) -> dict:
+def _io_entries(plan: Plan, tensors: list[str], onnx_names: list[str], ranges: dict | None = None) -> dict:
     """The model's inputs or outputs under their ONNX names (what the user's .npz files use), each with the plan
     tensor that holds it: names that are not C identifiers are renamed before import (`adreno.identifiers`: `0` ->
-    `input_0`, `gpu_0/data_0` -> `gpu_0_data_0`) and outputs are bindings (`gv`)."""
+    `input_0`, `gpu_0/data_0` -> `gpu_0_data_0`) and outputs are bindings (`gv`). An integer input has the range
+    a random run draws it from (`values`, `adreno.frontend.input_values`)."""
     names = onnx_names if len(onnx_names) == len(tensors) else tensors
-    return {name: {"tensor": t, "shape": plan.tensors[t].shape, "dtype": plan.tensors[t].dtype}
+    ranges = ranges or {}
+    return {name: {"tensor": t, "shape": plan.tensors[t].shape, "dtype": plan.tensors[t].dtype,
+                   **({"values": list(ranges[name])} if name in ranges else {})}
             for name, t in zip(names, tensors)}
 
 

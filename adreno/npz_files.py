@@ -15,6 +15,7 @@ import math
 import tokenize
 import zipfile
 import zlib
+from collections.abc import Container
 from pathlib import Path
 
 import numpy as np
@@ -35,12 +36,13 @@ class NpzUnreadable(AdrenoError):
     """An .npz file, or one of its members, is not what numpy writes; nothing of it was used."""
 
 
-def read_npz(path: Path | str) -> dict[str, np.ndarray]:
-    """The arrays of the .npz file at `path`, keyed by member name without `.npy`, in the file's order."""
+def read_npz(path: Path | str, names: Container[str] | None = None) -> dict[str, np.ndarray]:
+    """The arrays of the .npz file at `path`, keyed by member name without `.npy`, in the file's order; with `names`,
+    only those members are read (an artifact's shape set reads its own params of the shared file)."""
     try:
         with zipfile.ZipFile(path) as archive:
             return {info.filename.removesuffix(".npy"): _read_member(archive, info, path)
-                    for info in archive.infolist()}
+                    for info in archive.infolist() if names is None or info.filename.removesuffix(".npy") in names}
     except _MALFORMED as err:
         raise NpzUnreadable(f"{path}: cannot read it as .npz ({type(err).__name__}: "
                             f"{str(err).splitlines()[0][:100] if str(err) else 'malformed'})") from None

@@ -9,6 +9,7 @@ import numpy as np
 from .artifact import Artifact
 from .errors import ArtifactError, ModelError
 from .frontend.importer import load_model
+from .frontend.quantized import float_lstms
 from .options import Precision
 
 
@@ -139,16 +140,23 @@ SPREAD_FACTOR = 1.5
 
 def reference_spread(model, inputs: list[np.ndarray], bound: dict[str, np.ndarray] | None = None,
                      reference: list[np.ndarray] | None = None) -> list[float] | None:
-    """Per output, the largest change of onnxruntime's own result when the float input of every DynamicQuantizeLinear
-    is scaled by one ulp (`ULP_NUDGES`, one run each); None for a model without DynamicQuantizeLinear, whose
-    reference is steady. `reference`: the unnudged outputs, when already computed."""
-    if not any(node.op_type == "DynamicQuantizeLinear" for node in model.graph.node):
+    """Per output, the largest change of onnxruntime's own result when its dynamically quantized activations round
+    otherwise: the float input of every DynamicQuantizeLinear scaled by one ulp (`ULP_NUDGES`, one run each), and
+    every DynamicQuantizeLSTM computed without quantizing its activations (`frontend.quantized.float_lstms`: our
+    LSTM computes them in float; onnxruntime's rounding moves a small LSTM's outputs by about 1% of their largest
+    magnitude). None for a model with neither, whose reference is steady. `reference`: the unmoved outputs, when
+    already computed."""
+    variants = [_nudged(model, factor) for factor in ULP_NUDGES] \
+        if any(node.op_type == "DynamicQuantizeLinear" for node in model.graph.node) else []
+    unrounded = float_lstms(model)
+    variants += [unrounded] if unrounded is not None else []
+    if not variants:
         return None
     reference = reference if reference is not None else onnxruntime_outputs(model, inputs, bound)
     spread = [0.0] * len(reference)
-    for factor in ULP_NUDGES:
-        nudged = onnxruntime_outputs(_nudged(model, factor), inputs, bound)
-        for index, (moved, ref) in enumerate(zip(nudged, reference)):
+    for variant in variants:
+        moved_outputs = onnxruntime_outputs(variant, inputs, bound)
+        for index, (moved, ref) in enumerate(zip(moved_outputs, reference)):
             if moved.shape == ref.shape and moved.size:
                 change = np.abs(moved.astype(np.float64) - ref.astype(np.float64))
                 spread[index] = max(spread[index], float(np.max(change)))

@@ -34,7 +34,7 @@ def test_check_raises_on_a_mismatch_and_run_takes_inputs_three_ways(tiny_artifac
         assert np.array_equal(artifact.run(arrays)[0], seeded[0])
         assert np.array_equal(artifact.run({name: arrays[0]})[0], seeded[0])
         assert artifact.check()["ok"]
-        artifact._run = lambda inputs: [np.zeros_like(o) for o in seeded]  # outputs gone wrong, onnxruntime real
+        artifact._run = lambda stored, inputs: [np.zeros_like(o) for o in seeded]  # outputs gone wrong, ort real
         with pytest.raises(OutputMismatchError, match="does not match onnxruntime"):
             artifact.check()
         with pytest.raises(AdrenoError, match="2 arrays for the 1 inputs"):

@@ -8,7 +8,7 @@ import pytest
 from tests.bench_smoke import check
 
 # tool -> the fields its docs' tables are read from (docs/cache.md, compile.md, native.md, weights.md, quantized.md,
-# schedules.md, README's benchmark sections)
+# schedules.md, shapes.md, README's benchmark sections)
 FIELDS = {
     "bench_cache.py": [f"models.*.{mode}.{what}" for mode in ("cold", "warm", "bundled")
                        for what in ("valid_runs", "program_load_s", "time_to_first_inference_s", "first_run_s",
@@ -37,6 +37,9 @@ FIELDS = {
     "quantized_models.py": [f"*.{what}" for what in ("max_abs", "max_steps", "exact_fraction", "weights_bytes",
                                                      "directory_bytes", "device_median_ms")],
     "first_launch.py": ["build_s", "kernels.*.kernel", "kernels.*.first_ms", "kernels.*.later_ms"],
+    "bench_shapes.py": ["one.sizes.weights", "many.sizes.weights", "many.kernels_stored", "size_ratio_to_budget",
+                        "compile_cpu_ratio", "compile_wall_ratio", "switching.*.programs_built",
+                        "fresh_starts.*.build_from"],
 }
 
 # bench_memory's tex-1px variant (the tiled texture conv family left out, so the packed family schedules every conv)

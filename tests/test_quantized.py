@@ -149,7 +149,7 @@ def _lstm_model():
 
 
 @pytest.mark.parametrize("make, message", [
-    (_lstm_model, "node my_lstm (DynamicQuantizeLSTM) is not supported (LSTM)"),
+    (_lstm_model, "node my_lstm (DynamicQuantizeLSTM): its W scale ('') must be a constant"),
     (lambda: with_constant_parameters(CASES["test_dequantizelinear_blocked"])[0],
      "(DequantizeLinear) uses blocked quantization (block_size)"),
 ], ids=["dynamic-quantize-lstm", "blocked"])

@@ -52,7 +52,7 @@ def child(mode: str, artifact_path: str, cache_dir: str, output: str, device_spe
     cache = ProgramCache(Path(cache_dir))
     executor = Executor(artifact, device, cache=cache.for_artifact(artifact.path))
     loaded = time.perf_counter()
-    inputs = random_inputs(artifact.input_specs(), seed=0)
+    inputs = random_inputs(artifact.input_specs(), 0, artifact.value_ranges())
     outputs = executor.run(inputs)
     first = time.perf_counter()
     executor.run(inputs)  # a second inference: what the first one costs beyond steady state (the driver's JIT)
@@ -109,7 +109,8 @@ def bench_model(model: str, args, workdir: Path, env: dict) -> dict:
         artifact = Artifact.load(given)
     else:
         artifact = Artifact.load(compile_model(model, given or workdir / model))
-    reference = onnxruntime_outputs(reference_model(artifact), random_inputs(artifact.input_specs(), seed=0))
+    inputs = random_inputs(artifact.input_specs(), 0, artifact.value_ranges())
+    reference = onnxruntime_outputs(reference_model(artifact), inputs)
     reference = [r.astype("float64") for r in reference]
     plain = workdir / f"{model}-plain"  # copies without bundled binaries: the artifact given stays as it was
     shutil.copytree(artifact.path, plain, ignore=shutil.ignore_patterns("binaries"))

@@ -70,7 +70,7 @@ def bench_one(label: str, model, variant: str, device, repeat: int, workdir: Pat
     artifact = Artifact.load(path)
     compile_s = time.perf_counter() - started
     executor = Executor(artifact, device)
-    inputs = random_inputs(artifact.input_specs(), seed=0)
+    inputs = random_inputs(artifact.input_specs(), 0, artifact.value_ranges())
     row = compare(executor.run(inputs), onnxruntime_outputs(proto, inputs))[0]
     if precision == "fp16":
         matched = row["max_rel_error"] <= 0.05

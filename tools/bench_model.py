@@ -30,7 +30,7 @@ def bench(model: str, device, repeat: int, workdir: Path, schedules: str) -> dic
     started = time.perf_counter()
     executor = Executor(artifact, device)
     load_s = time.perf_counter() - started
-    inputs = random_inputs(artifact.input_specs(), seed=0)
+    inputs = random_inputs(artifact.input_specs(), 0, artifact.value_ranges())
     started = time.perf_counter()
     outputs = executor.run(inputs)
     first_run_s = time.perf_counter() - started

@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     executor = Executor(args.artifact, args.device, compile_workers=0)  # each first launch here, timed alone
     build_s = time.perf_counter() - started
-    executor.set_inputs(random_inputs(executor.artifact.input_specs(), 0))
+    executor.set_inputs(random_inputs(executor.artifact.input_specs(), 0, executor.artifact.value_ranges()))
     launches: dict[str, list[float]] = {}
     for bound in (b for b in executor.launches if args.kernel in b.name):
         started = time.perf_counter()

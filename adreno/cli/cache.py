@@ -125,7 +125,7 @@ def cmd_verify(args) -> int:
 def cmd_warm(args) -> int:
     from ..runners.rpc import warm_artifact  # inside: adreno --help does not need it
 
-    artifact = Artifact.load(args.artifact)
+    artifact = single_set(Artifact.load(args.artifact), "warm")
     summary = warm_artifact(str(artifact.path), args.tracker, args.key)
     device = summary["device"]
     emit(args, summary, f"built {summary['programs']} programs on {summary['remote']} ({device['device_name']}, "
@@ -139,7 +139,7 @@ def cmd_export(args) -> int:
     from ..cache import export_bundle  # inside: loads pyopencl at import
     from ..opencl.device import select_device  # inside: adreno --help does not need it
 
-    artifact = Artifact.load(args.artifact)
+    artifact = single_set(Artifact.load(args.artifact), "export")
     device = select_device(args.device)
     cache = None if args.no_cache else _cache(args)
     try:
@@ -155,3 +155,12 @@ def cmd_export(args) -> int:
             f"  TVM runtime blob (opencl.SetPreCompiledPrograms): {summary['tvm_precompiled']}")
     emit(args, summary, text)
     return 0
+
+
+def single_set(artifact, command: str):
+    """`artifact` when it has one shape set: a bundle of binaries holds one set's programs (each set's are in the
+    program cache after its first run)."""
+    if artifact.shape_sets:
+        raise AdrenoError(f"`adreno cache {command}` takes an artifact of one shape set; {artifact.path} has "
+                          f"{len(artifact.shape_sets)} (each set's programs enter the program cache at its first run)")
+    return artifact

@@ -15,6 +15,7 @@ from ..frontend.bind import add_bind_argument, read_bind
 from ..paths import creatable
 from ..options import (CompileOptions, Defaults, Host, Indices, Memory, Precision, Schedules, Winograd,
                        add_staging_argument, enum_argument)
+from ..shape_sets import parse_shape_sets
 from .common import Progress, emit, megabytes
 from .orchestrate import MeasureSite, add_max_size_argument, add_measure_arguments, cost_table
 
@@ -33,7 +34,10 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
     p.add_argument("--cc", help="compiler to link the host library (an NDK aarch64-linux-android<API>-clang for "
                    "--host android; default $TVM_NDK_CC; without one, lib.tar holds the objects)")
     p.add_argument("--input-shape", action="append", metavar="NAME:DIMS",
-                   help="static shape for a model input with dynamic dimensions, e.g. input:1,3,224,224 (repeatable)")
+                   help="static shape for a model input with dynamic dimensions, e.g. input:1,3,224,224 (repeatable: "
+                   "one per input; naming an input again starts another shape set, every set naming the same "
+                   "inputs, and the artifact holds every set with its weights once, `adreno run` choosing the set "
+                   "its input matches; see docs/shapes.md)")
     add_bind_argument(p)
     p.add_argument("--memory", **enum_argument(Memory), default=None,
                    help="where tensors live on the GPU: texture (NCHW4c activations and OIHW4o weights in OpenCL "
@@ -86,21 +90,6 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
-def _parse_shapes(items: list[str] | None) -> dict[str, list[int]]:
-    shapes = {}
-    for item in items or []:
-        name, sep, dims = item.rpartition(":")
-        if name in shapes:
-            raise AdrenoError(f"--input-shape {item!r}: {name} already has a shape; give each input one")
-        try:
-            shapes[name] = [int(d) for d in dims.replace("x", ",").split(",") if d]
-        except ValueError:
-            sep = ""
-        if not sep or not name or not shapes.get(name):
-            raise AdrenoError(f"--input-shape {item!r}: expected NAME:D0,D1,... e.g. input:1,3,224,224")
-    return shapes
-
-
 def records_elsewhere_line(manifest: dict) -> str:
     """One line saying how many workloads got records measured on devices other than the target ("" if none)."""
     from ..records import device_target  # inside: adreno --help does not need it
@@ -119,8 +108,8 @@ def cmd_compile(args) -> int:
     from ..compile import compile_model  # inside: adreno --help does not need it
 
     output = default_output(args.model) if args.output is None else args.output
-    options = CompileOptions(target=args.target, host=args.host, cc=args.cc,
-                             input_shapes=_parse_shapes(args.input_shape),
+    shape_sets = parse_shape_sets(args.input_shape)
+    options = CompileOptions(target=args.target, host=args.host, cc=args.cc, input_shapes=shape_sets[0],
                              memory=args.memory, precision=args.precision, schedules=args.schedules,
                              records=args.records, winograd=args.winograd, image_max=args.image_max,
                              defaults=args.defaults, staging=args.staging, indices=args.indices)
@@ -128,6 +117,8 @@ def cmd_compile(args) -> int:
     progress = Progress(not (args.json or args.quiet))
     started = time.perf_counter()
     check = None if args.no_build_check else BuildCheck(ProgramCache())
+    if len(shape_sets) > 1:
+        return _compile_shape_sets(args, output, options, shape_sets, bind, progress, check)
     with _orchestrator(args, options, progress) as orchestrator:
         path = compile_model(args.model, output, options, progress=progress, bind=bind, build_check=check,
                              orchestrator=orchestrator)
@@ -158,6 +149,35 @@ def cmd_compile(args) -> int:
                          f"\n  {check.result.line() if check else 'build check: off (--no-build-check)'}")
     return 0
 
+
+def _compile_shape_sets(args, output, options, shape_sets, bind, progress, check) -> int:
+    """`adreno compile` of several shape sets into one artifact (`adreno.compile_shapes`)."""
+    from ..compile_shapes import compile_shape_sets, set_summaries  # inside: adreno --help does not need it
+
+    if args.orchestrate:
+        raise AdrenoError("--orchestrate compiles one shape set; give each input one --input-shape")
+    started = time.perf_counter()
+    path, checks = compile_shape_sets(args.model, output, options, shape_sets, progress=progress, bind=bind,
+                                      build_check=check)
+    progress.finish_step()
+    manifest = json.loads((path / "manifest.json").read_text())
+    sets = set_summaries(path)
+    for summary, result in zip(sets, checks):
+        summary["build_check"] = result.to_json() if result is not None else None
+    sizes = manifest["sizes"]
+    summary = {"artifact": str(path), "target": manifest["target"], "memory": manifest["memory"],
+               "shape_sets": sets, "kernels_stored": manifest["kernels_stored"], "sizes": sizes,
+               "seconds": round(time.perf_counter() - started, 2)}
+    lines = [f"compiled {manifest['model']} for {manifest['target']} ({manifest['memory']} memory) at "
+             f"{len(sets)} shape sets, {manifest['kernels_stored']} kernel files stored -> {path} "
+             f"({summary['seconds']} s)",
+             f"  size: weights {megabytes(sizes['weights'])} (once), kernels {megabytes(sizes['kernels'])}, host "
+             f"libraries {megabytes(sizes['host_library'])}"]
+    for index, (entry, result) in enumerate(zip(sets, checks)):
+        lines.append(f"  set {index}: {entry['label']}: {entry['kernels']} kernels; "
+                     f"{result.line() if result else 'build check: off (--no-build-check)'}")
+    emit(args, summary, "\n".join(lines))
+    return 0
 
 
 @contextmanager

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..api import check_outputs, model_inputs
+from ..api import check_outputs, model_inputs, shape_set_of
 from ..artifact import Artifact
 from ..command_line import require_positive
 from ..errors import AdrenoError
 from ..npz_files import NPY_MAGIC, NpzUnreadable, read_npz
 from ..options import Runtime, enum_argument
 from ..paths import output_file, regular_file
+from ..shape_sets import parse_shape_sets
 from .common import Progress, add_artifact_argument, add_device_argument, emit, error_line
 
 
@@ -32,8 +33,13 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
                    "through pyopencl; tvm: the host library (lib.so, an artifact compiled with --host native) through "
                    "TVM's Relax VM and adreno's OpenCL plugin, the program a phone app runs")
     p.add_argument("--repeat", type=int, default=10, help="timed runs (default 10)")
-    p.add_argument("--input", help=".npz file with one array per model input (default: seeded random input)")
+    p.add_argument("--input", help=".npz file with one array per model input (default: seeded random input: "
+                   "floats standard-normal; an integer input that indexes a Gather (token ids, token types) within "
+                   "the table's size, every other integer or bool input (a mask, a flag) 0 or 1; the manifest's "
+                   "inputs list each range as values)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
+    p.add_argument("--input-shape", action="append", metavar="NAME:DIMS", help="of an artifact of several shape sets, "
+                   "the set the random input takes (default: the first); --input runs the set its arrays match")
     p.add_argument("--reference", help="ONNX model for --check (default: the model the artifact was compiled from)")
     p.add_argument("--rtol", type=float, default=None, help="--check tolerance relative to the output's largest "
                    "magnitude (default 1e-3; 5e-2 for a --precision fp16 artifact, whose images hold half floats)")
@@ -49,9 +55,19 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
 
-def _load_inputs(args, artifact) -> list[np.ndarray]:
+def _load_inputs(args, artifact) -> tuple:
+    """(the artifact's shape set that runs, its inputs): the set `--input`'s arrays match (`adreno.shape_sets`), or
+    without --input the one `--input-shape` names, with seeded random inputs of its shapes."""
+    where = f"--input {args.input}"
     arrays = None if not args.input else _read_npz(regular_file(args.input, "--input"))
-    return model_inputs(artifact, arrays, args.seed, f"--input {args.input}")
+    if arrays is None and args.input_shape:
+        shape_sets = parse_shape_sets(args.input_shape)
+        if len(shape_sets) > 1:
+            raise AdrenoError("--input-shape: a run takes one shape set; name each input once")
+        artifact = artifact.for_inputs(shape_sets[0])
+    else:
+        artifact = shape_set_of(artifact, arrays, where)
+    return artifact, model_inputs(artifact, arrays, args.seed, where)
 
 
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
@@ -102,12 +118,14 @@ def _run_artifact(args, output: Path | None) -> int:
               f"{artifact.path} were not compared with its manifest (paths and the plan were still checked)",
               file=sys.stderr)
     progress = Progress(not (args.json or args.quiet))
+    if args.input:
+        progress(f"reading {args.input}")
+    artifact, inputs = _load_inputs(args, artifact)
     progress(f"building the OpenCL programs of {len(artifact.plan.programs)} kernel files" if runtime is Runtime.PLAN
              else "loading the host library in TVM's runtime and building its OpenCL programs")
     start_began = time.perf_counter()
     executor = _executor(runtime, artifact, args.device, _program_cache(args))
     start_seconds = time.perf_counter() - start_began  # what a cold start waits before its first run
-    inputs = _load_inputs(args, artifact)
     progress("first run")
     first_started = time.perf_counter()
     outputs = executor.run(inputs)  # the plan's executor writes the program cache after it, in the background
@@ -132,7 +150,8 @@ def _run_artifact(args, output: Path | None) -> int:
         _write_outputs(output, dict(zip(artifact.output_names(), outputs)))
     total = sum(k.median_ms for k in profile.kernels) or 1.0
     result = {
-        "artifact": str(artifact.path), "runtime": runtime, "device": executor.device.name.strip(),
+        "artifact": str(artifact.path), "shape_set": artifact.manifest.get("shape_set"), "runtime": runtime,
+        "device": executor.device.name.strip(),
         "platform": executor.device.platform.name.strip(), "start_seconds": round(start_seconds, 3),
         "build_seconds": round(executor.build_seconds, 3),
         "first_launches": _first_launches(executor) if runtime is Runtime.PLAN else None,
@@ -183,7 +202,10 @@ def _write_outputs(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 def _run_text(result: dict, top: int) -> str:
     how = "" if result["runtime"] is Runtime.PLAN else ", host library through TVM's runtime"
-    lines = [f"{result['artifact']} on {result['device']} ({result['platform']}){how}",
+    shape_set = result["shape_set"]
+    lines = [f"{result['artifact']} on {result['device']} ({result['platform']}){how}"
+             + ("" if shape_set is None else
+                f", shape set {shape_set['index']} of {shape_set['of']}: {shape_set['label']}"),
              f"  start {result['start_seconds']:.2f} s: build {result['build_seconds']:.2f} s{_build_text(result)}"
              f"{_first_launches_text(result['first_launches'])}; first run {result['first_run_ms']:.1f} ms"
              + ("" if result["warm_build_seconds"] is None else
@@ -209,8 +231,8 @@ def _run_text(result: dict, top: int) -> str:
                 lines.append(f"  check output {index} vs onnxruntime: {row['problem']}: MISMATCH")
                 continue
             bound = tolerance(row, check["rtol"], check["atol"])
-            spread = (f" (with {SPREAD_FACTOR:g} x {row['spread']:.3g}, onnxruntime's own change when each "
-                      "DynamicQuantizeLinear input moves by one ulp)") if row.get("spread") else ""
+            spread = (f" (with {SPREAD_FACTOR:g} x {row['spread']:.3g}, onnxruntime's own change when its "
+                      "dynamically quantized activations round otherwise)") if row.get("spread") else ""
             lines.append(f"  check output {index} vs onnxruntime: max abs error {row['max_abs_error']:.3g} "
                          f"(relative {row['max_rel_error']:.3g} of max |ref| {row['max_abs_ref']:.3g}), "
                          f"tolerance {bound:.3g}{spread}: {'OK' if row['max_abs_error'] <= bound else 'MISMATCH'}")

@@ -7,9 +7,11 @@ import sys
 from pathlib import Path
 
 from ..command_line import require_positive
+from ..errors import AdrenoError
 from ..frontend.bind import add_bind_argument, read_bind
 from ..farm.common import FarmError, parse_addr
 from ..paths import creatable, output_file
+from ..shape_sets import parse_shape_sets
 from ..options import CompileOptions, Host, Memory, Precision, Runtime, add_staging_argument, enum_argument
 
 
@@ -18,13 +20,16 @@ def cmd_tune(args) -> int:
     if args.save_model:  # written after the tuning or the export's training
         creatable(args.save_model, "--save-model")
     if args.export_batch or args.import_batch:
+        if args.input_shape:
+            raise AdrenoError("--input-shape is not taken with --export-batch or --import-batch yet: tune the shape "
+                              "sets on a device or a farm")
         from ..tune.batch import cmd_batch  # inside: adreno --help does not need it
 
         return cmd_batch(args)
     # inside: adreno --help does not need it
     from ..records import Database
     from ..costmodel import make_model
-    from ..tune.extract import extract_tasks
+    from ..tune.extract import extract_shape_sets
     from ..tune.builder import Builder
     from ..tune.session import open_tuner
     from ..tune.tuner import plot_history, plottable, save_report
@@ -53,9 +58,10 @@ def cmd_tune(args) -> int:
             print(text, file=sys.stderr, flush=True)
 
     say(f"extracting tasks of {args.model} for {args.target} ({args.memory} memory)")
-    tasks = extract_tasks(args.model, CompileOptions(target=args.target, memory=args.memory, precision=args.precision,
-                                                     staging=args.staging),
-                          layouts=not args.no_layouts and native is None, bind=read_bind(args.bind))
+    tasks = extract_shape_sets(args.model, CompileOptions(target=args.target, memory=args.memory,
+                                                          precision=args.precision, staging=args.staging),
+                               parse_shape_sets(args.input_shape), layouts=not args.no_layouts and native is None,
+                               bind=read_bind(args.bind))
     builder = Builder(workdir=args.keep_candidates, native=native)
     tuner = open_tuner(tasks, database, target=args.target, device=args.device, tracker=args.tracker, key=args.key,
                        runtime=runtime, server=args.server, outage_s=args.outage, timeout_s=args.timeout,
@@ -146,6 +152,9 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
                 "best record per kernel (records of texture convs keep the compile in texture memory), and per 3x3 "
                 "stride-1 conv its layout (direct or Winograd).")
     p.add_argument("model", help="bundled model name or .onnx file")
+    p.add_argument("--input-shape", action="append", metavar="NAME:DIMS", help="static shape for a model input with "
+                   "dynamic dimensions, as `adreno compile` takes it: naming an input again starts another shape set, "
+                   "and the kernels of every set are tuned (a kernel several sets share, once)")
     add_bind_argument(p)
     p.add_argument("--target", default="adreno-740", help="Adreno target the kernels are compiled for")
     p.add_argument("--device", help="local OpenCL device to measure on: pocl (default), gpu, or an index")

@@ -144,7 +144,8 @@ def _measure(name: str, request_json: str) -> str:
             with np.load(_workpath(request["inputs"])) as data:
                 inputs = [data[f"arr_{i}"] for i in range(len(data.files))]
         else:
-            inputs = random_inputs(executor.artifact.input_specs(), int(request.get("seed", 0)))
+            inputs = random_inputs(executor.artifact.input_specs(), int(request.get("seed", 0)),
+                                   executor.artifact.value_ranges())
         reply = {"outputs": None}
         if request.get("want_outputs"):
             outputs = executor.run(inputs)

@@ -18,8 +18,13 @@ as OpenCL's `rint`, saturation), DynamicQuantizeLinear and MatMulInteger. The re
   QLinearSigmoid, QLinearLeakyRelu, QLinearGlobalAveragePool, QLinearAveragePool, QLinearSoftmax,
   QLinearConcat) become DequantizeLinear -> the float op -> QuantizeLinear: onnxruntime computes most of them
   through lookup tables or fixed-point ratios, so an output may differ from it by one quantization step.
-- DynamicQuantizeLSTM, blocked quantization (`block_size`) and channels-last QOperator forms are refused in one
-  line naming the node.
+- com.microsoft's DynamicQuantizeLSTM (what `quantize_dynamic` makes of every LSTM) becomes ONNX's LSTM with its
+  weights dequantized to float32 constants: W and R, stored input-major ((directions, input, 4 * hidden)) with a
+  scale and zero point per direction or per direction and gate column, transposed to ONNX's (directions,
+  4 * hidden, input). `frontend.recurrent` unrolls it like any LSTM. onnxruntime also quantizes the LSTM's
+  activations (X and H, to uint8 at every step) where we compute in float: `float_lstms` gives the model
+  onnxruntime would run without that rounding, which `adreno.reference.reference_spread` measures it by.
+- Blocked quantization (`block_size`) and channels-last QOperator forms are refused in one line naming the node.
 
 `dequantize(model)` returns a `Dequantized` (the rewritten model, or the model itself when it is not quantized,
 and its weights). It runs first in `frontend.to_relax`: before the op check (which does not know the com.microsoft
@@ -51,9 +56,8 @@ FLOAT_DOMAIN = {
     "QLinearSoftmax": ("Softmax", [(0, 1, 2)], (3, 4)),
     "QLinearConcat": ("Concat", None, (0, 1)),
 }
-REFUSED = {"DynamicQuantizeLSTM": "is not supported (LSTM); quantize the model without its LSTM, e.g. "
-           "quantize_dynamic(..., op_types_to_quantize=['Conv', 'MatMul'])"}
-QUANTIZED_OPS = {"DequantizeLinear", *INTEGER_DOMAIN, *FLOAT_DOMAIN, *REFUSED}
+QUANTIZED_LSTM = "DynamicQuantizeLSTM"
+QUANTIZED_OPS = {"DequantizeLinear", QUANTIZED_LSTM, *INTEGER_DOMAIN, *FLOAT_DOMAIN}
 
 
 @dataclass(frozen=True)
@@ -100,10 +104,10 @@ def dequantize(model) -> Dequantized:
     result, nodes = Dequantized(out), []
     for index, node in enumerate(out.graph.node):
         label = f"node {node.name or f'#{index}'} ({node.op_type})"
-        if node.op_type in REFUSED:
-            raise UnsupportedOpError(f"{label} {REFUSED[node.op_type]}")
         builder = _Rewrite(out, f"quantized{index}", version, constants, label, result.weights)
-        if node.op_type == "DequantizeLinear" and node.input[0] in constants:
+        if node.op_type == QUANTIZED_LSTM and node.domain == MICROSOFT:
+            builder.float_lstm(node)
+        elif node.op_type == "DequantizeLinear" and node.input[0] in constants:
             builder.fold_dequantize(node)
         elif node.op_type in INTEGER_DOMAIN:
             builder.integer_domain(node)
@@ -122,6 +126,28 @@ def dequantize(model) -> Dequantized:
         del out.opset_import[:]
         out.opset_import.extend(kept)
     return result
+
+
+def float_lstms(model):
+    """A copy of `model` with each DynamicQuantizeLSTM an ONNX LSTM of its dequantized weights (the rest as it is):
+    what onnxruntime computes without rounding the LSTMs' activations. None when the model has none."""
+    if not any(n.op_type == QUANTIZED_LSTM and n.domain == MICROSOFT for n in model.graph.node):
+        return None
+    import onnx
+
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    constants, version, nodes = _constants(out.graph), opset(out), []
+    for index, node in enumerate(out.graph.node):
+        if node.op_type != QUANTIZED_LSTM or node.domain != MICROSOFT:
+            nodes.append(node)
+            continue
+        builder = _Rewrite(out, f"float_lstm{index}", version, constants, f"node {node.name or f'#{index}'}", [])
+        builder.float_lstm(node)
+        nodes.extend(builder.nodes)
+    del out.graph.node[:]
+    out.graph.node.extend(nodes)
+    return out
 
 
 def _constants(graph) -> dict[str, np.ndarray]:
@@ -235,6 +261,39 @@ class _Rewrite(NodeBuilder):
                          None if y_scale else node.output[0])
         if y_scale:
             self.op("QuantizeLinear", [scaled, self.constant(np.float32(1.0)), y_zero], node.output[0])
+
+    def float_lstm(self, node) -> None:
+        """DynamicQuantizeLSTM (X, W, R, B, sequence_lens, initial_h, initial_c, P, W_scale, W_zero_point, R_scale,
+        R_zero_point) as ONNX's LSTM (X, W, R, B, sequence_lens, initial_h, initial_c, P), the same attributes."""
+        from onnx import helper
+
+        inputs = [*node.input, *[""] * (12 - len(node.input))]
+        weights = [self.lstm_weight(inputs[1], inputs[8], inputs[9], "W"),
+                   self.lstm_weight(inputs[2], inputs[10], inputs[11], "R")]
+        operands = [inputs[0], *weights, *inputs[3:8]]
+        while operands[-1] == "":
+            operands.pop()
+        self.nodes.append(helper.make_node("LSTM", operands, list(node.output), **attributes(node)))
+
+    def lstm_weight(self, name: str, scale: str, zero_point: str, what: str) -> str:
+        """A quantized LSTM weight (directions, rows, 4 * hidden) dequantized with its scale and zero point per
+        direction (directions,) or per direction and column (directions, 4 * hidden), as ONNX's float32
+        (directions, 4 * hidden, rows)."""
+        values = self.value(name, f"{what} weight").astype(np.int32)
+        scales = self.value(scale, f"{what} scale").astype(np.float32)
+        zero = self.zero_point(zero_point, np.int32).astype(np.int32)
+        directions, columns = (values.shape[0], values.shape[2]) if values.ndim == 3 else (0, 0)
+        if not directions or scales.size not in (directions, directions * columns) \
+                or zero.size not in (1, directions, directions * columns):
+            raise UnsupportedOpError(f"{self.label}: its {what} weight {list(values.shape)} with scale "
+                                     f"{list(scales.shape)} is not (directions, rows, 4 * hidden) quantized per "
+                                     "direction or per column")
+
+        def along_columns(v):  # (directions,) or (directions, columns) against (directions, rows, columns)
+            return v.reshape(directions, 1, -1) if v.size > 1 else v.reshape(())
+
+        dequantized = (values - along_columns(zero)).astype(np.float32) * along_columns(scales)
+        return self.constant(np.ascontiguousarray(dequantized.transpose(0, 2, 1)))
 
     def float_domain(self, node) -> None:
         op, triples, (y_scale, y_zero) = FLOAT_DOMAIN[node.op_type]

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import platform
 import time
+from pathlib import Path
 
 import numpy as np
 
 from ..artifact import Artifact
+from ..artifact_check import confined
 from ..errors import TVM_ERRORS, ArtifactError, DeviceError
 from ..layout import ImageSpec, to_image
 from ..opencl.device import DeviceIdentity, device_of
@@ -35,10 +37,10 @@ def check_host_library(artifact: Artifact) -> str:
     if not library:
         raise ArtifactError(f"{artifact.path} has no host library (every output is empty); --runtime tvm has "
                             "nothing to run")
-    if library != "lib.so":
+    if Path(library).name != "lib.so":  # an artifact of several shape sets has one per set (adreno.shape_sets)
         raise ArtifactError(f"{artifact.path} holds {library}, objects to link for a phone, not a library this "
                             "machine loads; compile with --host native for --runtime tvm")
-    path = artifact.path / library
+    path = confined(artifact.path, library)
     layout = read_layout(path)
     here = _ELF_MACHINE.get(platform.machine())
     if layout.machine is not None and here is not None and layout.machine != here:

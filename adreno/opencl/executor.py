@@ -303,7 +303,10 @@ class Executor:
             spec = plan.tensors[name]
             array = np.asarray(array)
             if list(array.shape) != spec.shape:
-                raise AdrenoError(f"input {label} must have shape {spec.shape}, got {list(array.shape)}")
+                sets = self.artifact.manifest.get("shape_set")
+                raise AdrenoError(f"input {label} must have shape {spec.shape}, got {list(array.shape)}" + (
+                    "" if sets is None else f" (this executor runs shape set {sets['index']} of {sets['of']}: an "
+                    "executor of `artifact.for_inputs(shapes)` runs the set an input matches)"))
             if spec.storage:  # else no kernel reads it (adreno.frontend.empty)
                 self._write(spec, array)
 

@@ -12,6 +12,7 @@ import sys
 import pyopencl as cl
 
 from ..errors import AdrenoError
+from ..artifact import Artifact
 from .device import opencl_devices
 from .executor import Executor
 from .first_launches import launch_claimed, launch_order, read_claims, start_worker_deadline
@@ -25,10 +26,12 @@ def main(argv=None) -> int:
     ap.add_argument("--device", type=int, required=True)
     ap.add_argument("--claims-fd", type=int, required=True, help="the read end of its executor's claims pipe")
     ap.add_argument("--deadline", type=float, required=True, help="seconds after which it ends, done or not")
+    ap.add_argument("--shape-set", type=int, default=0, help="the executor's shape set (adreno.shape_sets)")
     args = ap.parse_args(argv)
     start_worker_deadline(args.deadline)
     try:
-        executor = Executor(args.artifact, opencl_devices()[args.device], with_weights=False, compile_workers=0)
+        artifact = Artifact.load(args.artifact, shape_set=args.shape_set)
+        executor = Executor(artifact, opencl_devices()[args.device], with_weights=False, compile_workers=0)
         launch_claimed(executor.queue, executor.launches,
                        read_claims(args.claims_fd, launch_order(executor.artifact)))
     except (AdrenoError, IndexError, OSError, cl.Error) as err:

@@ -137,7 +137,8 @@ class Helpers:
         try:
             self.procs = [subprocess.Popen([sys.executable, "-m", WORKER_MODULE, str(artifact.path), "--device",
                                             str(device_index), "--claims-fd", str(claims),
-                                            "--deadline", str(WORKER_TIMEOUT_S)],
+                                            "--deadline", str(WORKER_TIMEOUT_S), "--shape-set",
+                                            str(artifact.shape_set)],
                                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                            stderr=subprocess.PIPE, text=True, env=env, pass_fds=(claims,),
                                            preexec_fn=popen_child_setup())

@@ -33,7 +33,8 @@ class LocalRunner(Runner):
                 self._evictor = Evictor.for_device(device_of(self.device_spec))
             executor = Executor(run_input.artifact, cache=self.cache, context=self._evictor.context)
             device = executor.device.name.strip()
-            inputs = run_input.inputs or random_inputs(executor.artifact.input_specs(), run_input.seed)
+            inputs = run_input.inputs or random_inputs(executor.artifact.input_specs(), run_input.seed,
+                                                        executor.artifact.value_ranges())
             stage = "run"
             outputs = executor.run(inputs)
             max_error = None

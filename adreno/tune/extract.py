@@ -86,3 +86,20 @@ def extract_tasks(model, options: CompileOptions = BUFFER_TASKS, layouts: bool =
     if not tasks:
         raise AdrenoError("the model has no kernel any of our schedules can tune")
     return sorted(tasks.values(), key=lambda t: t.weight * t.flops, reverse=True)
+
+
+def extract_shape_sets(model, options: CompileOptions, shape_sets: list[dict[str, list[int]]], layouts: bool = False,
+                       bind: Mapping[str, np.ndarray] | None = None) -> list[Task]:
+    """The tunable kernels of `model` at every shape set (`adreno.shape_sets`: what one artifact of several sets
+    compiles): `extract_tasks` of each set, a workload several sets call once, its calls summed, heaviest first.
+    The records are keyed by workload, so the compile of every set finds its kernels' records."""
+    from dataclasses import replace
+
+    merged: dict[str, Task] = {}
+    for shapes in shape_sets:
+        for task in extract_tasks(model, replace(options, input_shapes=shapes), layouts=layouts, bind=bind):
+            kept = merged.setdefault(task.key, task)
+            if kept is not task:
+                kept.weight += task.weight
+                kept.names.extend(n for n in task.names if n not in kept.names)
+    return sorted(merged.values(), key=lambda t: t.weight * t.flops, reverse=True)

@@ -1,0 +1,204 @@
+"""Several static shapes in one artifact (`adreno.shape_sets`, `adreno.compile_shapes`): a PP-OCR-rec-style
+recogniser at three widths in each memory and a text model whose ids and mask vary together at three lengths, each
+set run on PoCL against onnxruntime; the weights stored once, kernels of identical source once; an input of another
+shape refused in one line listing the sets; the program cache holding every set's programs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+
+from adreno.artifact import Artifact, random_inputs
+from adreno.errors import AdrenoError, ArtifactError
+from adreno.shape_sets import parse_shape_sets
+from tests.dynamic_models import bert_like, ocr_like
+from tests.test_cli import adreno
+
+WIDTHS = (8, 12, 16)
+RTOL, ATOL = 1e-3, 1e-4  # adreno run --check's
+
+
+def _compile(model, root, memory, shape_sets, host="android"):
+    from adreno.compile_shapes import compile_shape_sets
+    from adreno.options import CompileOptions
+
+    onnx.save(model, root / "model.onnx")
+    path, _ = compile_shape_sets(root / "model.onnx", root / "art", CompileOptions(memory=memory, host=host),
+                                 shape_sets)
+    return path
+
+
+def _check_every_set(path, inputs_of):
+    """Run each shape set on PoCL with the inputs `inputs_of(artifact)` and compare with onnxruntime."""
+    from adreno.opencl.executor import Executor
+    from adreno.reference import onnxruntime_outputs, reference_model
+
+    artifact = Artifact.load(path)
+    model = reference_model(artifact)
+    labels = []
+    for index in range(len(artifact.shape_sets)):
+        chosen = Artifact.load(path, shape_set=index)
+        inputs = inputs_of(chosen)
+        picked = artifact.for_inputs(dict(zip(chosen.input_names(), (x.shape for x in inputs))))
+        assert picked.shape_set == index and picked.plan.inputs == chosen.plan.inputs
+        got = Executor(picked, "pocl", compile_workers=0).run(inputs)
+        for ours, ref in zip(got, onnxruntime_outputs(model, inputs)):
+            assert ours.shape == ref.shape
+            assert np.abs(ours - ref).max() <= ATOL + RTOL * np.abs(ref).max()
+        labels.append(picked.manifest["shape_set"]["label"])
+    return labels
+
+
+@pytest.fixture(scope="module")
+def ocr_artifacts(tmp_path_factory):
+    """The recogniser at the three widths in one artifact, in each memory (buffer with a host library for this
+    machine, for --runtime tvm): {memory: path}."""
+    sets = parse_shape_sets([f"x:1,3,8,{w}" for w in WIDTHS])
+    return {memory: _compile(ocr_like(), tmp_path_factory.mktemp(f"ocr-{memory}"), memory, sets,
+                             host="native" if memory == "buffer" else "android")
+            for memory in ("buffer", "texture")}
+
+
+@pytest.fixture(scope="module")
+def ocr_artifact(ocr_artifacts):
+    return ocr_artifacts["buffer"]
+
+
+@pytest.mark.parametrize("memory", ["buffer", "texture"])
+def test_three_widths_in_one_artifact_each_checked(ocr_artifacts, memory):
+    ocr_artifact = ocr_artifacts[memory]
+    labels = _check_every_set(ocr_artifact, lambda a: random_inputs(a.input_specs(), 1))
+    assert labels == [f"x 1x3x8x{w}" for w in WIDTHS]
+    assert not (ocr_artifact / "plan.json").exists(), "no top-level plan: a reader without shape sets refuses"
+    manifest = json.loads((ocr_artifact / "manifest.json").read_text())
+    with np.load(ocr_artifact / "params.npz") as npz:
+        contents = {name: (npz[name].dtype.str, npz[name].shape, npz[name].tobytes()) for name in npz.files}
+    assert len(set(contents.values())) == len(contents), "every value stored once"
+    params = [{n for n, t in Artifact.load(ocr_artifact, shape_set=i).plan.tensors.items() if t.kind == "param"}
+              for i in range(3)]
+    assert set(contents) == set.union(*params) and len(contents) < sum(map(len, params))
+    assert manifest["sizes"]["weights"] == (ocr_artifact / "params.npz").stat().st_size
+    kernel_files = list((ocr_artifact / "kernels").iterdir())
+    programs = [set(Artifact.load(ocr_artifact, shape_set=i).plan.programs.values()) for i in range(3)]
+    assert len(kernel_files) == manifest["kernels_stored"] == len(set.union(*programs)) < sum(map(len, programs))
+
+
+def test_the_run_says_which_set_ran_and_refuses_another_width_in_one_line(ocr_artifact, tmp_path):
+    np.savez(tmp_path / "w12.npz", x=np.random.default_rng(2).standard_normal((1, 3, 8, 12)).astype(np.float32))
+    result = json.loads(adreno("run", ocr_artifact, "--input", tmp_path / "w12.npz", "--check", "--repeat", "1",
+                               "--json").stdout)
+    assert result["check"]["ok"] and result["shape_set"]["index"] == 1
+    assert not (result["first_launches"] or {}).get("failures"), "the helper processes launch set 1's kernels"
+    assert result["shape_set"]["inputs"] == {"x": [1, 3, 8, 12]}
+    np.savez(tmp_path / "w20.npz", x=np.zeros((1, 3, 8, 20), np.float32))
+    proc = adreno("run", ocr_artifact, "--input", tmp_path / "w20.npz", "-q", check_rc=2)
+    assert proc.stderr.count("\n") == 1 and "no shape set of this artifact takes x 1x3x8x20; it was compiled " \
+        "for x 1x3x8x8; x 1x3x8x12; x 1x3x8x16" in proc.stderr, proc.stderr
+    text = adreno("run", ocr_artifact, "--input-shape", "x:1,3,8,16", "--repeat", "1", "-q").stdout
+    assert "shape set 2 of 3: x 1x3x8x16" in text.splitlines()[0]
+
+
+def test_runtime_tvm_runs_the_set_the_input_matches(ocr_artifact, tmp_path):
+    """The host library path chooses as the launch plan's does: each set has its own library."""
+    np.savez(tmp_path / "w16.npz", x=np.random.default_rng(4).standard_normal((1, 3, 8, 16)).astype(np.float32))
+    result = json.loads(adreno("run", ocr_artifact, "--runtime", "tvm", "--input", tmp_path / "w16.npz", "--check",
+                               "--repeat", "1", "--json").stdout)
+    assert result["check"]["ok"] and result["shape_set"]["label"] == "x 1x3x8x16"
+    assert (ocr_artifact / "shapes" / "2" / "lib.so").is_file() and not (ocr_artifact / "lib.so").exists()
+
+
+def test_ids_and_mask_vary_together(tmp_path):
+    """A text model of three integer inputs, all three at lengths 4, 8 and 12 in one artifact; inputs of two
+    lengths match no set."""
+    names = ("input_ids", "attention_mask", "token_type_ids")
+    sets = parse_shape_sets([f"{name}:1,{length}" for length in (4, 8, 12) for name in names])
+    assert [sorted(s) for s in sets] == [sorted(names)] * 3
+    path = _compile(bert_like(), tmp_path, "buffer", sets)
+    labels = _check_every_set(path, lambda a: random_inputs(a.input_specs(), 3, a.value_ranges()))
+    assert labels[2] == "input_ids 1x12, attention_mask 1x12, token_type_ids 1x12"
+    with pytest.raises(AdrenoError, match="no shape set of this artifact takes input_ids 1x4, attention_mask 1x8"):
+        Artifact.load(path).for_inputs({"input_ids": (1, 4), "attention_mask": (1, 8), "token_type_ids": (1, 4)})
+
+
+def test_every_set_that_ran_is_in_the_program_cache(ocr_artifact, tmp_path):
+    """After a run of each set, a new executor of each builds nothing from source."""
+    from adreno.cache import ProgramCache
+    from adreno.opencl.executor import Executor
+
+    cache = ProgramCache(tmp_path / "cache")
+    for index in (0, 2):
+        artifact = Artifact.load(ocr_artifact, shape_set=index)
+        Executor(artifact, "pocl", cache=cache, compile_workers=0).run(random_inputs(artifact.input_specs(), 0))
+    again = [Executor(Artifact.load(ocr_artifact, shape_set=i), "pocl", cache=cache, compile_workers=0).builds
+             for i in (0, 2)]
+    assert all(build.how == "hit" for builds in again for build in builds), again
+
+
+@pytest.mark.parametrize("items, message", [
+    (["x:1,8", "y:1,8", "x:1,16"], "shape set 2 names ['x'], the first names ['x', 'y']"),
+    (["x:1,8", "x:1,16", "x:1,8"], "the shape set x 1x8 is given twice"),
+    (["x:1,a"], "expected NAME:D0,D1"),
+])
+def test_shape_sets_are_read_in_order_and_refused_when_inconsistent(items, message):
+    with pytest.raises(AdrenoError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        parse_shape_sets(items)
+
+
+def test_a_set_plan_outside_the_artifact_is_refused(ocr_artifact, tmp_path):
+    import shutil
+
+    copy = shutil.copytree(ocr_artifact, tmp_path / "copy")
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["shape_sets"][1]["plan"] = "../plan.json"
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ArtifactError, match=r"the manifest does not list \.\./plan.json"):
+        Artifact.load(copy, checked=False, shape_set=1)
+
+
+def test_tune_takes_the_kernels_of_every_set():
+    """`adreno tune --input-shape ... --input-shape ...` tunes each set's kernels: the conv's workload at each width."""
+    from adreno.options import CompileOptions
+    from adreno.tune.extract import extract_shape_sets
+    from tests.conftest import single_op_model
+
+    model = single_op_model("Conv", {"x": [1, 4, 8, "w"]}, {"k": np.ones((8, 4, 3, 3))}, pads=[1, 1, 1, 1])
+    tasks = extract_shape_sets(model, CompileOptions(memory="buffer"), parse_shape_sets(["x:1,4,8,8", "x:1,4,8,16"]))
+    assert sorted(t.key.split("|")[1] for t in tasks) == ["n1c4h8w16", "n1c4h8w8"]
+
+
+def test_an_artifact_of_one_set_refuses_another_shape_the_same_way(tiny_artifact):
+    proc = adreno("run", tiny_artifact, "--input-shape", "input:1,3,64,64", "-q", check_rc=2)
+    assert proc.stderr.count("\n") == 1 and "no shape set of this artifact takes input 1x3x64x64; it was compiled " \
+        "for input 1x3x32x32" in proc.stderr, proc.stderr
+
+
+def test_the_harness_refuses_an_artifact_of_several_sets_in_one_line(ocr_artifact, tmp_path):
+    """The C++ harness chooses no set yet: the missing top-level plan.json stops it in one line (exit 2), so it never
+    runs one set as if it were the model."""
+    import subprocess
+
+    from adreno.native.plugin import HARNESS_PATH
+
+    np.save(tmp_path / "x.npy", np.zeros((1, 3, 8, 8), np.float32))
+    proc = subprocess.run([str(HARNESS_PATH), str(ocr_artifact), "--input", f"x={tmp_path / 'x.npy'}",
+                           "--output-dir", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "plan.json" in proc.stderr, proc.stderr
+
+
+def test_the_python_api_switches_sets_and_keeps_an_executor_for_each(ocr_artifact):
+    """`adreno.load(...).run` / `check` pick the set each input matches; a set met again reuses its executor."""
+    import adreno
+
+    rng = np.random.default_rng(5)
+    narrow, wide = (rng.standard_normal((1, 3, 8, w)).astype(np.float32) for w in (8, 16))
+    with adreno.load(ocr_artifact) as artifact:
+        first = artifact.run({"x": narrow})[0]
+        assert artifact.check([wide])["ok"]
+        executors = dict(artifact._executors)
+        assert sorted(executors) == [0, 2] and np.array_equal(artifact.run([narrow])[0], first)
+        assert artifact._executors == executors, "no new executor for a set met before"
+        with pytest.raises(AdrenoError, match="inputs: no shape set of this artifact takes x 1x3x8x9"):
+            artifact.run([np.zeros((1, 3, 8, 9), np.float32)])
