@@ -50,6 +50,18 @@ std::vector<Port> Ports(const std::vector<adreno_harness::Port>& described) {
   return ports;
 }
 
+// An artifact of several shape sets (adreno/shape_sets.py) keeps a plan.json and a host library per set under
+// shapes/ and none at the top. The library does not choose a set: it refuses the artifact in these words rather than
+// in those of the first file it misses, and never runs one set as if it were the model.
+void RefuseShapeSets(const json::Object& manifest, const std::string& dir) {
+  auto sets = manifest.find(tvm::ffi::String("shape_sets"));
+  if (sets == manifest.end()) return;
+  auto listed = (*sets).second.try_cast<json::Array>();
+  Bad(dir + " is an artifact of " + (listed ? std::to_string(listed->size()) + " " : std::string()) +
+      "shape sets (a plan.json per set under shapes/, none at the top): the library runs an artifact of one set; "
+      "compile the model with one --input-shape set for an app");
+}
+
 }  // namespace
 
 Dtype DtypeNamed(const std::string& name) {
@@ -74,6 +86,7 @@ ArtifactFiles ReadArtifactFiles(const std::string& dir, double* verify_ms) {
   return Stage(ADRENO_RT_BAD_ARTIFACT, "", [&] {
     ArtifactFiles files;
     files.manifest = ReadJson(dir, "manifest.json", nullptr, verify_ms);
+    RefuseShapeSets(files.manifest, dir);
     Timed(verify_ms, [&] { adreno_harness::VerifyRunDigest(files.manifest); });
     auto library = files.manifest.find(tvm::ffi::String("host_library"));
     auto name = library == files.manifest.end() ? std::nullopt : (*library).second.try_cast<tvm::ffi::String>();

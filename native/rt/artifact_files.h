@@ -2,7 +2,8 @@
 // kernel_contract.h, artifact_spec.h: the checks Artifact.load makes in Python): manifest.json's run_sha256, the
 // size and SHA-256 of plan.json and lib.so, the plan's steps against their kernels' contracts, then the model's
 // inputs and outputs (the model's own names, in the host library's argument and result order; the index flags of
-// a model with run-time index checks apart) and the weights it takes after them. Any failure is a BAD_ARTIFACT error naming the file and the field.
+// a model with run-time index checks apart) and the weights it takes after them. An artifact of several shape sets
+// is refused (one set per artifact for now). Any failure is a BAD_ARTIFACT error naming the file and the field.
 #ifndef ADRENO_RT_ARTIFACT_FILES_H_
 #define ADRENO_RT_ARTIFACT_FILES_H_
 
