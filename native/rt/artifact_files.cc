@@ -94,9 +94,6 @@ ArtifactFiles ReadArtifactFiles(const std::string& dir, double* verify_ms) {
       Bad(dir + " has no loadable host library (manifest host_library: " +
           (name ? std::string(*name) : std::string("none")) + "); compile with --host native");
     }
-    // dlopen maps a truncated library as fine and dies of SIGBUS at the first page past its end (elf_file.h)
-    const std::string elf_problem = adreno_harness::ElfProblem(dir + "/lib.so");
-    if (!elf_problem.empty()) Bad(dir + "/lib.so " + elf_problem + ": compile the artifact again");
     const json::Object plan = ReadJson(dir, "plan.json", &files.manifest, verify_ms);
     const adreno_harness::ArtifactSpec spec = adreno_harness::ReadArtifactSpec(plan, files.manifest);
     Timed(verify_ms, [&] { adreno_harness::CheckKernelContracts(dir, plan, files.manifest); });
@@ -104,6 +101,11 @@ ArtifactFiles ReadArtifactFiles(const std::string& dir, double* verify_ms) {
     Timed(verify_ms, [&] {
       adreno_harness::VerifyListedFile(files.manifest, "lib.so", library_bytes.data(), library_bytes.size());
     });
+    // after its size and SHA-256, as every file is checked before use; a library that passes them and still maps
+    // past its end (a manifest rewritten with it) would die of SIGBUS at the first page dlopen did not back
+    // (elf_file.h)
+    const std::string elf_problem = adreno_harness::ElfProblem(dir + "/lib.so");
+    if (!elf_problem.empty()) Bad(dir + "/lib.so " + elf_problem + ": compile the artifact again");
     files.inputs = Ports(spec.inputs);
     files.outputs = Ports(spec.outputs);
     if (!files.outputs.empty() && adreno_harness::IsIndexFlags(files.manifest, files.outputs.back().tensor)) {
