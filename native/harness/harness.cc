@@ -201,6 +201,10 @@ int Run(const Options& o) {
   }
   double verify_ms = 0;
   ffi::json::Object manifest = ReadArtifactJson(o.artifact, "manifest.json", nullptr, &verify_ms);
+  if (manifest.find(ffi::String("shape_sets")) != manifest.end()) {
+    throw std::runtime_error(o.artifact + " holds several shape sets; the harness runs an artifact of one: run it "
+                             "with `adreno run` or the Python API, or compile one shape per artifact (docs/shapes.md)");
+  }
   Timed(&verify_ms, [&] { adreno_harness::VerifyRunDigest(manifest); });
   ffi::json::Object plan = ReadArtifactJson(o.artifact, "plan.json", &manifest, &verify_ms);
   const adreno_harness::ArtifactSpec spec = adreno_harness::ReadArtifactSpec(plan, manifest);
