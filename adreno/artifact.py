@@ -207,7 +207,7 @@ class Artifact:
     @classmethod
     def _open_set(cls, path: Path, manifest: dict, sets: list[ShapeSet], index: int) -> "Artifact":
         """The artifact as shape set `index` reads it (its plan checked against the files the manifest lists)."""
-        plan_name = PLAN_NAME
+        plan_name, written = PLAN_NAME, manifest
         if sets:
             if not 0 <= index < len(sets):
                 raise AdrenoError(f"{path} has {len(sets)} shape sets, no set {index}")
@@ -226,7 +226,7 @@ class Artifact:
         except (KeyError, TypeError, AttributeError, ValueError) as err:
             raise ArtifactError(f"{path / plan_name} is malformed ({type(err).__name__}: {str(err)[:120]}); "
                                 "recompile the model") from None
-        check_run_digest(path, manifest)  # last: an edit the checks above name is refused in their words
+        check_run_digest(path, written)  # last: an edit the checks above name is refused in their words
         return artifact
 
     def for_inputs(self, shapes: dict[str, tuple]) -> "Artifact":

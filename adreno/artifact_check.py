@@ -94,15 +94,21 @@ def run_digest(manifest: dict) -> str:
     """SHA-256 of the RUN_FIELDS the manifest has, as canonical JSON (keys sorted, no spaces, ASCII with \\u
     escapes): a form the harness writes byte for byte from its own JSON values. The fields hold no floats."""
     fields = {key: manifest[key] for key in RUN_FIELDS if key in manifest}
+    if "shape_sets" in manifest:  # an artifact of several sets: each set's plan and its own fields of RUN_FIELDS
+        fields["shape_sets"] = [{"plan": entry["plan"],
+                                 "manifest": {k: v for k, v in entry["manifest"].items() if k in RUN_FIELDS}}
+                                for entry in manifest["shape_sets"]]
     return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()) \
         .hexdigest()
 
 
 def check_run_digest(root: Path, manifest: dict) -> None:
-    """The manifest's fields that decide what runs are the ones it was sealed with (`run_digest`)."""
+    """The manifest's fields that decide what runs are the ones it was sealed with (`run_digest`). `manifest` is the
+    file as written (for an artifact of several shape sets, the shared fields with every set's, never one set's
+    overlay)."""
     try:
         digest = run_digest(manifest)
-    except (TypeError, ValueError, RecursionError):
+    except (TypeError, ValueError, RecursionError, KeyError, AttributeError):
         digest = None
     if manifest.get("run_sha256") != digest:
         raise ArtifactError(f"{root / 'manifest.json'}: the fields that decide what runs ({', '.join(RUN_FIELDS)}) "

@@ -19,6 +19,7 @@ source is embedded zlib-compressed (`adreno.library_blob`), which the plugin inf
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -156,8 +157,6 @@ def export_host_library(lowered, plan: Plan, tvm_target, out_dir: Path, host: Ho
     host's own for --host native; `--cc`/$TVM_NDK_CC, an Android NDK clang, for --host android), otherwise
     `lib.tar` with the aarch64 objects, to be linked with the NDK later. With `store` (the `LoweredFunctions` the
     plan's extraction filled) a function the plan lowered is not lowered again (`adreno.lowered`)."""
-    import contextlib
-
     import tvm
     from tvm.relax.backend.adreno import pipeline
 
@@ -170,20 +169,36 @@ def export_host_library(lowered, plan: Plan, tvm_target, out_dir: Path, host: Ho
     with reuse as tir_pipeline, summarised_stderr():  # the LLVM host codegen's warnings (adreno.native_log)
         executable = tvm.compile(vm_module, target=tvm_target, relax_pipeline=None,
                                  tir_pipeline=tir_pipeline or register_pipeline())
-    if host is Host.NATIVE:  # $TVM_NDK_CC names the phone's compiler: only an explicit --cc links for this machine
-        _link(executable, out_dir / "lib.so", cc, host, fpack_imports=pack_imports, options=list(STRIPPED),
-              **({"cc": cc} if cc else {}))
-        return "lib.so"
-    cc = cc or os.environ.get("TVM_NDK_CC")
-    if cc:
-        _link(executable, out_dir / "lib.so", cc, host, fcompile=_cross_compiler(cc), fpack_imports=pack_imports)
-        return "lib.so"
+    with _scratch_in(out_dir):  # TVM's export works in a temporary folder: one a killed compile leaves is ours
+        if host is Host.NATIVE:  # $TVM_NDK_CC names the phone's compiler: only an explicit --cc links for this host
+            _link(executable, out_dir / "lib.so", cc, host, fpack_imports=pack_imports, options=list(STRIPPED),
+                  **({"cc": cc} if cc else {}))
+            return "lib.so"
+        cc = cc or os.environ.get("TVM_NDK_CC")
+        if cc:
+            _link(executable, out_dir / "lib.so", cc, host, fcompile=_cross_compiler(cc), fpack_imports=pack_imports)
+            return "lib.so"
+        try:
+            executable.export_library(str(out_dir / "lib.tar"), fpack_imports=pack_imports)
+        except RuntimeError as err:  # TVM runs tar and gzip, and raises their output
+            _refuse_full_disk("packing the host library's objects", str(err))
+            raise AdrenoError(f"packing the host library's objects failed: {_first_error(str(err))}") from None
+        return "lib.tar"
+
+
+@contextlib.contextmanager
+def _scratch_in(out_dir: Path):
+    """Python's temporary folders made inside `out_dir`, the artifact's staging folder, for the block: TVM's
+    `export_library` links in one (`tvm.contrib.utils.tempdir`), which a compile killed there (SIGKILL) cannot remove;
+    inside the staging folder it goes with the folder, which the next compile to that `-o` removes
+    (`adreno.artifact.ArtifactWriter`), instead of staying in TMPDIR."""
+    scratch = tempfile.mkdtemp(prefix=".scratch.", dir=out_dir)
+    saved, tempfile.tempdir = tempfile.tempdir, scratch
     try:
-        executable.export_library(str(out_dir / "lib.tar"), fpack_imports=pack_imports)
-    except RuntimeError as err:  # TVM runs tar and gzip, and raises their output
-        _refuse_full_disk("packing the host library's objects", str(err))
-        raise AdrenoError(f"packing the host library's objects failed: {_first_error(str(err))}") from None
-    return "lib.tar"
+        yield
+    finally:
+        tempfile.tempdir = saved
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _refuse_full_disk(step: str, output: str) -> None:

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from adreno.artifact_check import run_digest
+
 SETTLE_S = 5.0  # what the issue allows between a command's end and the last of its processes
 SPIN = "{ volatile int adreno_spin = 1; while (adreno_spin) { } }"
 
@@ -65,6 +67,7 @@ def spinning_copy(artifact: Path, into: Path) -> Path:
             path.write_bytes(gzip.compress(spun.encode()))
             manifest["files"][rel] = {"bytes": path.stat().st_size,
                                       "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    manifest["run_sha256"] = run_digest(manifest)
     (into / "manifest.json").write_text(json.dumps(manifest))
     return into
 

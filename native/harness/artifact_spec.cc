@@ -1,11 +1,12 @@
 #include "artifact_spec.h"
-#include "index_checks.h"
 
 #include <cmath>
 #include <limits>
 #include <map>
 #include <set>
 #include <stdexcept>
+
+#include "index_checks.h"
 
 namespace adreno_harness {
 
@@ -42,6 +43,7 @@ std::vector<Port> Ports(const json::Object& plan, const json::Object& tensors, c
     recorded[tensor] = object;
   }
   std::vector<Port> ports;
+  size_t flags = 0;
   for (const json::Value& item : ArrayField(plan, which, "plan.json")) {
     Port port;
     port.tensor = AsString(item, std::string("plan.json ") + which + " entry");
@@ -50,9 +52,10 @@ std::vector<Port> Ports(const json::Object& plan, const json::Object& tensors, c
     port.dtype = Dtype(spec, where);
     port.shape = AsShape(Field(spec, "shape", where), where + " \"shape\"");
     auto entry = recorded.find(port.tensor);
-    if (entry == recorded.end() && IsIndexFlags(manifest, port.tensor)) {  // not the model's: index_checks.h
-      port.name = port.tensor;
+    if (entry == recorded.end() && std::string(which) == "outputs" && IsIndexFlags(manifest, port.tensor)) {
+      port.name = port.tensor;  // the index flags: checked after the run (index_checks.h), not one of the model's
       ports.push_back(port);
+      ++flags;
       continue;
     }
     if (entry == recorded.end()) {
@@ -66,9 +69,7 @@ std::vector<Port> Ports(const json::Object& plan, const json::Object& tensors, c
     }
     ports.push_back(port);
   }
-  const bool flags = !ports.empty() && ports.back().name == ports.back().tensor &&
-                     IsIndexFlags(manifest, ports.back().tensor);
-  if (ports.size() - (flags ? 1 : 0) != named.size()) {
+  if (ports.size() - flags != named.size()) {
     throw std::runtime_error(std::string("manifest.json records ") + std::to_string(named.size()) + " " + which +
                              ", plan.json has " + std::to_string(ports.size()));
   }

@@ -57,9 +57,9 @@ void RefuseShapeSets(const json::Object& manifest, const std::string& dir) {
   auto sets = manifest.find(tvm::ffi::String("shape_sets"));
   if (sets == manifest.end()) return;
   auto listed = (*sets).second.try_cast<json::Array>();
-  Bad(dir + " is an artifact of " + (listed ? std::to_string(listed->size()) + " " : std::string()) +
-      "shape sets (a plan.json per set under shapes/, none at the top): the library runs an artifact of one set; "
-      "compile the model with one --input-shape set for an app");
+  Bad(dir + " holds several shape sets" + (listed ? " (" + std::to_string(listed->size()) + ")" : std::string()) +
+      "; the app library runs an artifact of one: run it with `adreno run` or the Python API, or compile one shape "
+      "per artifact (docs/shapes.md)");
 }
 
 }  // namespace

@@ -64,7 +64,7 @@ AllowTcpForwarding yes
 ClientAliveInterval 2
 LogLevel ERROR
 """)
-    from adreno.farm.common import set_parent_death_signal
+    from adreno.processes import set_parent_death_signal
 
     proc = subprocess.Popen([binary, "-D", "-e", "-f", str(config)], stdout=subprocess.DEVNULL,
                             stderr=open(root / "sshd.log", "wb"), stdin=subprocess.DEVNULL, start_new_session=True,

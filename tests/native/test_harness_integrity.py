@@ -12,9 +12,8 @@ import struct
 import numpy as np
 import pytest
 
-from adreno.artifact_check import run_digest, sha256_file
 
-from .harness_cli import one_line_error, report, run_harness
+from .harness_cli import one_line_error, report, resign, run_harness
 
 
 @pytest.fixture()
@@ -27,14 +26,6 @@ def edit_json(path, change):
     data = json.loads(path.read_text())
     change(data)
     path.write_text(json.dumps(data))
-
-
-def resign(root):
-    manifest = json.loads((root / "manifest.json").read_text())
-    for rel in manifest["files"]:
-        manifest["files"][rel] = {"bytes": (root / rel).stat().st_size, "sha256": sha256_file(root / rel)}
-    manifest["run_sha256"] = run_digest(manifest)
-    (root / "manifest.json").write_text(json.dumps(manifest))
 
 
 def swap_host_params(m):
