@@ -29,6 +29,37 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return text;
 }
 
+// How the caller's memory for one side of a run is named in its errors.
+struct Side {
+  const char* port;     // "input"
+  const char* verb;     // the model "takes" them
+  const char* lacking;  // what a NULL data pointer lacks
+};
+
+// `memory` (an adreno_rt_view or adreno_rt_buffer array of `count`) gives one entry of each port's exact size, data
+// not NULL; otherwise an INVALID_ARGUMENT error in `side`'s words.
+template <typename Memory>
+void CheckMemory(const std::vector<Port>& ports, const Memory* memory, size_t count, const Side& side) {
+  const std::string port_kind = side.port;
+  if (count != ports.size()) {
+    throw RtError(ADRENO_RT_INVALID_ARGUMENT, "the model " + std::string(side.verb) + " " +
+                                                  std::to_string(ports.size()) + " " + port_kind + "s, not " +
+                                                  std::to_string(count));
+  }
+  if (count > 0 && memory == nullptr) throw RtError(ADRENO_RT_INVALID_ARGUMENT, port_kind + "s is NULL");
+  for (size_t i = 0; i < count; ++i) {
+    const Port& port = ports[i];
+    if (memory[i].bytes != port.bytes) {
+      throw RtError(ADRENO_RT_INVALID_ARGUMENT, port_kind + " " + port.name + " is " + port.dtype.name + " " +
+                                                    ShapeText(port.shape) + ", " + std::to_string(port.bytes) +
+                                                    " bytes, not " + std::to_string(memory[i].bytes));
+    }
+    if (memory[i].data == nullptr && port.bytes > 0) {
+      throw RtError(ADRENO_RT_INVALID_ARGUMENT, port_kind + " " + port.name + " has " + side.lacking + " (NULL)");
+    }
+  }
+}
+
 }  // namespace
 
 Model::Model(const std::string& dir, const OpenOptions& options) {
@@ -79,22 +110,7 @@ Model::Model(const std::string& dir, const OpenOptions& options) {
 }
 
 void Model::CheckInputs(const adreno_rt_view* inputs, size_t count) const {
-  if (count != files_.inputs.size()) {
-    throw RtError(ADRENO_RT_INVALID_ARGUMENT, "the model takes " + std::to_string(files_.inputs.size()) +
-                                                  " inputs, not " + std::to_string(count));
-  }
-  if (count > 0 && inputs == nullptr) throw RtError(ADRENO_RT_INVALID_ARGUMENT, "inputs is NULL");
-  for (size_t i = 0; i < count; ++i) {
-    const Port& port = files_.inputs[i];
-    if (inputs[i].bytes != port.bytes) {
-      throw RtError(ADRENO_RT_INVALID_ARGUMENT, "input " + port.name + " is " + port.dtype.name + " " +
-                                                    ShapeText(port.shape) + ", " + std::to_string(port.bytes) +
-                                                    " bytes, not " + std::to_string(inputs[i].bytes));
-    }
-    if (inputs[i].data == nullptr && port.bytes > 0) {
-      throw RtError(ADRENO_RT_INVALID_ARGUMENT, "input " + port.name + " has no data (NULL)");
-    }
-  }
+  CheckMemory(files_.inputs, inputs, count, {"input", "takes", "no data"});
 }
 
 std::vector<tvm::runtime::Tensor> Model::Call(const adreno_rt_view* inputs) {
@@ -151,22 +167,7 @@ void Model::Finish(Clock::time_point start) {
 void Model::Run(const adreno_rt_view* inputs, size_t input_count, const adreno_rt_buffer* outputs,
                 size_t output_count) {
   CheckInputs(inputs, input_count);
-  if (output_count != files_.outputs.size()) {
-    throw RtError(ADRENO_RT_INVALID_ARGUMENT, "the model gives " + std::to_string(files_.outputs.size()) +
-                                                  " outputs, not " + std::to_string(output_count));
-  }
-  if (output_count > 0 && outputs == nullptr) throw RtError(ADRENO_RT_INVALID_ARGUMENT, "outputs is NULL");
-  for (size_t i = 0; i < output_count; ++i) {
-    const Port& port = files_.outputs[i];
-    if (outputs[i].bytes != port.bytes) {
-      throw RtError(ADRENO_RT_INVALID_ARGUMENT, "output " + port.name + " is " + port.dtype.name + " " +
-                                                    ShapeText(port.shape) + ", " + std::to_string(port.bytes) +
-                                                    " bytes, not " + std::to_string(outputs[i].bytes));
-    }
-    if (outputs[i].data == nullptr && port.bytes > 0) {
-      throw RtError(ADRENO_RT_INVALID_ARGUMENT, "output " + port.name + " has no memory (NULL)");
-    }
-  }
+  CheckMemory(files_.outputs, outputs, output_count, {"output", "gives", "no memory"});
   auto start = Clock::now();
   std::vector<tvm::runtime::Tensor> results = Call(inputs);
   Stage(ADRENO_RT_RUN_FAILED, "reading the outputs", [&] {
