@@ -136,7 +136,7 @@ class CompileOptions:
     """What to compile for. `memory` None: `adreno.records.default_memory` of the records (texture unless they are
     all buffer kernels); `winograd` None: auto with our schedules, off with TVM's. Under off and auto, a conv's tuned
     layout record (`records`) decides instead. `defaults` None: "rule" (model-ranked defaults are opt-in until a GPU
-    has measured them: one of them crashed PoCL, see README). `staging`: the staging policy of kernels without
+    has measured them: one of them crashed PoCL, see docs/guide.md). `staging`: the staging policy of kernels without
     records (`adreno.schedules.staging.default`). `indices`: whether run-time indices are checked (`Indices`)."""
 
     target: str = "adreno-740"

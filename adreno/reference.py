@@ -84,7 +84,7 @@ def _one_line(err: Exception) -> str:
 
 # `adreno run --check`'s default tolerance relative to the output's largest magnitude, by the artifact's image
 # precision: fp32 kernels differ from onnxruntime by rounding only; half-float images (`--precision fp16`) round every
-# stored activation to 11 bits (MobileNetV2: 1.8% of the largest output), bounded at 5% (see README, fp16 storage).
+# stored activation to 11 bits (MobileNetV2: 1.8% of the largest output), bounded at 5% (docs/guide.md, fp16 storage).
 RTOL = {Precision.FP32: 1e-3, Precision.FP16: 5e-2}
 
 

@@ -1,4 +1,4 @@
-"""The import structure the README's architecture section draws: no cycle between our modules (function-level
+"""The import structure docs/architecture.md draws: no cycle between our modules (function-level
 imports counted too), the layers in their order, no mode compared as a string, and a TVM-free device table."""
 
 from __future__ import annotations

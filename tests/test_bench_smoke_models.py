@@ -8,7 +8,7 @@ import pytest
 from tests.bench_smoke import check
 
 # tool -> the fields its docs' tables are read from (docs/cache.md, compile.md, native.md, weights.md, quantized.md,
-# schedules.md, shapes.md, README's benchmark sections)
+# schedules.md, shapes.md, docs/guide.md's benchmark sections)
 FIELDS = {
     "bench_cache.py": [f"models.*.{mode}.{what}" for mode in ("cold", "warm", "bundled")
                        for what in ("valid_runs", "program_load_s", "time_to_first_inference_s", "first_run_s",

@@ -9,7 +9,7 @@ import pytest
 from tests.bench_smoke import check
 
 # tool -> the fields its docs' tables are read from (docs/schedules.md, tuning.md, farm.md, orchestrate.md,
-# reliability.md, README's benchmark sections)
+# reliability.md, docs/guide.md's benchmark sections)
 FIELDS = {
     "bench_conv.py": ["layers.*.layer", "layers.*.ms.adreno", "layers.*.gflops.adreno", "geomean_gflops.adreno",
                       "geomean_ratios.adreno/tvm", "count_weighted_ms.adreno"],

@@ -1,4 +1,4 @@
-"""Modes are enums all the way down (README, "Architecture"): the CLI parses a flag into its member, the key grammar
+"""Modes are enums all the way down (docs/architecture.md): the CLI parses a flag into its member, the key grammar
 writes and reads a kernel's memory in one place, task extraction keeps what compile keeps, and JSON holds the same
 strings as before the enums."""
 

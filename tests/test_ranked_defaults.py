@@ -47,7 +47,7 @@ def test_ranked_defaults_are_legal_and_fill_the_device(name):
     # the transforms are not described by the model; every conv and GEMM is, and the model moves some of them
     assert summary["ranked"] > len(CASES) // 2 and summary["changed"] > 0, summary
     assert all(k["score"] >= k["rule_score"] for k in summary["kernels"].values())
-    assert slowest < 5.0, slowest  # about 0.1 s per kernel on a quiet core (README)
+    assert slowest < 5.0, slowest  # about 0.1 s per kernel on a quiet core (docs/guide.md)
 
 
 def _cli(*args, timeout=600):

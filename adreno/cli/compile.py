@@ -43,7 +43,7 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
                    help="where tensors live on the GPU: texture (NCHW4c activations and OIHW4o weights in OpenCL "
                    "images; the default) or buffer (OpenCL buffers, the fallback); without --memory, --records of "
                    "buffer workloads only select buffer, and --orchestrate measures both and compiles the faster; "
-                   "see README")
+                   "see docs/guide.md")
     p.add_argument("--precision", **enum_argument(Precision), default=Precision.FP32,
                    help="fp16 stores texture images as CL_HALF_FLOAT (arithmetic stays fp32); needs --memory texture")
     p.add_argument("--schedules", **enum_argument(Schedules, (Schedules.ADRENO, Schedules.TVM)),

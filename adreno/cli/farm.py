@@ -69,7 +69,7 @@ def _cmd_android(args) -> int:
         missing = [p for p in runtime.values() if not os.path.isfile(p)]
         if missing:
             raise FarmError(f"missing runtime binaries {missing}; "
-                            "build them with the NDK (see the README, section 'Phones (adb)')")
+                            "build them with the NDK (docs/farm.md, section 'Phones (adb)')")
     try:
         serve_phones(adb, args.tracker_port, runtime, args.serial or None, args.base_port, args.key,
                      token=farm_token())

@@ -6,7 +6,7 @@ registration relay on port R, which adds the farm's token to its registration (`
 tcp:P tcp:P` lets host clients reach the phone's server, which reports itself as 127.0.0.1:P. The server is
 started with `adb shell` and watched: when it dies it is restarted (back-off, bounded rate); on exit the server is
 killed and the forwards are removed. The runtime binaries (`tvm_rpc`, `libtvm_runtime.so`) are the user's, built
-with the Android NDK (the README's "Phones (adb)" says how).
+with the Android NDK (docs/farm.md, "Phones (adb)", says how).
 """
 
 from __future__ import annotations

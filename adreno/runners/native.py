@@ -13,7 +13,7 @@ allocate the arguments, `time_evaluator`, then run once and download the outputs
 host-side deadline; a stage that overruns drops the session (a fresh one is requested for the next candidate).
 
 `export_native` writes such a directory from a built `tvm.runtime.Module`; for a phone pass the NDK's clang
-as `cc` (see the README, "Phones (adb)"). A tuner candidate's is written by `adreno.tune.native_build`. On this
+as `cc` (docs/farm.md, "Phones (adb)"). A tuner candidate's is written by `adreno.tune.native_build`. On this
 machine a `tvm.rpc` server that loaded adreno's OpenCL plugin stands in for a phone's `tvm_rpc`
 (tests/farm/test_farm_native.py).
 """

@@ -87,7 +87,7 @@ def sample_indices(size: int) -> np.ndarray | None:
 
 def save_reference(path: Path, outputs: list[np.ndarray]) -> None:
     """Store reference outputs: whole when small, else the elements at `sample_indices` (a kernel that is wrong
-    on a row, a tile edge or a channel block is wrong on some of 8192 seeded positions; see the README)."""
+    on a row, a tile edge or a channel block is wrong on some of 8192 seeded positions; see docs/guide.md)."""
     arrays = {}
     if not all(np.all(np.isfinite(out)) for out in outputs):
         raise BatchError(f"{path}: the reference outputs are not all finite (inf or nan); nothing could be checked")
