@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .artifact import Artifact as StoredArtifact
-from .artifact import random_inputs
+from .artifact.format import Artifact as StoredArtifact
+from .artifact.format import random_inputs
 from .errors import AdrenoError, OutputMismatchError
 from .options import CompileOptions, Host, Memory, Precision
 from .runners.interface import Runner
@@ -52,7 +52,7 @@ def compile(model: str | os.PathLike, *, target: str = "adreno-740",  # noqa: A0
     pipeline cannot take, `KernelBuildError` when a kernel does not build)."""
     options = CompileOptions(target=target, memory=memory, precision=precision, host=host,
                              records=None if records is None else str(records))  # a bad mode: before TVM loads
-    from .build_check import BuildCheck  # inside: adreno --help does not need it
+    from .compiler.build_check import BuildCheck  # inside: adreno --help does not need it
     from .cache import ProgramCache  # inside: loads pyopencl at import
     from .compile import compile_model  # inside: loads TVM and onnx
 
@@ -75,7 +75,7 @@ class Artifact:
     first `run` and kept until `close` (or the end of a `with` block)."""
 
     def __init__(self, stored: StoredArtifact, device: str | int | None = None):
-        """`stored`: the opened directory (`adreno.artifact.Artifact`); `device`: as `load`'s."""
+        """`stored`: the opened directory (`adreno.artifact.format.Artifact`); `device`: as `load`'s."""
         self.stored = stored
         self.device = device
         self._executors: dict[int, object] = {}  # by shape set: an app switching shapes builds each set's once
@@ -138,8 +138,8 @@ class Artifact:
 
 
 def shape_set_of(artifact: StoredArtifact, inputs: Inputs, where: str = "inputs") -> StoredArtifact:
-    """The shape set of `artifact` that `inputs` take (`adreno.shape_sets`): the one their shapes match exactly (a
-    sequence is in input order); the artifact as opened for None (the random inputs). Another shape is one line
+    """The shape set of `artifact` that `inputs` take (`adreno.artifact.shape_sets`): the one their shapes match exactly
+    (a sequence is in input order); the artifact as opened for None (the random inputs). Another shape is one line
     listing the sets, `where` naming the inputs."""
     if inputs is None:
         return artifact

@@ -20,30 +20,30 @@ from typing import Callable, Mapping
 import numpy as np
 
 from . import __version__
-from .artifact import KERNEL_DIR, PARAMS_NAME, PLAN_NAME, ArtifactWriter, Plan
+from .artifact.format import KERNEL_DIR, PARAMS_NAME, PLAN_NAME, ArtifactWriter, Plan
 from .costmodel.ranked_defaults import RankedDefaults
 from .frontend.bind import bind_inputs, bound_entries
-from .build_check import BuildCheck
+from .compiler.build_check import BuildCheck
 from .frontend.empty import EmptyTensors
 from .errors import AdrenoError, ModelError, UnsupportedOpError
 from .frontend.importer import graph_inputs, load_model, to_relax
 from .frontend.index_guards import OUTPUT, GuardedNodes
 from .frontend.input_values import integer_ranges
-from .host_library import export_host_library, param_order
-from .index_checks import MANIFEST_KEY
-from .lowered import LoweredFunctions
-from .native_log import summarised_stderr
-from .numpy_fold import fold_pass
-from .devices import describe
+from .compiler.host_library import export_host_library, param_order
+from .artifact.index_checks import MANIFEST_KEY
+from .compiler.lowered import LoweredFunctions
+from .support.native_log import summarised_stderr
+from .compiler.numpy_fold import fold_pass
+from .targets.devices import describe
 from .options import CompileOptions, Defaults, Indices, Memory, Precision, Schedules, Winograd
-from .paths import TMPDIR_FLOOR_BYTES, regular_file, require_free_space
-from .plan import bindings, extract_plan
+from .support.paths import TMPDIR_FLOOR_BYTES, regular_file, require_free_space
+from .compiler.plan import bindings, extract_plan
 from .records import TunedConfigs, default_memory
 from .schedules import last_resort, schedule_pass, thread_bound
 from .schedules.context import ScheduleContext
 from .schedules.conv2d_winograd import kernel_configs, layout_config_in_space
-from .weights import QuantizedWeights, WinogradWeights
-from .winograd import rewrite_pass
+from .artifact.weights import QuantizedWeights, WinogradWeights
+from .compiler.winograd import rewrite_pass
 
 Progress = Callable[[str], None]
 
@@ -58,8 +58,9 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     its initializers), while the options say what to compile for (target, memory, precision, ...), a frozen value
     of small fields that tuning and the records share across models.
 
-    `build_check` (`adreno.build_check`; `adreno compile` passes one unless `--no-build-check`) builds the finished
-    artifact's programs on a local OpenCL device before it is moved into place (its result: `build_check.result`).
+    `build_check` (`adreno.compiler.build_check`; `adreno compile` passes one unless `--no-build-check`) builds the
+    finished artifact's programs on a local OpenCL device before it is moved into place (its result:
+    `build_check.result`).
 
     `orchestrator` (`adreno.orchestrate.orchestrator.Orchestrator`; `--orchestrate`) replaces FuseOps' partition
     with the kernels a binary linear program chose on costs measured on a device, and picks the memory when it
@@ -68,7 +69,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
 
     Nothing is left at `output` unless the whole compile succeeds, the build check included (the artifact is written
     to a temporary sibling directory and renamed into place at the end)."""
-    from . import target as targets  # inside: loads TVM at import
+    from .targets import target as targets  # inside: loads TVM at import
 
     options = options or CompileOptions()
     say = progress or (lambda msg: None)
@@ -83,7 +84,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     onnx_model, bound = bind_inputs(onnx_model, bind)
     say("importing to Relax")
     empty = EmptyTensors()
-    quantized = QuantizedWeights()  # stored in their integer type, dequantized at load (adreno.weights)
+    quantized = QuantizedWeights()  # stored in their integer type, dequantized at load (adreno.artifact.weights)
     guarded = GuardedNodes()  # run-time indices clamped and checked (adreno.frontend.index_guards)
     mod = to_relax(onnx_model, options.input_shapes, empty, quantized,
                    guarded if options.indices is Indices.CHECKED else None)
@@ -93,7 +94,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     # memory, Winograd and defaults decided; checked again (fp16 needs textures)
     options = options.resolved(default_memory(tuned))
     memory, winograd, host = options.memory, options.winograd, options.host
-    transformed = WinogradWeights()  # stored as their 3x3 source, transformed at load (adreno.weights)
+    transformed = WinogradWeights()  # stored as their 3x3 source, transformed at load (adreno.artifact.weights)
     if options.defaults is Defaults.MODEL and options.schedules is Schedules.ADRENO:
         tuned.ranker = RankedDefaults()
     tvm_target = targets.tvm_target(device, host=host)
@@ -165,7 +166,7 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
             "refused": [str(r) for r in refusals],
             "host": host,
             "host_library": library,
-            "host_params": param_order(plan) if library else [],  # main(*inputs, *these) (adreno.host_library)
+            "host_params": param_order(plan) if library else [],  # main(*inputs, *these) (adreno.compiler.host_library)
             "adreno_version": __version__,
             "tvm_version": tvm.__version__,
             "compiled_on": platform.node(),
@@ -197,8 +198,8 @@ def artifact_sizes(directory: Path, library: str | None) -> dict:
 
 
 def weight_storage(plan: Plan) -> dict:
-    """How params.npz stores the params (`adreno.weights`): the count per stored dtype and per transform, how many
-    are integer weights dequantized at load, and the
+    """How params.npz stores the params (`adreno.artifact.weights`): the count per stored dtype and per transform, how
+    many are integer weights dequantized at load, and the
     bytes of the params as the kernels read them next to the bytes stored."""
     params = [t for t in plan.tensors.values() if t.kind == "param"]
     forms = [t.stored_weight for t in params]
@@ -222,8 +223,8 @@ def tuned_configs(records: str | None, precision: Precision, target: str) -> Tun
 
 def _io_entries(plan: Plan, tensors: list[str], onnx_names: list[str], ranges: dict | None = None) -> dict:
     """The model's inputs or outputs under their ONNX names (what the user's .npz files use), each with the plan
-    tensor that holds it: names that are not C identifiers are renamed before import (`adreno.identifiers`: `0` ->
-    `input_0`, `gpu_0/data_0` -> `gpu_0_data_0`) and outputs are bindings (`gv`). An integer input has the range
+    tensor that holds it: names that are not C identifiers are renamed before import (`adreno.support.identifiers`: `0`
+    -> `input_0`, `gpu_0/data_0` -> `gpu_0_data_0`) and outputs are bindings (`gv`). An integer input has the range
     a random run draws it from (`values`, `adreno.frontend.input_values`)."""
     names = onnx_names if len(onnx_names) == len(tensors) else tensors
     ranges = ranges or {}
@@ -254,8 +255,8 @@ def lower_relax(mod, ctx, schedules: Schedules = Schedules.ADRENO, memory: Memor
     the last resort (`adreno.schedules.last_resort`: dlight's reduction rules, checked against the device; what it
     refuses is appended to `refusals` too); none stops before any schedule (what the tuner extracts tasks from).
     The result's `main` is a flat dataflow of `call_tir`; any other call left there is an op we cannot lower.
-    `weights` (an `adreno.weights.WinogradWeights`) collects the Winograd-transformed weights, for `extract_plan`.
-    `fuse` is a pass run instead of TVM's FuseOps (`adreno.orchestrate.emit.fuse_within`)."""
+    `weights` (an `adreno.artifact.weights.WinogradWeights`) collects the Winograd-transformed weights, for
+    `extract_plan`. `fuse` is a pass run instead of TVM's FuseOps (`adreno.orchestrate.emit.fuse_within`)."""
     import tvm
     from tvm.relax.backend.adreno import pipeline
 
@@ -272,7 +273,7 @@ def lower_relax(mod, ctx, schedules: Schedules = Schedules.ADRENO, memory: Memor
                                   weights=weights, fuse=fuse, refusals=refusals)
         else:
             passes = pipeline.library_dispatch_passes(tvm_target) + pipeline.legalize_passes(tvm_target)
-            # batch norms' constant arithmetic in numpy, right after TVM decomposes them (adreno.numpy_fold)
+            # batch norms' constant arithmetic in numpy, right after TVM decomposes them (adreno.compiler.numpy_fold)
             decomposed = next(i for i, p in enumerate(passes) if p.info.name == "DecomposeOps") + 1
             passes.insert(decomposed, fold_pass())
             if fuse is not None:
@@ -283,7 +284,7 @@ def lower_relax(mod, ctx, schedules: Schedules = Schedules.ADRENO, memory: Memor
             passes = passes[:-2] + ours + ([] if schedules is Schedules.NONE else dlight_defaults)
             # Relax-level rewrite of eligible 3x3 stride-1 convs before legalization (mode and tuned layout records)
             passes = [rewrite_pass(winograd, ctx.knobs, weights)] + passes
-        with summarised_stderr():  # legalization's C++ warnings, once per Gather (adreno.native_log)
+        with summarised_stderr():  # legalization's C++ warnings, once per Gather (adreno.support.native_log)
             try:
                 lowered = tvm.transform.Sequential(passes)(mod)
             except ValueError as err:  # TVM's operator definitions refuse shapes they cannot compute (topi's checks)

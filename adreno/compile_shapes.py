@@ -1,4 +1,4 @@
-"""The compile of several shape sets into one artifact (`adreno.shape_sets` has the layout and the rules).
+"""The compile of several shape sets into one artifact (`adreno.artifact.shape_sets` has the layout and the rules).
 
 Each set is compiled as a one-set artifact would be (`compile_model`, its build check included), into a temporary
 directory; the sets are then merged: params of the same name and the same stored bytes (the model's weights,
@@ -19,11 +19,11 @@ from typing import Mapping
 
 import numpy as np
 
-from .artifact import KERNEL_DIR, MANIFEST_NAME, PARAMS_NAME, Artifact, ArtifactWriter, Plan, kernel_path
-from .build_check import BuildCheck, BuildCheckResult
+from .artifact.format import KERNEL_DIR, MANIFEST_NAME, PARAMS_NAME, Artifact, ArtifactWriter, Plan, kernel_path
+from .compiler.build_check import BuildCheck, BuildCheckResult
 from .compile import Progress, compile_model
 from .options import CompileOptions
-from .shape_sets import SET_FIELDS, SHAPES_DIR, label
+from .artifact.shape_sets import SET_FIELDS, SHAPES_DIR, label
 
 
 def compile_shape_sets(model, output: str | os.PathLike, options: CompileOptions,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, replace
 
-from .devices import AdrenoDevice, get_device
+from .targets.devices import AdrenoDevice, get_device
 from .errors import AdrenoError
 
 
@@ -152,10 +152,10 @@ class CompileOptions:
     staging: Staging = Staging.AUTO
     indices: Indices = Indices.CHECKED
     # the largest image width/height to use (a local check device's, e.g. 4096): wider tensors take another image
-    # scope or stay buffers; None: the target's limits (within 8192 where a scope fits, see adreno/layout.py)
+    # scope or stay buffers; None: the target's limits (within 8192 where a scope fits, see adreno/targets/layout.py)
     image_max: int | None = None
-    # the device's facts as a live OpenCL device reports them (`adreno.devices.from_opencl`), in place of the table's
-    # entry for `target` (a benchmark compiling for the device it measures); None: the table's
+    # the device's facts as a live OpenCL device reports them (`adreno.targets.devices.from_opencl`), in place of the
+    # table's entry for `target` (a benchmark compiling for the device it measures); None: the table's
     facts: AdrenoDevice | None = None
 
     def __post_init__(self):

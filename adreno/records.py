@@ -39,9 +39,9 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from .errors import AdrenoError
-from .layout import LANES
+from .targets.layout import LANES
 from .options import Memory, Precision
-from .paths import creatable, regular_file
+from .support.paths import creatable, regular_file
 from .runners.interface import INFRASTRUCTURE_STAGES
 from .workload import ConvWorkload, key_memory, key_op, memory_op
 

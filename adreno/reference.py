@@ -6,7 +6,7 @@ import hashlib
 
 import numpy as np
 
-from .artifact import Artifact
+from .artifact.format import Artifact
 from .errors import ArtifactError, ModelError
 from .frontend.importer import load_model
 from .frontend.quantized import float_lstms
@@ -133,7 +133,8 @@ def compare(outputs: list[np.ndarray], reference: list[np.ndarray], spread: list
 # intermediate tensor is scaled by 1 +- 2^-23. A check of such a model cannot be tighter than that: it allows
 # SPREAD_FACTOR times the change one nudge of every DynamicQuantizeLinear input makes (0.028 on ResNet-18). 1.5, because
 # single-tensor nudges of the same size vary by a third between tensors, and no more, because a real bug must still
-# fail: Winograd transforms of its integer convs (now refused, `adreno.winograd.eligible`) moved the logits by 0.054.
+# fail: Winograd transforms of its integer convs (now refused, `adreno.compiler.winograd.eligible`) moved the logits by
+# 0.054.
 ULP_NUDGES = (1.0 + 2.0 ** -23, 1.0 - 2.0 ** -24)
 SPREAD_FACTOR = 1.5
 

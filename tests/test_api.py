@@ -28,7 +28,7 @@ def test_check_raises_on_a_mismatch_and_run_takes_inputs_three_ways(tiny_artifac
     with adreno.load(tiny_artifact) as artifact:
         seeded = artifact.run()
         (name,) = artifact.input_names
-        from adreno.artifact import random_inputs
+        from adreno.artifact.format import random_inputs
 
         arrays = random_inputs(artifact.stored.input_specs(), 0)
         assert np.array_equal(artifact.run(arrays)[0], seeded[0])

@@ -103,9 +103,31 @@ def test_orchestration_measures_through_the_runners_not_tune():
     assert writer in orchestrate and writer in GRAPH["adreno.tune.builder"]
 
 
+# What each package under the root may import besides itself, as its docstring says.
+ALLOWED = {
+    "adreno.artifact": ("adreno.errors", "adreno.options", "adreno.support", "adreno.targets"),
+    "adreno.compiler": ("adreno.artifact", "adreno.targets", "adreno.texture", "adreno.opencl", "adreno.records",
+                        "adreno.workload", "adreno.support", "adreno.errors", "adreno.options"),
+    "adreno.targets": ("adreno.errors", "adreno.options", "adreno.opencl.device"),
+    "adreno.support": ("adreno.errors",),
+}
+ROOT_MODULES_AT_MOST = 12  # issue 50: the root shows the compiler's entry points, the packages hold the rest
+
+
+def test_each_root_package_imports_only_what_its_docstring_allows():
+    for package, allowed in ALLOWED.items():
+        outside = {d for d in _package_imports(package) if not d.startswith(package)} - {"adreno"}  # the version
+        assert not sorted(d for d in outside if not d.startswith(allowed)), package
+
+
+def test_the_root_holds_few_modules():
+    modules = sorted(p.name for p in ROOT.glob("*.py"))
+    assert len(modules) <= ROOT_MODULES_AT_MOST, modules
+
+
 RUN_SIDE = ("adreno.cache", "adreno.opencl", "adreno.runners", "adreno.farm", "adreno.native")
-COMPILER = ("adreno.compile", "adreno.tune", "adreno.schedules", "adreno.costmodel", "adreno.frontend",
-            "adreno.texture", "adreno.target")
+COMPILER = ("adreno.compile", "adreno.compiler", "adreno.tune", "adreno.schedules", "adreno.costmodel",
+            "adreno.frontend", "adreno.texture", "adreno.targets.target")
 
 
 def test_the_run_side_has_no_compiler_and_the_frontend_only_leaves():
@@ -115,14 +137,15 @@ def test_the_run_side_has_no_compiler_and_the_frontend_only_leaves():
     for package in RUN_SIDE:
         compiler = sorted(d for d in _package_imports(package) if d.startswith(COMPILER))
         assert not compiler, (package, compiler)
-    leaves = {"adreno.errors", "adreno.paths", "adreno.identifiers", "adreno.native_log", "adreno.artifact"}
+    leaves = {"adreno.errors", "adreno.support.paths", "adreno.support.identifiers", "adreno.support.native_log",
+              "adreno.artifact.format"}
     outside = sorted(d for d in _package_imports("adreno.frontend") if not d.startswith("adreno.frontend"))
     assert set(outside) <= leaves, outside
 
 
 # The command line's entry points (`python -m adreno`, `python -m adreno.cli`) run it when imported.
 ENTRY_POINTS = ("adreno.__main__", "adreno.cli.__main__")
-HEAVY = ("adreno.target", "adreno.texture.planning", "adreno.orchestrate", "adreno.frontend.zoo", *ENTRY_POINTS)
+HEAVY = ("adreno.targets.target", "adreno.texture.planning", "adreno.orchestrate", "adreno.frontend.zoo", *ENTRY_POINTS)
 
 
 def test_importing_our_modules_loads_neither_tvm_nor_onnx():
@@ -146,7 +169,7 @@ def test_an_artifact_runs_without_tvm_or_onnx():
                "        if name.split('.')[0] in ('tvm', 'tvm_ffi', 'onnx', 'onnxruntime'):\n"
                "            raise ImportError('blocked: ' + name)\n"
                "sys.meta_path.insert(0, Block())\n"
-               "import adreno.cache, adreno.opencl.executor, adreno.runners.offline, adreno.devices\n")
+               "import adreno.cache, adreno.opencl.executor, adreno.runners.offline, adreno.targets.devices\n")
     proc = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
 
@@ -295,7 +318,7 @@ def test_no_mode_compared_as_a_string():
 
 
 def test_the_device_table_imports_no_tvm():
-    code = "import sys, adreno.devices, adreno.options; assert 'tvm' not in sys.modules, 'tvm imported'"
+    code = "import sys, adreno.targets.devices, adreno.options; assert 'tvm' not in sys.modules, 'tvm imported'"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
 

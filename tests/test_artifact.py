@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from adreno.artifact import Artifact
+from adreno.artifact.format import Artifact
 from adreno.errors import ArtifactError
 
 

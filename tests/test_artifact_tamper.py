@@ -283,7 +283,7 @@ RESIGNED = {  # the manifest's hashes are rewritten too: the path and plan check
 def _resign(root: Path) -> None:
     """Rewrite the manifest's size and SHA-256 of every listed file that still is a regular file, and its
     run_sha256 over them."""
-    from adreno.artifact_check import run_digest
+    from adreno.artifact.check import run_digest
 
     manifest = json.loads((root / "manifest.json").read_text())
     for rel in manifest["files"]:
@@ -317,12 +317,12 @@ def cases(tmp_path_factory):
 WORKER = """
 import json, sys, traceback
 import numpy as np
-from adreno.artifact import Artifact
+from adreno.artifact.format import Artifact
 from adreno.cache import ProgramCache
 from adreno.errors import AdrenoError
 from adreno.opencl.device import select_device
 from adreno.opencl.executor import Executor
-from adreno.artifact import random_inputs
+from adreno.artifact.format import random_inputs
 
 device, cache = select_device("pocl"), ProgramCache()
 jobs = json.loads(sys.argv[1])

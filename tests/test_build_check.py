@@ -1,7 +1,7 @@
-"""`adreno compile`'s build check (adreno.build_check) as a user meets it: a kernel that cannot build fails the compile
-in one line with its build log in a file and leaves no artifact, `--no-build-check` skips it, a device that cannot
-stand for the target skips it in one line, and the program cache is filled where the driver's binary is worth it: at
-the check on a driver that compiles at the build, at the first run on PoCL.
+"""`adreno compile`'s build check (adreno.compiler.build_check) as a user meets it: a kernel that cannot build fails the
+compile in one line with its build log in a file and leaves no artifact, `--no-build-check` skips it, a device that
+cannot stand for the target skips it in one line, and the program cache is filled where the driver's binary is worth it:
+at the check on a driver that compiles at the build, at the first run on PoCL.
 
 The kernel that cannot build is a real one: a model that computes in float16 (Cast to FLOAT16, Mul) makes TVM emit
 `half` arithmetic, which a target without cl_khr_fp16 (pocl-cpu) cannot build; on adreno-740, which has it, PoCL
@@ -20,8 +20,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from adreno.artifact import Artifact
-from adreno.build_check import BuildCheck
+from adreno.artifact.format import Artifact
+from adreno.compiler.build_check import BuildCheck
 from adreno.cache import ProgramCache
 from adreno.compile import compile_model
 from adreno.opencl.device import DeviceIdentity

@@ -48,7 +48,7 @@ def test_byte_flips_in_a_records_file_keep_every_untouched_record(tmp_path):
 def test_byte_flips_in_cache_entries_are_always_refused(tmp_path, tiny_artifact, pocl_device):
     import pyopencl as cl
 
-    from adreno.artifact import Artifact
+    from adreno.artifact.format import Artifact
 
     artifact = Artifact.load(tiny_artifact)
     sources = [artifact.kernel_source(p) for p in artifact.plan.programs]

@@ -17,7 +17,7 @@ import numpy as np
 import pyopencl as cl
 import pytest
 
-from adreno.artifact import Artifact
+from adreno.artifact.format import Artifact
 from adreno.opencl.programs import Grouping, groups
 from adreno.opencl.signature import program_options
 from adreno.cache import (
@@ -31,7 +31,7 @@ from adreno.cache import (
     read_tvm_precompiled_blob,
 )
 from adreno.opencl.executor import Executor
-from adreno.artifact import random_inputs
+from adreno.artifact.format import random_inputs
 from adreno.runners.interface import RunInput
 from adreno.runners.local import LocalRunner
 

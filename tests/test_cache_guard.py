@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from adreno.artifact import Artifact
+from adreno.artifact.format import Artifact
 from adreno.cache import DeviceIdentity, ProgramCache, cache_key
 
 HERE = pathlib.Path(__file__).resolve().parent.parent

@@ -2,7 +2,7 @@
 
 import shutil
 
-from adreno.code_version import PACKAGE, code_fingerprint, sources_fingerprint
+from adreno.support.code_version import PACKAGE, code_fingerprint, sources_fingerprint
 
 
 def test_fingerprint_follows_kernel_code_only(tmp_path):

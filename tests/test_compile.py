@@ -9,12 +9,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from adreno.artifact import Artifact
+from adreno.artifact.format import Artifact
 from adreno.compile import compile_model
 from adreno.errors import AdrenoError, DynamicShapeError, ModelError, UnknownTargetError, UnsupportedOpError
 from adreno.opencl.executor import Executor
 from adreno.options import CompileOptions
-from adreno.plan import plan_storage
+from adreno.compiler.plan import plan_storage
 from adreno.reference import onnxruntime_outputs
 from tests.conftest import single_op_model
 
@@ -93,7 +93,7 @@ def test_storage_plan_never_overlaps_live_tensors(tiny_artifact):
 
 
 def test_storage_plan_reuses_freed_blocks():
-    from adreno.artifact import Step, TensorSpec
+    from adreno.artifact.format import Step, TensorSpec
 
     tensors = {n: TensorSpec(n, [256], "float32", kind, "") for n, kind in
                [("x", "input"), ("a", "intermediate"), ("b", "intermediate"), ("c", "intermediate"), ("y", "output")]}

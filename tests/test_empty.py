@@ -15,7 +15,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from adreno.artifact import Artifact
+from adreno.artifact.format import Artifact
 from adreno.errors import ArtifactError, ModelError
 
 

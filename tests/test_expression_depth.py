@@ -1,5 +1,5 @@
 """A long chain of elementwise ops compiles: FuseOps makes it kernels whose one store nests ~256 calls deep, past
-the bracket nesting an OpenCL compiler parses, and `adreno.expression_depth` splits such statements."""
+the bracket nesting an OpenCL compiler parses, and `adreno.compiler.expression_depth` splits such statements."""
 
 from __future__ import annotations
 
@@ -33,13 +33,13 @@ def _deep_store(levels: int, guarded: bool = False):
 
 
 def _height(stmt) -> int:
-    from adreno.expression_depth import _measure
+    from adreno.compiler.expression_depth import _measure
 
     return max(_measure(stmt)[0].values())
 
 
 def test_a_deep_statement_is_split_into_shallow_ones():
-    from adreno.expression_depth import MAX_HEIGHT, shallow_statements
+    from adreno.compiler.expression_depth import MAX_HEIGHT, shallow_statements
 
     out = shallow_statements(_deep_store(300))
     statements = list(out.seq)
@@ -49,7 +49,7 @@ def test_a_deep_statement_is_split_into_shallow_ones():
 
 
 def test_shallow_and_guarded_statements_are_left_alone():
-    from adreno.expression_depth import shallow_statements
+    from adreno.compiler.expression_depth import shallow_statements
 
     shallow = _deep_store(40)
     assert shallow_statements(shallow).same_as(shallow)

@@ -1,6 +1,6 @@
-"""Float32 constants reach the OpenCL source exactly (`adreno/float_literals.py`): TVM prints them with 7 digits,
-which name a neighbour of most float32 values; a kernel multiplying by such a constant must match numpy's float32
-product bit for bit."""
+"""Float32 constants reach the OpenCL source exactly (`adreno/compiler/float_literals.py`): TVM prints them with 7
+digits, which name a neighbour of most float32 values; a kernel multiplying by such a constant must match numpy's
+float32 product bit for bit."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from adreno.compile import compile_model
-from adreno.float_literals import exact_pair
+from adreno.compiler.float_literals import exact_pair
 from adreno.opencl.executor import Executor
 from adreno.options import CompileOptions
 

@@ -105,7 +105,7 @@ def test_runtime_parameter_is_one_line_error(tmp_path, op, label):
 
 def test_quiet_stderr_silences_native_writes(capfd):
     """What C++ code writes to file descriptor 2 inside the block is dropped; Python's stderr works after it."""
-    from adreno.native_log import quiet_stderr
+    from adreno.support.native_log import quiet_stderr
 
     with quiet_stderr():
         os.write(2, b"BlockBuilder destroyed with remaining blocks!\n")
@@ -116,7 +116,7 @@ def test_quiet_stderr_silences_native_writes(capfd):
 def test_summarised_stderr_drops_the_harmless_and_shows_the_rest_once(capfd):
     """A TVM warning we do not know is one line with its count (glog's timestamps differ between repeats), the
     harmless one is gone, and what was captured comes out even when the block raises."""
-    from adreno.native_log import summarised_stderr
+    from adreno.support.native_log import summarised_stderr
 
     with pytest.raises(ValueError), summarised_stderr():
         for second in range(3):
@@ -143,7 +143,7 @@ def test_winograd_workloads_of_a_model_with_a_constant_gather_print_nothing(capf
     """What `adreno tune` extracts its Winograd tasks from folds the constants first; folding a Gather of an
     initializer (as the unrolled LSTM's weights are) legalizes a fast-mode `take`, whose warning is dropped."""
     from adreno.frontend.importer import to_relax
-    from adreno.winograd import eligible_workloads
+    from adreno.compiler.winograd import eligible_workloads
 
     rng = np.random.default_rng(0)
     graph = helper.make_graph(
@@ -269,7 +269,7 @@ def unidentifiable_names(rng) -> onnx.ModelProto:
 
 def test_identifier_renaming_keeps_identifiers_and_deduplicates():
     """`a_b` is an identifier and keeps its name; `a/b` becomes the next free one, a leading digit gets `input_`."""
-    from adreno.identifiers import identifiers
+    from adreno.support.identifiers import identifiers
 
     model = helper.make_model(helper.make_graph(
         [helper.make_node("Add", ["a/b", "a_b"], ["0"])], "g",

@@ -28,7 +28,7 @@ def bundle(tmp_path_factory):
 
 
 def test_prepare_is_small_and_complete(bundle, tmp_path):
-    from adreno.artifact import Artifact
+    from adreno.artifact.format import Artifact
     from adreno.runners.batch_dir import read_manifest
     from adreno.runners.offline import (PARAM_SEEDS, candidate_artifact, load_reference, restore_params,
                                         task_inputs_checked)

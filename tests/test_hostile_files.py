@@ -146,7 +146,7 @@ def test_an_artifact_without_outputs_is_refused(native_tiny, tmp_path):
     """An artifact compiled before the refusal above computes nothing: its load says so (run used to exit 0)."""
     import json
 
-    from adreno.artifact import Artifact
+    from adreno.artifact.format import Artifact
     from adreno.errors import ArtifactError
 
     copy = shutil.copytree(native_tiny, tmp_path / "no-outputs")

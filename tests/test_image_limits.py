@@ -9,10 +9,11 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from adreno import layout, winograd
+from adreno.targets import layout
+from adreno.compiler import winograd
 from adreno.options import Memory, Winograd
 from adreno.schedules._conv import ConvWorkload
-from adreno.devices import get_device
+from adreno.targets.devices import get_device
 from tests.schedules.test_patterns import graph_model
 from tests.test_cli import adreno
 

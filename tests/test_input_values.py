@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from adreno.artifact import TensorSpec, random_inputs
+from adreno.artifact.format import TensorSpec, random_inputs
 from adreno.frontend.input_values import integer_ranges
 from tests.test_cli import adreno
 from tests.dynamic_models import TYPES, VOCAB, bert_like

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from adreno.artifact import ArtifactWriter
+from adreno.artifact.format import ArtifactWriter
 
 
 def _install(final: Path, label: str) -> Path:
@@ -57,8 +57,8 @@ def test_the_output_names_an_artifact_at_every_instant(tmp_path):
 KILLED_INSTALL = """
 import os, shutil, signal, sys
 from pathlib import Path
-import adreno.directory_swap as swap
-from adreno.artifact import ArtifactWriter
+import adreno.support.directory_swap as swap
+from adreno.artifact.format import ArtifactWriter
 
 final, mode = Path(sys.argv[1]), sys.argv[2]
 die = lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL)

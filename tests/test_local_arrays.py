@@ -1,5 +1,5 @@
-"""The bound on local memory (`adreno.local_arrays`): the bytes a kernel's work-group allocates in local memory are
-counted exactly, and a kernel over the target's local memory fails at lowering with one line naming it."""
+"""The bound on local memory (`adreno.compiler.local_arrays`): the bytes a kernel's work-group allocates in local memory
+are counted exactly, and a kernel over the target's local memory fails at lowering with one line naming it."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from adreno.devices import get_device
-from adreno.local_arrays import LocalMemoryError, check, local_memory_bytes
-from adreno.plan import lower_primfunc
-from adreno.target import tvm_target
+from adreno.targets.devices import get_device
+from adreno.compiler.local_arrays import LocalMemoryError, check, local_memory_bytes
+from adreno.compiler.plan import lower_primfunc
+from adreno.targets.target import tvm_target
 
 
 def _staged_dot(n: int):

@@ -1,6 +1,6 @@
-"""The host library's build reuses the launch plan's lowering (adreno.lowered): every function the plan lowered is a
-hit, and the library's OpenCL kernels (its `devc.o`) are the ones a fresh lowering gives, byte for byte (its host object
-orders the functions differently)."""
+"""The host library's build reuses the launch plan's lowering (adreno.compiler.lowered): every function the plan lowered
+is a hit, and the library's OpenCL kernels (its `devc.o`) are the ones a fresh lowering gives, byte for byte (its host
+object orders the functions differently)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from adreno.compile import lower_relax
 from adreno.frontend.empty import EmptyTensors
 from adreno.frontend.importer import load_model, to_relax
-from adreno.host_library import export_host_library
-from adreno.lowered import LoweredFunctions
+from adreno.compiler.host_library import export_host_library
+from adreno.compiler.lowered import LoweredFunctions
 from adreno.options import CompileOptions
-from adreno.plan import extract_plan
+from adreno.compiler.plan import extract_plan
 from adreno.schedules.context import ScheduleContext
 
 

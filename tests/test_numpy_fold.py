@@ -1,5 +1,5 @@
-"""`adreno.numpy_fold`: batch norms' constant arithmetic folded in numpy gives TVM's `FoldConstant` result bit for
-bit, and an artifact compiled with it is the artifact compiled without it."""
+"""`adreno.compiler.numpy_fold`: batch norms' constant arithmetic folded in numpy gives TVM's `FoldConstant` result bit
+for bit, and an artifact compiled with it is the artifact compiled without it."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import re
 import numpy as np
 import pytest
 
-from adreno import numpy_fold
+from adreno.compiler import numpy_fold
 from adreno.frontend import zoo
 from adreno.compile import compile_model
 from adreno.frontend.importer import to_relax
 from adreno.options import CompileOptions
-from adreno.target import tvm_target
+from adreno.targets.target import tvm_target
 from tests.kernel_files import kernel_sources
 
 

@@ -1,13 +1,13 @@
-"""The bound on private arrays (`adreno.private_arrays`): a kernel whose work-items each hold more than a register
-tile fails at lowering with the kernel and array named, instead of crashing PoCL at run time."""
+"""The bound on private arrays (`adreno.compiler.private_arrays`): a kernel whose work-items each hold more than a
+register tile fails at lowering with the kernel and array named, instead of crashing PoCL at run time."""
 
 from __future__ import annotations
 
 import pytest
 
-from adreno.plan import lower_primfunc
-from adreno.private_arrays import MAX_BYTES, PrivateArrayError
-from adreno.target import tvm_target
+from adreno.compiler.plan import lower_primfunc
+from adreno.compiler.private_arrays import MAX_BYTES, PrivateArrayError
+from adreno.targets.target import tvm_target
 
 
 def _cached_sum(n: int):

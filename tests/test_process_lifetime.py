@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from adreno.artifact_check import run_digest
+from adreno.artifact.check import run_digest
 
 SETTLE_S = 5.0  # what the issue allows between a command's end and the last of its processes
 SPIN = "{ volatile int adreno_spin = 1; while (adreno_spin) { } }"
@@ -148,7 +148,7 @@ def test_a_pool_worker_ends_when_its_parent_is_killed(tmp_path):
     script = tmp_path / "parent.py"
     script.write_text(
         "import concurrent.futures as f, multiprocessing, os, time\n"
-        "from adreno.processes import die_with_parent\n"
+        "from adreno.support.processes import die_with_parent\n"
         "if __name__ == '__main__':\n"
         "    pool = f.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context('spawn'),\n"
         "                                 initializer=die_with_parent, initargs=(os.getpid(),))\n"

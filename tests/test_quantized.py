@@ -168,8 +168,8 @@ def test_artifact_stores_the_integer_weights(recipe, memory, tiny_quantized, poc
     onnxruntime). The dynamic recipe leaves `tiny`'s fc in float32."""
     import json
 
-    from adreno.artifact import Artifact
-    from adreno.layout import pack_oihw4o
+    from adreno.artifact.format import Artifact
+    from adreno.targets.layout import pack_oihw4o
 
     model = tiny_quantized[recipe]
     compile_model(model, tmp_path / "a", CompileOptions(memory=memory))
@@ -205,8 +205,9 @@ def test_artifact_stores_the_integer_weights(recipe, memory, tiny_quantized, poc
 def test_dynamic_models_long_fused_kernels_are_named_short_for_pocl(tiny_quantized, tmp_path):
     """A dynamically quantized model fuses DynamicQuantizeLinear's arithmetic into long-named functions in texture
     memory (ResNet-18's up to 306 characters); PoCL fails to link a kernel named past about 250 ("Final linking of
-    kernel ... failed", docs/quantized.md), so every kernel is named by `adreno.plan.short_name` (at most 124)."""
-    from adreno.artifact import Artifact
+    kernel ... failed", docs/quantized.md), so every kernel is named by `adreno.compiler.plan.short_name` (at most
+    124)."""
+    from adreno.artifact.format import Artifact
 
     path = compile_model(tiny_quantized[Recipe.DYNAMIC], tmp_path / "a", CompileOptions(memory="texture"))
     steps = Artifact.load(path).plan.steps
@@ -269,7 +270,7 @@ def test_a_dynamic_models_convs_take_our_schedules(tiny_quantized, pocl_device, 
     """ConvInteger's rescale multiplies its two scales inside the conv's function, a block without loops after the
     conv. Our conv families inline it and take the conv: without them TVM's fallback gave every output its own
     256-work-item work-group (the dynamic ResNet-18 in buffer memory: 6.3 s a run on PoCL, now 0.23 s)."""
-    from adreno.artifact import Artifact
+    from adreno.artifact.format import Artifact
     from tests.schedules.sched_helpers import record_claims
 
     model = tiny_quantized[Recipe.DYNAMIC]

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from adreno import devices
+from adreno.targets import devices
 from adreno.costmodel.ranked_defaults import RankedDefaults
 from adreno.records import Database, Record
 from adreno.schedules import conv2d_winograd, occupancy

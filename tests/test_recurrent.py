@@ -41,7 +41,7 @@ def _run(model, inputs: dict, memory: str, tmp_path) -> list[np.ndarray]:
 def _assert_weights_stored_once(artifact) -> None:
     """No two params hold the same stored member in the same form and scope: an unrolled step's copy of a weight
     (each step's transposed recurrent weight is a constant of its own in Relax) is the one param they all read."""
-    from adreno.weights import content_digest
+    from adreno.artifact.weights import content_digest
 
     tensors, seen = artifact.plan.tensors, {}
     for name, member in artifact.stored_params().items():

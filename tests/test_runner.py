@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from adreno.frontend import zoo
-from adreno.artifact import Artifact
+from adreno.artifact.format import Artifact
 from adreno.reference import onnxruntime_outputs
-from adreno.artifact import random_inputs
+from adreno.artifact.format import random_inputs
 from adreno.runners.interface import RunInput, check_outputs
 from adreno.runners.local import LocalRunner
 

@@ -1,4 +1,4 @@
-"""Several static shapes in one artifact (`adreno.shape_sets`, `adreno.compile_shapes`): a PP-OCR-rec-style
+"""Several static shapes in one artifact (`adreno.artifact.shape_sets`, `adreno.compile_shapes`): a PP-OCR-rec-style
 recogniser at three widths in each memory and a text model whose ids and mask vary together at three lengths, each
 set run on PoCL against onnxruntime; the weights stored once, kernels of identical source once; an input of another
 shape refused in one line listing the sets; the program cache holding every set's programs."""
@@ -11,9 +11,9 @@ import numpy as np
 import onnx
 import pytest
 
-from adreno.artifact import Artifact, random_inputs
+from adreno.artifact.format import Artifact, random_inputs
 from adreno.errors import AdrenoError, ArtifactError
-from adreno.shape_sets import parse_shape_sets
+from adreno.artifact.shape_sets import parse_shape_sets
 from tests.dynamic_models import bert_like, ocr_like
 from tests.test_cli import adreno
 

@@ -1,5 +1,5 @@
-"""The device finalize binds repeated index arithmetic once (`adreno.shared_subexpressions`): TVM's own finalize
-substitutes its common-subexpression variables back and leaves them declared and unread."""
+"""The device finalize binds repeated index arithmetic once (`adreno.compiler.shared_subexpressions`): TVM's own
+finalize substitutes its common-subexpression variables back and leaves them declared and unread."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from adreno.artifact import Artifact
+from adreno.artifact.format import Artifact
 
 
 def declared_and_unread(source: str) -> list[str]:
@@ -20,8 +20,8 @@ def test_an_index_used_three_times_is_computed_once():
     import tvm
     from tvm import te
 
-    from adreno.plan import lower_primfunc
-    from adreno.target import tvm_target
+    from adreno.compiler.plan import lower_primfunc
+    from adreno.targets.target import tvm_target
 
     data = te.placeholder((3 * 4096,), name="A")
     out = te.compute((4096,), lambda i: data[(i * 7 % 13) * 100 + i % 91] + data[(i * 7 % 13) * 100 + i % 91 + 1]

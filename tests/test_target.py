@@ -5,8 +5,8 @@ import pytest
 import tvm
 
 from adreno.errors import AdrenoError, UnknownTargetError
-from adreno.devices import DEVICES, AdrenoDevice, describe, get_device
-from adreno.target import tvm_target
+from adreno.targets.devices import DEVICES, AdrenoDevice, describe, get_device
+from adreno.targets.target import tvm_target
 
 REQUIRED = ["adreno-640", "adreno-650", "adreno-660", "adreno-730", "adreno-740", "adreno-750", "adreno-830"]
 

@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from adreno import layout
-from adreno.artifact import PLAN_FORMAT, Artifact, Plan
+from adreno.targets import layout
+from adreno.artifact.format import PLAN_FORMAT, Artifact, Plan
 from adreno.compile import compile_model, lower_relax
 from adreno.frontend.importer import to_relax
-from adreno.layout import ImageSpec
+from adreno.targets.layout import ImageSpec
 from adreno.opencl.executor import Executor
 from adreno.options import CompileOptions, Memory, Schedules
-from adreno.devices import get_device
+from adreno.targets.devices import get_device
 from adreno.texture import planning
 from adreno.texture import tir as texture_tir
 from tests.conftest import single_op_model
@@ -79,7 +79,7 @@ def test_choose_image_scopes_and_fallback():
 def test_plan_format_roundtrip_with_images():
     from dataclasses import asdict
 
-    from adreno.artifact import KernelArg, KernelLaunch, Step, TensorSpec
+    from adreno.artifact.format import KernelArg, KernelLaunch, Step, TensorSpec
 
     image = asdict(ImageSpec("global.texture", 4, 4, 2))
     tensors = {"x": TensorSpec("x", [1, 2, 4, 4, 4], "float32", "input", "i0", "global.texture", image),

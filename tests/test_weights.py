@@ -1,5 +1,5 @@
-"""What params.npz stores (`adreno.weights`): Winograd weights as the model's own 3x3 weights, transformed at load;
-an fp16 artifact's image weights as float16. Each loader rebuilds the params the kernels read from them, and the
+"""What params.npz stores (`adreno.artifact.weights`): Winograd weights as the model's own 3x3 weights, transformed at
+load; an fp16 artifact's image weights as float16. Each loader rebuilds the params the kernels read from them, and the
 outputs stay onnxruntime's."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from onnx import numpy_helper
 
-from adreno.artifact import Artifact
+from adreno.artifact.format import Artifact
 from adreno.compile import compile_model
 from adreno.errors import ArtifactError
 from adreno.opencl.executor import Executor
 from adreno.options import CompileOptions
 from adreno.reference import onnxruntime_session
-from adreno.weights import WeightTransform
+from adreno.artifact.weights import WeightTransform
 
 from .winograd_net import winograd_net
 
@@ -78,7 +78,7 @@ def test_an_fp16_artifact_stores_its_weights_as_float16(tmp_path):
 
 
 def test_an_fp16_weight_beyond_halfs_range_stays_float32():
-    from adreno.weights import stored_form
+    from adreno.artifact.weights import stored_form
 
     masked = np.array([1.0, -1e9, np.inf], dtype=np.float32)
     assert stored_form(masked, True, False, None) == (None, masked)  # a -1e9 mask would become -inf
@@ -90,7 +90,7 @@ def test_an_fp16_weight_beyond_halfs_range_stays_float32():
 
 
 def _resign(root, rel):
-    from adreno.artifact_check import run_digest
+    from adreno.artifact.check import run_digest
 
     manifest = json.loads((root / "manifest.json").read_text())
     data = (root / rel).read_bytes()

@@ -39,11 +39,11 @@ def child(mode: str, artifact_path: str, cache_dir: str, output: str, device_spe
     started = time.perf_counter()
     import numpy as np
 
-    from adreno.artifact import Artifact
+    from adreno.artifact.format import Artifact
     from adreno.cache import ProgramCache
     from adreno.opencl.device import select_device
     from adreno.opencl.executor import Executor
-    from adreno.artifact import random_inputs
+    from adreno.artifact.format import random_inputs
 
     imported = time.perf_counter()
     artifact = Artifact.load(artifact_path)
@@ -97,12 +97,12 @@ def check(out: Path, reference: list) -> tuple[bool, float]:
 def bench_model(model: str, args, workdir: Path, env: dict) -> dict:
     import pyopencl as cl
 
-    from adreno.artifact import Artifact
+    from adreno.artifact.format import Artifact
     from adreno.cache import export_bundle
     from adreno.compile import compile_model
     from adreno.opencl.device import select_device
     from adreno.reference import onnxruntime_outputs, reference_model
-    from adreno.artifact import random_inputs
+    from adreno.artifact.format import random_inputs
 
     given = Path(args.artifacts) / model if args.artifacts else None
     if given is not None and given.is_dir():

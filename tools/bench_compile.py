@@ -7,7 +7,7 @@
 For each model and memory, `adreno compile` runs in a fresh process (imports included, as a user pays them) and
 its progress lines split it into stages: import (load the model, import to Relax), lowering (layout planning,
 Winograd, schedules), launch plan (every function through TVM's TIR pipeline and OpenCL codegen), writing (kernels,
-plan, weights), host library (the VM executable, reusing the plan's lowering: `adreno.lowered`) and build check
+plan, weights), host library (the VM executable, reusing the plan's lowering: `adreno.compiler.lowered`) and build check
 (the finished programs built on the local OpenCL device through an empty program cache, as `adreno compile` does
 unless `--no-build-check`; a `--source` checkout from before the build check has no such stage). Each stage has
 its wall time and the CPU time of the process (all threads, and the compiler it runs), since this machine's 2 cores
@@ -83,7 +83,7 @@ def adreno_once(model: str, memory: str, out: Path) -> dict:
             clock.mark(stage)
 
     try:
-        from adreno.build_check import BuildCheck
+        from adreno.compiler.build_check import BuildCheck
         from adreno.cache import ProgramCache
         check = {"build_check": BuildCheck(ProgramCache(out.parent / "program-cache"))}
     except ImportError:  # a --source checkout from before the build check

@@ -276,7 +276,7 @@ def measured_target(device):
     """(target name, facts) of the device being measured: its table entry with its live values over it
     (`from_opencl`, e.g. pocl-cpu with this machine's cores, handed to compile as `CompileOptions.facts`), or
     adreno-740's entry when the table does not know the device."""
-    from adreno.devices import DEVICES, OTHER_DEVICES, from_opencl
+    from adreno.targets.devices import DEVICES, OTHER_DEVICES, from_opencl
 
     live = from_opencl(device)
     return (live.name, live) if live.name in {**DEVICES, **OTHER_DEVICES} else ("adreno-740", None)

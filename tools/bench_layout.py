@@ -24,7 +24,7 @@ def bench(model: str, target: str, trials: int, batch: int, device, records: Pat
     from adreno.tune.layout_task import LAYOUT, layout_name
     from adreno.tune.builder import Builder
     from adreno.tune.session import open_tuner
-    from adreno.winograd import select_tile
+    from adreno.compiler.winograd import select_tile
 
     tasks = [t for t in extract_tasks(model, CompileOptions(target=target, memory="buffer"), layouts=True)
              if t.family == LAYOUT]

@@ -27,7 +27,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from adreno import schedules
-from adreno.artifact import Artifact
+from adreno.artifact.format import Artifact
 from adreno.compile import compile_model
 from adreno.errors import TVM_ERRORS
 from adreno.conv_layers import conv_layers, layer_model, layer_params
@@ -35,7 +35,7 @@ from adreno.opencl.device import select_device
 from adreno.opencl.executor import Executor
 from adreno.options import CompileOptions
 from adreno.reference import compare, onnxruntime_outputs
-from adreno.artifact import random_inputs
+from adreno.artifact.format import random_inputs
 
 # variant -> (memory, precision, tiled texture convs)
 VARIANTS = {"buffer": ("buffer", "fp32", True), "tex-1px": ("texture", "fp32", False),

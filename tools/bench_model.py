@@ -14,12 +14,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from adreno.artifact import Artifact
+from adreno.artifact.format import Artifact
 from adreno.compile import compile_model
 from adreno.opencl.executor import Executor
 from adreno.options import CompileOptions
 from adreno.reference import compare, onnxruntime_outputs, reference_model
-from adreno.artifact import random_inputs
+from adreno.artifact.format import random_inputs
 
 
 def bench(model: str, device, repeat: int, workdir: Path, schedules: str) -> dict:

@@ -149,7 +149,7 @@ def harness_start(artifact, inputs: dict, out: Path, blob: Path | None, expected
 
 
 def starts(artifact, starts_n: int) -> dict:
-    from adreno.artifact import Artifact
+    from adreno.artifact.format import Artifact
     from adreno.opencl.executor import Executor
 
     loaded = Artifact.load(artifact)
@@ -199,7 +199,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.models, args.repeat, args.starts, args.build = ["tiny"], 1, 1, False
-    from adreno.artifact import Artifact
+    from adreno.artifact.format import Artifact
     from adreno.compile import compile_model
     from adreno.options import CompileOptions
 

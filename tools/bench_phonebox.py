@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", default="bench_phonebox.json")
     args = parser.parse_args()
-    from adreno.artifact import Artifact
+    from adreno.artifact.format import Artifact
     from adreno.compile import compile_model
     from adreno.options import CompileOptions
 

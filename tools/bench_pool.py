@@ -42,10 +42,10 @@ def pool_layers(model_name: str) -> dict[str, tuple]:
     from adreno.compile import lower_relax
     from adreno.frontend.importer import load_model, to_relax
     from adreno.options import Schedules
-    from adreno.plan import kernel_calls
+    from adreno.compiler.plan import kernel_calls
     from adreno.schedules import pool, reduce
     from adreno.schedules.context import ScheduleContext
-    from adreno.devices import get_device
+    from adreno.targets.devices import get_device
 
     onnx_model, _ = load_model(model_name)
     lowered = lower_relax(to_relax(onnx_model, {}), ScheduleContext.for_device(get_device("adreno-740")),
@@ -130,7 +130,7 @@ def check_key(model, key: str) -> None:
     from adreno.options import Schedules
     from adreno.schedules import pool, reduce
     from adreno.schedules.context import ScheduleContext
-    from adreno.devices import get_device
+    from adreno.targets.devices import get_device
 
     lowered = lower_relax(to_relax(model, {}), ScheduleContext.for_device(get_device("adreno-740")),
                           schedules=Schedules.NONE)

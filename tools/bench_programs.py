@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 def builds(artifact_path: str) -> dict:
     import pyopencl as cl
 
-    from adreno.artifact import Artifact
+    from adreno.artifact.format import Artifact
     from adreno.opencl.device import select_device
     from adreno.opencl.programs import Grouping, group_source, groups
     from adreno.opencl.signature import program_options
@@ -77,7 +77,7 @@ def start(artifact_path: str, cache_dir: str, workers: str) -> dict:
     the first run started in the background, and a second run."""
     import numpy as np
 
-    from adreno.artifact import Artifact
+    from adreno.artifact.format import Artifact
     from adreno.cache import ProgramCache
     from adreno.opencl.executor import CacheWrite, Executor
 

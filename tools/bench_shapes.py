@@ -72,7 +72,7 @@ def adreno(*args, env=None) -> tuple[dict, float, float]:
 def switching(artifact: str, cache_dir: str) -> list[dict]:
     """Each set run in turn, twice, in this process; executors made at a set's first run and kept."""
     os.environ["ADRENO_CACHE_DIR"] = cache_dir
-    from adreno.artifact import Artifact, random_inputs
+    from adreno.artifact.format import Artifact, random_inputs
     from adreno.cache import ProgramCache
     from adreno.opencl.executor import Executor
 

@@ -9,7 +9,7 @@ compiled once (not timed):
 * sizes: the model's fp32 initializer bytes (what an .onnx of it weighs) next to params.npz, the kernel sources,
   the host library, the whole directory, and what an app ships with TVM's runtime (params.npz + host library), each
   as a ratio of the model's bytes; the params as the kernels read them (Winograd-transformed, fp32), which is
-  what params.npz stored before weights were stored in their source form (adreno.weights);
+  what params.npz stored before weights were stored in their source form (adreno.artifact.weights);
 * load: medians over --repeat of reading params.npz as stored, and of `Artifact.params()` (reading and rebuilding:
   Winograd transforms, float16 widened), in ms; the harness's `weights_ms` stage (read, rebuild, upload) from one
   run whose outputs must equal the launch-plan executor's (else no figure counts).
@@ -47,7 +47,7 @@ def median_ms(fn, repeat: int) -> float:
 
 
 def harness_weights_ms(path: Path, out: Path) -> float:
-    from adreno.artifact import Artifact
+    from adreno.artifact.format import Artifact
     from adreno.native.plugin import HARNESS_PATH
     from adreno.opencl.executor import Executor
 
@@ -71,7 +71,7 @@ def harness_weights_ms(path: Path, out: Path) -> float:
 
 
 def measure(model: str, config: str, root: Path, repeat: int) -> dict:
-    from adreno.artifact import Artifact
+    from adreno.artifact.format import Artifact
     from adreno.compile import compile_model
     from adreno.options import CompileOptions
 

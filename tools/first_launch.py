@@ -43,7 +43,7 @@ def main(argv=None) -> int:
 
     import pyopencl as cl
 
-    from adreno.artifact import random_inputs
+    from adreno.artifact.format import random_inputs
     from adreno.opencl.executor import Executor
 
     started = time.perf_counter()

@@ -88,7 +88,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="a directory to copy each finding's case into")
     parser.add_argument("--json", default="fuzz_harness.json")
     args = parser.parse_args()
-    from adreno.artifact import Artifact
+    from adreno.artifact.format import Artifact
     from adreno.compile import compile_model
     from adreno.native.plugin import HARNESS_PATH
     from adreno.opencl.executor import Executor

@@ -97,7 +97,7 @@ def prepare_whole(model: str, out: Path, target: str) -> dict:
 
 
 def prepare(out: Path, quick: bool, trials: int, target: str) -> None:
-    from adreno.artifact_check import sha256_file
+    from adreno.artifact.check import sha256_file
     from adreno.options import Memory
     from adreno.orchestrate.batch import export_batch as export_orchestration
     from adreno.tune.batch import export_batch
@@ -150,7 +150,7 @@ def prepare(out: Path, quick: bool, trials: int, target: str) -> None:
 
 def unpack(bundle_dir: Path, work: Path) -> dict:
     """Check the payload against bundle.json and unpack it into `work`."""
-    from adreno.artifact_check import sha256_file
+    from adreno.artifact.check import sha256_file
     bundle = json.loads((bundle_dir / "bundle.json").read_text())
     if sha256_file(bundle_dir / "payload.tar.xz") != bundle["payload_sha256"]:
         raise SystemExit(f"{bundle_dir}/payload.tar.xz does not match its checksum in bundle.json: prepare it again")

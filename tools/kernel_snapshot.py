@@ -27,7 +27,7 @@ def _launches(plan: dict) -> list:
 
 
 def snapshot_one(model: str, target: str, memory: str) -> dict:
-    from adreno.artifact import Artifact
+    from adreno.artifact.format import Artifact
     from adreno.compile import compile_model
     from adreno.options import CompileOptions, Memory
 

@@ -51,7 +51,7 @@ def main(argv=None) -> int:
 
     from adreno.options import CompileOptions
     from adreno.records import Database
-    from adreno.devices import get_device
+    from adreno.targets.devices import get_device
     from adreno.costmodel import AnalyticalModel, RandomModel
     from adreno.costmodel.base import quality_per_task
     from adreno.tune.extract import extract_tasks

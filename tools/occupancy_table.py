@@ -34,7 +34,7 @@ def launches(wl, target_name: str) -> dict:
     """memory -> (family, config, Launch) of the default schedule of `wl` compiled for `target_name`."""
     from adreno.schedules import _conv, conv2d_1x1, conv2d_direct, conv2d_texture, depthwise
     from adreno.schedules.context import ScheduleContext
-    from adreno.devices import get_device
+    from adreno.targets.devices import get_device
 
     target = ScheduleContext.for_device(get_device(target_name))
     direct = depthwise if wl.is_depthwise else conv2d_direct
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
         args.model = "tiny"
 
     from adreno.schedules import occupancy
-    from adreno.devices import get_device
+    from adreno.targets.devices import get_device
 
     devices = [get_device(t) for t in args.targets.split(",")]
     rows = []

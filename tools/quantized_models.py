@@ -26,7 +26,7 @@ import onnx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from adreno.artifact import PARAMS_NAME  # noqa: E402
+from adreno.artifact.format import PARAMS_NAME  # noqa: E402
 from adreno.compile import compile_model  # noqa: E402
 from adreno.opencl.device import select_device  # noqa: E402
 from adreno.opencl.executor import Executor  # noqa: E402

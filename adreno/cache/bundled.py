@@ -13,7 +13,7 @@ import re
 import pyopencl as cl
 
 import adreno
-from adreno.artifact import BUNDLE_DIR
+from adreno.artifact.format import BUNDLE_DIR
 from adreno.opencl.device import DeviceIdentity
 
 from .files import read_regular
@@ -49,7 +49,7 @@ class BundledBinaries:
     lengths, checksum, and a header equal byte for byte to the one this device, driver, toolchain,
     build options and kernel source produce) and its SHA-256 matches ``index.json``. Anything else is
     one warning line on the ``adreno.cache`` logger and the caller falls back to the cache or the source.
-    These files are not in the artifact's manifest: `adreno.artifact.Artifact.load` checks only the
+    These files are not in the artifact's manifest: `adreno.artifact.format.Artifact.load` checks only the
     files the manifest lists, so a bundle can be added to (or removed from) a compiled artifact.
     """
 

@@ -16,7 +16,7 @@ import pyopencl as cl
 
 import adreno
 from adreno.errors import ArtifactError, KernelBuildError
-from adreno.native_log import DRIVER_NOISE, summarised_stderr
+from adreno.support.native_log import DRIVER_NOISE, summarised_stderr
 from adreno.opencl.device import DeviceIdentity
 from adreno.opencl.programs import build_failure
 from adreno.opencl.signature import program_options
@@ -30,7 +30,7 @@ from .tvm_blob import read_tvm_precompiled_blob, tvm_precompiled_blob
 
 
 def export_bundle(artifact, context: cl.Context, cache: ProgramCache | None = None, options: str = "") -> dict:
-    """Build every program of ``artifact`` (an `adreno.artifact.Artifact`) for the single device of
+    """Build every program of ``artifact`` (an `adreno.artifact.format.Artifact`) for the single device of
     ``context`` and write the binaries into ``<artifact>/binaries/<bundle_dir_name>/`` (see
     `BundledBinaries`), replacing an earlier export for the same device; the directory appears complete
     or not at all.
@@ -116,7 +116,7 @@ def _replace_dir(final: pathlib.Path, files: dict[str, bytes]) -> None:
 
 
 def verify_bundles(artifact) -> dict:
-    """Check every bundle in ``artifact`` (an `adreno.artifact.Artifact`) without loading it into a driver.
+    """Check every bundle in ``artifact`` (an `adreno.artifact.format.Artifact`) without loading it into a driver.
 
     Returns ``{"ok": n_ok, "bad": n_bad, "bundles": {dir name: {"ok", "device", "programs", "problems"}}}``.
     Problems: an unreadable or malformed index, a bad entry (as `ProgramCache.verify`), a checksum that

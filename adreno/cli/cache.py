@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..artifact import Artifact
+from ..artifact.format import Artifact
 from ..errors import AdrenoError
 from .common import add_artifact_argument, add_device_argument, emit
 

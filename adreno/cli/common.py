@@ -1,6 +1,6 @@
 """What every command group shares: progress lines and the error line after them, --json output, and the arguments
 several commands take with one meaning (an artifact directory, a local OpenCL device). The check of numeric options
-and argparse's one-line refusals are `adreno.command_line`'s, shared with the `python -m` entry points."""
+and argparse's one-line refusals are `adreno.support.command_line`'s, shared with the `python -m` entry points."""
 
 from __future__ import annotations
 

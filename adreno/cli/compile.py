@@ -9,13 +9,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..api import default_output
-from ..command_line import require_positive
+from ..support.command_line import require_positive
 from ..errors import AdrenoError
 from ..frontend.bind import add_bind_argument, read_bind
-from ..paths import creatable
+from ..support.paths import creatable
 from ..options import (CompileOptions, Defaults, Host, Indices, Memory, Precision, Schedules, Winograd,
                        add_staging_argument, enum_argument)
-from ..shape_sets import parse_shape_sets
+from ..artifact.shape_sets import parse_shape_sets
 from .common import Progress, emit, megabytes
 from .orchestrate import MeasureSite, add_max_size_argument, add_measure_arguments, cost_table
 
@@ -103,7 +103,7 @@ def records_elsewhere_line(manifest: dict) -> str:
 
 
 def cmd_compile(args) -> int:
-    from ..build_check import BuildCheck  # inside: adreno --help does not need it
+    from ..compiler.build_check import BuildCheck  # inside: adreno --help does not need it
     from ..cache import ProgramCache  # inside: loads pyopencl at import
     from ..compile import compile_model  # inside: adreno --help does not need it
 

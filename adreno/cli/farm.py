@@ -6,7 +6,7 @@ Plugs into the main CLI: `register(subparsers, command)` (`adreno/cli/main.py`),
 
 from __future__ import annotations
 
-from ..command_line import require_positive
+from ..support.command_line import require_positive
 import os
 
 from ..farm.common import DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, parse_addr

@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from .. import __version__
-from ..command_line import OneLineParser
+from ..support.command_line import OneLineParser
 from ..errors import AdrenoError
 
 EPILOG = """examples:

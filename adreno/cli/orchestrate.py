@@ -15,12 +15,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..command_line import require_positive
-from ..devices import get_device
+from ..support.command_line import require_positive
+from ..targets.devices import get_device
 from ..errors import AdrenoError
 from ..farm.common import FarmError, parse_addr
 from ..options import Memory, Precision, Winograd, enum_argument
-from ..paths import output_file, regular_file
+from ..support.paths import output_file, regular_file
 from ..runners.batch_dir import read_manifest
 
 

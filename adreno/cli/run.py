@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 
 from ..api import check_outputs, model_inputs, shape_set_of
-from ..artifact import Artifact
-from ..command_line import require_positive
+from ..artifact.format import Artifact
+from ..support.command_line import require_positive
 from ..errors import AdrenoError
-from ..npz_files import NPY_MAGIC, NpzUnreadable, read_npz
+from ..artifact.npz_files import NPY_MAGIC, NpzUnreadable, read_npz
 from ..options import Runtime, enum_argument
-from ..paths import output_file, regular_file
-from ..shape_sets import parse_shape_sets
+from ..support.paths import output_file, regular_file
+from ..artifact.shape_sets import parse_shape_sets
 from .common import Progress, add_artifact_argument, add_device_argument, emit, error_line
 
 
@@ -56,8 +56,9 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
 
 
 def _load_inputs(args, artifact) -> tuple:
-    """(the artifact's shape set that runs, its inputs): the set `--input`'s arrays match (`adreno.shape_sets`), or
-    without --input the one `--input-shape` names, with seeded random inputs of its shapes."""
+    """(the artifact's shape set that runs, its inputs): the set `--input`'s arrays match
+    (`adreno.artifact.shape_sets`), or without --input the one `--input-shape` names, with seeded random inputs of its
+    shapes."""
     where = f"--input {args.input}"
     arrays = None if not args.input else _read_npz(regular_file(args.input, "--input"))
     if arrays is None and args.input_shape:
@@ -85,7 +86,7 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
 
 def cmd_run(args) -> int:
     """`adreno run` under --timeout: a spinning kernel or a hung driver call ends in one line, not a hang."""
-    from ..deadline import deadline  # inside: adreno --help does not need it
+    from ..support.deadline import deadline  # inside: adreno --help does not need it
 
     require_positive(args, "repeat", "rtol", "atol", "top", "timeout", "seed",
                      allow_zero=("rtol", "atol", "top", "seed"))

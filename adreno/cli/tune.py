@@ -6,12 +6,12 @@ import math
 import sys
 from pathlib import Path
 
-from ..command_line import require_positive
+from ..support.command_line import require_positive
 from ..errors import AdrenoError
 from ..frontend.bind import add_bind_argument, read_bind
 from ..farm.common import FarmError, parse_addr
-from ..paths import creatable, output_file
-from ..shape_sets import parse_shape_sets
+from ..support.paths import creatable, output_file
+from ..artifact.shape_sets import parse_shape_sets
 from ..options import CompileOptions, Host, Memory, Precision, Runtime, add_staging_argument, enum_argument
 
 

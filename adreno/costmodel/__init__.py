@@ -35,7 +35,7 @@ Models score candidates so that HIGHER means predicted FASTER. One interface, se
 from __future__ import annotations
 
 from ..errors import AdrenoError
-from ..paths import regular_file
+from ..support.paths import regular_file
 from .analytical import AnalyticalModel
 from .base import CostModel, RandomModel, ranking_quality
 from .learned import LearnedModel, TransferModel

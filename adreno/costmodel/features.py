@@ -112,8 +112,8 @@ _DTYPE_BYTES = {"float32": 4, "float16": 2, "int8": 1, "uint8": 1, "int32": 4}
 
 
 def device_limits(spec) -> dict:
-    """The limits these metrics read, from an `adreno.devices.AdrenoDevice`; `fill_work_items` is what the occupancy
-    rule asks of a launch."""
+    """The limits these metrics read, from an `adreno.targets.devices.AdrenoDevice`; `fill_work_items` is what the
+    occupancy rule asks of a launch."""
     return {"compute_units": spec.compute_units, "max_threads": spec.schedule_threads,
             "local_memory_bytes": spec.local_memory_bytes, "wave_size": spec.wave_size,
             "fill_work_items": required_work_items(spec)}

@@ -53,13 +53,13 @@ import tarfile
 import threading
 import time
 
-from ..command_line import OneLineParser, refused
+from ..support.command_line import OneLineParser, refused
 from ..errors import AdrenoError
 from ..opencl.device import DeviceIdentity, select_device
 from ..opencl.evict import Evictor
 from .common import (DEFAULT_AGENT_PORT, DEFAULT_TRACKER_PORT, EXPOSE_HELP, FarmError, check_listen, format_addr,
                      kill_group, parse_addr, python_module_command)
-from ..processes import set_parent_death_signal
+from ..support.processes import set_parent_death_signal
 from .rpc_gate import RequestGate
 from .token import TOKEN_ENV, checked_token, farm_token, with_token
 from .uploads import safe_extract
@@ -120,7 +120,7 @@ def _prepare(tar_name: str) -> str:
 def _measure(name: str, request_json: str) -> str:
     import numpy as np
 
-    from adreno.artifact import random_inputs  # inside: loads numpy at import
+    from adreno.artifact.format import random_inputs  # inside: loads numpy at import
 
     request = json.loads(request_json)
     fault = request.get("fault")
@@ -169,7 +169,7 @@ def _measure(name: str, request_json: str) -> str:
 def _export(tar_name: str) -> str:
     import pyopencl as cl
 
-    from adreno.artifact import Artifact  # inside: loads numpy at import
+    from adreno.artifact.format import Artifact  # inside: loads numpy at import
     from adreno.cache import ProgramCache, export_bundle  # inside: loads pyopencl at import
 
     name, dest = _unpack(tar_name)

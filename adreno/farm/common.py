@@ -18,7 +18,7 @@ import sys
 import time
 
 from ..errors import AdrenoError
-from ..processes import popen_child_setup
+from ..support.processes import popen_child_setup
 
 DEFAULT_TRACKER_PORT = 9190
 DEFAULT_AGENT_PORT = 9090

@@ -14,7 +14,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from ..command_line import OneLineParser, refused
+from ..support.command_line import OneLineParser, refused
 from .common import (
     DEFAULT_TRACKER_PORT,
     LAST_PORT,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..artifact import Plan, TensorSpec
+from ..artifact.format import Plan, TensorSpec
 from ..errors import ModelError
 
 

@@ -18,9 +18,9 @@ from .constfold import prepare
 from .onnx_reading import attributes, opset
 from .quantized import dequantize
 from ..errors import TVM_ERRORS, DynamicShapeError, ModelError, UnsupportedOpError
-from ..identifiers import identifiers
-from ..native_log import quiet_stderr
-from ..paths import regular_file
+from ..support.identifiers import identifiers
+from ..support.native_log import quiet_stderr
+from ..support.paths import regular_file
 
 
 def load_model(model) -> tuple:
@@ -186,7 +186,7 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None, q
     The importer sees the model as `constfold.prepare` leaves it: static input shapes, shape subgraphs folded
     to constants, initializers no longer listed as inputs. Empty outputs are refused, or, with an
     `empty.EmptyTensors` given, recorded there and left out (None when no output is left to compute).
-    `quantized` (an `adreno.weights.QuantizedWeights`) collects the integer weights of a quantized model. With
+    `quantized` (an `adreno.artifact.weights.QuantizedWeights`) collects the integer weights of a quantized model. With
     `guarded` (an `index_guards.GuardedNodes`) given, run-time indices are clamped into their tensor and checked,
     the flags an extra output (`index_guards.OUTPUT`) and the nodes recorded in `guarded`."""
     from tvm import relax

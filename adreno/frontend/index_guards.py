@@ -11,8 +11,8 @@ covers those computed at run time. Before each index-taking node it inserts ONNX
 - reduce "was any index of this node outside" to one int32, and concatenate these flags, one per guarded node, into
   an extra graph output, `OUTPUT` (a single flag is the output itself).
 The executors, TVM's runtime path and the native harness read that output after a run and fail in one line naming
-the first flagged node (`adreno.index_checks`); the manifest lists the nodes in flag order. Everything stays ONNX, so
-both memories, both runtimes and the harness lower and run it like any other op: no kernel of ours changes.
+the first flagged node (`adreno.artifact.index_checks`); the manifest lists the nodes in flag order. Everything stays
+ONNX, so both memories, both runtimes and the harness lower and run it like any other op: no kernel of ours changes.
 
 OneHot is not here: ONNX defines its out-of-range index (every output element is off_value), which its rewrite as a
 comparison (`frontend.one_hot`) computes. An index-taking op whose indices are constants is not guarded:
@@ -56,7 +56,7 @@ INDEX_OPS = {
 class GuardedNodes:
     """The nodes whose run-time indices `guard` checks, in the order of their flags in `OUTPUT`: each a dict with the
     node's label (its name, or #position), its op, the sizes its indices range over and whether negative ones wrap
-    (`adreno.index_checks` says the valid range in the error)."""
+    (`adreno.artifact.index_checks` says the valid range in the error)."""
     nodes: list[dict] = field(default_factory=list)
 
 

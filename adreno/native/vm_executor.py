@@ -4,7 +4,7 @@ plugin: the program a phone app or TVM's `tvm_rpc` loads, on a local OpenCL devi
 It has the launch-plan `Executor`'s interface (`run`, `profile`, `build_seconds`, `device`), so the CLI prints
 the same table and `--check`s the same way. Per-kernel times come from the plugin's launch events
 (`adreno.opencl.profile_kernels`). The weights are read from the artifact's weight file and uploaded once, in their
-plan scopes, as an app does (`adreno.host_library`'s calling convention). Programs are built from the library's
+plan scopes, as an app does (`adreno.compiler.host_library`'s calling convention). Programs are built from the library's
 OpenCL source when the executor is made (`opencl.GetPreCompiledPrograms` builds every kernel), so `build_seconds`
 is the cold-start build.
 """
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artifact import Artifact
-from ..artifact_check import confined
+from ..artifact.format import Artifact
+from ..artifact.check import confined
 from ..errors import TVM_ERRORS, ArtifactError, DeviceError
-from ..layout import ImageSpec, to_image
+from ..targets.layout import ImageSpec, to_image
 from ..opencl.device import DeviceIdentity, device_of
 from ..opencl.executor import Profile, kernel_timings
 from . import plugin
@@ -37,7 +37,7 @@ def check_host_library(artifact: Artifact) -> str:
     if not library:
         raise ArtifactError(f"{artifact.path} has no host library (every output is empty); --runtime tvm has "
                             "nothing to run")
-    if Path(library).name != "lib.so":  # an artifact of several shape sets has one per set (adreno.shape_sets)
+    if Path(library).name != "lib.so":  # an artifact of several shape sets has one per set (adreno.artifact.shape_sets)
         raise ArtifactError(f"{artifact.path} holds {library}, objects to link for a phone, not a library this "
                             "machine loads; compile with --host native for --runtime tvm")
     path = confined(artifact.path, library)
@@ -102,8 +102,9 @@ class VmExecutor:
         self._params = self._upload_params()
 
     def _upload_params(self) -> list:
-        """The weights `main` takes after the inputs (manifest `host_params`, `adreno.host_library.param_order`),
-        uploaded once, each in its plan scope (an image for a texture scope)."""
+        """The weights `main` takes after the inputs (manifest `host_params`,
+        `adreno.compiler.host_library.param_order`), uploaded once, each in its plan scope (an image for a texture
+        scope)."""
         import tvm
 
         plan, arrays = self.artifact.plan, self.artifact.params()
@@ -144,7 +145,7 @@ class VmExecutor:
 
     def run(self, inputs) -> list[np.ndarray]:
         """Run the model once; inputs by name (dict) or in order (list); returns the outputs in order, or raises
-        `IndexRangeError` when an index of the inputs was out of range (`adreno.index_checks`)."""
+        `IndexRangeError` when an index of the inputs was out of range (`adreno.artifact.index_checks`)."""
         args = self._arguments(inputs)
         return self.artifact.index_checks.checked(self._call(lambda: self._outputs(self._main(*args)),
                                                              "running the model"))

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..artifact import Artifact
-from ..artifact_check import check_launches
+from ..artifact.format import Artifact
+from ..artifact.check import check_launches
 from ..errors import AdrenoError, ArtifactError
-from ..layout import ImageSpec, from_image, to_image
+from ..targets.layout import ImageSpec, from_image, to_image
 from .device import DeviceIdentity, device_of, opencl_devices
 from .evict import Evictor
 from .first_launches import Helpers, launch_order, worker_count
@@ -327,7 +327,7 @@ class Executor:
 
     def run(self, inputs) -> list[np.ndarray]:
         """Run the model once; inputs by name (dict) or in order (list); returns the outputs in order, or raises
-        `IndexRangeError` when an index of the inputs was out of range (`adreno.index_checks`)."""
+        `IndexRangeError` when an index of the inputs was out of range (`adreno.artifact.index_checks`)."""
         self.set_inputs(inputs)
         self._enqueue_all()
         outputs = self._get_outputs()

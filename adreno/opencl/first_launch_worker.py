@@ -12,7 +12,7 @@ import sys
 import pyopencl as cl
 
 from ..errors import AdrenoError
-from ..artifact import Artifact
+from ..artifact.format import Artifact
 from .device import opencl_devices
 from .executor import Executor
 from .first_launches import launch_claimed, launch_order, read_claims, start_worker_deadline
@@ -26,7 +26,7 @@ def main(argv=None) -> int:
     ap.add_argument("--device", type=int, required=True)
     ap.add_argument("--claims-fd", type=int, required=True, help="the read end of its executor's claims pipe")
     ap.add_argument("--deadline", type=float, required=True, help="seconds after which it ends, done or not")
-    ap.add_argument("--shape-set", type=int, default=0, help="the executor's shape set (adreno.shape_sets)")
+    ap.add_argument("--shape-set", type=int, default=0, help="the executor's shape set (adreno.artifact.shape_sets)")
     args = ap.parse_args(argv)
     start_worker_deadline(args.deadline)
     try:

@@ -13,7 +13,7 @@ Gather's), which only a worker may survive. Every worker takes the kernels large
 generation time follows), each the next one no other has taken: the executor writes the kernels' positions into a
 pipe, largest first, and each worker reads the next one (a read of a few bytes from a pipe is atomic: one reader gets
 each). Nothing of it is on disk, so nothing is left behind however the processes end. Every worker dies with its
-executor (`adreno.processes`: the parent-death signal; a deadline of its own besides), so a run stopped by its
+executor (`adreno.support.processes`: the parent-death signal; a deadline of its own besides), so a run stopped by its
 `--timeout`, Ctrl-C or SIGKILL leaves no worker spinning on a kernel. A worker that fails, crashes or is
 late costs no correctness: the first run generates whatever is missing, and the failure is kept as a value
 (`FirstLaunches.failures`).
@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..processes import popen_child_setup
+from ..support.processes import popen_child_setup
 from .programs import program_kernels
 
 MIN_KERNELS = 8  # below this a process start costs more than it saves (a candidate kernel measured alone)

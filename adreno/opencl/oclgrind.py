@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..processes import popen_child_setup
+from ..support.processes import popen_child_setup
 from .device import select_device
 
 ICD = Path("/usr/lib/oclgrind/liboclgrind-rt-icd.so")

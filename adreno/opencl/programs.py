@@ -10,8 +10,8 @@ binaries and TVM's precompiled blob hold (`adreno.cache.export_bundle`), so the 
 
 A build that fails is one line naming the program and its kernels, with the driver's first error, and the whole build
 log in a file the line names (`build_failure`). `build_programs` is the one path that builds an artifact's programs:
-the executor's (`adreno run`) and the compile's build check (`adreno.build_check`), so both fail in that one form and
-the check fills the program cache with exactly the programs a later run looks up.
+the executor's (`adreno run`) and the compile's build check (`adreno.compiler.build_check`), so both fail in that one
+form and the check fills the program cache with exactly the programs a later run looks up.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..artifact import Artifact
+from ..artifact.format import Artifact
 from ..errors import DeviceError, KernelBuildError
-from ..native_log import DRIVER_NOISE, summarised_stderr
+from ..support.native_log import DRIVER_NOISE, summarised_stderr
 from .device import INSTALL_HINT, compiler_works
 from .signature import program_options
 
@@ -109,7 +109,8 @@ def build_programs(artifact: Artifact, context, program_groups: list[list[str]],
     listed in `unstored` (the executor stores it after its first run: docs/compile.md)."""
     built = BuiltPrograms()
     device = context.devices[0].name.strip()
-    with summarised_stderr(DRIVER_NOISE):  # the compiler's "1 error generated." beside the log (adreno.native_log)
+    # the compiler's "1 error generated." beside the log (adreno.support.native_log)
+    with summarised_stderr(DRIVER_NOISE):
         for members in program_groups:
             _build_group(artifact, context, members, cache, program_options(build_options), defer_store, built,
                          device)

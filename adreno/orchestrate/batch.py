@@ -10,8 +10,8 @@ The batch is in the tuning batches' format (`adreno.runners.offline`), kind "orc
 candidate (its record key, its inputs as seeded uniform specs with checksums, TVM's LLVM outputs as the reference),
 one candidate each (config `{}`, `extra` carrying the record's primitives and kernel count), then the two
 launch-cost artifacts (`launch.py`). `"cold": true` has the measuring side evict the device's caches before each
-timed run, as `RunInput.cold` does here. The manifest carries the code fingerprint (`adreno.code_version`): costs of
-another adreno's kernels are refused at import.
+timed run, as `RunInput.cold` does here. The manifest carries the code fingerprint (`adreno.support.code_version`):
+costs of another adreno's kernels are refused at import.
 
 Import turns the batch's records into orchestration records in the records database under the device that measured
 them (exactly one), so the `CostTable` reads them as it reads its own; a candidate the batch lacks (another model,
@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 import adreno
-from adreno.code_version import code_fingerprint
+from adreno.support.code_version import code_fingerprint
 from adreno.options import Memory, Winograd
 from adreno.orchestrate.costs import CostTable, input_specs
 from adreno.orchestrate.report import imported, model_candidates

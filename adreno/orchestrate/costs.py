@@ -13,7 +13,7 @@ measurement and gets no cost (it is left out of the choice, never given one made
 
 Records (`adreno.records.Database`): one line per candidate under the workload key
 `orchestrate|<memory>|<target>|cold|code-<fingerprint>|<structural hash>|<parameter shapes>|<outputs>` and the
-measuring device's fingerprint, config `{}`. The code fingerprint (`adreno.code_version`) keeps a cost measured
+measuring device's fingerprint, config `{}`. The code fingerprint (`adreno.support.code_version`) keeps a cost measured
 before a schedule changed from standing for the kernel the changed schedule makes: after an upgrade the candidates
 are measured again. A failed measurement is a record too, so a second run over the same blocks measures nothing;
 so are the two launch-cost artifacts (`orchestrate|launch|<target>|<kernels>|w<width>|code-<fingerprint>`). A compile's
@@ -33,14 +33,14 @@ from pathlib import Path
 import numpy as np
 import tvm
 
-from adreno.code_version import code_fingerprint
+from adreno.support.code_version import code_fingerprint
 from adreno.compile import lower_relax
-from adreno.devices import get_device
+from adreno.targets.devices import get_device
 from adreno.errors import TVM_ERRORS, AdrenoError
 from adreno.options import Host, Memory, Schedules
 from adreno.orchestrate.launch import CHAIN, LaunchCost, chain_module, from_records, launch_key
 from adreno.orchestrate.subgraph import subgraph
-from adreno.plan import extract_plan
+from adreno.compiler.plan import extract_plan
 from adreno.records import ORCHESTRATE_OP, Record
 from adreno.runners.interface import RunInput
 from adreno.runners.kernel_artifact import write_kernel_artifact

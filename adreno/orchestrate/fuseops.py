@@ -47,7 +47,7 @@ class FuseOpsMismatch:
 def fuseops_groups(numbered_mod, graph, device, memory: Memory = Memory.BUFFER, composites=()):
     """FuseOps' fused groups (FusedGroup, over `graph`'s primitive names, one per call site; primitives left alone
     are not listed) of `numbered_mod` with `composites` (of `graph`) bound whole, as compiled for `device` (an
-    `adreno.devices.AdrenoDevice`) in `memory`; or a FuseOpsMismatch."""
+    `adreno.targets.devices.AdrenoDevice`) in `memory`; or a FuseOpsMismatch."""
     ctx = ScheduleContext.for_device(device, host=Host.NATIVE)
     mod = recomposed(numbered_mod, graph, composites)
     before, after = _capture(lambda: lower_relax(mod, ctx, Schedules.NONE, memory=memory))

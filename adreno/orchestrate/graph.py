@@ -2,7 +2,7 @@
 
 Values that are not bound by an operator call in the dataflow block (function parameters, constants) are external:
 graph inputs and weights, which every kernel may read. Conv and matmul are the heavy primitives (the one our
-schedule families are built around), and so are a Winograd conv's batched GEMM (`adreno.winograd`: a module
+schedule families are built around), and so are a Winograd conv's batched GEMM (`adreno.compiler.winograd`: a module
 rewritten before fission has its three stages as `call_tir`s) and a packed conv of texture memory's layout planning
 (`texture.planning`); everything else is light (elementwise, broadcast, reduction, layout, packing, the Winograd
 transforms).
@@ -24,7 +24,7 @@ from adreno.orchestrate.candidates import Primitive
 from adreno.orchestrate.exprs import inline, operands, substitute
 from adreno.orchestrate.fission import COMPOSITE_HINT, fission_with_templates
 from adreno.texture.planning import is_packed_conv_function
-from adreno.winograd import is_gemm_function
+from adreno.compiler.winograd import is_gemm_function
 
 BINDING_PREFIX = "p"  # primitive i's variable is `p<i>` in a `numbered` module
 HEAVY_OPS = frozenset({"relax.nn.conv2d", "relax.matmul", "relax.nn.conv2d_transpose", "relax.nn.conv1d"})

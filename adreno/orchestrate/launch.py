@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from tvm import relax
 
-from adreno.code_version import code_fingerprint
+from adreno.support.code_version import code_fingerprint
 from adreno.records import ORCHESTRATE_OP
 
 CHAIN = 16
@@ -52,7 +52,7 @@ def chain_module(kernels: int):
 
 
 def launch_key(target_name: str, kernels: int) -> str:
-    # records of another width, or measured by other code (`adreno.code_version`), are not reused
+    # records of another width, or measured by other code (`adreno.support.code_version`), are not reused
     return f"{ORCHESTRATE_OP}|launch|{target_name}|{kernels}|w{WIDTH}|code-{code_fingerprint()}"
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from adreno.devices import get_device
+from adreno.targets.devices import get_device
 from adreno.errors import AdrenoError
 from adreno.frontend.importer import load_model, to_relax
 from adreno.options import Host, Memory, Winograd

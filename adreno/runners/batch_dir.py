@@ -10,7 +10,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from ..errors import AdrenoError
-from ..paths import creatable
+from ..support.paths import creatable
 
 BATCH_FORMAT = 1
 MANIFEST_NAME, RESULTS_NAME = "batch.json", "records.jsonl"

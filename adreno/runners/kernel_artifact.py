@@ -8,7 +8,7 @@ both measured by any Runner, so orchestration reaches measurement through `adren
 
 from __future__ import annotations
 
-from ..artifact import ArtifactWriter, Plan
+from ..artifact.format import ArtifactWriter, Plan
 
 
 def write_kernel_artifact(out_dir: str, plan: Plan, sources: dict, params: dict, workload: str, target: str,

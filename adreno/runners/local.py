@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 
 from ..errors import AdrenoError
-from ..artifact import random_inputs
+from ..artifact.format import random_inputs
 from ..opencl.device import device_of, opencl_devices
 from ..opencl.evict import Evictor
 from ..opencl.executor import Executor
-from ..processes import die_with_parent
+from ..support.processes import die_with_parent
 from .interface import RunInput, RunResult, Runner, check_outputs
 
 

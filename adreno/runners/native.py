@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from adreno.errors import TVM_ERRORS
-from adreno.artifact import random_inputs
+from adreno.artifact.format import random_inputs
 from adreno.farm.tracker import TrackerClient
 from adreno.runners.interface import RunInput, Runner, RunResult, check_outputs, refuse_cold
 

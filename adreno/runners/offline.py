@@ -35,9 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artifact import Artifact
-from ..artifact_check import run_digest, sha256_file
-from ..command_line import OneLineParser, refused, require_positive
+from ..artifact.format import Artifact
+from ..artifact.check import run_digest, sha256_file
+from ..support.command_line import OneLineParser, refused, require_positive
 from ..errors import AdrenoError
 from ..opencl.device import DeviceIdentity, select_device
 from ..opencl.evict import Evictor
@@ -45,7 +45,7 @@ from ..opencl.executor import Executor
 from ..opencl.programs import Grouping, group_source, groups
 from ..opencl.signature import program_options
 from ..options import Precision
-from ..processes import die_with_parent
+from ..support.processes import die_with_parent
 from ..records import Database, Record
 from .batch_dir import RESULTS_NAME, BatchError, read_manifest
 from .interface import check_outputs
@@ -157,8 +157,8 @@ def travel_light(artifact: Path, seed: int = 0) -> dict[str, np.ndarray]:
     param's own mean and std (so activations keep their scale through a deep model), and write PARAM_SEEDS, how to
     draw them again with their checksums: the artifact can travel without its weights (`restore_params`); its
     reference outputs must then be computed with the seeded values, which this returns (as the kernels read them:
-    the draws are of params.npz's stored forms, `adreno.weights`, so a Winograd weight travels as its 3x3 source).
-    The kernels, and so the timings, do not depend on the values."""
+    the draws are of params.npz's stored forms, `adreno.artifact.weights`, so a Winograd weight travels as its 3x3
+    source). The kernels, and so the timings, do not depend on the values."""
     artifact = Path(artifact)
     manifest = json.loads((artifact / "manifest.json").read_text())
     for lib in ("lib.so", "lib.tar"):

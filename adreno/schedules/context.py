@@ -51,7 +51,7 @@ class Candidate(dict):
 
 @dataclass(frozen=True)
 class ScheduleContext:
-    """The device (`adreno.devices.AdrenoDevice`), its TVM target, the staging policy and the knob source."""
+    """The device (`adreno.targets.devices.AdrenoDevice`), its TVM target, the staging policy and the knob source."""
 
     device: object
     target: object
@@ -61,8 +61,8 @@ class ScheduleContext:
     @classmethod
     def for_device(cls, device, host: Host = Host.ANDROID, staging: Staging = Staging.AUTO,
                    knobs: KnobSource | None = None) -> ScheduleContext:
-        """The context of a compile for `device`, its target built by `adreno.target.tvm_target`."""
-        from ..target import tvm_target  # inside: loads TVM at import
+        """The context of a compile for `device`, its target built by `adreno.targets.target.tvm_target`."""
+        from ..targets.target import tvm_target  # inside: loads TVM at import
 
         return cls(device, tvm_target(device, host=host), staging, Candidate() if knobs is None else knobs)
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..layout import LANES
+from ..targets.layout import LANES
 from ..options import Memory
 from ..workload import memory_op
 from . import _conv, occupancy, splitk, staging

@@ -1,4 +1,4 @@
-"""Winograd F(m x m, 3 x 3) convolution: schedules of the three stages `adreno.winograd` rewrites a conv into.
+"""Winograd F(m x m, 3 x 3) convolution: schedules of the three stages `adreno.compiler.winograd` rewrites a conv into.
 
 Stages (recognised by block name, so they are found again after FuseOps/FuseTIR renamed the functions):
 
@@ -28,17 +28,18 @@ reduces over input channels in blocks of 4 (one V pixel) and counts `tile_o` in 
 `cooperative` (1: `staging`, one float4 pixel per read) copies each step's U rows and V tiles into local memory once
 per work-group.
 
-Which convs become Winograd, and with which tile, is decided before legalization (`adreno.winograd.select_tile`):
-"auto" takes 3x3 stride-1 dilation-1 groups-1 convs with at least `MIN_CHANNELS` input and output channels and an
-output of at least `MIN_SPATIAL` in both dimensions, with F(4x4) from `F4_MIN_SPATIAL` up and F(2x2) below. The knob
-`tile` (0 = direct, 2, 4), tuned per conv workload key `ConvWorkload.key("conv2d_winograd")`, overrides the rule.
+Which convs become Winograd, and with which tile, is decided before legalization
+(`adreno.compiler.winograd.select_tile`): "auto" takes 3x3 stride-1 dilation-1 groups-1 convs with at least
+`MIN_CHANNELS` input and output channels and an output of at least `MIN_SPATIAL` in both dimensions, with F(4x4) from
+`F4_MIN_SPATIAL` up and F(2x2) below. The knob `tile` (0 = direct, 2, 4), tuned per conv workload key
+`ConvWorkload.key("conv2d_winograd")`, overrides the rule.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ..layout import LANES
+from ..targets.layout import LANES
 from ..options import Memory
 from ..records import direct_key, layout_workload
 from ..workload import PACKED, ConvWorkload, key_memory
@@ -49,7 +50,7 @@ from .feature_view import Seen, shared
 OP = "conv2d_winograd"
 STAGES = ("winograd_input_transform", "winograd_batch_gemm", "winograd_output_transform")
 
-# `tile` is read by the Relax rewrite (adreno.winograd), per conv; the others by the stage schedules below.
+# `tile` is read by the Relax rewrite (adreno.compiler.winograd), per conv; the others by the stage schedules below.
 KNOBS: dict[str, list] = {
     "tile": [0, 2, 4],
     "tile_o": [1, 2, 4, 8],

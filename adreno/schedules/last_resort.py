@@ -23,7 +23,7 @@ would take it, launches one work-group too, with 16 of its 256 work-items busy, 
 
 from __future__ import annotations
 
-from ..local_arrays import local_memory_bytes
+from ..compiler.local_arrays import local_memory_bytes
 from .family import DLIGHT_ERRORS, Refused, dlight_failure, reduction_name
 
 def _lowered(sch, target) -> tuple:

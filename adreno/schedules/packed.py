@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ..errors import TVM_ERRORS
-from ..layout import LANES
+from ..targets.layout import LANES
 from . import cross_thread, occupancy
 
 THREADS = 64

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 
-from ..layout import LANES
+from ..targets.layout import LANES
 from ..options import Staging
 
 KNOB = "cooperative"

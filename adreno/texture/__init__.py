@@ -1,6 +1,6 @@
 """Texture memory for Adreno: the Relax layout planner that puts conv-centred regions into packed images
 (`planning.py`), the TE computes it emits (`compute.py`) and a texture TIR pipeline that produces valid OpenCL on the
-stock TVM 0.27 wheel (`tir.py`). The numpy side (layouts, image geometry) is `adreno.layout`; the schedule of
+stock TVM 0.27 wheel (`tir.py`). The numpy side (layouts, image geometry) is `adreno.targets.layout`; the schedule of
 functions that write a packed tensor is `adreno.schedules.packed`.
 
 Lowering. Upstream's Adreno TIR pipeline flattens texture buffers to `texture2d_load/store` and then lets

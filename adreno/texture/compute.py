@@ -3,7 +3,7 @@ a pixel's 4 channels. The layout planner emits them (`bb.emit_te`)."""
 
 from __future__ import annotations
 
-from ..layout import LANES, channels4
+from ..targets.layout import LANES, channels4
 
 
 def te_pack(x, channels: int):

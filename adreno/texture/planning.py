@@ -1,7 +1,7 @@
 """Layout planning: rewrite conv-centred regions of a Relax `main` to NCHW4c activations / OIHW4o weights.
 
-A Winograd-eligible conv (`adreno.winograd.eligible`) for which `adreno.winograd.choose_tile(workload, winograd,
-config)` picks a tile becomes the three Winograd stages on packed tensors (`winograd.emit_stages`: V and M are
+A Winograd-eligible conv (`adreno.compiler.winograd.eligible`) for which `adreno.compiler.winograd.choose_tile(workload,
+winograd, config)` picks a tile becomes the three Winograd stages on packed tensors (`winograd.emit_stages`: V and M are
 (alpha, alpha, C/4 | O/4, tiles, 4) images, the transformed weight a constant (alpha, alpha, O/4, C, 4)).
 
 conv2d (groups 1 or depthwise, constant weights), max_pool2d, elementwise ops whose other operands are per-channel or
@@ -19,9 +19,9 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from .. import winograd as winograd_rule
-from ..layout import LANES, channels4, pack_nchw4c, pack_oihw4o
-from ..numpy_fold import fold_pass
+from ..compiler import winograd as winograd_rule
+from ..targets.layout import LANES, channels4, pack_nchw4c, pack_oihw4o
+from ..compiler.numpy_fold import fold_pass
 from ..options import Memory, Winograd
 from ..schedules import last_resort
 from ..schedules.packed import schedule_rule
@@ -101,7 +101,8 @@ class LayoutPlanner:
         others = tvm.IRModule({gv: f for gv, f in mod.functions.items() if gv.name_hint != "main"}, attrs=mod.attrs)
         self.bb = relax.BlockBuilder(others)
         self.winograd, self.config = winograd, config
-        self.weights = weights  # adreno.weights.WinogradWeights: the transformed weights, stored as their source
+        # adreno.artifact.weights.WinogradWeights: the transformed weights, stored as their source
+        self.weights = weights
         self.report = report if report is not None else LayoutReport()
         self.packed: dict[int, tuple] = {}  # old var key -> (packed expr, channels)
         self.plain: dict[int, object] = {}  # old var key -> NCHW expr in the new function
@@ -371,7 +372,7 @@ def relax_passes(ctx, extra_schedule_passes=(), default_schedules: bool = True, 
                  weights=None, fuse=None, refusals: list | None = None):
     """The Relax pipeline of the texture path for the `ScheduleContext` `ctx`: decompose, fold, our layout planning
     (`layout_passes`), legalize, fuse, schedules. `winograd` and the context's knob source (tuned records) choose
-    which convs the layout planning turns into Winograd stages (`weights`, an `adreno.weights.WinogradWeights`,
+    which convs the layout planning turns into Winograd stages (`weights`, an `adreno.artifact.weights.WinogradWeights`,
     collects their transformed weights).
 
     `extra_schedule_passes` (`schedules.schedule_pass`: our families, among them the register-tiled packed conv

@@ -4,10 +4,10 @@ and the pipeline registered with TVM as "adreno_texture" (see the package docstr
 from __future__ import annotations
 
 from ..errors import AdrenoError
-from ..expression_depth import shallow_expressions_pass
-from ..float_literals import exact_float_literals_pass
-from ..shared_subexpressions import shared_subexpressions_pass
-from ..layout import LANES
+from ..compiler.expression_depth import shallow_expressions_pass
+from ..compiler.float_literals import exact_float_literals_pass
+from ..compiler.shared_subexpressions import shared_subexpressions_pass
+from ..targets.layout import LANES
 
 
 class TextureLoweringError(AdrenoError):

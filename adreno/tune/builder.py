@@ -26,14 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artifact import Plan, Step, TensorSpec, kernel_path
+from ..artifact.format import Plan, Step, TensorSpec, kernel_path
 from ..compile import lower_relax
 from ..errors import TVM_ERRORS
-from ..processes import die_with_parent, owned_temp_dir
-from ..local_arrays import LocalMemoryError
+from ..support.processes import die_with_parent, owned_temp_dir
+from ..compiler.local_arrays import LocalMemoryError
 from ..options import Schedules
-from ..plan import extract_plan, lower_primfunc, plan_storage
-from ..private_arrays import PrivateArrayError
+from ..compiler.plan import extract_plan, lower_primfunc, plan_storage
+from ..compiler.private_arrays import PrivateArrayError
 from ..runners.kernel_artifact import write_kernel_artifact
 from ..runners.offline import seeded_inputs
 from ..schedules.conv2d_winograd import kernel_configs
@@ -87,7 +87,7 @@ def build_scheduled(task, scheduled, out_dir: str, config: dict, started: float 
     (a `native_build.NativeBuild`) also the native artifact TVM's runtime measures (`native_build`). A lowering
     or library build failure is a BuildResult error. `started`: when the caller's part of the build began
     (perf_counter), so that BuildResult.seconds covers it."""
-    from ..target import tvm_target  # inside: loads TVM at import
+    from ..targets.target import tvm_target  # inside: loads TVM at import
 
     started = time.perf_counter() if started is None else started
     func = task.func()
@@ -221,7 +221,7 @@ def _build(task, config: dict, out_dir: str, native) -> BuildResult:
 
 class Builder:
     """Builds candidates in worker processes (TVM lowering is CPU-bound and not thread-parallel). The workers die
-    with the process that made the pool (`adreno.processes.die_with_parent`), so a SIGKILLed tuner leaves none
+    with the process that made the pool (`adreno.support.processes.die_with_parent`), so a SIGKILLed tuner leaves none
     behind. Candidate artifacts go to `workdir`, kept; without one, to a temporary directory removed by `close` (or,
     after a SIGKILL, by the next tuner's `owned_temp_dir`). With `native` (a
     `native_build.NativeBuild`) every candidate also gets its TVM library, for the TVM-native runner."""

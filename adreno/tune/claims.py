@@ -19,7 +19,7 @@ import socket
 import time
 
 from ..options import Precision
-from ..processes import process_alive
+from ..support.processes import process_alive
 from ..records import Database, Record
 
 TTL_S = 3600.0  # a claim of another host counts this long (a round of farm measurements takes minutes)

@@ -8,14 +8,15 @@ from dataclasses import asdict
 
 import numpy as np
 
-from .. import schedules, winograd
+from .. import schedules
+from ..compiler import winograd
 from ..compile import lower_relax
 from ..errors import AdrenoError
 from ..frontend.bind import bind_inputs
 from ..frontend.importer import load_model, to_relax
-from ..layout import tensor_image
+from ..targets.layout import tensor_image
 from ..options import CompileOptions, Memory, Precision, Schedules
-from ..plan import kernel_calls
+from ..compiler.plan import kernel_calls
 from ..records import default_memory, layout_key, packed_workload
 from ..schedules.context import ScheduleContext
 from .layout_task import LAYOUT, LayoutTask
@@ -90,8 +91,8 @@ def extract_tasks(model, options: CompileOptions = BUFFER_TASKS, layouts: bool =
 
 def extract_shape_sets(model, options: CompileOptions, shape_sets: list[dict[str, list[int]]], layouts: bool = False,
                        bind: Mapping[str, np.ndarray] | None = None) -> list[Task]:
-    """The tunable kernels of `model` at every shape set (`adreno.shape_sets`: what one artifact of several sets
-    compiles): `extract_tasks` of each set, a workload several sets call once, its calls summed, heaviest first.
+    """The tunable kernels of `model` at every shape set (`adreno.artifact.shape_sets`: what one artifact of several
+    sets compiles): `extract_tasks` of each set, a workload several sets call once, its calls summed, heaviest first.
     The records are keyed by workload, so the compile of every set finds its kernels' records."""
     from dataclasses import replace
 

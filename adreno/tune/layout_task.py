@@ -13,7 +13,7 @@ from functools import cached_property
 from ..options import Memory
 from ..records import layout_workload, packed_workload
 from ..schedules import conv2d_direct, conv2d_texture, conv2d_winograd, staging
-from ..winograd import select_tile
+from ..compiler.winograd import select_tile
 from . import builder
 from .space import SearchSpace
 from .task import Task
@@ -41,8 +41,8 @@ class LayoutTask(Task):
     """A Winograd-eligible conv (3x3, stride 1, groups 1, constant weight) whose weight layout is a knob: `tile` 0
     keeps the direct conv (the knobs of `conv2d_direct`, or of `conv2d_texture` in texture memory, apply), 2 or 4
     rewrites it into Winograd stages (the `conv2d_winograd` stage knobs apply; packed stages in texture memory). Its
-    key is the one `adreno.winograd.choose_tile` reads (`adreno.records.layout_key`); a candidate is measured as the
-    conv's
+    key is the one `adreno.compiler.winograd.choose_tile` reads (`adreno.records.layout_key`); a candidate is measured
+    as the conv's
     whole pipeline, built from a one-conv module (`builder.build_layout`; in texture memory with the packing of
     its NCHW input and the unpacking of its output, the same for every layout)."""
 

@@ -73,7 +73,7 @@ def tune(task: Task, runner, trials: int, batch: int = 8, seed: int = 0, repeat:
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    from ..target import tvm_target  # inside: loads TVM at import
+    from ..targets.target import tvm_target  # inside: loads TVM at import
 
     if strategy in BROKEN:
         raise AdrenoError(f"MetaSchedule strategy {strategy!r} cannot run here: {BROKEN[strategy]}")

@@ -50,7 +50,7 @@ def export_candidate(task, scheduled, out_dir: str, build: NativeBuild) -> None:
     import tvm
 
     from ..runners.native import export_native  # inside: loads numpy at import
-    from ..target import tvm_target  # inside: loads TVM at import
+    from ..targets.target import tvm_target  # inside: loads TVM at import
     from ..texture.tir import for_scopes  # inside: loads numpy at import
 
     if task.precision is Precision.FP16:  # TVM's runtime gives a tensor an image of its own dtype: float32 here

@@ -15,7 +15,7 @@ from functools import cached_property
 import numpy as np
 
 from ..costmodel.features import featurize
-from ..devices import get_device
+from ..targets.devices import get_device
 from ..options import Precision, Staging
 from ..schedules import family, staging
 from ..schedules.context import ScheduleContext

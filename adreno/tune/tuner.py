@@ -20,7 +20,7 @@ from typing import Callable
 import numpy as np
 
 from ..costmodel.features import device_limits
-from ..devices import from_opencl, get_device
+from ..targets.devices import from_opencl, get_device
 from ..errors import AdrenoError
 from ..options import Precision
 from ..records import Database, Record

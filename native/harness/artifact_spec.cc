@@ -12,7 +12,7 @@ namespace adreno_harness {
 
 namespace {
 
-// the dtypes the harness moves (npy.h) and the scopes adreno writes (adreno.artifact_check.SCOPES)
+// the dtypes the harness moves (npy.h) and the scopes adreno writes (adreno.artifact.check.SCOPES)
 const std::set<std::string> kDtypes = {"float32", "float16", "int64", "int32", "int8", "uint8", "bool"};
 const std::set<std::string> kScopes = {"global", "global.texture", "global.texture-nhwc", "global.texture-weight"};
 const std::set<std::string> kTransforms = {"none", "winograd2", "winograd4", "transpose"};
@@ -76,7 +76,7 @@ std::vector<Port> Ports(const json::Object& plan, const json::Object& tensors, c
   return ports;
 }
 
-// adreno.weights.Quantization: a float32 scale and an int32 zero point per tensor or per index of `axis`
+// adreno.artifact.weights.Quantization: a float32 scale and an int32 zero point per tensor or per index of `axis`
 void ReadQuantization(const json::Object& quantization, const std::string& where, StoredForm* form) {
   form->quantized = true;
   for (const json::Value& x : ArrayField(quantization, "scale", where)) {

@@ -11,7 +11,7 @@
 
 namespace adreno_harness {
 
-// The largest tensor a file may declare: 2^40 elements (adreno.artifact_check.MAX_ELEMENTS), far beyond any model's
+// The largest tensor a file may declare: 2^40 elements (adreno.artifact.check.MAX_ELEMENTS), far beyond any model's
 // and far below where an element count times an element size could wrap in 64 bits.
 constexpr uint64_t kMaxElements = uint64_t{1} << 40;
 

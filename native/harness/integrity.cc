@@ -14,7 +14,7 @@ namespace ffi = tvm::ffi;
 
 namespace {
 
-// adreno.artifact_check.RUN_FIELDS
+// adreno.artifact.check.RUN_FIELDS
 const char* const kRunFields[] = {"plan_format", "host_library", "host_params", "inputs", "outputs", "precision",
                                   "files"};
 

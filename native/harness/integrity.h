@@ -1,4 +1,4 @@
-// The artifact proved whole before the harness trusts it, as Artifact.load proves it (adreno/artifact_check.py):
+// The artifact proved whole before the harness trusts it, as Artifact.load proves it (adreno/artifact/check.py):
 // the manifest's fields that decide what runs match their run_sha256, and each file the harness reads (plan.json,
 // lib.so, params.npz) has the size and SHA-256 the manifest lists. The manifest is the root of trust: this catches
 // damage and one-file edits (a param's scope switched in plan.json, two host_params swapped, weight bytes changed);
@@ -19,7 +19,7 @@ namespace adreno_harness {
 std::string CanonicalJson(const json::Value& value, const std::string& where);
 
 // Throws std::runtime_error "manifest.json: ..." unless run_sha256 is the SHA-256 of the canonical JSON of the
-// manifest's RUN_FIELDS (adreno.artifact_check.run_digest).
+// manifest's RUN_FIELDS (adreno.artifact.check.run_digest).
 void VerifyRunDigest(const json::Object& manifest);
 
 // Throws std::runtime_error "<rel>: ..." unless `size` bytes at `data` are the size and SHA-256 the manifest lists

@@ -13,7 +13,7 @@ namespace adreno_harness {
 
 namespace {
 
-const char kMark[] = "// adreno-contract: ";  // adreno.kernel_contract.MARK
+const char kMark[] = "// adreno-contract: ";  // adreno.artifact.kernel_contract.MARK
 
 struct ArgSpec {
   std::vector<int64_t> shape;

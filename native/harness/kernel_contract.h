@@ -1,5 +1,5 @@
-// The plan's steps against what their kernels were lowered for, as adreno.kernel_contract checks them in Python:
-// each program's source (kernels/*.cl.gz, of the SHA-256 the manifest lists) starts with a contract line giving
+// The plan's steps against what their kernels were lowered for, as adreno.artifact.kernel_contract checks them in
+// Python: each program's source (kernels/*.cl.gz, of the SHA-256 the manifest lists) starts with a contract line giving
 // every argument's shape, dtype and memory scope; a step whose tensor differs (a weight's texture scope switched to
 // global in plan.json: a buffer handed to an image argument, SIGSEGV in the driver at launch, issue 46) is refused
 // before any launch, in one line naming the step, the argument and both sides.

@@ -1,5 +1,5 @@
 // SHA-256 (FIPS 180-4): what proves a file whole before the harness trusts it. The artifact's manifest records each
-// file's SHA-256 (adreno/artifact.py), and the program-binary file carries its payload's, so a changed byte is a
+// file's SHA-256 (adreno/artifact/format.py), and the program-binary file carries its payload's, so a changed byte is a
 // refusal before any weight is uploaded or any binary reaches the driver.
 #ifndef ADRENO_HARNESS_SHA256_H_
 #define ADRENO_HARNESS_SHA256_H_

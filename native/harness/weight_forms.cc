@@ -12,9 +12,9 @@ namespace adreno_harness {
 
 namespace {
 
-constexpr int64_t kLanes = 4;  // channels of a packed tensor's pixel (adreno/layout.py LANES)
+constexpr int64_t kLanes = 4;  // channels of a packed tensor's pixel (adreno/targets/layout.py LANES)
 
-// G of F(m x m, 3 x 3), as adreno/winograd.py's _MATRICES (each entry the same float64 division).
+// G of F(m x m, 3 x 3), as adreno/artifact/winograd_weights.py's _MATRICES (each entry the same float64 division).
 std::vector<double> WinogradG(int tile) {
   if (tile == 2) return {1, 0, 0, 1.0 / 2, 1.0 / 2, 1.0 / 2, 1.0 / 2, -1.0 / 2, 1.0 / 2, 0, 0, 1};
   return {1.0 / 4,  0,        0,       -1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6, 1.0 / 6, -1.0 / 6,
@@ -29,7 +29,7 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 
 
 // The member's values as float32: a float16 one widened (exact), an int8 / uint8 one dequantized in
-// adreno.weights.Quantization's order (one float32 multiply; -ffp-contract=off keeps it one).
+// adreno.artifact.weights.Quantization's order (one float32 multiply; -ffp-contract=off keeps it one).
 Floats SourceValues(const std::string& name, const NpyView& stored, const StoredForm& form) {
   // ParseNpy refused negative and overflowing extents and checked the bytes against them; checked again for a
   // view made elsewhere
@@ -120,7 +120,7 @@ Floats Winograd(const Floats& g, int64_t outs, int64_t ins, int tile, bool packe
   return u;
 }
 
-// The (O, I, KH, KW) weight w packed to OIHW4o as adreno/layout.py pack_oihw4o lays it out, into `shape`
+// The (O, I, KH, KW) weight w packed to OIHW4o as adreno/targets/layout.py pack_oihw4o lays it out, into `shape`
 // (ceil(O/4), I', KH, KW, 4): output channel o at [o / 4, i, kh, kw, o % 4], I' being I padded to a multiple of 4 or
 // I itself (the depthwise form); padded channels zero. Returns an empty vector when `shape` is neither.
 Floats PackOihw4o(const Floats& w, const std::vector<int64_t>& oihw, const std::vector<int64_t>& shape) {

@@ -1,12 +1,12 @@
-// A param of the launch plan from what params.npz stores for it: the C++ half of adreno/weights.py's contract.
+// A param of the launch plan from what params.npz stores for it: the C++ half of adreno/artifact/weights.py's contract.
 // plan.json's tensor entry says the stored form ("stored": absent for a param stored as it is; else its shape,
 // dtype and transform): a float16 member is widened; a Winograd member is the model's 3x3 weight g (O, C, 3, 3),
 // transformed here to U = G g G^T (alpha, alpha, O, C), and laid out for packed stages when "packed" is set
 // (alpha, alpha, ceil(O/4), 4 ceil(C/4), 4); a "none" member with "packed" set is an (O, I, KH, KW) weight packed
-// here to the plan's OIHW4o shape (ceil(O/4), I', KH, KW, 4), as the texture planner packed it (adreno/layout.py).
-// A "transpose" member is a 2-D (K, N) weight transposed to (N, K), the constant Relax folds a Dense weight into.
-// The float64 operations run in adreno.winograd.transform_weight's order and this file is compiled with
-// -ffp-contract=off, so U is the launch-plan executor's bit for bit.
+// here to the plan's OIHW4o shape (ceil(O/4), I', KH, KW, 4), as the texture planner packed it
+// (adreno/targets/layout.py). A "transpose" member is a 2-D (K, N) weight transposed to (N, K), the constant Relax
+// folds a Dense weight into. The float64 operations run in adreno.artifact.winograd_weights.transform_weight's order
+// and this file is compiled with -ffp-contract=off, so U is the launch-plan executor's bit for bit.
 #ifndef ADRENO_HARNESS_WEIGHT_FORMS_H_
 #define ADRENO_HARNESS_WEIGHT_FORMS_H_
 
@@ -47,8 +47,8 @@ using Floats = std::vector<float, UninitializedAllocator<float>>;
 struct StoredForm {
   std::string transform = "none";  // "none", "winograd2", "winograd4", "transpose" (a 2-D member, transposed)
   bool packed = false;  // laid out for packed (NCHW4c) stages: Winograd's U, or a "none" weight in OIHW4o
-  // an int8 / uint8 member (adreno/weights.py Quantization): float(int32(q) - zero_point) * scale, in float32, per
-  // tensor (axis -1, one of each) or per index of `axis`; done before the transform
+  // an int8 / uint8 member (adreno/artifact/weights.py Quantization): float(int32(q) - zero_point) * scale, in float32,
+  // per tensor (axis -1, one of each) or per index of `axis`; done before the transform
   bool quantized = false;
   std::vector<float> scale;
   std::vector<int32_t> zero_point;

@@ -1,11 +1,11 @@
-// Where a packed tensor lives in an OpenCL image: the scope table of adreno/layout.py, written once for C++.
+// Where a packed tensor lives in an OpenCL image: the scope table of adreno/targets/layout.py, written once for C++.
 //
 // A packed tensor has shape (d0, d1, d2, d3, 4): its last axis is one RGBA pixel. Every texture scope maps it to
 // an image2d_array of RGBA pixels whose host pixel array (layers, height, width, 4) is a reshape of the tensor:
 //   global.texture         width d3,        height d2, layers d0*d1   (activations)
 //   global.texture-nhwc    width d2*d3,     height d1, layers d0      (activations whose d0*d1 is too deep)
 //   global.texture-weight  width d1*d2*d3,  height d0, layers 1       (weights and other constants)
-// tests/test_native_plugin.py checks this table against adreno.layout.image_dims for every scope.
+// tests/test_native_plugin.py checks this table against adreno.targets.layout.image_dims for every scope.
 #ifndef ADRENO_NATIVE_IMAGE_GEOMETRY_H_
 #define ADRENO_NATIVE_IMAGE_GEOMETRY_H_
 

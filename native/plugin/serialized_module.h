@@ -3,7 +3,8 @@
 //
 // Every integer is little-endian; a string is a u64 length and its bytes.
 //   module   := string format ("cl": the data is OpenCL C source; "cl.zlib": the data is u64 source bytes
-//                                  and the source's zlib stream, as adreno/library_blob.py writes a host library)
+//                                  and the source's zlib stream, as adreno/compiler/library_blob.py writes a host
+// library)
 //               u64 kernel_count, kernel_count x (string key, kernel)
 //               string data
 //   kernel   := string name

@@ -29,7 +29,7 @@ def farm2(tmp_path_factory):
 def tiny_reference(tiny_artifact):
     """Outputs of the tiny artifact on the local PoCL device for seed 0 (the agents must reproduce them)."""
     from adreno.opencl.executor import Executor
-    from adreno.artifact import random_inputs
+    from adreno.artifact.format import random_inputs
 
     executor = Executor(str(tiny_artifact), None)
     return executor.run(random_inputs(executor.artifact.input_specs(), 0))
@@ -64,7 +64,7 @@ AllowTcpForwarding yes
 ClientAliveInterval 2
 LogLevel ERROR
 """)
-    from adreno.processes import set_parent_death_signal
+    from adreno.support.processes import set_parent_death_signal
 
     proc = subprocess.Popen([binary, "-D", "-e", "-f", str(config)], stdout=subprocess.DEVNULL,
                             stderr=open(root / "sshd.log", "wb"), stdin=subprocess.DEVNULL, start_new_session=True,

@@ -44,7 +44,7 @@ def test_orchestrate_on_an_absent_farm_is_one_line(farm2, capsys):
 def test_the_farm_measures_candidates_on_every_device_while_the_next_compile(farm2, tmp_path):
     """With a remote runner the table submits each candidate as soon as it is compiled: the key's two agents
     measure at once, and the records and progress still come in the candidates' order."""
-    from adreno import devices
+    from adreno.targets import devices
     from adreno.frontend import zoo
     from adreno.frontend.importer import to_relax
     from adreno.orchestrate.candidates import enumerate_groups, kernel_of

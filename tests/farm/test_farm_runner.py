@@ -205,7 +205,7 @@ def test_cache_warm_builds_on_a_farm_device_and_bundles_the_binaries(farm2, tiny
 
     from adreno.cache import ProgramCache
     from adreno.opencl.executor import Executor
-    from adreno.artifact import random_inputs
+    from adreno.artifact.format import random_inputs
 
     artifact = shutil.copytree(tiny_artifact, tmp_path / "tiny")
     proc = subprocess.run([sys.executable, "-m", "adreno.cli", "cache", "warm", str(artifact), "--tracker",

@@ -8,7 +8,7 @@ import subprocess
 
 import numpy as np
 
-from adreno.artifact_check import run_digest, sha256_file
+from adreno.artifact.check import run_digest, sha256_file
 from adreno.native.plugin import HARNESS_PATH
 
 

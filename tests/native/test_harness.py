@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from adreno.artifact import Artifact
+from adreno.artifact.format import Artifact
 from adreno.opencl.executor import Executor
 
 from .harness_cli import one_line_error, report, run_harness

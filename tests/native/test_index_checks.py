@@ -2,7 +2,7 @@
 and the app harness fail in one line naming the node (exit 2) for an index one past the end or one below -n, in
 each index-taking op and both memories; in-range negative indices give onnxruntime's answer, and so do OneHot's
 out-of-range ones (ONNX defines them)
-(`adreno.frontend.index_guards`, `adreno.index_checks`, native/harness/index_checks.cc).
+(`adreno.frontend.index_guards`, `adreno.artifact.index_checks`, native/harness/index_checks.cc).
 
 One model holds every op (each with its own index input), compiled once per memory with a host library."""
 
@@ -16,7 +16,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from adreno.index_checks import IndexRangeError
+from adreno.artifact.index_checks import IndexRangeError
 from adreno.native.vm_executor import VmExecutor
 from adreno.opencl.executor import Executor
 from adreno.reference import onnxruntime_outputs

@@ -1,5 +1,5 @@
-"""The host library embeds its OpenCL source zlib-compressed (`adreno.library_blob`) and the plugin inflates it:
-the library runs as before, holds no plain kernel source, and a damaged compressed source is one clear error."""
+"""The host library embeds its OpenCL source zlib-compressed (`adreno.compiler.library_blob`) and the plugin inflates
+it: the library runs as before, holds no plain kernel source, and a damaged compressed source is one clear error."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import zlib
 import pytest
 
 import adreno
-from adreno.artifact import Artifact
+from adreno.artifact.format import Artifact
 from adreno.errors import AdrenoError
-from adreno.library_blob import COMPRESSED_FORMAT, compress_opencl
+from adreno.compiler.library_blob import COMPRESSED_FORMAT, compress_opencl
 from tests.native.test_plugin import opencl_module
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import adreno
-from adreno.layout import TEXTURE_SCOPES, image_dims
+from adreno.targets.layout import TEXTURE_SCOPES, image_dims
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from adreno.artifact import Artifact
+from adreno.artifact.format import Artifact
 from adreno.native.vm_executor import VmExecutor
 from adreno.opencl.executor import Executor
 

@@ -1,16 +1,16 @@
 """The C++ harness rebuilds params from params.npz's stored forms (`native/harness/weight_forms.cc`: Winograd
-weights transformed at load, float16 weights widened) exactly as Python does (`adreno.weights`): the launch-plan
-executor, TVM's runtime and the harness give bit-identical outputs on the same artifact."""
+weights transformed at load, float16 weights widened) exactly as Python does (`adreno.artifact.weights`): the
+launch-plan executor, TVM's runtime and the harness give bit-identical outputs on the same artifact."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from adreno.artifact import Artifact
+from adreno.artifact.format import Artifact
 from adreno.native.vm_executor import VmExecutor
 from adreno.opencl.executor import Executor
-from adreno.weights import WeightTransform
+from adreno.artifact.weights import WeightTransform
 
 from ..winograd_net import winograd_net
 from .harness_cli import report, run_harness

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from adreno.frontend import zoo
-from adreno.artifact import Artifact
+from adreno.artifact.format import Artifact
 from adreno.errors import AdrenoError, DeviceError, KernelBuildError
 from adreno.opencl import device as devices
 from adreno.opencl.executor import Executor
 from adreno.reference import onnxruntime_outputs
-from adreno.artifact import random_inputs
+from adreno.artifact.format import random_inputs
 from tests.kernel_files import append_to_kernel_file
 
 

@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-from adreno.artifact import random_inputs
+from adreno.artifact.format import random_inputs
 from adreno.opencl import first_launches
 from adreno.opencl.device import DeviceIdentity, opencl_devices
 from adreno.opencl.executor import Executor
@@ -32,7 +32,7 @@ def test_each_kernel_is_launched_by_the_one_process_that_claims_it_largest_first
 
 
 def test_claims_interleaved_between_readers_give_each_kernel_once(tiny_artifact):
-    from adreno.artifact import Artifact
+    from adreno.artifact.format import Artifact
 
     artifact = Artifact.load(tiny_artifact)
     order, names = compile_order(artifact), launch_order(artifact)

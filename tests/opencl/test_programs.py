@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adreno.artifact import Artifact
+from adreno.artifact.format import Artifact
 from adreno.cache import ProgramCache
 from adreno.errors import KernelBuildError
 from adreno.opencl.executor import CacheWrite, Executor
 from adreno.opencl.programs import Grouping, groups, program_kernels
-from adreno.artifact import random_inputs
+from adreno.artifact.format import random_inputs
 from tests.kernel_files import append_to_kernel_file
 
 

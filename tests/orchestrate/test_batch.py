@@ -8,7 +8,7 @@ import pyopencl as cl
 import pytest
 
 from adreno.cli.main import main
-from adreno.code_version import code_fingerprint
+from adreno.support.code_version import code_fingerprint
 from adreno.opencl.device import DeviceIdentity, select_device
 from adreno.records import Database
 from adreno.runners.batch_dir import MANIFEST_NAME

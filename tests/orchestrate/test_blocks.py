@@ -2,7 +2,7 @@
 
 import random
 
-from adreno import devices
+from adreno.targets import devices
 from adreno.frontend import zoo
 from adreno.frontend.importer import to_relax
 from adreno.orchestrate.blocks import split_blocks

@@ -2,7 +2,7 @@
 
 import pytest
 
-from adreno import devices
+from adreno.targets import devices
 from adreno.frontend import zoo
 from adreno.compile import tuned_configs
 from adreno.frontend.importer import to_relax

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from adreno import devices
+from adreno.targets import devices
 from adreno.frontend import zoo
 from adreno.frontend.importer import to_relax
 from adreno.orchestrate.blp import Choice, solve

@@ -51,7 +51,7 @@ def test_winograd_stages_are_primitives_and_the_gemm_is_heavy():
     from adreno.frontend import zoo
     from adreno.options import Winograd
     from adreno.orchestrate.graph import op_name, prepared
-    from adreno.winograd import rewrite
+    from adreno.compiler.winograd import rewrite
 
     mod = rewrite(to_relax(zoo.get_model("resnet18_block", seed=0)), Winograd.AUTO)
     graph = primitive_graph(prepared(mod))

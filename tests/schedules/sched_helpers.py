@@ -102,7 +102,7 @@ def primitive_function(model: onnx.ModelProto, name: str, memory: Memory = Memor
     """The unscheduled fused PrimFunc of `model` whose name starts with `name` (what a family's `apply` sees), and
     the context of an adreno-740 compile."""
     from adreno.compile import lower_relax
-    from adreno.plan import kernel_calls
+    from adreno.compiler.plan import kernel_calls
     from adreno.frontend.importer import to_relax
 
     ctx = context("adreno-740", host=Host.NATIVE)
@@ -114,7 +114,7 @@ def primitive_function(model: onnx.ModelProto, name: str, memory: Memory = Memor
 
 def context(name: str = "adreno-740", host: Host = Host.ANDROID, staging: Staging = Staging.AUTO):
     """The `ScheduleContext` of a compile for the table device `name` (no tuned knobs)."""
-    from adreno import devices
+    from adreno.targets import devices
     from adreno.schedules.context import ScheduleContext
 
     return ScheduleContext.for_device(devices.get_device(name), host=host, staging=staging)

@@ -139,7 +139,7 @@ def test_split_k_defaults_and_refusals():
     """Only a device that no unsplit config fills gets a split default; `check_config` refuses splits that do not
     hold, each with its reason."""
     from adreno.schedules import occupancy
-    from adreno.devices import get_device
+    from adreno.targets.devices import get_device
 
     deep = ConvCase(1, 256, 7, 7, 256, 3, 1, (1, 1, 1, 1)).workload()
     for name in ("pocl-cpu", "adreno-740", "adreno-640"):

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adreno.artifact import Artifact
+from adreno.artifact.format import Artifact
 from adreno.compile import compile_model
 from adreno.opencl.executor import Executor
 from adreno.options import CompileOptions
 from adreno.reference import onnxruntime_outputs
-from adreno.artifact import random_inputs
+from adreno.artifact.format import random_inputs
 from tests.conftest import single_op_model
 
 

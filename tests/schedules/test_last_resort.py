@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from adreno.artifact import Artifact
-from adreno.devices import get_device
+from adreno.artifact.format import Artifact
+from adreno.targets.devices import get_device
 from tests.conftest import single_op_model
 from tests.schedules.sched_helpers import check_against_onnxruntime
 

@@ -1,4 +1,4 @@
-"""The occupancy rule (`adreno.schedules.occupancy`) and the device facts it reads (`adreno.devices`).
+"""The occupancy rule (`adreno.schedules.occupancy`) and the device facts it reads (`adreno.targets.devices`).
 
 - every family's default, on every Adreno target and the H200 entry, fills the device (enough work-items for the
   waves in flight every compute unit needs, a work-group per unit), or the workload cannot: its tiles are then all
@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import pytest
 
-from adreno import devices
+from adreno.targets import devices
 from adreno.options import Memory, Schedules, Winograd
 from adreno.schedules import _conv, conv2d_1x1, conv2d_direct, conv2d_texture, conv2d_winograd, depthwise, occupancy
 from adreno.schedules import packed, pool, reduce
@@ -165,7 +165,7 @@ def test_pool_and_softmax_defaults_add_lanes_when_rows_are_few():
 
 def _plan_launches(model: str, memory: Memory):
     from adreno.compile import lower_relax
-    from adreno.plan import extract_plan
+    from adreno.compiler.plan import extract_plan
     from adreno.frontend.importer import to_relax
     from adreno.costmodel.ranked_defaults import RankedDefaults
     from adreno.frontend.zoo import get_model

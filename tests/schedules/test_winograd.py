@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adreno import winograd
+from adreno.compiler import winograd
 from adreno.options import Winograd
 from adreno.schedules import conv2d_winograd
 from tests.schedules.sched_helpers import ConvCase, assert_close, conv_model, model_inputs, record_claims, reference

@@ -133,7 +133,7 @@ def test_1x1_gemm_configs_are_the_direct_conv_on_one_row_of_pixels():
 def test_split_k_and_cooperative_staging_are_seen_by_the_features_and_the_model():
     """`threads_k` (conv2d_1x1's split-K) and `cooperative` (local-memory staging of the workgroup's tiles) change
     the metrics they act on, through every family view, and so the analytical model's score."""
-    from adreno.devices import get_device
+    from adreno.targets.devices import get_device
     from adreno.costmodel import AnalyticalModel
 
     model, gpu = AnalyticalModel(), feats.device_limits(get_device("adreno-740"))
@@ -161,7 +161,7 @@ def test_split_k_of_the_tiled_families_is_seen_by_their_launch_and_features():
     """`threads_k` of `conv2d_direct` and `conv2d_texture` (a 256@7x7 3x3 conv, too small for an H200 without it)
     multiplies the work-group and the launch (`Family.launch`, what the occupancy rule judges), and the features of
     both views see it as for the 1x1 GEMM: more parallelism, a cross-thread sum to pay."""
-    from adreno.devices import get_device
+    from adreno.targets.devices import get_device
 
     h200 = feats.device_limits(get_device("nvidia-h200"))
     deep = conv(256, 7, 256, 3)

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 import pytest
 
-from adreno import winograd
+from adreno.compiler import winograd
 from adreno.options import CompileOptions, Memory, Winograd
 from adreno.records import LAYOUT_OPS, Database, Record, layout_key, layout_workload
 from adreno.schedules import conv2d_winograd
@@ -120,7 +120,7 @@ def test_quota_explores_then_concentrates_on_the_winning_layout():
 
 @pytest.mark.parametrize("memory", [Memory.BUFFER, Memory.TEXTURE])
 def test_tuning_chooses_the_fastest_layout_and_compile_applies_it(memory, tmp_path):
-    from adreno.artifact import Artifact
+    from adreno.artifact.format import Artifact
 
     model = _conv(tmp_path / "c64.onnx")
     records, report_path = tmp_path / "r.jsonl", tmp_path / "rep.json"
@@ -166,7 +166,7 @@ def test_tuning_chooses_the_fastest_layout_and_compile_applies_it(memory, tmp_pa
 
 def test_a_direct_record_of_an_eligible_conv_still_applies(tmp_path):
     """Records of `--no-layouts` runs (or older files) tune the direct kernel; they keep the conv direct."""
-    from adreno.artifact import Artifact
+    from adreno.artifact.format import Artifact
     from adreno.compile import compile_model
 
     model = _conv(tmp_path / "c64.onnx")

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from adreno.artifact import Artifact
+from adreno.artifact.format import Artifact
 from adreno.options import CompileOptions
 from adreno.records import Database
 from adreno.tune.extract import extract_tasks

@@ -78,7 +78,7 @@ def test_sigkill_and_resume_loses_and_duplicates_nothing(conv_model, tmp_path):
 
 
 def test_compile_with_records_applies_best_config(conv_model, tmp_path):
-    from adreno.artifact import Artifact
+    from adreno.artifact.format import Artifact
     from adreno.compile import compile_model
     from adreno.options import CompileOptions
     from adreno.records import Record

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .options import Precision
+from ..options import Precision
 
 LANES = 4  # the channels of one RGBA pixel: the last axis of a packed tensor
 
@@ -72,7 +72,7 @@ class ImageSpec:
 
 
 def choose_image(shape, dtype: str, kind: str, device, storage_dtype: str = "float32") -> tuple[ImageSpec | None, str]:
-    """The image a tensor gets on `device` (anything with the image limits of `adreno.devices.AdrenoDevice`), or
+    """The image a tensor gets on `device` (anything with the image limits of `adreno.targets.devices.AdrenoDevice`), or
     (None, reason) when it must stay a buffer. kind "param" prefers global.texture-weight; activations ("act")
     prefer global.texture then global.texture-nhwc. A scope whose image stays within PORTABLE_IMAGE2D_MAX comes
     before one that needs the device's larger limits."""

@@ -6,13 +6,13 @@ with CL_OUT_OF_RESOURCES on the phone, after the artifact was shipped (PoCL, who
 so no test on this machine would notice). Our families check their staged tiles against the device
 (`adreno.schedules.staging`), TVM's dlight rules do not (`adreno.schedules.last_resort` refuses their schedules
 over the limit); `check`, run on every kernel at lowering (`plan.lower_primfunc`, with the target's
-`max_shared_memory_per_block`, the device's local memory: `adreno.target`), is the one place that holds for all of
-them (compile: exit 2 with the kernel named; tuning: a failed build).
+`max_shared_memory_per_block`, the device's local memory: `adreno.targets.target`), is the one place that holds for all
+of them (compile: exit 2 with the kernel named; tuning: a failed build).
 """
 
 from __future__ import annotations
 
-from .errors import AdrenoError
+from ..errors import AdrenoError
 from .private_arrays import buffer_bytes
 
 

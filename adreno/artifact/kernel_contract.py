@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from .errors import ArtifactError
+from ..errors import ArtifactError
 
 MARK = "// adreno-contract: "
 WRITTEN_KINDS = {"intermediate", "output"}

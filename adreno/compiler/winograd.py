@@ -39,49 +39,16 @@ import re
 
 import numpy as np
 
-from .layout import LANES, PORTABLE_IMAGE2D_MAX  # LANES: the channel lanes of a packed (NCHW4c) tensor's pixel
-from .native_log import summarised_stderr
+from ..targets.layout import LANES, PORTABLE_IMAGE2D_MAX  # LANES: the channel lanes of a packed (NCHW4c) tensor's pixel
+from ..support.native_log import summarised_stderr
+from ..artifact.winograd_weights import matrices, transform_weight
 from .numpy_fold import fold_constants
-from .options import Memory, Winograd
-from .records import direct_key, layout_key
-from .workload import PACKED, ConvWorkload  # PACKED: the suffix of the packed (texture) stages' main blocks
+from ..options import Memory, Winograd
+from ..records import direct_key, layout_key
+from ..workload import PACKED, ConvWorkload  # PACKED: the suffix of the packed (texture) stages' main blocks
 
 OP = "conv2d_winograd"
 GEMM_STAGE = "batch_gemm"  # the middle stage's PrimFunc is named winograd<m>_batch_gemm
-
-# (B^T, G, A^T) for F(m, 3)
-_MATRICES = {
-    2: (
-        [[1, 0, -1, 0],
-         [0, 1, 1, 0],
-         [0, -1, 1, 0],
-         [0, 1, 0, -1]],
-        [[1, 0, 0],
-         [1 / 2, 1 / 2, 1 / 2],
-         [1 / 2, -1 / 2, 1 / 2],
-         [0, 0, 1]],
-        [[1, 1, 1, 0],
-         [0, 1, -1, -1]],
-    ),
-    4: (
-        [[4, 0, -5, 0, 1, 0],
-         [0, -4, -4, 1, 1, 0],
-         [0, 4, -4, -1, 1, 0],
-         [0, -2, -1, 2, 1, 0],
-         [0, 2, -1, -2, 1, 0],
-         [0, 4, 0, -5, 0, 1]],
-        [[1 / 4, 0, 0],
-         [-1 / 6, -1 / 6, -1 / 6],
-         [-1 / 6, 1 / 6, -1 / 6],
-         [1 / 24, 1 / 12, 1 / 6],
-         [1 / 24, -1 / 12, 1 / 6],
-         [0, 0, 1]],
-        [[1, 1, 1, 1, 1, 0],
-         [0, 1, -1, 2, -2, 0],
-         [0, 1, 1, 4, 4, 0],
-         [0, 1, -1, 8, -8, 1]],
-    ),
-}
 
 # Selection rule of "auto" (documented in adreno/schedules/conv2d_winograd.py): both channel counts at least this ...
 MIN_CHANNELS = 64
@@ -90,55 +57,6 @@ MIN_CHANNELS = 64
 # F(2x2) is there for forcing ("f2") and for the tuner (knob `tile`), e.g. for devices where it wins on small maps.
 MIN_SPATIAL = 7
 F4_MIN_SPATIAL = 7
-
-
-def matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(B^T, G, A^T) as float64 arrays for F(m x m, 3 x 3)."""
-    if m not in _MATRICES:
-        raise ValueError(f"Winograd tile must be 2 or 4, not {m}")
-    return tuple(np.array(x, dtype=np.float64) for x in _MATRICES[m])
-
-
-def transform_weight(weight: np.ndarray, m: int, packed: bool = False) -> np.ndarray:
-    """U = G g G^T for every (o, c): (O, C, 3, 3) -> (alpha, alpha, O, C), computed in float64, stored float32; with
-    `packed`, in the packed stages' layout (alpha, alpha, ceil(O/4), 4*ceil(C/4), 4), output channel o at
-    [..., o // 4, c, o % 4], padded channels zero, written there directly (a transform then a transposing copy took
-    three passes over 4x the weights: ResNet-18's load spent 0.3 s in them).
-
-    U[a, b, o, c] = G[a,0] t[o,c,0,b] + G[a,1] t[o,c,1,b] + G[a,2] t[o,c,2,b] with t[o,c,r,b] = g[o,c,r,0] G[b,0] +
-    g[o,c,r,1] G[b,1] + g[o,c,r,2] G[b,2], each sum left to right: weights are transformed when an artifact is loaded
-    (`adreno.weights`), and the C++ loader (`native/harness/weight_forms.cc`) does these operations in this order."""
-    _, gm, _ = matrices(m)
-    alpha = gm.shape[0]
-    o, c = weight.shape[:2]
-    # (r, s, O, C), contiguous: every term below is a whole (O, C) plane, read and written in place
-    g = np.ascontiguousarray(weight.astype(np.float64).transpose(2, 3, 0, 1))
-    t = np.empty((3, alpha) + g.shape[2:])
-    term = np.empty(g.shape[2:])
-    for r in range(3):
-        for b in range(alpha):
-            np.multiply(g[r, 0], gm[b, 0], out=t[r, b])
-            t[r, b] += np.multiply(g[r, 1], gm[b, 1], out=term)
-            t[r, b] += np.multiply(g[r, 2], gm[b, 2], out=term)
-    if packed:
-        u = np.zeros((alpha, alpha, -(-o // LANES), LANES * -(-c // LANES), LANES), dtype=np.float32)
-        whole = o // LANES * LANES
-    else:
-        u = np.empty((alpha, alpha, o, c), dtype=np.float32)
-    plane = np.empty(g.shape[2:])
-    for a in range(alpha):
-        for b in range(alpha):
-            np.multiply(gm[a, 0], t[0, b], out=plane)
-            plane += np.multiply(gm[a, 1], t[1, b], out=term)
-            plane += np.multiply(gm[a, 2], t[2, b], out=term)
-            if not packed:
-                u[a, b] = plane  # rounded once to float32
-                continue
-            lanes = u[a, b].transpose(0, 2, 1)  # (O/4, 4, C): a view, so each value is written once, in place
-            lanes[:o // LANES, :, :c] = plane[:whole].reshape(o // LANES, LANES, c)
-            if o > whole:  # the last pixel's lanes past O stay zero
-                lanes[o // LANES, :o - whole, :c] = plane[whole:]
-    return u
 
 
 def tiles(oh: int, ow: int, m: int) -> tuple[int, int]:
@@ -263,7 +181,8 @@ def emit_stages(bb, data, weight: np.ndarray, m: int, n: int, padding, out_hw, w
     """Emit the three Winograd stages of a conv into the BlockBuilder `bb` (inside a dataflow block) and return the
     output transform's call (not emitted: the caller emits or returns it). `data` is NCHW or packed NCHW4c (then
     the weight transform is packed too and every stage works on packed tensors). The transformed weight is
-    recorded with `weights` (an `adreno.weights.WinogradWeights`), so that the artifact stores `weight` instead."""
+    recorded with `weights` (an `adreno.artifact.weights.WinogradWeights`), so that the artifact stores `weight`
+    instead."""
     from tvm import relax
 
     packed = len(data.ty.shape) == 5
@@ -386,7 +305,8 @@ def eligible_workloads(mod) -> list:
     found = []
     if not _calls(mod["main"], conv_op):
         return found
-    with summarised_stderr():  # the fold legalizes a constant Gather: TVM's fast-mode warning (adreno.native_log)
+    # the fold legalizes a constant Gather: TVM's fast-mode warning (adreno.support.native_log)
+    with summarised_stderr():
         folded = fold_constants(mod)
     for block in folded["main"].body.blocks:
         for binding in block.bindings:

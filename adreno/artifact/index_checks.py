@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import AdrenoError, ArtifactError
+from ..errors import AdrenoError, ArtifactError
 
 MANIFEST_KEY = "index_checks"
 

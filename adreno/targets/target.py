@@ -1,4 +1,4 @@
-"""TVM targets for the entries of the device table (`adreno.devices`).
+"""TVM targets for the entries of the device table (`adreno.targets.devices`).
 
 TVM's `qcom/adreno-opencl` tag encodes the same texture limits as the table but schedules at most 256 threads per
 workgroup (kept as `schedule_threads`) and declares only 16 KiB of shared memory, where we pass the device's 32 KiB
@@ -10,8 +10,8 @@ from __future__ import annotations
 import tvm
 
 from .devices import AdrenoDevice, get_device
-from .errors import UnknownTargetError
-from .options import Host
+from ..errors import UnknownTargetError
+from ..options import Host
 
 HOSTS = {Host.ANDROID: {"kind": "llvm", "mtriple": "aarch64-linux-android"}, Host.NATIVE: {"kind": "llvm"}}
 

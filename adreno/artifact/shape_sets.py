@@ -7,7 +7,7 @@ name the same inputs, so that `--input-shape x:1,3,48,160 --input-shape x:1,3,48
 `--input-shape ids:1,8 --input-shape mask:1,8 --input-shape ids:1,16 --input-shape mask:1,16` two sets of two
 inputs varying together. Inputs whose shapes are static in the model are named in none.
 
-An artifact of one set is laid out as always (`adreno.artifact`). An artifact of several (written by
+An artifact of one set is laid out as always (`adreno.artifact.format`). An artifact of several (written by
 `adreno.compile_shapes`) shares what does not depend on the shapes and keeps the rest per set::
 
     manifest.json            the model, target and versions once; `shape_sets` lists each set (below)
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import AdrenoError, ArtifactError
+from ..errors import AdrenoError, ArtifactError
 from .index_checks import MANIFEST_KEY as INDEX_CHECKS
 
 SHAPES_DIR = "shapes"

@@ -30,9 +30,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .artifact import Artifact
-from .opencl.device import DeviceIdentity, compiler_works, opencl_devices
-from .opencl.programs import Grouping, build_programs, groups
+from ..artifact.format import Artifact
+from ..opencl.device import DeviceIdentity, compiler_works, opencl_devices
+from ..opencl.programs import Grouping, build_programs, groups
 
 FP16_PRAGMA = "cl_khr_fp16"  # TVM's preamble enables it in a program that computes in half (and only there)
 
@@ -74,7 +74,7 @@ class BuildCheck:
 
     def __call__(self, directory: Path, target) -> BuildCheckResult:
         """Check the artifact in `directory` (complete, manifest included) compiled for `target` (an
-        `adreno.devices` device); raises the `KernelBuildError` of the first program that does not build."""
+        `adreno.targets.devices` device); raises the `KernelBuildError` of the first program that does not build."""
         import pyopencl as cl
 
         artifact = Artifact.load(directory, checked=False)  # just written by this process

@@ -14,7 +14,7 @@ order (`param_order`, the manifest's `host_params`), each a tensor of the param'
 artifact's weight file and passes the same tensors to every call. An fp16 artifact's images hold half floats
 behind float32 tensors: its texture weights are allocated with `adreno.opencl.empty_image(..., 16)` and uploaded
 as half pixels (`adreno.opencl.write_pixels`), as `adreno.native.vm_executor` and the harness do. The kernels'
-source is embedded zlib-compressed (`adreno.library_blob`), which the plugin inflates at load.
+source is embedded zlib-compressed (`adreno.compiler.library_blob`), which the plugin inflates at load.
 """
 
 from __future__ import annotations
@@ -26,15 +26,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .artifact import Plan
-from .errors import AdrenoError
-from .layout import TEXTURE_SCOPES
+from ..artifact.format import Plan
+from ..errors import AdrenoError
+from ..targets.layout import TEXTURE_SCOPES
 from .library_blob import pack_imports
 from .lowered import reusing_pipeline
-from .options import Host
+from ..options import Host
 from .plan import short_name
-from .texture.tir import register_pipeline, specialize_scopes
-from .native_log import summarised_stderr
+from ..texture.tir import register_pipeline, specialize_scopes
+from ..support.native_log import summarised_stderr
 
 
 # A lib.so is linked without its symbol table and debug sections (a third of MobileNetV2's library): TVM's runtime
@@ -76,7 +76,8 @@ def plan_module(lowered, plan: Plan, tvm_target):
                 if any(scope != "global" for scope in scopes):
                     func = specialize_scopes(func, list(scopes), tvm_target)
                 # A kernel's name comes from its function's: the plan's, unless one function has two scope sets.
-                # the plan's kernel names (`adreno.plan.short_name`: PoCL cannot link names past ~250 characters)
+                # the plan's kernel names (`adreno.compiler.plan.short_name`: PoCL cannot link names past ~250
+                # characters)
                 name = short_name(step.func if len(scope_sets[step.func]) == 1 else step.program)
                 funcs[(step.func, scopes)] = bb.add_func(func.with_attr("global_symbol", name), name)
             # A step's arguments are its inputs, then its outputs: the tensors no earlier step made (the plan is SSA).
@@ -156,7 +157,7 @@ def export_host_library(lowered, plan: Plan, tvm_target, out_dir: Path, host: Ho
     """Build the plan's VM executable and export it: `lib.so` where a compiler for the host is available (the
     host's own for --host native; `--cc`/$TVM_NDK_CC, an Android NDK clang, for --host android), otherwise
     `lib.tar` with the aarch64 objects, to be linked with the NDK later. With `store` (the `LoweredFunctions` the
-    plan's extraction filled) a function the plan lowered is not lowered again (`adreno.lowered`)."""
+    plan's extraction filled) a function the plan lowered is not lowered again (`adreno.compiler.lowered`)."""
     import tvm
     from tvm.relax.backend.adreno import pipeline
 
@@ -166,7 +167,7 @@ def export_host_library(lowered, plan: Plan, tvm_target, out_dir: Path, host: Ho
                   + pipeline.finalize_passes(tvm_target))
         vm_module = tvm.transform.Sequential(passes)(module)
     reuse = reusing_pipeline(store, register_pipeline()) if store is not None else contextlib.nullcontext(None)
-    with reuse as tir_pipeline, summarised_stderr():  # the LLVM host codegen's warnings (adreno.native_log)
+    with reuse as tir_pipeline, summarised_stderr():  # the LLVM host codegen's warnings (adreno.support.native_log)
         executable = tvm.compile(vm_module, target=tvm_target, relax_pipeline=None,
                                  tir_pipeline=tir_pipeline or register_pipeline())
     with _scratch_in(out_dir):  # TVM's export works in a temporary folder: one a killed compile leaves is ours
@@ -191,7 +192,7 @@ def _scratch_in(out_dir: Path):
     """Python's temporary folders made inside `out_dir`, the artifact's staging folder, for the block: TVM's
     `export_library` links in one (`tvm.contrib.utils.tempdir`), which a compile killed there (SIGKILL) cannot remove;
     inside the staging folder it goes with the folder, which the next compile to that `-o` removes
-    (`adreno.artifact.ArtifactWriter`), instead of staying in TMPDIR."""
+    (`adreno.artifact.format.ArtifactWriter`), instead of staying in TMPDIR."""
     scratch = tempfile.mkdtemp(prefix=".scratch.", dir=out_dir)
     saved, tempfile.tempdir = tempfile.tempdir, scratch
     try:

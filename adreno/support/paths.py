@@ -11,7 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .errors import AdrenoError
+from ..errors import AdrenoError
 
 
 def regular_file(path, what: str, error=AdrenoError) -> Path:

@@ -17,7 +17,7 @@ do not publish are documented estimates (`estimated` names them). Devices met in
 compile for them gets defaults for their parallelism; `from_opencl` overrides a table entry with what a live
 pyopencl device reports, as a new value (the table never changes at run time).
 
-This module imports no TVM: the farm, the offline tools and `adreno devices` read it; `adreno.target` builds TVM
+This module imports no TVM: the farm, the offline tools and `adreno devices` read it; `adreno.targets.target` builds TVM
 targets from its entries.
 """
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from .errors import UnknownTargetError
+from ..errors import UnknownTargetError
 
 TEXTURE_CACHE_NOTE = ("read-only image2d/image2d_array reads go through the L1 texture cache (TP); "
                       "Qualcomm's OpenCL guide recommends images for weights and activations read many times")
@@ -146,7 +146,7 @@ def from_opencl(device) -> AdrenoDevice:
     as `CompileOptions.facts`, schedules in their `ScheduleContext`)."""
     import pyopencl as cl  # here only: the table is read without OpenCL (compile for a phone, --help)
 
-    from .opencl.device import DeviceIdentity  # inside: adreno --help does not need it
+    from ..opencl.device import DeviceIdentity  # inside: adreno --help does not need it
 
     key = DeviceIdentity.from_cl_device(device).rpc_key
     cpu = bool(device.type & cl.device_type.CPU)

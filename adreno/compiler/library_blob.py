@@ -27,7 +27,7 @@ import os
 import struct
 import zlib
 
-from .errors import AdrenoError
+from ..errors import AdrenoError
 
 COMPRESSED_FORMAT = "cl.zlib"  # the plugin's name for it (serialized_module.h)
 HOST_CODE = "_lib"

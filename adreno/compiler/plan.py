@@ -15,14 +15,14 @@ from dataclasses import asdict
 import numpy as np
 
 from . import local_arrays, private_arrays
-from .artifact import ImageSpec, KernelArg, KernelLaunch, Plan, Step, TensorSpec, kernel_path
-from .devices import get_device
-from .errors import DynamicShapeError, ModelError, UnsupportedOpError
-from .layout import LANES, tensor_image
-from .options import Memory, Precision
-from .texture import tir as texture_tir
-from .texture.tir import TextureLoweringError
-from .weights import QuantizedWeights, WinogradWeights, content_digest, stored_form
+from ..artifact.format import ImageSpec, KernelArg, KernelLaunch, Plan, Step, TensorSpec, kernel_path
+from ..targets.devices import get_device
+from ..errors import DynamicShapeError, ModelError, UnsupportedOpError
+from ..targets.layout import LANES, tensor_image
+from ..options import Memory, Precision
+from ..texture import tir as texture_tir
+from ..texture.tir import TextureLoweringError
+from ..artifact.weights import QuantizedWeights, WinogradWeights, content_digest, stored_form
 
 
 def bindings(func):
@@ -46,15 +46,16 @@ def extract_plan(lowered, tvm_target, memory: Memory = Memory.BUFFER, device=Non
                  quantized: QuantizedWeights | None = None, store=None,
                  input_images: bool = False) -> tuple[Plan, dict[str, str], dict[str, np.ndarray]]:
     """Walk `main` of a lowered module into a launch plan, the OpenCL source per program, and what params.npz
-    stores for each param (`adreno.weights`: a weight of `weights`, the Winograd-transformed ones, as its 3x3 source;
-    the weights of an fp16 compile as float16; a weight of `quantized` as its integer tensor).
+    stores for each param (`adreno.artifact.weights`: a weight of `weights`, the Winograd-transformed ones, as its 3x3
+    source; the weights of an fp16 compile as float16; a weight of `quantized` as its integer tensor).
 
     Equal constants are one param: Relax gives a weight it copies (an unrolled LSTM's recurrent weight, transposed
     once per time step; a weight two branches share) a constant per use, and the weight file would store each copy.
     A constant is keyed by its value (`content_digest`: shape, dtype, bytes) with what the kernels read it as (its
     scope) and what params.npz stores for it (its stored form), so one stored in another form stays its own param.
 
-    `store` (an `adreno.lowered.LoweredFunctions`) keeps every function's lowering for the host library's build.
+    `store` (an `adreno.compiler.lowered.LoweredFunctions`) keeps every function's lowering for the host library's
+    build.
 
     Texture memory: every packed 5-D tensor (NCHW4c activation, OIHW4o weight) that fits the device's image
     limits is an OpenCL image (`TensorSpec.image`); one that does not, or whose producing kernel cannot write
@@ -306,7 +307,7 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None,
     `scopes` (one memory scope per parameter) puts parameters in texture scopes and lowers with the texture TIR
     pipeline (`adreno.texture`); a texture store that is not one float4 per pixel raises TextureLoweringError, a
     private array beyond a register tile `private_arrays.PrivateArrayError`, more local memory than the target's
-    work-group holds `local_arrays.LocalMemoryError`. `store` (`adreno.lowered`) keeps the
+    work-group holds `local_arrays.LocalMemoryError`. `store` (`adreno.compiler.lowered`) keeps the
     pipeline's result, keyed by the function as it entered the pipeline."""
     import tvm
 
@@ -318,7 +319,7 @@ def lower_primfunc(func, name: str, tvm_target, scopes=None,
     module = tvm.tirx.transform.BindTarget(tvm_target)(module)
     pipeline = tvm.tirx.get_tir_pipeline(pipeline_name)[0]
     # the device finalize the host library's build runs too, for buffer and texture kernels alike: TVM's, then
-    # exact float literals (`adreno.float_literals`)
+    # exact float literals (`adreno.compiler.float_literals`)
     finalize_device = tvm.tirx.get_tir_pipeline(texture_tir.register_pipeline())[2]
     with tvm.transform.PassContext(instruments=[capture]):
         result = pipeline(module)

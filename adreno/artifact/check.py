@@ -27,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ArtifactError
+from ..errors import ArtifactError
 from .index_checks import IndexChecks
-from .layout import image_dims
-from .options import Precision
+from ..targets.layout import image_dims
+from ..options import Precision
 from .weights import WeightTransform
 
 DTYPES = {"float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -137,8 +137,8 @@ def _ints(values, what: str, low: int = 0) -> list[int]:
 
 
 def _check_stored(name: str, t) -> None:
-    """A param's stored form (`adreno.weights`) names a known dtype, a shape of ints, and a transform that gives
-    the param's shape (a Winograd source is an (O, C, 3, 3) weight, a packed one an (O, I, KH, KW) weight for
+    """A param's stored form (`adreno.artifact.weights`) names a known dtype, a shape of ints, and a transform that
+    gives the param's shape (a Winograd source is an (O, C, 3, 3) weight, a packed one an (O, I, KH, KW) weight for
     OIHW4o, a transposed one the 2-D transpose); a quantized one is int8 / uint8 with a scale and zero point per
     tensor or per index of its axis."""
     _ints(t.stored["shape"], f"tensor {name} stored shape")

@@ -5,7 +5,8 @@ smallest thing it can be rebuilt from (`TensorSpec.stored`, a `StoredWeight`; No
 
 - a Winograd weight (`WeightTransform.WINOGRAD_F2`/`F4`) is stored as the model's own 3x3 weight g (O, C, 3, 3)
   and transformed at load, U = G g G^T ((alpha, alpha, O, C); packed for texture stages as
-  `adreno.winograd.transform_weight` lays it out), instead of 4x (F4) or 1.8x (F2) as many transformed values;
+  `adreno.artifact.winograd_weights.transform_weight` lays it out), instead of 4x (F4) or 1.8x (F2) as many
+  transformed values;
 - a weight of an fp16 artifact is stored as float16: the values a half-float image's pixels hold, or, for a weight
   a kernel reads from a float32 buffer, rounded to half and widened at load (unless a value is beyond half's
   range: then it stays float32);
@@ -19,8 +20,8 @@ smallest thing it can be rebuilt from (`TensorSpec.stored`, a `StoredWeight`; No
   `WeightTransform.TRANSPOSE`).
 
 Every loader (the launch-plan executor, TVM's runtime path, the C++ harness `native/harness/weight_forms.cc`)
-calls the same recipe (`adreno.winograd.transform_weight`: an explicit order of float64 operations, so that C++
-compiled with `-ffp-contract=off` computes the same float32 values bit for bit).
+calls the same recipe (`adreno.artifact.winograd_weights.transform_weight`: an explicit order of float64 operations,
+so that C++ compiled with `-ffp-contract=off` computes the same float32 values bit for bit).
 
 Compile-side: the Winograd rewrite registers each transformed weight it emits with a `WinogradWeights` collector,
 and `extract_plan` asks it which constants of the lowered module are such weights (by content: Relax passes may
@@ -35,8 +36,8 @@ from enum import Enum
 
 import numpy as np
 
-from .errors import ArtifactError
-from .layout import LANES, channels4, pack_oihw4o
+from ..errors import ArtifactError
+from ..targets.layout import LANES, channels4, pack_oihw4o
 
 
 class WeightTransform(str, Enum):
@@ -145,7 +146,7 @@ def param_value(name: str, shape: list[int], dtype: str, stored: StoredWeight | 
     elif stored.transform is WeightTransform.TRANSPOSE:
         value = np.ascontiguousarray(array.T) if array.ndim == 2 else array  # the caller's shape check refuses it
     else:
-        from .winograd import transform_weight  # inside: adreno --help does not need it
+        from .winograd_weights import transform_weight  # inside: adreno --help does not need it
 
         value = transform_weight(array, stored.transform.tile, stored.packed)
     if list(value.shape) != list(shape):

@@ -13,7 +13,7 @@ Layout of an artifact directory::
 
 The launch plan is the contract between the compiler and every executor. `Plan` is its typed form;
 `Artifact.load` checks that a directory is complete, unaltered, confined and from a compatible format, and that its
-plan is consistent, before anything runs (`adreno.artifact_check`).
+plan is consistent, before anything runs (`adreno.artifact.check`).
 """
 
 from __future__ import annotations
@@ -32,23 +32,22 @@ from pathlib import Path
 import numpy as np
 
 from . import kernel_contract
-from .artifact_check import check_files, check_manifest, check_plan, check_run_digest, confined, run_digest, \
-    sha256_file
-from .directory_swap import swap_into_place
+from .check import check_files, check_manifest, check_plan, check_run_digest, confined, run_digest, sha256_file
+from ..support.directory_swap import swap_into_place
 from .index_checks import IndexChecks
-from .errors import AdrenoError, ArtifactError
-from .processes import process_alive
+from ..errors import AdrenoError, ArtifactError
+from ..support.processes import process_alive
 from .npz_files import NpzUnreadable, read_npz
 from .shape_sets import ShapeSet, matching, read_shape_sets, set_manifest
-from .layout import ImageSpec  # noqa: F401  (part of the contract: TensorSpec.image, Plan.images)
+from ..targets.layout import ImageSpec  # noqa: F401  (part of the contract: TensorSpec.image, Plan.images)
 from .weights import StoredWeight, param_value
 
 PLAN_FORMAT = 6  # 2: image storage (TensorSpec.image, Plan.images) for --memory texture; 3: tensors without storage
 # (storage ""): empty outputs and inputs no kernel reads (adreno.frontend.empty); 4: params stored in another form
-# (TensorSpec.stored: Winograd weights as their 3x3 source, fp16 weights as float16; adreno.weights), and each
-# kernel source starts with its contract line (adreno.kernel_contract); 5: kernel sources gzip-compressed
+# (TensorSpec.stored: Winograd weights as their 3x3 source, fp16 weights as float16; adreno.artifact.weights), and each
+# kernel source starts with its contract line (adreno.artifact.kernel_contract); 5: kernel sources gzip-compressed
 # (kernel_path), so an older adreno refuses the artifact by its format instead of misreading the bytes; 6: the
-# manifest's fields that decide what runs under its run_sha256 (adreno.artifact_check.run_digest), which the native
+# manifest's fields that decide what runs under its run_sha256 (adreno.artifact.check.run_digest), which the native
 # harness checks too: an artifact without it is refused by its format, in one line
 _NPY_HEADER_MAX = 64 * 1024  # an .npy header is 128 bytes here; numpy allows longer ones, never this long
 MANIFEST_NAME, PLAN_NAME, PARAMS_NAME, KERNEL_DIR = "manifest.json", "plan.json", "params.npz", "kernels"
@@ -76,11 +75,11 @@ class TensorSpec:
     scope: str = "global"
     image: dict | None = None
     fallback: str = ""
-    stored: dict | None = None  # a param's form in params.npz when it is not the param itself (adreno.weights)
+    stored: dict | None = None  # a param's form in params.npz when it is not the param itself (adreno.artifact.weights)
 
     @property
     def stored_weight(self) -> StoredWeight:
-        """What params.npz holds for this param (`adreno.weights.StoredWeight`)."""
+        """What params.npz holds for this param (`adreno.artifact.weights.StoredWeight`)."""
         if self.stored is None:
             return StoredWeight(tuple(self.shape), self.dtype)
         return StoredWeight.from_json(self.stored)
@@ -178,8 +177,8 @@ class Plan:
 
 @dataclass
 class Artifact:
-    """A loaded artifact directory: of an artifact of several shape sets (`adreno.shape_sets`), one set, whose plan
-    `plan` is and whose fields `manifest` has."""
+    """A loaded artifact directory: of an artifact of several shape sets (`adreno.artifact.shape_sets`), one set, whose
+    plan `plan` is and whose fields `manifest` has."""
 
     path: Path
     manifest: dict
@@ -189,7 +188,7 @@ class Artifact:
 
     @classmethod
     def load(cls, path: str | os.PathLike, checked: bool = True, shape_set: int = 0) -> "Artifact":
-        """Open and validate an artifact directory (`adreno.artifact_check`); every problem is an `ArtifactError`
+        """Open and validate an artifact directory (`adreno.artifact.check`); every problem is an `ArtifactError`
         that says what to do. `checked=False` skips the comparison of the files' SHA-256 with the manifest's.
         `shape_set`: the set to open of an artifact of several (`for_inputs` picks the one an input needs)."""
         path = Path(path)
@@ -255,7 +254,7 @@ class Artifact:
 
     def params(self) -> dict[str, np.ndarray]:
         """The constant tensors, keyed by tensor name, as the kernels read them: each rebuilt from its stored form
-        (`adreno.weights`: Winograd weights are transformed here, float16 ones widened)."""
+        (`adreno.artifact.weights`: Winograd weights are transformed here, float16 ones widened)."""
         stored = self.stored_params()
         tensors = self.plan.tensors
 
@@ -314,7 +313,8 @@ class Artifact:
 
     @property
     def index_checks(self) -> IndexChecks:
-        """The run-time index checks (`adreno.index_checks`): an executor's `run` passes its outputs through them."""
+        """The run-time index checks (`adreno.artifact.index_checks`): an executor's `run` passes its outputs through
+        them."""
         return IndexChecks.of(self.manifest, self.plan.outputs)
 
     def bound_inputs(self) -> dict[str, np.ndarray]:
@@ -478,8 +478,8 @@ class ArtifactWriter:
         (self.tmp / rel).write_text(text)
 
     def write_kernels(self, plan: Plan, sources: dict[str, str]) -> None:
-        """The programs' OpenCL sources, each stamped with what it was lowered for (`adreno.kernel_contract`) and
-        compressed with a zero timestamp, so that the same source gives the same bytes (and SHA-256)."""
+        """The programs' OpenCL sources, each stamped with what it was lowered for (`adreno.artifact.kernel_contract`)
+        and compressed with a zero timestamp, so that the same source gives the same bytes (and SHA-256)."""
         for name, source in kernel_contract.stamped(plan, sources).items():
             (self.tmp / plan.programs[name]).write_bytes(gzip.compress(source.encode(), compresslevel=9, mtime=0))
 
@@ -497,7 +497,7 @@ class ArtifactWriter:
 
     def seal(self, manifest: dict) -> Path:
         """Write the manifest (every file with its size and SHA-256): the temporary directory is then a complete
-        artifact, which a check can load (`adreno.build_check`) before `install` moves it into place."""
+        artifact, which a check can load (`adreno.compiler.build_check`) before `install` moves it into place."""
         files = {str(p.relative_to(self.tmp)): {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
                  for p in sorted(self.tmp.rglob("*")) if p.is_file()}
         sealed = {**manifest, "plan_format": PLAN_FORMAT, "files": files}

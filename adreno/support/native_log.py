@@ -12,9 +12,9 @@ can filter them; only redirecting the descriptor can. Three kinds reach a user t
   count when TVM repeated it, so a warning we do not know about is still seen, in one line.
 - the host build's `codegen_cpu.cc:...: Warning: Unknown pragma pragma_scope`, once per scatter: TVM's hand-written
   GPU scatter kernels (topi's ir_builder) mark their block `pragma_scope`, which only the device code means; the
-  LLVM host code that launches them ignores it. `adreno.host_library` builds under `summarised_stderr`.
+  LLVM host code that launches them ignores it. `adreno.compiler.host_library` builds under `summarised_stderr`.
 The same warning comes from any `FoldConstant` of a constant Gather (the unrolled LSTM's weights): the Winograd
-workload scan `adreno tune` uses folds under `summarised_stderr` too (`adreno.winograd.eligible_workloads`).
+workload scan `adreno tune` uses folds under `summarised_stderr` too (`adreno.compiler.winograd.eligible_workloads`).
 An OpenCL driver's compiler writes there too: PoCL's clang counts its diagnostics (`1 error generated.`) beside the
 build log; the program builds drop that count (`DRIVER_NOISE`)."""
 

@@ -13,7 +13,7 @@ import math
 import re
 import sys
 
-from .errors import AdrenoError
+from ..errors import AdrenoError
 
 # The largest value a numeric option takes: counts past it would never finish (and overflow a C int), and seconds
 # past it (68 years) overflow the clock a deadline is computed on.

@@ -5,7 +5,7 @@ them left no artifact at the path. Linux swaps two paths in one step: `renameat2
 glibc 2.28; ext4, xfs, btrfs, tmpfs). `swap_into_place` uses it, so the old directory ends up at the new one's
 temporary path, to be removed at leisure; where the file system or libc refuses it, it falls back to the two
 renames with the old directory parked under a name that says so (`parked`), which the next writer of the path
-moves back if the path is missing (`adreno.artifact`'s recovery of stale siblings): either way, nothing is lost.
+moves back if the path is missing (`adreno.artifact.format`'s recovery of stale siblings): either way, nothing is lost.
 """
 
 from __future__ import annotations

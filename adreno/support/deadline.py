@@ -6,7 +6,7 @@ delivers SIGINT to Python's C-level handler, which writes the signal number to t
 thread waiting on that fd (with the deadline as its timeout) is the one thing that still runs, and it ends the
 whole process with `os._exit` after printing one line. One process, nothing to pickle, nothing left running.
 That line goes to the stderr the block started with: the main thread may be stopped inside a redirect of file
-descriptor 2 (`adreno.native_log`, around every OpenCL build: a kernel source that `#include`s a FIFO blocks the
+descriptor 2 (`adreno.support.native_log`, around every OpenCL build: a kernel source that `#include`s a FIFO blocks the
 driver's compiler there), whose capture the process would take with it.
 """
 

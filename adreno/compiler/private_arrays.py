@@ -13,7 +13,7 @@ exit 2 with the kernel and array named; tuning: a failed build) instead of a cra
 
 from __future__ import annotations
 
-from .errors import AdrenoError
+from ..errors import AdrenoError
 
 # bytes per work-item of one private array: far above any register tile, far below a tensor
 MAX_BYTES = 16 * 1024
@@ -25,7 +25,7 @@ class PrivateArrayError(AdrenoError):
 
 def buffer_bytes(buffer) -> int:
     """The bytes of a lowered TIR buffer of static shape (its lanes counted: a float4 element is 16 bytes); also what
-    `adreno.local_arrays` sums over a kernel's local-memory buffers."""
+    `adreno.compiler.local_arrays` sums over a kernel's local-memory buffers."""
     import tvm
 
     dtype = tvm.DataType(str(buffer.dtype))

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from numpy.lib import format as npy_format
 
-from .errors import AdrenoError
+from ..errors import AdrenoError
 
 # What numpy's header parsing and zipfile raise on malformed input (numpy evaluates the header with
 # `ast.literal_eval`, whose failures are these too).
