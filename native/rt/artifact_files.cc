@@ -50,9 +50,9 @@ std::vector<Port> Ports(const std::vector<adreno_harness::Port>& described) {
   return ports;
 }
 
-// An artifact of several shape sets (adreno/shape_sets.py) keeps a plan.json and a host library per set under
-// shapes/ and none at the top. The library does not choose a set: it refuses the artifact in these words rather than
-// in those of the first file it misses, and never runs one set as if it were the model.
+// An artifact of several shape sets (adreno/artifact/shape_sets.py) keeps a plan.json and a host library per set
+// under shapes/ and none at the top. The library does not choose a set: it refuses the artifact in these words
+// rather than in those of the first file it misses, and never runs one set as if it were the model.
 void RefuseShapeSets(const json::Object& manifest, const std::string& dir) {
   auto sets = manifest.find(tvm::ffi::String("shape_sets"));
   if (sets == manifest.end()) return;

@@ -39,7 +39,8 @@ ffi::Any Upload(const adreno_harness::ParamSpec& spec, const adreno_harness::Npy
                                               " of another shape than the plan's");
   }
   return Stage(ADRENO_RT_DEVICE, "uploading weight " + spec.name, [&]() -> ffi::Any {
-    if (spec.half_pixels) {  // a float32 tensor in a half-float image, uploaded as half pixels (host_library.py)
+    // a float32 tensor in a half-float image, uploaded as half pixels (adreno/compiler/host_library.py)
+    if (spec.half_pixels) {
       static const ffi::Function empty_image = ffi::Function::GetGlobal("adreno.opencl.empty_image").value();
       static const ffi::Function write_pixels = ffi::Function::GetGlobal("adreno.opencl.write_pixels").value();
       ffi::Tensor tensor = empty_image(ffi::Shape(spec.shape), DtypeNamed("float32").tvm, device_id,

@@ -15,7 +15,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from adreno.artifact import Artifact
+from adreno.artifact.format import Artifact
 from adreno.native.vm_executor import VmExecutor
 
 from .rt_programs import HERE, build_c, run_check

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from adreno.artifact import Artifact
+from adreno.artifact.format import Artifact
 from adreno.opencl.executor import Executor
 
 from .rt_programs import HERE, build_java, run_java
