@@ -20,7 +20,9 @@ FIELDS = {
                                                 "first_run_ms", "time_to_first_inference_s", "median_ms",
                                                 "device_median_ms", "max_abs_error", "matched")],
     "bench_native.py": [f"models.*.run.{what}" for what in ("plan_ms", "tvm_ms", "tvm_over_plan")]
-    + [f"models.*.start.{what}" for what in ("source_start_ms", "blob_start_ms", "speedup")]
+    + [f"models.*.library.{what}" for what in ("library_ms", "vm_ms", "library_over_vm")]
+    + [f"models.*.start.{what}" for what in ("source_start_ms", "blob_start_ms", "speedup", "source_peak_rss_mb",
+                                             "blob_peak_rss_mb", "weights_mb")]
     + ["models.*.host_library_bytes"],
     "bench_programs.py": [f"models.*.builds.{what}" for what in ("programs", "one_by_one_s", "threads_s",
                                                                  "one_program_s", "binary_after_build_s")]

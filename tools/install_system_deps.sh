@@ -14,8 +14,11 @@
 #  - g++-aarch64-linux-gnu: `make native-aarch64` (the plugin and the harness for AArch64 Linux); mmdebstrap: the
 #    phone box's arm64 userland (tools/phonebox.sh, which unpacks qemu-user-static itself: installing it could
 #    register it with the host's binfmt_misc).
+#  - openjdk-17-jdk-headless: javac, java and jni.h for the app library's Java API (native/java, native/jni: `make
+#    native` builds libadreno_rt_jni.so when jni.h is there) and its tests on the desktop JVM.
 set -u
-packages="pocl-opencl-icd openssh-server oclgrind gcc-aarch64-linux-gnu g++-aarch64-linux-gnu mmdebstrap opencl-headers ocl-icd-opencl-dev zlib1g-dev clang-15"
+packages="pocl-opencl-icd openssh-server oclgrind gcc-aarch64-linux-gnu g++-aarch64-linux-gnu mmdebstrap opencl-headers \
+  ocl-icd-opencl-dev zlib1g-dev clang-15 openjdk-17-jdk-headless"
 missing=""
 for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 [ -z "$missing" ] && exit 0

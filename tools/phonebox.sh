@@ -104,8 +104,11 @@ build_native() {
   make_rootfs
   make_site
   make_link
-  # -L in CXX: a cross gcc ignores LIBRARY_PATH, and every rule of the Makefile links with $(CXX)
-  make -C "$CHECKOUT/native" -j2 --no-print-directory CXX="aarch64-linux-gnu-g++ -L$BOX/link" \
+  # -L in CXX: a cross gcc ignores LIBRARY_PATH, and every rule of the Makefile links with $(CXX); -rpath-link: the
+  # libraries that libadreno_rt.so needs (libz.so.1, libOpenCL.so.1) found in the box when the harness links it
+  local arm_libs="$BOX/rootfs/lib/aarch64-linux-gnu:$BOX/rootfs/usr/lib/aarch64-linux-gnu"
+  make -C "$CHECKOUT/native" -j2 --no-print-directory \
+    CXX="aarch64-linux-gnu-g++ -L$BOX/link -Wl,-rpath-link,$arm_libs" \
     SITE="$BOX/site" OUT="$NATIVE" VERSIONS="$(site_versions)"
 }
 

@@ -1,56 +1,33 @@
-// adreno-harness: what an app does with an artifact, through TVM's C++ runtime API and nothing of Python.
+// adreno-harness: what an app does with an artifact, as a command line over libadreno_rt.so (native/rt/adreno_rt.h)
+// and nothing of Python, so that every test of the harness tests the library an app links.
 //
 //   adreno-harness ARTIFACT --input NAME=FILE.npy ... --output-dir DIR [--blob FILE] [--device N]
 //                  [--repeat N] [--plugin PATH]
 //
-// 0. proves the artifact whole before anything of it is uploaded or launched: the manifest's run_sha256, the size and
-//    SHA-256 of every file it reads, the plan's steps against their kernels' contracts (integrity.h,
-//    kernel_contract.h), every field it reads bounded (artifact_spec.h);
-// 1. loads TVM's OpenCL plugin (dlopen; an app links it instead) and the artifact's host library (lib.so);
-// 2. with --blob, offers the program binaries of an earlier start when the file is for this device and these
-//    kernels and its SHA-256 holds (blob_file.h); anything else is rejected and the programs are built from source;
-// 3. loads the weights from params.npz once, each in its plan scope (an image for a texture scope), and
-//    runs the Relax VM's `main` (inputs, then the weights in manifest.json's host_params order) on the inputs (ONNX names, as in manifest.json; order from plan.json) and writes
-//    each output to DIR/<output name>.npy;
-// 4. after a start that built anything from source, writes the binaries to --blob for the next start (atomically;
-//    a start that cannot write them runs without: the blob is a cache);
-// 5. prints one JSON line: the start's stages in milliseconds, where the programs came from, and the outputs.
-// Exit status: 0 on success, 2 with a one-line error on bad input (an index out of range included:
-// index_checks.h) or a failing device.
-#include <dlfcn.h>
-#include <unistd.h>
-#include <tvm/ffi/extra/json.h>
-#include <tvm/ffi/extra/module.h>
-#include <tvm/ffi/function.h>
-#include <tvm/runtime/tensor.h>
-
+// 1. opens the artifact through the library: TVM's OpenCL plugin, the host library (lib.so), with --blob the
+//    program binaries of an earlier start when the file is for this device and these kernels and intact, the
+//    weights of params.npz each in its plan scope;
+// 2. reads each input from its .npy file (the model's names, manifest.json), checked against the model's dtype and
+//    shape, runs once and writes each output to DIR/<output name>.npy; the library rewrites the blob after a
+//    start that built anything from source;
+// 3. with --repeat N, runs N more times and reports the median;
+// 4. prints one JSON line: the start's stages in milliseconds, where the programs came from, and the outputs.
+// Exit status: 0 on success, 2 with a one-line error (the library's status message) on bad input (an index out of
+// range included: index_checks.h) or a failure.
 #include <algorithm>
 #include <cctype>
-#include <cstring>
-#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "artifact_spec.h"
-#include "atomic_file.h"
-#include "blob_file.h"
-#include "elf_file.h"
-#include "half.h"
-#include "index_checks.h"
-#include "integrity.h"
-#include "kernel_contract.h"
+#include "../rt/adreno_rt.h"
 #include "npy.h"
-#include "sha256.h"
-#include "weight_forms.h"
-#include "weights.h"
 
-namespace ffi = tvm::ffi;
 using adreno_harness::NpyArray;
-using adreno_harness::Port;
 
 namespace {
 
@@ -108,10 +85,6 @@ Options ParseArgs(int argc, char** argv) {
   return o;
 }
 
-double Ms(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
-}
-
 std::string JsonString(const std::string& text) {
   std::string out = "\"";
   for (char c : text) {
@@ -127,52 +100,31 @@ std::string JsonString(const std::string& text) {
   return out + "\"";
 }
 
-// Calls `verify` and adds its milliseconds to *total: the start's price of proving the artifact whole.
-template <typename Verify>
-void Timed(double* total, const Verify& verify) {
-  auto since = std::chrono::steady_clock::now();
-  verify();
-  *total += Ms(since);
+// A failed library call: its status message, thrown to main's one line.
+void Check(adreno_rt_status status) {
+  if (status.code != ADRENO_RT_OK) throw std::runtime_error(status.message);
 }
 
-// The artifact's JSON file `name`, whole (plan.json: of the size and SHA-256 the manifest lists).
-ffi::json::Object ReadArtifactJson(const std::string& artifact, const std::string& name,
-                                   const ffi::json::Object* manifest, double* verify_ms) {
-  const std::string text = adreno_harness::ReadFile(artifact + "/" + name);
-  if (manifest != nullptr) {
-    Timed(verify_ms, [&] { adreno_harness::VerifyListedFile(*manifest, name, text.data(), text.size()); });
+struct Closer {
+  void operator()(adreno_rt_model* model) const { adreno_rt_close(model); }
+};
+using ModelHandle = std::unique_ptr<adreno_rt_model, Closer>;
+
+std::vector<adreno_rt_tensor_info> Ports(adreno_rt_model* model, bool inputs) {
+  size_t count = 0;
+  Check(inputs ? adreno_rt_input_count(model, &count) : adreno_rt_output_count(model, &count));
+  std::vector<adreno_rt_tensor_info> ports(count);
+  for (size_t i = 0; i < count; ++i) {
+    Check(inputs ? adreno_rt_input_info(model, i, &ports[i]) : adreno_rt_output_info(model, i, &ports[i]));
   }
-  return adreno_harness::ParseJsonObject(text, artifact + "/" + name);
+  return ports;
 }
 
-DLDataType DataType(const std::string& dtype) {
-  static const std::map<std::string, DLDataType> table = {
-      {"float32", {kDLFloat, 32, 1}}, {"float16", {kDLFloat, 16, 1}}, {"int64", {kDLInt, 64, 1}},
-      {"int32", {kDLInt, 32, 1}},     {"int8", {kDLInt, 8, 1}},       {"uint8", {kDLUInt, 8, 1}},
-      {"bool", {kDLBool, 8, 1}}};
-  auto found = table.find(dtype);
-  if (found == table.end()) throw std::runtime_error("dtype " + dtype + " is not one the harness moves");
-  return found->second;
-}
+std::vector<int64_t> ShapeOf(const adreno_rt_tensor_info& port) { return {port.shape, port.shape + port.ndim}; }
 
-// The module of `kind` in the import tree under `root` (the host library's OpenCL kernels), if any.
-std::optional<ffi::Module> FindModule(const ffi::Module& root, const std::string& kind) {
-  if (root->kind() == kind) return root;
-  for (const ffi::Any& child : root->imports()) {
-    if (auto found = FindModule(child.cast<ffi::Module>(), kind)) return found;
-  }
-  return std::nullopt;
-}
-
-int64_t Elements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
-std::string Names(const std::vector<Port>& ports) {
+std::string Names(const std::vector<adreno_rt_tensor_info>& ports) {
   std::string out;
-  for (const Port& p : ports) out += (out.empty() ? "" : ", ") + p.name;
+  for (const adreno_rt_tensor_info& p : ports) out += (out.empty() ? "" : ", ") + std::string(p.name);
   return out;
 }
 
@@ -184,231 +136,103 @@ std::string SafeFileName(const std::string& name) {
   return out.empty() || out[0] == '.' ? "_" + out : out;
 }
 
-std::string PluginBesideHarness() {
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) return "libtvm_runtime_opencl.so";
-  std::string path(self, n);
-  return path.substr(0, path.rfind('/') + 1) + "libtvm_runtime_opencl.so";
+// The process's peak resident memory in MB (VmHWM: of this program's own address space, not the parent's it was
+// started from, which getrusage's ru_maxrss carries across exec), or -1 where /proc is not there.
+double PeakResidentMb() {
+  std::FILE* status = std::fopen("/proc/self/status", "r");
+  if (status == nullptr) return -1;
+  char line[256];
+  double kb = -1;
+  while (std::fgets(line, sizeof(line), status) != nullptr) {
+    if (std::sscanf(line, "VmHWM: %lf kB", &kb) == 1) break;
+  }
+  std::fclose(status);
+  return kb < 0 ? -1 : kb / 1024;
+}
+
+// The report's "blob" text: what happened to the file at open, and whether the first run rewrote it.
+std::string BlobText(const adreno_rt_start_report& report) {
+  std::string text;
+  switch (report.blob) {
+    case ADRENO_RT_BLOB_NOT_USED: text = "not used"; break;
+    case ADRENO_RT_BLOB_ABSENT: text = "absent"; break;
+    case ADRENO_RT_BLOB_LOADED: text = "loaded"; break;
+    case ADRENO_RT_BLOB_REJECTED: text = std::string("rejected: ") + report.blob_rejected_because; break;
+    case ADRENO_RT_BLOB_REFUSED_BY_DRIVER: text = "rejected by the driver"; break;
+  }
+  if (report.blob_written) text += report.blob == ADRENO_RT_BLOB_LOADED ? "; updated" : "; written";
+  if (*report.blob_write_error) text += std::string("; not written: ") + report.blob_write_error;
+  return text;
 }
 
 int Run(const Options& o) {
-  auto start = std::chrono::steady_clock::now();
-  std::string plugin = o.plugin.empty() ? PluginBesideHarness() : o.plugin;
-  if (dlopen(plugin.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
-    throw std::runtime_error("cannot load TVM's OpenCL plugin " + plugin + " (" + dlerror() + "); build it with "
-                             "`make install` or give --plugin");
-  }
-  double verify_ms = 0;
-  ffi::json::Object manifest = ReadArtifactJson(o.artifact, "manifest.json", nullptr, &verify_ms);
-  if (manifest.find(ffi::String("shape_sets")) != manifest.end()) {
-    throw std::runtime_error(o.artifact + " holds several shape sets; the harness runs an artifact of one: run it "
-                             "with `adreno run` or the Python API, or compile one shape per artifact (docs/shapes.md)");
-  }
-  Timed(&verify_ms, [&] { adreno_harness::VerifyRunDigest(manifest); });
-  ffi::json::Object plan = ReadArtifactJson(o.artifact, "plan.json", &manifest, &verify_ms);
-  const adreno_harness::ArtifactSpec spec = adreno_harness::ReadArtifactSpec(plan, manifest);
-  Timed(&verify_ms, [&] { adreno_harness::CheckKernelContracts(o.artifact, plan, manifest); });
-  auto library = manifest.find(ffi::String("host_library"));
-  std::string library_name = library != manifest.end() && (*library).second.try_cast<ffi::String>()
-                                 ? std::string((*library).second.cast<ffi::String>()) : "";
-  if (library_name != "lib.so") {
-    throw std::runtime_error(o.artifact + " has no loadable host library (manifest host_library: " +
-                             (library_name.empty() ? "none" : library_name) + "); compile with --host native");
-  }
-  auto devices = ffi::Function::GetGlobal("adreno.opencl.device_names");
-  if (!devices) throw std::runtime_error(plugin + " is not adreno's OpenCL plugin (no adreno.opencl.device_names)");
-  auto names = (*devices)().cast<ffi::Array<ffi::String>>();
-  if (names.empty()) throw std::runtime_error("no OpenCL device: install an OpenCL driver (PoCL on a CPU)");
-  if (o.device >= static_cast<int>(names.size())) {
-    throw std::runtime_error("no OpenCL device " + std::to_string(o.device) + " (" + std::to_string(names.size()) +
-                             " found)");
-  }
-  std::string identity = names[o.device];
-  double plugin_ms = Ms(start);
+  adreno_rt_options options;
+  adreno_rt_options_init(&options);
+  options.device_index = o.device;
+  options.blob_path = o.blob.empty() ? nullptr : o.blob.c_str();
+  options.plugin_path = o.plugin.empty() ? nullptr : o.plugin.c_str();
+  adreno_rt_model* opened = nullptr;
+  Check(adreno_rt_open(o.artifact.c_str(), &options, &opened));
+  ModelHandle model(opened);
+  std::vector<adreno_rt_tensor_info> inputs = Ports(model.get(), true), outputs = Ports(model.get(), false);
 
-  auto stage = std::chrono::steady_clock::now();
-  const std::string library_bytes = adreno_harness::ReadFile(o.artifact + "/lib.so");
-  Timed(&verify_ms, [&] {
-    adreno_harness::VerifyListedFile(manifest, "lib.so", library_bytes.data(), library_bytes.size());
-  });
-  std::string elf_problem = adreno_harness::ElfProblem(o.artifact + "/lib.so");
-  if (!elf_problem.empty()) {
-    throw std::runtime_error(o.artifact + "/lib.so " + elf_problem + ": compile the artifact again");
-  }
-  ffi::Module executable = ffi::Module::LoadFromFile(o.artifact + "/lib.so");
-  if (executable->kind() != std::string("relax.VMExecutable")) {
-    throw std::runtime_error(o.artifact + "/lib.so is a " + std::string(executable->kind()) + " module, not a Relax VM "
-                             "executable");
-  }
-  ffi::Module vm = executable->GetFunction("vm_load_executable").value()().cast<ffi::Module>();
-  constexpr int kPooled = 2;
-  vm->GetFunction("vm_initialization").value()(static_cast<int>(kDLOpenCL), o.device, kPooled,
-                                                 static_cast<int>(kDLCPU), 0, kPooled);
-  double load_ms = Ms(stage);
-
-  std::optional<ffi::Module> kernels = FindModule(executable, "opencl");
-  std::string blob_state = "not used", key;
-  stage = std::chrono::steady_clock::now();
-  if (kernels && !o.blob.empty()) {
-    ffi::Bytes module_bytes = (*kernels)->SaveToBytes();
-    key = identity + "\n" + adreno_harness::Sha256Hex(module_bytes.data(), module_bytes.size());
-    std::string why;
-    if (auto payload = adreno_harness::LoadBlobFile(o.blob, key, &why)) {
-      int64_t taken = (*kernels)->GetFunction("opencl.SetPreCompiledPrograms").value()(ffi::Bytes(*payload))
-                          .cast<int64_t>();
-      blob_state = taken > 0 ? "loaded" : "rejected by the driver";
-    } else {
-      blob_state = why == "absent" ? "absent" : "rejected: " + why;
-    }
-  }
-  double blob_ms = Ms(stage);
-
-  const std::vector<Port>& inputs = spec.inputs;
-  const std::vector<Port>& outputs = spec.outputs;
-  tvm::Device device{kDLOpenCL, o.device};
-  std::vector<ffi::Any> args;
-  for (const Port& port : inputs) {
+  std::vector<NpyArray> arrays;
+  for (const adreno_rt_tensor_info& port : inputs) {
     auto file = o.inputs.find(port.name);
-    if (file == o.inputs.end()) file = o.inputs.find(port.tensor);
     if (file == o.inputs.end()) {
-      throw UsageError("no --input " + port.name + "=FILE.npy (the model's inputs: " + Names(inputs) + ")");
+      throw UsageError("no --input " + std::string(port.name) + "=FILE.npy (the model's inputs: " + Names(inputs) +
+                       ")");
     }
-    NpyArray array = adreno_harness::ReadNpy(file->second);
-    if (array.dtype != port.dtype || array.shape != port.shape) {
+    arrays.push_back(adreno_harness::ReadNpy(file->second));
+    if (arrays.back().dtype != port.dtype_name || arrays.back().shape != ShapeOf(port)) {
       std::string want;
-      for (int64_t d : port.shape) want += (want.empty() ? "" : "x") + std::to_string(d);
-      throw UsageError(file->second + ": input " + port.name + " must be " + port.dtype + " " + want);
+      for (int64_t d : ShapeOf(port)) want += (want.empty() ? "" : "x") + std::to_string(d);
+      throw UsageError(file->second + ": input " + port.name + " must be " + port.dtype_name + " " + want);
     }
-    tvm::runtime::Tensor tensor = tvm::runtime::Tensor::Empty(ffi::Shape(port.shape), DataType(port.dtype), device);
-    tensor.CopyFromBytes(array.data.data(), array.data.size());
-    args.push_back(tensor);
   }
   for (const auto& given : o.inputs) {
-    bool known = std::any_of(inputs.begin(), inputs.end(),
-                             [&](const Port& p) { return p.name == given.first || p.tensor == given.first; });
+    bool known = std::any_of(inputs.begin(), inputs.end(), [&](const auto& p) { return given.first == p.name; });
     if (!known) throw UsageError("--input " + given.first + ": the model has no input of that name");
   }
-  stage = std::chrono::steady_clock::now();
-  std::optional<adreno_harness::WeightFile> weight_file(
-      std::in_place, o.artifact + "/params.npz", [&](const void* data, size_t size) {
-        Timed(&verify_ms, [&] { adreno_harness::VerifyListedFile(manifest, "params.npz", data, size); });
-      });
-  const std::map<std::string, adreno_harness::NpyView>& weights = weight_file->arrays();
-  ffi::Function empty_image = ffi::Function::GetGlobal("adreno.opencl.empty_image").value();
-  ffi::Function write_pixels = ffi::Function::GetGlobal("adreno.opencl.write_pixels").value();
-  for (const adreno_harness::ParamSpec& param : spec.params) {
-    const std::string& name = param.name;
-    const std::string& scope = param.scope;
-    const std::string& dtype = param.dtype;
-    const std::vector<int64_t>& shape = param.shape;
-    auto weight = weights.find(name);
-    if (weight == weights.end()) throw std::runtime_error(o.artifact + "/params.npz has no " + name);
-    const bool half_pixels = param.half_pixels;
-    // the member is the param when it has no stored form and no half pixels: copied from the mapped file as it is
-    const bool rebuilt = param.stored || half_pixels;
-    adreno_harness::Floats values;
-    if (rebuilt) {
-      values = adreno_harness::ParamValues(name, weight->second, param.form, shape);
-    } else if (dtype != weight->second.dtype || shape != weight->second.shape) {
-      throw std::runtime_error(name + " in params.npz is " + weight->second.dtype + ", the plan says otherwise");
-    }
-    if (half_pixels) {
-      // an fp16 artifact: a float32 tensor in a half-float image, uploaded as half pixels (host_library.py)
-      std::string pixels(values.size() * 2, '\0');
-      for (size_t i = 0; i < values.size(); ++i) {
-        uint16_t half = adreno_harness::FloatToHalf(values[i]);
-        std::memcpy(pixels.data() + 2 * i, &half, 2);
-      }
-      ffi::Tensor tensor = empty_image(ffi::Shape(shape), DataType("float32"), o.device, ffi::String(scope), 16)
-                               .cast<ffi::Tensor>();
-      write_pixels(tensor, ffi::Bytes(pixels));
-      args.push_back(tensor);
-      continue;
-    }
-    ffi::Optional<ffi::String> mem_scope = std::nullopt;
-    if (scope != "global") mem_scope = ffi::String(scope);
-    tvm::runtime::Tensor tensor = tvm::runtime::Tensor::Empty(ffi::Shape(shape), DataType(dtype), device, mem_scope);
-    if (rebuilt) {
-      tensor.CopyFromBytes(values.data(), values.size() * sizeof(float));
-    } else {
-      tensor.CopyFromBytes(weight->second.data, weight->second.size);
-    }
-    args.push_back(tensor);
+  std::vector<adreno_rt_view> views;
+  for (const NpyArray& array : arrays) views.push_back({array.data.data(), array.data.size()});
+  std::vector<NpyArray> host(outputs.size());
+  std::vector<adreno_rt_buffer> buffers;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    host[i].dtype = outputs[i].dtype_name;
+    host[i].shape = ShapeOf(outputs[i]);
+    host[i].data.resize(outputs[i].bytes);
+    buffers.push_back({host[i].data.data(), host[i].data.size()});
   }
-  weight_file.reset();  // every weight is on the device now
-  double weights_ms = Ms(stage);
-  ffi::Function main = vm->GetFunction("main").value();
-  std::vector<ffi::AnyView> views(args.begin(), args.end());
-  auto call = [&]() {
-    ffi::Any result;
-    main.CallPacked(views.data(), static_cast<int32_t>(views.size()), &result);
-    return result;
-  };
-  stage = std::chrono::steady_clock::now();
-  ffi::Any result = call();
-  std::vector<tvm::runtime::Tensor> results;
-  if (auto one = result.try_cast<tvm::runtime::Tensor>()) {
-    results.push_back(*one);
-  } else {
-    for (const ffi::Any& item : result.cast<ffi::Array<ffi::Any>>()) results.push_back(item.cast<tvm::runtime::Tensor>());
-  }
-  if (results.size() != outputs.size()) {
-    throw std::runtime_error("the host library returned " + std::to_string(results.size()) + " outputs, the plan has " +
-                             std::to_string(outputs.size()));
-  }
-  std::vector<NpyArray> host(results.size());
-  for (size_t i = 0; i < results.size(); ++i) {
-    const std::vector<int64_t> got(results[i].Shape().begin(), results[i].Shape().end());
-    const DLDataType have = results[i]->dtype, want = DataType(outputs[i].dtype);
-    if (got != outputs[i].shape || have.code != want.code || have.bits != want.bits || have.lanes != want.lanes) {
-      throw std::runtime_error("the host library's output " + std::to_string(i) + " is not the plan's " +
-                               outputs[i].name + " (" + outputs[i].dtype + "): lib.so and plan.json disagree");
-    }
-    host[i].dtype = outputs[i].dtype;
-    host[i].shape = outputs[i].shape;
-    host[i].data.resize(adreno_harness::DtypeBytes(host[i].dtype) * Elements(host[i].shape));
-    results[i].CopyToBytes(host[i].data.data(), host[i].data.size());  // waits for the run
-  }
-  adreno_harness::CheckIndexFlags(manifest, outputs.back().tensor, host.back());  // an index out of range: exit 2
-  double first_run_ms = Ms(stage);
+  Check(adreno_rt_run(model.get(), views.data(), views.size(), buffers.data(), buffers.size()));
+  adreno_rt_start_report start;
+  Check(adreno_rt_start_report_of(model.get(), &start));
 
-  std::string stats = "";
-  if (kernels) {
-    stats = (*kernels)->GetFunction("adreno.opencl.program_stats").value()().cast<ffi::String>();
-    bool built_from_source = stats.find("from_source=0") == std::string::npos;
-    if (!o.blob.empty() && built_from_source) {
-      ffi::Bytes blob = (*kernels)->GetFunction("opencl.GetPreCompiledPrograms").value()().cast<ffi::Bytes>();
-      try {  // the blob is a cache: a start that cannot write it (a full disk) runs without it
-        adreno_harness::SaveBlobFile(o.blob, key, std::string(blob.data(), blob.size()));
-        blob_state += blob_state == "loaded" ? "; updated" : "; written";
-      } catch (const std::runtime_error& err) {
-        blob_state += std::string("; not written: ") + err.what();
-      }
-    }
-  }
   std::vector<double> runs;
   for (int r = 0; r < o.repeat; ++r) {
     auto t = std::chrono::steady_clock::now();
-    ffi::Any again = call();
-    results[0].CopyToBytes(host[0].data.data(), host[0].data.size());
-    runs.push_back(Ms(t));
+    Check(adreno_rt_run(model.get(), views.data(), views.size(), buffers.data(), buffers.size()));
+    runs.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
   }
   std::string written;
-  for (size_t i = 0; i < results.size(); ++i) {
-    if (adreno_harness::IsIndexFlags(manifest, outputs[i].tensor)) continue;  // checked above, not the model's
+  for (size_t i = 0; i < outputs.size(); ++i) {
     std::string path = o.output_dir + "/" + SafeFileName(outputs[i].name) + ".npy";
     adreno_harness::WriteNpy(path, host[i]);
     written += (i ? ", " : "") + JsonString(outputs[i].name) + ": " + JsonString(path);
   }
   std::sort(runs.begin(), runs.end());
+  char programs[128];
+  std::snprintf(programs, sizeof(programs), "from_source=%lld from_binary=%lld rejected=%lld",
+                static_cast<long long>(start.programs_from_source), static_cast<long long>(start.programs_from_binary),
+                static_cast<long long>(start.programs_rejected));
   std::printf("{\"device\": %s, \"plugin_ms\": %.3f, \"load_ms\": %.3f, \"blob_ms\": %.3f, \"weights_ms\": %.3f, "
               "\"first_run_ms\": %.3f, \"start_ms\": %.3f, \"verify_ms\": %.3f, \"median_ms\": %s, \"blob\": %s, "
-              "\"programs\": %s, \"outputs\": {%s}}\n",
-              JsonString(identity).c_str(), plugin_ms, load_ms, blob_ms, weights_ms, first_run_ms,
-              plugin_ms + load_ms + blob_ms + weights_ms + first_run_ms, verify_ms,
-              runs.empty() ? "null" : std::to_string(runs[runs.size() / 2]).c_str(), JsonString(blob_state).c_str(),
-              JsonString(stats).c_str(), written.c_str());
+              "\"programs\": %s, \"peak_rss_mb\": %.1f, \"outputs\": {%s}}\n",
+              JsonString(start.device).c_str(), start.plugin_ms, start.load_ms, start.blob_ms, start.weights_ms,
+              start.first_run_ms,
+              start.plugin_ms + start.load_ms + start.blob_ms + start.weights_ms + start.first_run_ms, start.verify_ms,
+              runs.empty() ? "null" : std::to_string(runs[runs.size() / 2]).c_str(),
+              JsonString(BlobText(start)).c_str(), JsonString(programs).c_str(), PeakResidentMb(), written.c_str());
   return 0;
 }
 
@@ -417,9 +241,6 @@ int Run(const Options& o) {
 int main(int argc, char** argv) {
   try {
     return Run(ParseArgs(argc, argv));
-  } catch (const std::bad_alloc&) {  // the readers bound every size by the file's bytes; this is the device's memory
-    std::fprintf(stderr, "error: out of memory while starting the model\n");
-    return 2;
   } catch (const std::exception& err) {
     std::string message = err.what();
     // TVM's errors carry a traceback after the first line; the user gets the line that says what went wrong.

@@ -12,14 +12,16 @@
 
 namespace adreno_harness {
 
-// Calls body(begin, end) on disjoint ranges covering [0, count), on up to one thread per core, in ranges of at
-// least `grain` items (fewer threads when there is less work: a thread costs tens of microseconds to start).
+// Calls body(begin, end) on disjoint ranges covering [0, count), on up to `max_threads` threads (0: one per core; an
+// app sets fewer to leave its own threads their cores), in ranges of at least `grain` items (fewer threads when
+// there is less work: a thread costs tens of microseconds to start).
 // `body` must write only what its range owns. The first exception a range throws is rethrown here, after every
 // thread has been joined: no thread outlives the call, even when one cannot be started (a process at its thread
 // limit), whose range this thread then runs itself.
 template <typename Body>
-void ParallelFor(int64_t count, int64_t grain, const Body& body) {
-  const int64_t cores = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
+void ParallelFor(int64_t count, int64_t grain, int max_threads, const Body& body) {
+  const int64_t cores =
+      max_threads > 0 ? max_threads : std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
   const int64_t ranges = std::clamp<int64_t>(count / std::max<int64_t>(grain, 1), 1, cores);
   if (ranges == 1) {
     body(int64_t{0}, count);

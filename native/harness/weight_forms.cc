@@ -80,7 +80,7 @@ Floats SourceValues(const std::string& name, const NpyView& stored, const Stored
 // Rows of output channels (four at a time when packed: one packed row) are split across the cores; each range
 // zeroes its rows' padding and writes its rows of every (a, b) plane, so its pages are first touched by its own
 // thread. Each (o, c) is computed alone, so U does not depend on the split.
-Floats Winograd(const Floats& g, int64_t outs, int64_t ins, int tile, bool packed) {
+Floats Winograd(const Floats& g, int64_t outs, int64_t ins, int tile, bool packed, int threads) {
   const std::vector<double> gm = WinogradG(tile);
   const int64_t alpha = tile + 2, o4 = (outs + kLanes - 1) / kLanes, cp = (ins + kLanes - 1) / kLanes * kLanes;
   const int64_t rows = packed ? o4 : outs, row = packed ? cp * kLanes : ins, plane = rows * row;
@@ -89,7 +89,7 @@ Floats Winograd(const Floats& g, int64_t outs, int64_t ins, int tile, bool packe
   // that tests/native/test_weight_forms.py's 64-channel convs split on two cores)
   constexpr int64_t kPairsPerRange = 2048;
   const int64_t pairs_per_row = packed ? kLanes * ins : ins;
-  ParallelFor(rows, std::max<int64_t>(1, kPairsPerRange / std::max<int64_t>(pairs_per_row, 1)),
+  ParallelFor(rows, std::max<int64_t>(1, kPairsPerRange / std::max<int64_t>(pairs_per_row, 1)), threads,
               [&](int64_t first_row, int64_t end_row) {
     if (packed) {  // the padded channels' entries stay zero
       for (int64_t ab = 0; ab < alpha * alpha; ++ab) {
@@ -153,7 +153,7 @@ Floats Transposed(const Floats& m, int64_t rows, int64_t cols) {
 
 // The param rebuilt from its stored form (ParamValues without the memory status).
 Floats Rebuilt(const std::string& name, const NpyView& stored, const StoredForm& form,
-               const std::vector<int64_t>& shape) {
+               const std::vector<int64_t>& shape, int threads) {
   if (stored.dtype != "float32" && stored.dtype != "float16" && stored.dtype != "int8" && stored.dtype != "uint8") {
     throw std::runtime_error("param " + name + " is stored as " + stored.dtype + "; only float and int8 / uint8 "
                              "weights are rebuilt");
@@ -182,7 +182,7 @@ Floats Rebuilt(const std::string& name, const NpyView& stored, const StoredForm&
     }
     const int tile = form.transform == "winograd2" ? 2 : 4;
     const int64_t alpha = tile + 2, outs = stored.shape[0], ins = stored.shape[1];
-    values = Winograd(values, outs, ins, tile, form.packed);
+    values = Winograd(values, outs, ins, tile, form.packed, threads);
     got = form.packed ? std::vector<int64_t>{alpha, alpha, (outs + kLanes - 1) / kLanes,
                                              (ins + kLanes - 1) / kLanes * kLanes, kLanes}
                       : std::vector<int64_t>{alpha, alpha, outs, ins};
@@ -199,9 +199,9 @@ Floats Rebuilt(const std::string& name, const NpyView& stored, const StoredForm&
 }  // namespace
 
 Floats ParamValues(const std::string& name, const NpyView& stored, const StoredForm& form,
-                   const std::vector<int64_t>& shape) {
+                   const std::vector<int64_t>& shape, int threads) {
   try {
-    return Rebuilt(name, stored, form, shape);
+    return Rebuilt(name, stored, form, shape, threads);
   } catch (const std::bad_alloc&) {
     throw std::runtime_error("param " + name + ": its rebuilt form (plan shape " + ShapeText(shape) + ") does not "
                              "fit in memory");

@@ -55,10 +55,10 @@ struct StoredForm {
   int64_t axis = -1;
 };
 
-// The param's float32 values, C order, `shape` being the plan's. Throws std::runtime_error naming the param when the
-// stored member does not give that shape.
+// The param's float32 values, C order, `shape` being the plan's, transformed on up to `threads` threads (0: one per
+// core). Throws std::runtime_error naming the param when the stored member does not give that shape.
 Floats ParamValues(const std::string& name, const NpyView& stored, const StoredForm& form,
-                   const std::vector<int64_t>& shape);
+                   const std::vector<int64_t>& shape, int threads = 0);
 
 }  // namespace adreno_harness
 

@@ -14,3 +14,28 @@ def native_tiny(tmp_path_factory):
     root = tmp_path_factory.mktemp("native-tiny")
     return {memory: compile_model("tiny", root / memory, CompileOptions(memory=memory, host="native"))
             for memory in ("buffer", "texture")}
+
+
+@pytest.fixture(scope="session")
+def rt_check(tmp_path_factory):
+    """tests/native/rt_check.c built against the app library's header (a C program of the C API)."""
+    from .rt_programs import HERE, build_c
+
+    return build_c(HERE / "rt_check.c", tmp_path_factory.mktemp("rt") / "rt_check")
+
+
+@pytest.fixture(scope="session")
+def java_api(tmp_path_factory):
+    """The Java API's classes (native/java) compiled with the JDK's javac, and the directory of its JNI library."""
+    import subprocess
+
+    from adreno.native.plugin import LIB_DIR
+
+    from .rt_programs import JAVA_SOURCES
+
+    assert (LIB_DIR / "libadreno_rt_jni.so").is_file(), "libadreno_rt_jni.so is not built: install " \
+        "openjdk-17-jdk-headless (tools/install_system_deps.sh) and run `make native`"
+    classes = tmp_path_factory.mktemp("java")
+    subprocess.run(["javac", "-d", str(classes), *map(str, sorted(JAVA_SOURCES.glob("adreno/rt/*.java")))],
+                   check=True, capture_output=True, text=True)
+    return classes

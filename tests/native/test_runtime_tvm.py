@@ -16,6 +16,7 @@ from adreno.native.vm_executor import VmExecutor
 from adreno.opencl.executor import Executor
 
 from .harness_cli import one_line_error, report, resign, run_harness
+from .rt_programs import run_check
 
 
 def adreno_cli(*args, env=None):
@@ -37,7 +38,9 @@ def test_run_runtime_tvm_checks_against_onnxruntime(native_tiny, memory):
 # EfficientNet's squeeze-excite in images (the tiny model runs in both memories above)
 @pytest.mark.parametrize("memory, model", [("texture", "resnet18"), ("buffer", "mobilenetv2"),
                                            ("texture", "efficientnet_se")])
-def test_plan_tvm_runtime_and_harness_agree(model, memory, tmp_path):
+def test_plan_tvm_runtime_and_harness_agree(model, memory, rt_check, tmp_path):
+    """...and the app library's C API from a C program (rt_check.c), started from the blob the harness wrote: it
+    builds nothing and gives TVM's runtime's outputs."""
     from adreno.compile import compile_model
     from adreno.options import CompileOptions
 
@@ -57,12 +60,16 @@ def test_plan_tvm_runtime_and_harness_agree(model, memory, tmp_path):
     ref = onnxruntime_outputs(zoo.get_model(model), list(inputs.values()))[0]
     np.testing.assert_allclose(planned[0], ref, rtol=1e-3, atol=1e-3 * np.abs(ref).max())
     through_tvm = VmExecutor(artifact).run(list(inputs.values()))
-    harness = report(run_harness(path, dict(zip(onnx_names, inputs.values())), tmp_path / "out"))
+    blob = tmp_path / "programs.bin"
+    harness = report(run_harness(path, dict(zip(onnx_names, inputs.values())), tmp_path / "out", "--blob", blob))
     from_harness = [np.load(harness["outputs"][name]) for name in artifact.manifest["outputs"]]
     for plan_out, tvm_out, app_out in zip(planned, through_tvm, from_harness, strict=True):
         scale = max(float(np.abs(plan_out).max()), 1.0)
         assert np.abs(tvm_out - plan_out).max() <= 1e-5 * scale
         assert np.abs(app_out - plan_out).max() <= 1e-5 * scale
+    started, from_c = run_check(rt_check, path, list(inputs.values()), tmp_path / "c", blob)
+    assert (started["blob"], started["from_source"]) == ("loaded", 0)
+    assert all(np.array_equal(c, tvm) for c, tvm in zip(from_c, through_tvm, strict=True))
 
 
 def test_the_host_library_holds_no_weights(native_tiny):

@@ -1,0 +1,200 @@
+#include "model.h"
+
+#include <tvm/ffi/container/array.h>
+#include <tvm/runtime/tensor.h>
+
+#include <chrono>
+
+#include "../harness/index_checks.h"
+#include "../harness/integrity.h"
+#include "device_weights.h"
+#include "opencl_runtime.h"
+#include "rt_error.h"
+
+namespace ffi = tvm::ffi;
+
+namespace adreno_rt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsSince(Clock::time_point since) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - since).count();
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string text;
+  for (int64_t d : shape) text += (text.empty() ? "" : "x") + std::to_string(d);
+  return text;
+}
+
+// How the caller's memory for one side of a run is named in its errors.
+struct Side {
+  const char* port;     // "input"
+  const char* verb;     // the model "takes" them
+  const char* lacking;  // what a NULL data pointer lacks
+};
+
+// `memory` (an adreno_rt_view or adreno_rt_buffer array of `count`) gives one entry of each port's exact size, data
+// not NULL; otherwise an INVALID_ARGUMENT error in `side`'s words.
+template <typename Memory>
+void CheckMemory(const std::vector<Port>& ports, const Memory* memory, size_t count, const Side& side) {
+  const std::string port_kind = side.port;
+  if (count != ports.size()) {
+    throw RtError(ADRENO_RT_INVALID_ARGUMENT, "the model " + std::string(side.verb) + " " +
+                                                  std::to_string(ports.size()) + " " + port_kind + "s, not " +
+                                                  std::to_string(count));
+  }
+  if (count > 0 && memory == nullptr) throw RtError(ADRENO_RT_INVALID_ARGUMENT, port_kind + "s is NULL");
+  for (size_t i = 0; i < count; ++i) {
+    const Port& port = ports[i];
+    if (memory[i].bytes != port.bytes) {
+      throw RtError(ADRENO_RT_INVALID_ARGUMENT, port_kind + " " + port.name + " is " + port.dtype.name + " " +
+                                                    ShapeText(port.shape) + ", " + std::to_string(port.bytes) +
+                                                    " bytes, not " + std::to_string(memory[i].bytes));
+    }
+    if (memory[i].data == nullptr && port.bytes > 0) {
+      throw RtError(ADRENO_RT_INVALID_ARGUMENT, port_kind + " " + port.name + " has " + side.lacking + " (NULL)");
+    }
+  }
+}
+
+}  // namespace
+
+Model::Model(const std::string& dir, const OpenOptions& options) {
+  auto start = Clock::now();
+  RequirePlugin(options.plugin_path.empty() ? PluginBesideLibrary() : options.plugin_path);
+  files_ = ReadArtifactFiles(dir, &times_.verify_ms);
+  device_id_ = SelectDevice(options.device_index, options.device_name, &identity_);
+  times_.plugin_ms = MsSince(start);
+
+  auto stage = Clock::now();
+  ffi::Module executable = Stage(ADRENO_RT_BAD_ARTIFACT, dir + "/lib.so",
+                                 [&] { return ffi::Module::LoadFromFile(dir + "/lib.so"); });
+  if (executable->kind() != std::string("relax.VMExecutable")) {
+    throw RtError(ADRENO_RT_BAD_ARTIFACT, dir + "/lib.so is a " + std::string(executable->kind()) +
+                                              " module, not a Relax VM executable");
+  }
+  Stage(ADRENO_RT_DEVICE, "starting the Relax VM", [&] {
+    vm_ = executable->GetFunction("vm_load_executable").value()().cast<ffi::Module>();
+    constexpr int kPooled = 2;
+    (*vm_)->GetFunction("vm_initialization").value()(static_cast<int>(kDLOpenCL), device_id_, kPooled,
+                                                   static_cast<int>(kDLCPU), 0, kPooled);
+    main_ = (*vm_)->GetFunction("main").value();
+  });
+  times_.load_ms = MsSince(stage);
+
+  stage = Clock::now();
+  programs_ = std::make_unique<ProgramCache>(executable, identity_, options.blob_path, options.write_blob);
+  programs_->Offer();
+  times_.blob_ms = MsSince(stage);
+
+  stage = Clock::now();
+  Stage(ADRENO_RT_DEVICE, "allocating the inputs", [&] {
+    for (const Port& port : files_.inputs) {
+      args_.push_back(tvm::runtime::Tensor::Empty(ffi::Shape(port.shape), port.dtype.tvm,
+                                                  tvm::Device{kDLOpenCL, device_id_}));
+    }
+  });
+  auto verify = [&](const void* data, size_t size) {
+    auto since = Clock::now();
+    adreno_harness::VerifyListedFile(files_.manifest, "params.npz", data, size);
+    times_.verify_ms += MsSince(since);
+  };
+  for (ffi::Any& weight :
+       UploadWeights(dir + "/params.npz", files_.params, device_id_, options.weight_threads, verify)) {
+    args_.push_back(std::move(weight));
+  }
+  times_.weights_ms = MsSince(stage);
+}
+
+void Model::CheckInputs(const adreno_rt_view* inputs, size_t count) const {
+  CheckMemory(files_.inputs, inputs, count, {"input", "takes", "no data"});
+}
+
+std::vector<tvm::runtime::Tensor> Model::Call(const adreno_rt_view* inputs) {
+  std::vector<tvm::runtime::Tensor> results;
+  Stage(ADRENO_RT_RUN_FAILED, "running the model", [&] {
+    for (size_t i = 0; i < files_.inputs.size(); ++i) {
+      if (inputs[i].bytes > 0) args_[i].cast<tvm::runtime::Tensor>().CopyFromBytes(inputs[i].data, inputs[i].bytes);
+    }
+    std::vector<ffi::AnyView> views(args_.begin(), args_.end());
+    ffi::Any result;
+    main_.CallPacked(views.data(), static_cast<int32_t>(views.size()), &result);
+    if (auto one = result.try_cast<tvm::runtime::Tensor>()) {
+      results.push_back(*one);
+    } else {
+      for (const ffi::Any& item : result.cast<ffi::Array<ffi::Any>>()) {
+        results.push_back(item.cast<tvm::runtime::Tensor>());
+      }
+    }
+  });
+  std::vector<Port> ports = files_.outputs;
+  if (files_.index_flags) ports.push_back(*files_.index_flags);
+  if (results.size() != ports.size()) {
+    throw RtError(ADRENO_RT_BAD_ARTIFACT, "the host library returned " + std::to_string(results.size()) +
+                                              " outputs, the plan has " + std::to_string(ports.size()));
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Port& port = ports[i];
+    std::vector<int64_t> shape(results[i].shape().begin(), results[i].shape().end());
+    if (shape != port.shape || results[i].dtype() != port.dtype.tvm) {
+      throw RtError(ADRENO_RT_BAD_ARTIFACT, "output " + port.name + " came back " + ShapeText(shape) +
+                                                ", the plan says " + port.dtype.name + " " + ShapeText(port.shape));
+    }
+  }
+  if (files_.index_flags) {  // a set flag: an input held an index outside its tensor, the outputs are not the model's
+    adreno_harness::NpyArray flags{files_.index_flags->dtype.name, files_.index_flags->shape,
+                                   std::string(files_.index_flags->bytes, '\0')};
+    Stage(ADRENO_RT_RUN_FAILED, "reading the index flags",
+          [&] { results.back().CopyToBytes(flags.data.data(), flags.data.size()); });
+    Stage(ADRENO_RT_INDEX_OUT_OF_RANGE, "",
+          [&] { adreno_harness::CheckIndexFlags(files_.manifest, files_.index_flags->tensor, flags); });
+    results.pop_back();
+  }
+  return results;
+}
+
+void Model::Finish(Clock::time_point start) {
+  if (ran_) return;
+  // the first run built the programs (or took the blob's): it and the wait for its outputs are part of the start
+  times_.first_run_ms = MsSince(start);
+  ran_ = true;
+  programs_->AfterFirstRun();
+}
+
+void Model::Run(const adreno_rt_view* inputs, size_t input_count, const adreno_rt_buffer* outputs,
+                size_t output_count) {
+  CheckInputs(inputs, input_count);
+  CheckMemory(files_.outputs, outputs, output_count, {"output", "gives", "no memory"});
+  auto start = Clock::now();
+  std::vector<tvm::runtime::Tensor> results = Call(inputs);
+  Stage(ADRENO_RT_RUN_FAILED, "reading the outputs", [&] {
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (outputs[i].bytes > 0) results[i].CopyToBytes(outputs[i].data, outputs[i].bytes);
+    }
+  });
+  Finish(start);
+}
+
+const std::vector<adreno_rt_view>& Model::RunOwned(const adreno_rt_view* inputs, size_t input_count) {
+  CheckInputs(inputs, input_count);
+  auto start = Clock::now();
+  std::vector<tvm::runtime::Tensor> results = Call(inputs);
+  owned_bytes_.resize(results.size());
+  owned_views_.resize(results.size());
+  Stage(ADRENO_RT_RUN_FAILED, "reading the outputs", [&] {
+    for (size_t i = 0; i < results.size(); ++i) {
+      owned_bytes_[i].resize(files_.outputs[i].bytes);
+      if (!owned_bytes_[i].empty()) {
+        results[i].CopyToBytes(owned_bytes_[i].data(), owned_bytes_[i].size());
+      }
+      owned_views_[i] = {owned_bytes_[i].data(), owned_bytes_[i].size()};
+    }
+  });
+  Finish(start);
+  return owned_views_;
+}
+
+}  // namespace adreno_rt
