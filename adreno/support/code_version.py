@@ -20,9 +20,9 @@ from pathlib import Path
 from adreno import __version__
 
 NOT_KERNELS = frozenset({"cli", "farm", "tune", "costmodel", "cache", "native"})
-NOT_KERNEL_MODULES = frozenset({"code_version.py"} | {f"orchestrate/{name}.py" for name in (
+NOT_KERNEL_MODULES = frozenset({"support/code_version.py"} | {f"orchestrate/{name}.py" for name in (
     "blp", "blocks", "candidates", "choose", "fuseops", "report", "partition", "emit", "orchestrator", "batch")})
-PACKAGE = Path(__file__).parent
+PACKAGE = Path(__file__).resolve().parents[1]  # adreno/, this module being adreno/support/code_version.py
 
 
 @functools.cache
