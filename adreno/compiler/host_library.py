@@ -170,17 +170,18 @@ def export_host_library(lowered, plan: Plan, tvm_target, out_dir: Path, host: Ho
     with reuse as tir_pipeline, summarised_stderr():  # the LLVM host codegen's warnings (adreno.support.native_log)
         executable = tvm.compile(vm_module, target=tvm_target, relax_pipeline=None,
                                  tir_pipeline=tir_pipeline or register_pipeline())
-    with _scratch_in(out_dir):  # TVM's export works in a temporary folder: one a killed compile leaves is ours
+    with _workspace_in(out_dir) as workspace:  # where TVM's export links: one a killed compile leaves is ours
         if host is Host.NATIVE:  # $TVM_NDK_CC names the phone's compiler: only an explicit --cc links for this host
             _link(executable, out_dir / "lib.so", cc, host, fpack_imports=pack_imports, options=list(STRIPPED),
-                  **({"cc": cc} if cc else {}))
+                  workspace_dir=workspace, **({"cc": cc} if cc else {}))
             return "lib.so"
         cc = cc or os.environ.get("TVM_NDK_CC")
         if cc:
-            _link(executable, out_dir / "lib.so", cc, host, fcompile=_cross_compiler(cc), fpack_imports=pack_imports)
+            _link(executable, out_dir / "lib.so", cc, host, fcompile=_cross_compiler(cc), fpack_imports=pack_imports,
+                  workspace_dir=workspace)
             return "lib.so"
         try:
-            executable.export_library(str(out_dir / "lib.tar"), fpack_imports=pack_imports)
+            executable.export_library(str(out_dir / "lib.tar"), fpack_imports=pack_imports, workspace_dir=workspace)
         except RuntimeError as err:  # TVM runs tar and gzip, and raises their output
             _refuse_full_disk("packing the host library's objects", str(err))
             raise AdrenoError(f"packing the host library's objects failed: {_first_error(str(err))}") from None
@@ -188,18 +189,16 @@ def export_host_library(lowered, plan: Plan, tvm_target, out_dir: Path, host: Ho
 
 
 @contextlib.contextmanager
-def _scratch_in(out_dir: Path):
-    """Python's temporary folders made inside `out_dir`, the artifact's staging folder, for the block: TVM's
-    `export_library` links in one (`tvm.contrib.utils.tempdir`), which a compile killed there (SIGKILL) cannot remove;
-    inside the staging folder it goes with the folder, which the next compile to that `-o` removes
-    (`adreno.artifact.format.ArtifactWriter`), instead of staying in TMPDIR."""
-    scratch = tempfile.mkdtemp(prefix=".scratch.", dir=out_dir)
-    saved, tempfile.tempdir = tempfile.tempdir, scratch
+def _workspace_in(out_dir: Path):
+    """A folder inside `out_dir`, the artifact's staging folder, for TVM's `export_library` to write its objects in
+    (`workspace_dir`; by default TVM makes one in TMPDIR, which a compile killed there, SIGKILL, cannot remove).
+    Inside the staging folder it goes with the folder, which the next compile to that `-o` removes
+    (`adreno.artifact.format.ArtifactWriter`); removed here once the library is written."""
+    workspace = tempfile.mkdtemp(prefix=".export.", dir=out_dir)
     try:
-        yield
+        yield workspace
     finally:
-        tempfile.tempdir = saved
-        shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(workspace, ignore_errors=True)
 
 
 def _refuse_full_disk(step: str, output: str) -> None:
