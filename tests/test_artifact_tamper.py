@@ -10,7 +10,6 @@ a crash kills the worker and fails the test with the case's name. A few run thro
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import os
 import shutil
@@ -20,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from .resign import resign
 
 HERE = Path(__file__).resolve().parent.parent
 
@@ -280,21 +281,6 @@ RESIGNED = {  # the manifest's hashes are rewritten too: the path and plan check
 }
 
 
-def _resign(root: Path) -> None:
-    """Rewrite the manifest's size and SHA-256 of every listed file that still is a regular file, and its
-    run_sha256 over them."""
-    from adreno.artifact.check import run_digest
-
-    manifest = json.loads((root / "manifest.json").read_text())
-    for rel in manifest["files"]:
-        path = root / rel
-        if path.is_file() and not os.path.isabs(rel) and ".." not in rel:
-            manifest["files"][rel] = {"bytes": path.stat().st_size,
-                                      "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
-    manifest["run_sha256"] = run_digest(manifest)
-    (root / "manifest.json").write_text(json.dumps(manifest))
-
-
 @pytest.fixture(scope="module")
 def cases(tmp_path_factory):
     """{case name: artifact directory}, plus the untampered artifact and its output."""
@@ -309,7 +295,7 @@ def cases(tmp_path_factory):
             root = shutil.copytree(clean, work / f"{group}-{len(made)}", symlinks=True)
             tamper(root)
             if group == "resigned":
-                _resign(root)
+                resign(root)
             made[f"{group}: {name}"] = root
     return clean, made
 

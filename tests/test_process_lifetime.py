@@ -8,7 +8,6 @@ the run waits for it. Processes are found by the session each command is started
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import os
 import re
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from adreno.artifact.check import run_digest
+from .resign import resign
 
 SETTLE_S = 5.0  # what the issue allows between a command's end and the last of its processes
 SPIN = "{ volatile int adreno_spin = 1; while (adreno_spin) { } }"
@@ -65,10 +64,7 @@ def spinning_copy(artifact: Path, into: Path) -> Path:
             spun, count = re.subn(r"(__kernel void \w+\([^;{]*\)\s*\{)", r"\1 " + SPIN, source)
             assert count, rel
             path.write_bytes(gzip.compress(spun.encode()))
-            manifest["files"][rel] = {"bytes": path.stat().st_size,
-                                      "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
-    manifest["run_sha256"] = run_digest(manifest)
-    (into / "manifest.json").write_text(json.dumps(manifest))
+    resign(into)
     return into
 
 

@@ -8,7 +8,6 @@ import subprocess
 
 import numpy as np
 
-from adreno.artifact.check import run_digest, sha256_file
 from adreno.native.plugin import HARNESS_PATH
 
 
@@ -36,12 +35,3 @@ def one_line_error(proc: subprocess.CompletedProcess) -> str:
     assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
     return lines[0]
 
-
-def resign(root) -> None:
-    """Rewrite the manifest of the artifact at `root` to match its files (sizes, SHA-256, then run_sha256), as one who
-    edits an artifact and its manifest would: what is left to refuse it are the readers' own checks."""
-    manifest = json.loads((root / "manifest.json").read_text())
-    for rel in manifest["files"]:
-        manifest["files"][rel] = {"bytes": (root / rel).stat().st_size, "sha256": sha256_file(root / rel)}
-    manifest["run_sha256"] = run_digest(manifest)
-    (root / "manifest.json").write_text(json.dumps(manifest))

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 
-from .harness_cli import one_line_error, report, resign, run_harness
+from ..resign import resign
+from .harness_cli import one_line_error, report, run_harness
 
 
 @pytest.fixture()

@@ -15,7 +15,8 @@ from adreno.artifact.format import Artifact
 from adreno.native.vm_executor import VmExecutor
 from adreno.opencl.executor import Executor
 
-from .harness_cli import one_line_error, report, resign, run_harness
+from ..resign import resign
+from .harness_cli import one_line_error, report, run_harness
 from .rt_programs import run_check
 
 

@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from adreno.native.plugin import HARNESS_PATH
 
-from ..native.harness_cli import resign
+from ..resign import resign
 from .conftest import CROSS_CC
 
 
