@@ -110,8 +110,12 @@ def _compile_sets(model, scratch: Path, options: CompileOptions, shape_sets: lis
 
 def compile_set(model, directory: Path, options: CompileOptions, shapes: dict[str, list[int]], bind,
                 progress: Progress | None = None) -> Path:
-    """One set's compile, without the build check (the caller runs it): what a pool worker runs."""
-    return compile_model(model, directory, replace(options, input_shapes=shapes), progress=progress, bind=bind)
+    """One set's compile, without the build check (the caller runs it): what a pool worker runs. Its error names
+    the set (an error of the same type: the CLI's exit status and the API's exception stay those of the cause)."""
+    try:
+        return compile_model(model, directory, replace(options, input_shapes=shapes), progress=progress, bind=bind)
+    except AdrenoError as err:
+        raise type(err)(f"shape set {label(shapes)}: {err}") from None
 
 
 def _merge(artifacts: list[Artifact], writer: ArtifactWriter) -> dict:
