@@ -126,6 +126,28 @@ def test_weights_are_listed_with_their_scales(tiny_quantized):
     assert operator_weights and all(np.all(w.scale == 1) for w in operator_weights)
 
 
+def test_an_int32_param_is_widened_only_from_a_unit_scale():
+    """MatMulInteger's 8-bit B is listed as an integer weight; an int32 param is rebuilt from an 8-bit member as
+    `int32(q) - zero_point` (transposed too), and a member that would change an integer op's weight (a scale other
+    than 1, a packing) is refused in one line rather than rounded into int32."""
+    from adreno.artifact.weights import Quantization, StoredWeight, WeightTransform, param_value
+    from adreno.errors import ArtifactError
+
+    model, _, _ = with_constant_parameters(CASES["test_matmulinteger"])
+    [weight] = quantized_weights(model)
+    assert weight.integer and weight.values.dtype == np.uint8 and np.all(weight.scale == 1)
+    q = np.array([[0, 7, 255], [3, 1, 200]], np.uint8)
+    widened = Quantization((1.0, 1.0), (3, 250), 0)
+    want = q.astype(np.int32) - np.array([[3], [250]], np.int32)
+    stored = StoredWeight((2, 3), "uint8", WeightTransform.TRANSPOSE, quantization=widened)
+    value = param_value("p", [3, 2], "int32", stored, q)
+    assert value.dtype == np.int32 and np.array_equal(value, want.T)
+    for form in (StoredWeight((2, 3), "uint8", quantization=Quantization((1.0, 0.5), (3, 250), 0)),
+                 StoredWeight((2, 3), "uint8", packed=True, quantization=widened)):
+        with pytest.raises(ArtifactError, match=r"param p \(int32\): its stored form \(uint8\) does not give"):
+            param_value("p", [2, 3], "int32", form, q)
+
+
 def _compile_cli(model, tmp_path):
     onnx.save(model, tmp_path / "m.onnx")
     return subprocess.run([sys.executable, "-m", "adreno.cli", "compile", str(tmp_path / "m.onnx"), "-o",

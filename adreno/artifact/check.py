@@ -140,7 +140,8 @@ def _check_stored(name: str, t) -> None:
     """A param's stored form (`adreno.artifact.weights`) names a known dtype, a shape of ints, and a transform that
     gives the param's shape (a Winograd source is an (O, C, 3, 3) weight, a packed one an (O, I, KH, KW) weight for
     OIHW4o, a transposed one the 2-D transpose); a quantized one is int8 / uint8 with a scale and zero point per
-    tensor or per index of its axis."""
+    tensor or per index of its axis; the param is float32, or int32 widened from such a member
+    (`StoredWeight.gives`)."""
     _ints(t.stored["shape"], f"tensor {name} stored shape")
     stored = t.stored_weight  # KeyError / ValueError: malformed
     if t.kind != "param" or stored.dtype not in DTYPES:
@@ -149,6 +150,9 @@ def _check_stored(name: str, t) -> None:
     if quantization is not None and (stored.dtype not in ("int8", "uint8") or not quantization.fits(stored.shape)):
         _fail(f"param {name}: an int8 / uint8 weight with one scale and zero point per tensor or per index of its "
               f"axis is stored as {list(stored.shape)} {stored.dtype} with {len(quantization.scale)} scales")
+    if not stored.gives(t.dtype):
+        _fail(f"param {name} ({t.dtype}): its stored form ({stored.dtype}) does not give its dtype (a stored form "
+              "gives a float32 param, or an int32 one from an int8 / uint8 member of scale 1, widened)")
     if not stored.yields(t.shape):
         form = {WeightTransform.NONE: "weight", WeightTransform.TRANSPOSE: "transposed weight"}.get(
             stored.transform, f"{stored.transform.value} weight")

@@ -17,7 +17,11 @@ smallest thing it can be rebuilt from (`TensorSpec.stored`, a `StoredWeight`; No
   transformed is stored as its integer g) or its packing (`packed` with no transform: a conv weight the texture
   planner packed to OIHW4o is stored as its integer (O, I, KH, KW) tensor and packed by `pack_oihw4o` at load; a
   Gemm or MatMul weight that Relax folded into its transpose is stored as its integer tensor and transposed at load,
-  `WeightTransform.TRANSPOSE`).
+  `WeightTransform.TRANSPOSE`);
+- the 8-bit weight of an integer op (MatMulInteger, which TVM's importer computes in int32 and whose weight Relax
+  folds into the int32 constant `int32(q) - zero_point`) is stored as q with its zero point and a scale of 1, and
+  widened at load (`Quantization.widen`), exactly: the int32 param and the kernels are the same as without it, at a
+  quarter of the bytes.
 
 Every loader (the launch-plan executor, TVM's runtime path, the C++ harness `native/harness/weight_forms.cc`)
 calls the same recipe (`adreno.artifact.winograd_weights.transform_weight`: an explicit order of float64 operations,
@@ -38,6 +42,8 @@ import numpy as np
 
 from ..errors import ArtifactError
 from ..targets.layout import LANES, channels4, pack_oihw4o
+
+INTEGER_PARAM = "int32"  # the dtype of an integer op's weight (MatMulInteger's), rebuilt by widening its 8-bit member
 
 
 class WeightTransform(str, Enum):
@@ -77,12 +83,27 @@ class Quantization:
 
     def dequantize(self, q: np.ndarray) -> np.ndarray:
         """float32(int32(q) - int32(zero_point)) * float32(scale): the fixed order every loader follows."""
-        shape = [1] * q.ndim
+        scale = np.asarray(self.scale, np.float32).reshape(self._along(q.ndim))
+        return (self.widen(q).astype(np.float32) * scale).astype(np.float32)
+
+    def widen(self, q: np.ndarray) -> np.ndarray:
+        """int32(q) - int32(zero_point), exact: the weight an integer op (MatMulInteger) reads, whose scale is 1."""
+        return q.astype(np.int32) - np.asarray(self.zero_point, np.int32).reshape(self._along(q.ndim))
+
+    def rebuild(self, q: np.ndarray, dtype: str) -> np.ndarray:
+        """The param's values from q: widened for an int32 param (`StoredWeight.gives`), else dequantized."""
+        return self.widen(q) if dtype == INTEGER_PARAM else self.dequantize(q)
+
+    @property
+    def unit_scale(self) -> bool:
+        return all(s == 1.0 for s in self.scale)
+
+    def _along(self, ndim: int) -> list[int]:
+        """The shape a scale or zero point takes to broadcast against a member of rank `ndim`."""
+        shape = [1] * ndim
         if self.axis is not None:
             shape[self.axis] = -1
-        zero = np.asarray(self.zero_point, np.int32).reshape(shape)
-        scale = np.asarray(self.scale, np.float32).reshape(shape)
-        return ((q.astype(np.int32) - zero).astype(np.float32) * scale).astype(np.float32)
+        return shape
 
     def fits(self, shape) -> bool:
         """One scale and zero point per tensor, or per index of `axis` of a member of `shape`."""
@@ -127,6 +148,15 @@ class StoredWeight:
         alpha = self.transform.tile + 2
         return len(stored) == 4 and stored[2:] == [3, 3] and shape[:2] == [alpha, alpha]
 
+    def gives(self, dtype: str) -> bool:
+        """Whether this stored form can give a param of `dtype`: every form a float32 one; an int32 one only as an
+        integer member of scale 1, widened (`Quantization.widen`), as it is or transposed: a float transform of an
+        integer op's weight would change what the op computes."""
+        if dtype != INTEGER_PARAM:
+            return dtype == "float32"
+        return self.quantization is not None and self.quantization.unit_scale and not self.packed and \
+            self.transform in (WeightTransform.NONE, WeightTransform.TRANSPOSE)
+
     @property
     def nbytes(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
@@ -136,11 +166,14 @@ def param_value(name: str, shape: list[int], dtype: str, stored: StoredWeight | 
     """The param `name` (of `shape` and `dtype`) from what params.npz holds for it."""
     if stored is None:
         stored = StoredWeight(tuple(shape), dtype)
+    elif not stored.gives(dtype):  # the artifact check refuses it first; a plan built by hand meets it here
+        raise ArtifactError(f"param {name} ({dtype}): its stored form ({stored.dtype}) does not give its dtype; "
+                            "recompile the model")
     if list(array.shape) != list(stored.shape) or str(array.dtype) != stored.dtype:
         raise ArtifactError(f"params.npz holds {name} as {list(array.shape)} {array.dtype}, the plan stores it as "
                             f"{list(stored.shape)} {stored.dtype}; recompile the model")
     if stored.quantization is not None:
-        array = stored.quantization.dequantize(array)
+        array = stored.quantization.rebuild(array, dtype)
     if stored.transform is WeightTransform.NONE:
         value = _pack_into(array, shape) if stored.packed else array
     elif stored.transform is WeightTransform.TRANSPOSE:
@@ -227,18 +260,23 @@ class QuantizedWeights:
     def __init__(self):
         self._by_digest: dict[tuple, tuple[np.ndarray, Quantization, bool, WeightTransform]] = {}
 
-    def record(self, values: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, axis: int | None) -> None:
-        """The integer tensor `values` with its scale and zero point (per tensor, or along `axis`). A convolution
-        weight (O, I, KH, KW) is also known by the forms the texture planner packs it to (`pack_oihw4o`, OIHW4o,
-        and its depthwise form when I is 1): its packed constant is stored as q too, and packed at load. A 2-D
-        weight is also known by its transpose, the constant Relax folds a Gemm's or a Dense's weight into."""
+    def record(self, values: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, axis: int | None,
+               integer: bool = False) -> None:
+        """The integer tensor `values` with its scale and zero point (per tensor, or along `axis`), known by its
+        dequantized float32 value, or, `integer` (a weight an integer op reads, scale 1), by its int32 value
+        `int32(q) - zero_point` (`Quantization.widen`). A convolution weight (O, I, KH, KW) is also known by the
+        forms the texture planner packs it to (`pack_oihw4o`, OIHW4o, and its depthwise form when I is 1): its
+        packed constant is stored as q too, and packed at load. A 2-D weight is also known by its transpose, the
+        constant Relax folds a Gemm's or a Dense's weight into."""
         if values.dtype not in (np.int8, np.uint8):
             return  # an int32 bias: as large as its float32 form
         quantization = Quantization(tuple(float(x) for x in np.asarray(scale, np.float32).reshape(-1)),
                                     tuple(int(x) for x in np.asarray(zero_point).reshape(-1)), axis)
-        value = quantization.dequantize(values)
+        if integer and not quantization.unit_scale:
+            return  # no integer op reads a scaled weight: nothing folds to this value
+        value = quantization.widen(values) if integer else quantization.dequantize(values)
         self._by_digest[content_digest(value)] = (values, quantization, False, WeightTransform.NONE)
-        if value.ndim == 4:
+        if value.ndim == 4 and not integer:
             for depthwise in (False, True) if value.shape[1] == 1 else (False,):
                 self._by_digest[content_digest(pack_oihw4o(value, depthwise))] = (values, quantization, True,
                                                                                    WeightTransform.NONE)
@@ -247,9 +285,10 @@ class QuantizedWeights:
                                                                               WeightTransform.TRANSPOSE)
 
     def source_of(self, array: np.ndarray) -> tuple[np.ndarray, Quantization, bool, WeightTransform] | None:
-        """(q, quantization, packed, transform) when `array` is a recorded weight's dequantized value (packed: in
-        OIHW4o; transform TRANSPOSE: its transpose), else None."""
-        if array.dtype != np.float32 or not any(key[0] == array.shape for key in self._by_digest):
+        """(q, quantization, packed, transform) when `array` is a recorded weight's dequantized (or, int32, widened)
+        value (packed: in OIHW4o; transform TRANSPOSE: its transpose), else None."""
+        if array.dtype not in (np.float32, np.dtype(INTEGER_PARAM)) or \
+                not any(key[0] == array.shape for key in self._by_digest):
             return None
         return self._by_digest.get(content_digest(array))
 

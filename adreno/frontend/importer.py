@@ -196,7 +196,7 @@ def to_relax(model, overrides: dict[str, list[int]] | None = None, empty=None, q
     dequantized = dequantize(model)  # first: the op check and constfold know no com.microsoft op
     model = dequantized.model
     for weight in dequantized.weights if quantized is not None else ():
-        quantized.record(weight.values, weight.scale, weight.zero_point, weight.axis)
+        quantized.record(weight.values, weight.scale, weight.zero_point, weight.axis, weight.integer)
     check_supported_ops(model)
     check_supported_forms(model)
     model = prepare(model, shapes, empty)

@@ -4,6 +4,14 @@ What TVM 0.27's importer already converts right (checked against onnxruntime, `t
 QuantizeLinear and DequantizeLinear of activations (per tensor and per axis, int8 and uint8, round half to even
 as OpenCL's `rint`, saturation), DynamicQuantizeLinear and MatMulInteger. The rest is rewritten here:
 
+- MatMulInteger keeps the importer's int32 arithmetic, exact for every K; only its constant 8-bit B is listed, as a
+  `QuantizedWeight` of scale 1 read as integers (`integer`): Relax folds `int32(B) - b_zero_point` into an int32
+  constant, which the artifact stores as B and widens at load, exactly (`adreno.artifact.weights`). Why not
+  rewrite it into a float MatMul as ConvInteger is: a float32 accumulation is exact only while partial sums stay
+  below 2^24, and a K of 1024 with 8-bit operands reaches 2^26 (ddddocr's classifier); that is only harmless where
+  the int32 output is cast to float at once (DynamicQuantizeMatMul's pattern), and telling that pattern apart
+  would be a second path. Widening keeps the kernels, the int32 param and every output what they were.
+
 - DequantizeLinear of a constant (a weight, a bias) folds into a float32 initializer, `(q - zero_point) * scale`
   as onnxruntime computes it. Each folded tensor is listed as a `QuantizedWeight` (the integer tensor, its scale,
   zero point and axis), so that the artifact can later store it in its integer type.
@@ -62,20 +70,23 @@ FLOAT_DOMAIN = {
     "QLinearConcat": ("Concat", None, (0, 1)),
 }
 QUANTIZED_LSTM = "DynamicQuantizeLSTM"
-QUANTIZED_OPS = {"DequantizeLinear", QUANTIZED_LSTM, *INTEGER_DOMAIN, *FLOAT_DOMAIN}
+INTEGER_MATMUL = "MatMulInteger"
+QUANTIZED_OPS = {"DequantizeLinear", QUANTIZED_LSTM, INTEGER_MATMUL, *INTEGER_DOMAIN, *FLOAT_DOMAIN}
 
 
 @dataclass(frozen=True)
 class QuantizedWeight:
     """A constant integer tensor that became the float32 initializer `name` (or, for an LSTM's weight, a float32
     constant its unrolling reads: `name[d]`, direction d): `(values - zero_point) * scale`, with `scale` and
-    `zero_point` per tensor (`axis` None) or along `axis` of `values`."""
+    `zero_point` per tensor (`axis` None) or along `axis` of `values`. `integer`: the weight is read as the int32
+    `values - zero_point` (MatMulInteger's B, scale 1), not as float32: no initializer is made of it."""
 
     name: str
     values: np.ndarray
     scale: np.ndarray
     zero_point: np.ndarray
     axis: int | None
+    integer: bool = False
 
     def dequantized(self) -> np.ndarray:
         shape = [1] * self.values.ndim
@@ -117,6 +128,10 @@ def dequantize(model) -> Dequantized:
             builder.fold_dequantize(node)
         elif node.op_type in INTEGER_DOMAIN:
             builder.integer_domain(node)
+        elif node.op_type == INTEGER_MATMUL:
+            builder.list_integer_matmul_weight(node)
+            nodes.append(node)  # kept: TVM's importer computes it in int32
+            continue
         elif node.op_type in FLOAT_DOMAIN and node.domain == MICROSOFT:
             builder.float_domain(node)
         else:
@@ -228,6 +243,22 @@ class _Rewrite(NodeBuilder):
         per_axis = zero.size > 1
         return self.add_weight(self.name(), values, np.ones(zero.size if per_axis else (), np.float32),
                                zero.reshape(-1) if per_axis else zero.reshape(()), axis if per_axis else None)
+
+    def list_integer_matmul_weight(self, node) -> None:
+        """MatMulInteger's (A, B, a_zero_point, b_zero_point) B, when it and its zero point are 8-bit constants, the
+        zero point one for the tensor or one per column (the importer subtracts it along B's last axis), listed as
+        an `integer` weight; anything else (a run-time B, N-D zero points) stays the int32 constant Relax folds."""
+        values, zero_name = self.constants.get(node.input[1]), _input(node, 3)
+        if values is None or values.dtype not in (np.int8, np.uint8) or values.ndim < 2 or \
+                (zero_name and zero_name not in self.constants):
+            return
+        zero = self.zero_point(zero_name, values.dtype)
+        per_column = zero.size > 1
+        if per_column and (zero.ndim != 1 or zero.size != values.shape[-1]):
+            return
+        self.weights.append(QuantizedWeight(node.input[1], values, np.ones(zero.size if per_column else (), np.float32),
+                                            zero.reshape(-1) if per_column else zero.reshape(()),
+                                            values.ndim - 1 if per_column else None, integer=True))
 
     def integer_domain(self, node) -> None:
         attrs = attributes(node)

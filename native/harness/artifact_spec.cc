@@ -132,8 +132,10 @@ ParamSpec ReadParam(const std::string& name, const json::Object& tensors) {
       ReadQuantization(ObjectField(form, "quantization", form_where), form_where + " quantization", &param.form);
     }
   }
-  if ((param.stored || param.half_pixels) && param.dtype != "float32") {
-    throw std::runtime_error(where + ": a " + param.dtype + " param stored in another form or as half pixels");
+  const bool widened = param.stored && !param.half_pixels && param.dtype == "int32" && WidensToInt32(param.form);
+  if ((param.stored || param.half_pixels) && param.dtype != "float32" && !widened) {
+    throw std::runtime_error(where + ": a " + param.dtype + " param stored in another form or as half pixels (an "
+                             "int32 one only as an int8 / uint8 member of scale 1)");
   }
   return param;
 }

@@ -208,4 +208,19 @@ Floats ParamValues(const std::string& name, const NpyView& stored, const StoredF
   }
 }
 
+bool WidensToInt32(const StoredForm& form) {
+  return form.quantized && !form.packed && (form.transform == "none" || form.transform == "transpose") &&
+         std::all_of(form.scale.begin(), form.scale.end(), [](float scale) { return scale == 1.0f; });
+}
+
+std::vector<int32_t> WidenedParamValues(const std::string& name, const NpyView& stored, const StoredForm& form,
+                                        const std::vector<int64_t>& shape) {
+  if (!WidensToInt32(form)) {
+    throw std::runtime_error("param " + name + ": an int32 param stored as " + stored.dtype + " in a form other than "
+                             "an int8 / uint8 member of scale 1; recompile the model");
+  }
+  const Floats values = ParamValues(name, stored, form, shape, 1);
+  return std::vector<int32_t>(values.begin(), values.end());  // integers of at most 510 in magnitude: exact
+}
+
 }  // namespace adreno_harness

@@ -5,7 +5,8 @@
 // (alpha, alpha, ceil(O/4), 4 ceil(C/4), 4); a "none" member with "packed" set is an (O, I, KH, KW) weight packed
 // here to the plan's OIHW4o shape (ceil(O/4), I', KH, KW, 4), as the texture planner packed it
 // (adreno/targets/layout.py). A "transpose" member is a 2-D (K, N) weight transposed to (N, K), the constant Relax
-// folds a Dense weight into. The float64 operations run in adreno.artifact.winograd_weights.transform_weight's order
+// folds a Dense weight into. An int32 param (an integer op's weight) from an int8 / uint8 member of scale 1 is that
+// member widened, int32(q) - zero_point (WidenedParamValues). The float64 operations run in adreno.artifact.winograd_weights.transform_weight's order
 // and this file is compiled with -ffp-contract=off, so U is the launch-plan executor's bit for bit.
 #ifndef ADRENO_HARNESS_WEIGHT_FORMS_H_
 #define ADRENO_HARNESS_WEIGHT_FORMS_H_
@@ -59,6 +60,16 @@ struct StoredForm {
 // core). Throws std::runtime_error naming the param when the stored member does not give that shape.
 Floats ParamValues(const std::string& name, const NpyView& stored, const StoredForm& form,
                    const std::vector<int64_t>& shape, int threads = 0);
+
+// Whether `form` gives an int32 param (adreno.artifact.weights.StoredWeight.gives): an integer op's weight
+// (MatMulInteger's B), stored as its int8 / uint8 member with a scale of 1, as it is or transposed.
+bool WidensToInt32(const StoredForm& form);
+
+// That int32 param, int32(q) - zero_point (adreno.artifact.weights.Quantization.widen), C order in the plan's `shape`.
+// Rebuilt through ParamValues, with its checks: exact, as |q - zero_point| <= 510 is far below float32's 2^24 and the
+// multiply by a scale of 1 changes nothing. Throws naming the param when `form` is no such widening.
+std::vector<int32_t> WidenedParamValues(const std::string& name, const NpyView& stored, const StoredForm& form,
+                                        const std::vector<int64_t>& shape);
 
 }  // namespace adreno_harness
 

@@ -3,8 +3,10 @@
 #include <tvm/ffi/function.h>
 #include <tvm/runtime/tensor.h>
 
+#include <cstdint>
 #include <cstring>
 #include <optional>
+#include <vector>
 
 #include "../harness/half.h"
 #include "../harness/weights.h"
@@ -30,8 +32,13 @@ std::string HalfPixels(const adreno_harness::Floats& values) {
 ffi::Any Upload(const adreno_harness::ParamSpec& spec, const adreno_harness::NpyView& stored, int device_id,
                 int threads) {
   const bool rebuilt = spec.stored || spec.half_pixels;
+  const bool widened = rebuilt && spec.dtype == "int32";  // an integer op's 8-bit weight (ReadParam checked its form)
   adreno_harness::Floats values;
-  if (rebuilt) {
+  std::vector<int32_t> integers;
+  if (widened) {
+    integers = Stage(ADRENO_RT_BAD_ARTIFACT, "",
+                     [&] { return adreno_harness::WidenedParamValues(spec.name, stored, spec.form, spec.shape); });
+  } else if (rebuilt) {
     values = Stage(ADRENO_RT_BAD_ARTIFACT, "",
                    [&] { return adreno_harness::ParamValues(spec.name, stored, spec.form, spec.shape, threads); });
   } else if (spec.dtype != stored.dtype || spec.shape != stored.shape) {
@@ -52,7 +59,9 @@ ffi::Any Upload(const adreno_harness::ParamSpec& spec, const adreno_harness::Npy
     if (spec.scope != "global") scope = ffi::String(spec.scope);
     tvm::runtime::Tensor tensor = tvm::runtime::Tensor::Empty(ffi::Shape(spec.shape), DtypeNamed(spec.dtype).tvm,
                                                               tvm::Device{kDLOpenCL, device_id}, scope);
-    if (rebuilt) {
+    if (widened) {
+      tensor.CopyFromBytes(integers.data(), integers.size() * sizeof(int32_t));
+    } else if (rebuilt) {
       tensor.CopyFromBytes(values.data(), values.size() * sizeof(float));
     } else if (stored.size > 0) {
       tensor.CopyFromBytes(stored.data, stored.size);
