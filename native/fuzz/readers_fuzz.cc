@@ -75,6 +75,13 @@ void RebuildEveryForm(const std::string& name, const NpyView& view) {
       ParamValues(name, view, form, shape);
     } catch (const std::runtime_error&) {
     }
+    if (integer) {  // the same member as an integer op's int32 weight: scale 1, widened
+      form.scale.assign(form.scale.size(), 1.0f);
+      try {
+        WidenedParamValues(name, view, form, shape);
+      } catch (const std::runtime_error&) {
+      }
+    }
   }
 }
 
