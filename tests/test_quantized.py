@@ -187,7 +187,8 @@ def test_artifact_stores_the_integer_weights(recipe, memory, tiny_quantized, poc
     """Each conv weight, and the fc weight of a static recipe (Gemm: Relax folds it into its transpose, which is
     transposed back at load), is stored in its integer type with its scales (docs/weights.md) and dequantized at
     load to the float32 values the compile folded, packed to OIHW4o in texture memory (the model still matches
-    onnxruntime). The dynamic recipe leaves `tiny`'s fc in float32."""
+    onnxruntime). The dynamic recipe's fc is a MatMulInteger: its uint8 weight is stored as it is and widened at load
+    to the int32 `w - w_zp` its kernel reads."""
     import json
 
     from adreno.artifact.format import Artifact
@@ -197,21 +198,25 @@ def test_artifact_stores_the_integer_weights(recipe, memory, tiny_quantized, poc
     compile_model(model, tmp_path / "a", CompileOptions(memory=memory))
     storage = json.loads((tmp_path / "a" / "manifest.json").read_text())["weight_storage"]
     integer = "uint8" if recipe is Recipe.DYNAMIC_UINT8 else "int8"
-    count = 3 if recipe is Recipe.DYNAMIC_UINT8 else 4
-    assert storage["quantized"] == storage["dtypes"][integer] == count
+    count = 4
+    assert storage["quantized"] == storage["dtypes"][integer] == count and "int32" not in storage["dtypes"]
     assert storage["stored_bytes"] < storage["param_bytes"]
     artifact = Artifact.load(tmp_path / "a")
     stored, params = artifact.stored_params(), artifact.params()
-    folded = {w.dequantized().tobytes() for w in quantized_weights(model)}
+    weights = quantized_weights(model)
+    assert sum(w.integer for w in weights) == (recipe is Recipe.DYNAMIC_UINT8)
+    values = [w.dequantized().astype(np.int32) if w.integer else w.dequantized() for w in weights]  # scale 1: exact
+    folded = {v.tobytes() for v in values}
     if memory == "texture":  # conv weights packed as the texture planner packs them (depthwise: I kept)
-        folded = {pack_oihw4o(w.dequantized(), depthwise).tobytes() for w in quantized_weights(model)
-                  if w.values.ndim == 4 for depthwise in {False, w.values.shape[1] == 1}}
-    folded |= {np.ascontiguousarray(w.dequantized().T).tobytes() for w in quantized_weights(model)
-               if w.values.ndim == 2}
+        folded = {pack_oihw4o(v, depthwise).tobytes() for v in values if v.ndim == 4
+                  for depthwise in {False, v.shape[1] == 1}} | {v.tobytes() for v in values if v.ndim == 2}
+    folded |= {np.ascontiguousarray(v.T).tobytes() for v in values if v.ndim == 2}
     quantized = [n for n, t in artifact.plan.tensors.items() if t.kind == "param" and t.stored_weight.quantization]
     assert len(quantized) == count
     for name in quantized:
-        assert str(stored[name].dtype) == integer and params[name].dtype == np.float32
+        param = artifact.plan.tensors[name]
+        assert str(stored[name].dtype) == integer and str(params[name].dtype) == param.dtype
+        assert param.dtype == ("int32" if len(param.shape) == 2 and recipe is Recipe.DYNAMIC_UINT8 else "float32")
         assert params[name].tobytes() in folded
     x = calibration_feeds(model, 1, seed=7)[0]["input"]
     got = Executor(artifact, pocl_device).run([x])[0]

@@ -149,13 +149,13 @@ class StoredWeight:
         return len(stored) == 4 and stored[2:] == [3, 3] and shape[:2] == [alpha, alpha]
 
     def gives(self, dtype: str) -> bool:
-        """Whether this stored form can give a param of `dtype`: every form a float32 one; an int32 one only as an
-        integer member of scale 1, widened (`Quantization.widen`), as it is or transposed: a float transform of an
-        integer op's weight would change what the op computes."""
-        if dtype != INTEGER_PARAM:
-            return dtype == "float32"
-        return self.quantization is not None and self.quantization.unit_scale and not self.packed and \
-            self.transform in (WeightTransform.NONE, WeightTransform.TRANSPOSE)
+        """Whether this stored form can give a param of `dtype`: the param itself; every form a float32 one; an int32
+        one also as an integer member of scale 1, widened (`Quantization.widen`), as it is or transposed: a float
+        transform of an integer op's weight would change what the op computes."""
+        if dtype == "float32" or self == StoredWeight(self.shape, dtype):
+            return True
+        return dtype == INTEGER_PARAM and self.quantization is not None and self.quantization.unit_scale and \
+            not self.packed and self.transform in (WeightTransform.NONE, WeightTransform.TRANSPOSE)
 
     @property
     def nbytes(self) -> int:
