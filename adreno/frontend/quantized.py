@@ -2,15 +2,14 @@
 
 What TVM 0.27's importer already converts right (checked against onnxruntime, `tests/test_quantized.py`) stays:
 QuantizeLinear and DequantizeLinear of activations (per tensor and per axis, int8 and uint8, round half to even
-as OpenCL's `rint`, saturation), DynamicQuantizeLinear and MatMulInteger. The rest is rewritten here:
-
-- MatMulInteger keeps the importer's int32 arithmetic, exact for every K; only its constant 8-bit B is listed, as a
-  `QuantizedWeight` of scale 1 read as integers (`integer`): Relax folds `int32(B) - b_zero_point` into an int32
-  constant, which the artifact stores as B and widens at load, exactly (`adreno.artifact.weights`). Why not
-  rewrite it into a float MatMul as ConvInteger is: a float32 accumulation is exact only while partial sums stay
-  below 2^24, and a K of 1024 with 8-bit operands reaches 2^26 (ddddocr's classifier); that is only harmless where
-  the int32 output is cast to float at once (DynamicQuantizeMatMul's pattern), and telling that pattern apart
-  would be a second path. Widening keeps the kernels, the int32 param and every output what they were.
+as OpenCL's `rint`, saturation), DynamicQuantizeLinear and MatMulInteger. MatMulInteger keeps the importer's int32
+arithmetic, exact for every K; only its constant 8-bit B is listed, as a `QuantizedWeight` of scale 1 read as
+integers (`integer`): Relax folds `int32(B) - b_zero_point` into an int32 constant, which the artifact stores as B
+and widens at load, exactly (`adreno.artifact.weights`). Why not rewrite it into a float MatMul as ConvInteger is: a
+float32 accumulation is exact only while partial sums stay below 2^24, and a K of 1024 with 8-bit operands reaches
+2^26 (ddddocr's classifier); that is harmless only where the int32 output is cast to float at once
+(DynamicQuantizeMatMul's pattern), and telling that pattern apart would be a second path. Widening keeps the
+kernels, the int32 param and every output what they were. The rest is rewritten here:
 
 - DequantizeLinear of a constant (a weight, a bias) folds into a float32 initializer, `(q - zero_point) * scale`
   as onnxruntime computes it. Each folded tensor is listed as a `QuantizedWeight` (the integer tensor, its scale,
