@@ -231,3 +231,23 @@ def test_the_python_api_switches_sets_and_keeps_an_executor_for_each(ocr_artifac
         assert artifact._executors == executors, "no new executor for a set met before"
         with pytest.raises(AdrenoError, match="inputs: no shape set of this artifact takes x 1x3x8x9"):
             artifact.run([np.zeros((1, 3, 8, 9), np.float32)])
+
+
+def test_the_python_api_compiles_several_sets(tmp_path):
+    """`adreno.compile(..., input_shapes=[{...}, {...}])` writes one artifact of both sets (the CLI's rules, one
+    line for a set given twice) and `run` picks the set each input matches."""
+    import adreno
+    from tests.conftest import single_op_model
+
+    model = single_op_model("Conv", {"x": [1, 4, 8, "w"]}, {"k": np.ones((8, 4, 3, 3))}, pads=[1, 1, 1, 1])
+    onnx.save(model, tmp_path / "conv.onnx")
+    with pytest.raises(AdrenoError, match="input_shapes: the shape set x 1x4x8x8 is given twice"):
+        adreno.compile(tmp_path / "conv.onnx", memory="buffer", output=tmp_path / "twice",
+                       input_shapes=[{"x": [1, 4, 8, 8]}, {"x": (1, 4, 8, 8)}])
+    artifact = adreno.compile(tmp_path / "conv.onnx", memory="buffer", output=tmp_path / "art", jobs=1,
+                              input_shapes=[{"x": [1, 4, 8, 8]}, {"x": (1, 4, 8, 16)}])
+    with artifact:
+        for width in (8, 16):
+            x = np.random.default_rng(width).standard_normal((1, 4, 8, width)).astype(np.float32)
+            assert artifact.run({"x": x})[0].shape == (1, 8, 8, width)
+            assert artifact.check([x])["ok"]
