@@ -175,18 +175,21 @@ def test_an_artifact_of_one_set_refuses_another_shape_the_same_way(tiny_artifact
         "for input 1x3x32x32" in proc.stderr, proc.stderr
 
 
-def test_the_harness_refuses_an_artifact_of_several_sets_in_one_line(ocr_artifact, tmp_path):
-    """The C++ harness chooses no set yet: it refuses the artifact in one line (exit 2) before reading any of it, so
-    it never runs one set as if it were the model."""
-    import subprocess
+def test_the_harness_runs_the_set_its_inputs_select_and_refuses_another_width_in_one_line(ocr_artifact, tmp_path):
+    """The C++ harness (over the app library) chooses the set as `adreno run` does: each width gives TVM's runtime's
+    outputs for its set (VmExecutor, `--runtime tvm`) bit for bit; another width is one line listing the sets."""
+    from adreno.native.vm_executor import VmExecutor
+    from tests.native.harness_cli import one_line_error, report, run_harness
 
-    from adreno.native.plugin import HARNESS_PATH
-
-    np.save(tmp_path / "x.npy", np.zeros((1, 3, 8, 8), np.float32))
-    proc = subprocess.run([str(HARNESS_PATH), str(ocr_artifact), "--input", f"x={tmp_path / 'x.npy'}",
-                           "--output-dir", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
-    assert "holds several shape sets" in proc.stderr, proc.stderr
+    rng = np.random.default_rng(7)
+    for index, width in ((2, 16), (0, 8)):
+        x = rng.standard_normal((1, 3, 8, width)).astype(np.float32)
+        result = report(run_harness(ocr_artifact, {"x": x}, tmp_path / f"w{width}"))
+        expected = VmExecutor(Artifact.load(ocr_artifact, shape_set=index)).run([x])[0]
+        assert result["shape_set"] == index and np.array_equal(np.load(result["outputs"]["probs"]), expected)
+    line = one_line_error(run_harness(ocr_artifact, {"x": np.zeros((1, 3, 8, 20), np.float32)}, tmp_path / "w20"))
+    assert "no shape set of this artifact takes x 1x3x8x20; it was compiled for x 1x3x8x8; x 1x3x8x12; " \
+        "x 1x3x8x16" in line, line
 
 
 def test_the_python_api_switches_sets_and_keeps_an_executor_for_each(ocr_artifact):

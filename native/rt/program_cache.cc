@@ -44,10 +44,14 @@ ProgramCache::ProgramCache(const std::string& device_identity, const std::string
 
 void ProgramCache::Attach(size_t set, const ffi::Module& executable) {
   std::optional<ffi::Module> kernels = FindModule(executable, "opencl");
-  if (!kernels || key_.empty()) return;
-  ffi::Bytes module_bytes = (*kernels)->SaveToBytes();
-  SetKernels attached{*kernels, adreno_harness::Sha256Hex(module_bytes.data(), module_bytes.size())};
+  if (!kernels) return;
+  SetKernels attached{*kernels, ""};
+  if (!key_.empty()) {
+    ffi::Bytes module_bytes = (*kernels)->SaveToBytes();
+    attached.section = adreno_harness::Sha256Hex(module_bytes.data(), module_bytes.size());
+  }
   sets_.emplace(set, attached);
+  if (key_.empty()) return;
   auto section = read_.find(attached.section);
   if (section == read_.end()) return;
   int64_t taken = Stage(ADRENO_RT_DEVICE, "offering the blob's programs", [&] {
@@ -79,7 +83,7 @@ ProgramCounts ProgramCache::Counts() const {
 
 void ProgramCache::AfterFirstRun(size_t set) {
   auto ran = sets_.find(set);
-  if (ran == sets_.end() || !write_blob_ || CountsOf(ran->second.module).from_source == 0) return;
+  if (ran == sets_.end() || key_.empty() || !write_blob_ || CountsOf(ran->second.module).from_source == 0) return;
   try {
     adreno_harness::BlobSections sections = read_;
     for (const auto& [index, kernels] : sets_) {

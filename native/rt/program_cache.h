@@ -48,14 +48,14 @@ class ProgramCache {
  private:
   struct SetKernels {
     tvm::ffi::Module module;
-    std::string section;  // the SHA-256 hex of the module's bytes: its section's key
+    std::string section;  // the SHA-256 hex of the module's bytes: its section's key ("" without a blob)
   };
   ProgramCounts CountsOf(const tvm::ffi::Module& kernels) const;
 
   std::string key_, blob_path_;  // key_ empty: no blob
   bool write_blob_;
   adreno_harness::BlobSections read_;  // the file's sections, as read at open
-  std::map<size_t, SetKernels> sets_;  // the attached sets that have kernels
+  std::map<size_t, SetKernels> sets_;  // the attached sets that have kernels (counted with or without a blob)
   adreno_rt_blob_state state_ = ADRENO_RT_BLOB_NOT_USED;
   std::string rejected_because_, write_error_;
   bool written_ = false;
