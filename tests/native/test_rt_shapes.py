@@ -24,8 +24,8 @@ LISTING = "it was compiled for x 1x3x8x8; x 1x3x8x16 (pad the input to one of th
 
 @pytest.fixture(scope="module")
 def shapes_run(native_shape_sets, tmp_path_factory):
-    """run(artifact, blob, *steps) -> (report, {step: outputs}); the artifact, each set's input and VmExecutor's
-    outputs for it."""
+    """(run, the artifact, VmExecutor's outputs of each set): run(artifact, blob, *steps) -> (report, {step:
+    outputs}), with refused=True the open's failure line."""
     path, inputs = native_shape_sets
     program = build_c(HERE / "rt_shapes.c", tmp_path_factory.mktemp("rt-shapes") / "rt_shapes")
     io = tmp_path_factory.mktemp("rt-shapes-io")
@@ -33,9 +33,12 @@ def shapes_run(native_shape_sets, tmp_path_factory):
         x.tofile(io / f"set{index}_in0.bin")
     expected = [VmExecutor(Artifact.load(path, shape_set=i)).run([x]) for i, x in enumerate(inputs)]
 
-    def run(artifact, blob, *steps):
+    def run(artifact, blob, *steps, refused=False):
         proc = subprocess.run([str(program), str(artifact), str(io), str(blob or "-"), *map(str, steps)],
                               capture_output=True, text=True, timeout=300)
+        if refused:  # the open failed: its status line
+            assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+            return proc.stderr
         assert proc.returncode == 0, proc.stderr
         report = json.loads(proc.stdout)
         outputs = {}
@@ -81,3 +84,15 @@ def test_a_set_whose_library_changed_is_refused_when_selected(shapes_run, tmp_pa
     assert codes == [(0, 0), (2, 0), (0, 0)], report["steps"]
     assert report["steps"][1]["message"].startswith("shapes/1/lib.so: its SHA-256 differs from the manifest's")
     assert np.array_equal(outputs[0], expected[0][0]) and np.array_equal(outputs[2], expected[0][0])
+
+
+def test_an_edited_set_of_the_manifest_is_refused_at_open(shapes_run, tmp_path):
+    """run_sha256 covers each set's fields: set 1's weights swapped in the manifest refuse the whole artifact."""
+    run, path, _ = shapes_run
+    copy = shutil.copytree(path, tmp_path / "art")
+    manifest = json.loads((copy / "manifest.json").read_text())
+    params = manifest["shape_sets"][1]["manifest"]["host_params"]
+    params[0], params[1] = params[1], params[0]
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    line = run(copy, None, 0, refused=True)
+    assert line.startswith("open: status 2: manifest.json: the fields that decide what runs"), line
