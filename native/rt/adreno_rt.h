@@ -2,10 +2,11 @@
  * `adreno compile --host native`, or for a phone with the NDK) on an OpenCL device through TVM's runtime and
  * adreno's OpenCL plugin (libtvm_runtime_opencl.so).
  *
- * The library does what every app would otherwise redo: loads the plugin and the host library (lib.so), uploads
- * the weights of params.npz into their plan scopes (images for texture tensors, half pixels for fp16 artifacts),
- * takes the OpenCL program binaries of an earlier start from the blob file when it is for this device and these
- * kernels and intact, and rewrites that file atomically after a start that built anything from source.
+ * The library does what every app would otherwise redo: loads the plugin and the host library (lib.so; of an
+ * artifact of several shape sets, the library of each set it selects), uploads the weights of params.npz into their
+ * plan scopes (images for texture tensors, half pixels for fp16 artifacts), takes the OpenCL program binaries of an
+ * earlier start from the blob file when it is for this device and these kernels and intact, and rewrites that file
+ * atomically after a start (of a shape set: that set's first run) that built anything from source.
  *
  * Conventions:
  *  - Every call returns an adreno_rt_status. `message` is "" on success, otherwise one readable line naming what

@@ -50,7 +50,7 @@ void ProgramCache::Attach(size_t set, const ffi::Module& executable) {
     ffi::Bytes module_bytes = (*kernels)->SaveToBytes();
     attached.section = adreno_harness::Sha256Hex(module_bytes.data(), module_bytes.size());
   }
-  sets_.emplace(set, attached);
+  sets_.insert_or_assign(set, attached);  // a set whose load failed after this is attached again
   if (key_.empty()) return;
   auto section = read_.find(attached.section);
   if (section == read_.end()) return;
