@@ -12,16 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "adreno_rt.h"
-
-static const char* kBlobStates[] = {"not used", "absent", "loaded", "rejected", "refused by the driver"};
-
-static void check(adreno_rt_status status, const char* what) {
-  if (status.code != ADRENO_RT_OK) {
-    fprintf(stderr, "%s: status %d: %s\n", what, (int)status.code, status.message);
-    exit(1);
-  }
-}
+#include "rt_common.h"
 
 static void print_string(const char* text) {
   putchar('"');
@@ -32,38 +23,16 @@ static void print_string(const char* text) {
   putchar('"');
 }
 
-static void* read_file(const char* path, size_t bytes) {
-  void* data = malloc(bytes ? bytes : 1);
-  FILE* f = fopen(path, "rb");
-  if (!f || fread(data, 1, bytes, f) != bytes) {
-    fprintf(stderr, "%s: cannot read %zu bytes\n", path, bytes);
-    exit(1);
-  }
-  fclose(f);
-  return data;
-}
-
 /* Runs the selected set on IO_DIR/set<set>_in<i>.bin and writes IO_DIR/step<step>_out<i>.bin. */
 static void run_selected(adreno_rt_model* model, const char* io_dir, size_t set, int step) {
   size_t input_count = 0, output_count = 0;
   check(adreno_rt_input_count(model, &input_count), "input_count");
   check(adreno_rt_output_count(model, &output_count), "output_count");
   char path[4096];
-  adreno_rt_view* inputs = calloc(input_count + 1, sizeof(adreno_rt_view));
+  snprintf(path, sizeof(path), "%s/set%zu_", io_dir, set);
+  adreno_rt_view* inputs = read_inputs(model, path, input_count);
   adreno_rt_buffer* outputs = calloc(output_count + 1, sizeof(adreno_rt_buffer));
-  for (size_t i = 0; i < input_count; ++i) {
-    adreno_rt_tensor_info info;
-    check(adreno_rt_input_info(model, i, &info), "input_info");
-    snprintf(path, sizeof(path), "%s/set%zu_in%zu.bin", io_dir, set, i);
-    inputs[i].data = read_file(path, info.bytes);
-    inputs[i].bytes = info.bytes;
-  }
-  for (size_t i = 0; i < output_count; ++i) {
-    adreno_rt_tensor_info info;
-    check(adreno_rt_output_info(model, i, &info), "output_info");
-    outputs[i].bytes = info.bytes;
-    outputs[i].data = malloc(info.bytes ? info.bytes : 1);
-  }
+  allocate_outputs(model, outputs, output_count);
   check(adreno_rt_run(model, inputs, input_count, outputs, output_count), "run");
   for (size_t i = 0; i < output_count; ++i) {
     snprintf(path, sizeof(path), "%s/step%d_out%zu.bin", io_dir, step, i);
@@ -83,10 +52,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   adreno_rt_options options;
-  adreno_rt_options_init(&options);
-  options.blob_path = strcmp(argv[3], "-") == 0 ? NULL : argv[3];
-  adreno_rt_model* model = NULL;
-  check(adreno_rt_open(argv[1], &options, &model), "open");
+  adreno_rt_model* model = open_model(argv[1], argv[3], &options);
   size_t sets = 0, input_count = 0;
   check(adreno_rt_shape_set_count(model, &sets), "shape_set_count");
   check(adreno_rt_input_count(model, &input_count), "input_count");
