@@ -21,13 +21,13 @@ WIDTHS = (8, 12, 16)
 RTOL, ATOL = 1e-3, 1e-4  # adreno run --check's
 
 
-def _compile(model, root, memory, shape_sets, host="android"):
+def _compile(model, root, memory, shape_sets, host="android", jobs=1):
     from adreno.compile_shapes import compile_shape_sets
     from adreno.options import CompileOptions
 
     onnx.save(model, root / "model.onnx")
     path, _ = compile_shape_sets(root / "model.onnx", root / "art", CompileOptions(memory=memory, host=host),
-                                 shape_sets)
+                                 shape_sets, jobs=jobs)
     return path
 
 
@@ -55,10 +55,10 @@ def _check_every_set(path, inputs_of):
 @pytest.fixture(scope="module")
 def ocr_artifacts(tmp_path_factory):
     """The recogniser at the three widths in one artifact, in each memory (buffer with a host library for this
-    machine, for --runtime tvm): {memory: path}."""
+    machine, for --runtime tvm), the sets compiled two at a time: {memory: path}."""
     sets = parse_shape_sets([f"x:1,3,8,{w}" for w in WIDTHS])
     return {memory: _compile(ocr_like(), tmp_path_factory.mktemp(f"ocr-{memory}"), memory, sets,
-                             host="native" if memory == "buffer" else "android")
+                             host="native" if memory == "buffer" else "android", jobs=2)
             for memory in ("buffer", "texture")}
 
 
@@ -84,6 +84,34 @@ def test_three_widths_in_one_artifact_each_checked(ocr_artifacts, memory):
     kernel_files = list((ocr_artifact / "kernels").iterdir())
     programs = [set(Artifact.load(ocr_artifact, shape_set=i).plan.programs.values()) for i in range(3)]
     assert len(kernel_files) == manifest["kernels_stored"] == len(set.union(*programs)) < sum(map(len, programs))
+
+
+def test_sets_compiled_side_by_side_are_the_sets_compiled_in_turn(ocr_artifact, tmp_path):
+    """The fixture's sets compiled in two processes at once; two of them compiled again one after another in this
+    process: each width's plan, kernels and host library are the same bytes (the pool returns each set to its
+    place)."""
+    again = _compile(ocr_like(), tmp_path, "buffer", parse_shape_sets([f"x:1,3,8,{w}" for w in WIDTHS[::2]]),
+                     host="native", jobs=1)
+    for index, width in ((0, WIDTHS[0]), (1, WIDTHS[2])):
+        ours = Artifact.load(again, shape_set=index)
+        theirs = Artifact.load(ocr_artifact, shape_set=WIDTHS.index(width))
+        assert ours.manifest["shape_set"]["label"] == theirs.manifest["shape_set"]["label"] == f"x 1x3x8x{width}"
+        assert ours.plan.steps == theirs.plan.steps
+        assert [ours.kernel_source(p) for p in ours.plan.programs] == \
+            [theirs.kernel_source(p) for p in theirs.plan.programs]
+        library = ours.manifest["host_library"]
+        assert (again / library).read_bytes() == (ocr_artifact / theirs.manifest["host_library"]).read_bytes()
+
+
+def test_a_set_that_fails_in_its_process_is_one_line_and_leaves_nothing(tmp_path):
+    """Width 2 pools to nothing: that set's compile fails in its worker while the other compiles; the error comes
+    back in one line (exit 2) and no artifact or staging folder is left."""
+    onnx.save(ocr_like(), tmp_path / "model.onnx")
+    proc = adreno("compile", tmp_path / "model.onnx", "-o", tmp_path / "art", "--memory", "buffer", "--jobs", "2",
+                  "--input-shape", "x:1,3,8,8", "--input-shape", "x:1,3,8,2", "-q", check_rc=2)
+    assert proc.stderr.count("\n") == 1 and "shape set x 1x3x8x2: " in proc.stderr and "Reshape" in proc.stderr, \
+        proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]
 
 
 def test_the_run_says_which_set_ran_and_refuses_another_width_in_one_line(ocr_artifact, tmp_path):
