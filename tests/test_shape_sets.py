@@ -140,15 +140,28 @@ def test_runtime_tvm_runs_the_set_the_input_matches(ocr_artifact, tmp_path):
 
 def test_ids_and_mask_vary_together(tmp_path):
     """A text model of three integer inputs, all three at lengths 4, 8 and 12 in one artifact; inputs of two
-    lengths match no set."""
+    lengths match no set. The harness (the app library) selects the set of three inputs as Python does."""
+    from adreno.native.vm_executor import VmExecutor
+    from tests.native.harness_cli import one_line_error, report, run_harness
+
     names = ("input_ids", "attention_mask", "token_type_ids")
     sets = parse_shape_sets([f"{name}:1,{length}" for length in (4, 8, 12) for name in names])
     assert [sorted(s) for s in sets] == [sorted(names)] * 3
-    path = _compile(bert_like(), tmp_path, "buffer", sets)
+    path = _compile(bert_like(), tmp_path, "buffer", sets, host="native")
     labels = _check_every_set(path, lambda a: random_inputs(a.input_specs(), 3, a.value_ranges()))
     assert labels[2] == "input_ids 1x12, attention_mask 1x12, token_type_ids 1x12"
     with pytest.raises(AdrenoError, match="no shape set of this artifact takes input_ids 1x4, attention_mask 1x8"):
         Artifact.load(path).for_inputs({"input_ids": (1, 4), "attention_mask": (1, 8), "token_type_ids": (1, 4)})
+    chosen = Artifact.load(path, shape_set=1)
+    inputs = random_inputs(chosen.input_specs(), 4, chosen.value_ranges())
+    result = report(run_harness(path, dict(zip(chosen.input_names(), inputs)), tmp_path / "harness"))
+    expected = VmExecutor(chosen).run(inputs)
+    assert result["shape_set"] == 1 and len(result["outputs"]) == len(expected)
+    for name, want in zip(chosen.output_names(), expected):
+        assert np.array_equal(np.load(result["outputs"][name]), want), name
+    mixed = dict(zip(chosen.input_names(), inputs))
+    mixed["attention_mask"] = np.ones((1, 4), mixed["attention_mask"].dtype)
+    assert "no shape set of this artifact takes " in one_line_error(run_harness(path, mixed, tmp_path / "mixed"))
 
 
 def test_every_set_that_ran_is_in_the_program_cache(ocr_artifact, tmp_path):
