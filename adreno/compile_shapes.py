@@ -1,18 +1,26 @@
 """The compile of several shape sets into one artifact (`adreno.artifact.shape_sets` has the layout and the rules).
 
-Each set is compiled as a one-set artifact would be (`compile_model`, its build check included), into a temporary
-directory; the sets are then merged: params of the same name and the same stored bytes (the model's weights,
-whatever the input shape) become one member of the one weight file, a param that differs between sets (a constant
-folded from a shape) is renamed for its set; kernel files of identical bytes (the same source for the same tensor
-shapes) are stored once. Nothing is left at the output unless every set compiled (`ArtifactWriter`)."""
+Each set is compiled as a one-set artifact would be (`compile_model`) into a temporary directory, and its kernels
+built by the build check; the sets are then merged: params of the same name and the same stored bytes (the model's
+weights, whatever the input shape) become one member of the one weight file, a param that differs between sets (a
+constant folded from a shape) is renamed for its set; kernel files of identical bytes (the same source for the same
+tensor shapes) are stored once. Nothing is left at the output unless every set compiled (`ArtifactWriter`).
+
+The sets share almost no lowering (a kernel of other tensor shapes is another kernel, and an input that varies
+reaches nearly every kernel), so what makes several shapes cheap to compile is compiling them at once:
+up to `jobs` sets at a time, each in a process of its own (spawned, so that no TVM state is forked; ended with the
+compile however it ends, `adreno.support.processes.die_with_parent`). Their build checks run afterwards in this
+process, one set after another, through the one program cache."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import os
 import shutil
 import time
+from concurrent import futures
 from dataclasses import replace
 from pathlib import Path
 from typing import Mapping
@@ -22,17 +30,20 @@ import numpy as np
 from .artifact.format import KERNEL_DIR, MANIFEST_NAME, PARAMS_NAME, Artifact, ArtifactWriter, Plan, kernel_path
 from .compiler.build_check import BuildCheck, BuildCheckResult
 from .compile import Progress, compile_model
+from .errors import AdrenoError
 from .options import CompileOptions
+from .support.processes import die_with_parent, stop_pool
 from .artifact.shape_sets import SET_FIELDS, SHAPES_DIR, label
 
 
 def compile_shape_sets(model, output: str | os.PathLike, options: CompileOptions,
                        shape_sets: list[dict[str, list[int]]], progress: Progress | None = None,
-                       bind: Mapping[str, np.ndarray] | None = None,
-                       build_check: BuildCheck | None = None) -> tuple[Path, list[BuildCheckResult | None]]:
+                       bind: Mapping[str, np.ndarray] | None = None, build_check: BuildCheck | None = None,
+                       jobs: int | None = None) -> tuple[Path, list[BuildCheckResult | None]]:
     """Compile `model` once per shape set (each `options` with that set's `input_shapes`; `progress`, `bind` and
-    `build_check` as `compile_model` takes them) into one artifact at `output`. Returns the artifact's path and each
-    set's build check result (None where `build_check` is None)."""
+    `build_check` as `compile_model` takes them) into one artifact at `output`, up to `jobs` sets at a time (None:
+    one per core this process may use). Returns the artifact's path and each set's build check result (None where
+    `build_check` is None)."""
     say = progress or (lambda message: None)
     started = time.perf_counter()
     final = Path(output)
@@ -40,12 +51,14 @@ def compile_shape_sets(model, output: str | os.PathLike, options: CompileOptions
         # each set's compile inside the writer's temporary directory: whatever stops the compile, the writer (or the
         # next writer of `output`, when this process was killed) removes it with the rest
         scratch = writer.tmp / ".shape-sets"
+        compiled = _compile_sets(model, scratch, options, shape_sets, bind, default_jobs(jobs, len(shape_sets)),
+                                 progress)
         artifacts, checks = [], []
-        for index, shapes in enumerate(shape_sets):
-            say(f"shape set {index + 1} of {len(shape_sets)}: {label(shapes)}")
-            compiled = compile_model(model, scratch / str(index), replace(options, input_shapes=shapes),
-                                     progress=progress, bind=bind, build_check=build_check)
-            artifacts.append(Artifact.load(compiled, checked=False))  # just written by this process
+        for index, path in enumerate(compiled):
+            if build_check is not None:
+                say(f"building shape set {index + 1}'s kernels on a local OpenCL device (the build check)")
+                build_check(path, options.device())
+            artifacts.append(Artifact.load(path, checked=False))  # just written by this compile
             checks.append(build_check.result if build_check is not None else None)
         say("merging the shape sets: one weight file, kernels of identical source once")
         manifest = _merge(artifacts, writer)
@@ -53,6 +66,56 @@ def compile_shape_sets(model, output: str | os.PathLike, options: CompileOptions
         manifest["compile_seconds"] = round(time.perf_counter() - started, 3)
         writer.seal(manifest)
         return writer.install(), checks
+
+
+def default_jobs(jobs: int | None, sets: int) -> int:
+    """How many sets compile at once: `jobs` (at least 1), else one per core this process may use; never more
+    than there are sets."""
+    if jobs is None:
+        jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(jobs, sets))
+
+
+def _compile_sets(model, scratch: Path, options: CompileOptions, shape_sets: list[dict[str, list[int]]],
+                  bind, jobs: int, progress: Progress | None) -> list[Path]:
+    """Each set compiled (no build check) into `scratch/<index>`: in this process when `jobs` is 1 (its progress
+    lines as `compile_model` says them), else on a pool of `jobs` processes (one line per set as it finishes)."""
+    say = progress or (lambda message: None)
+    count = len(shape_sets)
+    if jobs == 1:
+        paths = []
+        for index, shapes in enumerate(shape_sets):
+            say(f"shape set {index + 1} of {count}: {label(shapes)}")
+            paths.append(compile_set(model, scratch / str(index), options, shapes, bind, progress))
+        return paths
+    say(f"compiling {count} shape sets, {jobs} at a time (one process each)")
+    pool = futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=die_with_parent, initargs=(os.getpid(),))
+    try:
+        pending = {pool.submit(compile_set, model, scratch / str(index), options, shapes, bind): index
+                   for index, shapes in enumerate(shape_sets)}
+        paths: dict[int, Path] = {}
+        for done in futures.as_completed(pending):
+            index = pending[done]
+            try:
+                paths[index] = done.result()
+            except futures.process.BrokenProcessPool:  # the worker died: a crash in TVM or LLVM, or the OOM killer
+                raise AdrenoError(f"the compile of shape set {index + 1} ({label(shape_sets[index])}) ended without "
+                                  "a result (its process died); try --jobs 1 to see where") from None
+            say(f"shape set {index + 1} of {count} compiled: {label(shape_sets[index])}")
+        return [paths[index] for index in range(count)]
+    finally:  # the other sets' compiles end with a failed or interrupted one
+        stop_pool(pool)
+
+
+def compile_set(model, directory: Path, options: CompileOptions, shapes: dict[str, list[int]], bind,
+                progress: Progress | None = None) -> Path:
+    """One set's compile, without the build check (the caller runs it): what a pool worker runs. Its error names
+    the set (an error of the same type: the CLI's exit status and the API's exception stay those of the cause)."""
+    try:
+        return compile_model(model, directory, replace(options, input_shapes=shapes), progress=progress, bind=bind)
+    except AdrenoError as err:
+        raise type(err)(f"shape set {label(shapes)}: {err}") from None
 
 
 def _merge(artifacts: list[Artifact], writer: ArtifactWriter) -> dict:

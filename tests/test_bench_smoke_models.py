@@ -8,7 +8,7 @@ import pytest
 from tests.bench_smoke import check
 
 # tool -> the fields its docs' tables are read from (docs/cache.md, compile.md, native.md, weights.md, quantized.md,
-# schedules.md, shapes.md, docs/guide.md's benchmark sections)
+# schedules.md, shapes.md, indices.md, docs/guide.md's benchmark sections)
 FIELDS = {
     "bench_cache.py": [f"models.*.{mode}.{what}" for mode in ("cold", "warm", "bundled")
                        for what in ("valid_runs", "program_load_s", "time_to_first_inference_s", "first_run_s",
@@ -40,6 +40,8 @@ FIELDS = {
     "bench_shapes.py": ["one.sizes.weights", "many.sizes.weights", "many.kernels_stored", "size_ratio_to_budget",
                         "compile_cpu_ratio", "compile_wall_ratio", "switching.*.programs_built",
                         "fresh_starts.*.build_from"],
+    "bench_indices.py": ["device", "vocab", "rows.*.seq", "rows.*.memory", "rows.*.indices", "rows.*.kernels",
+                         "rows.*.median_ms", "rows.*.device_median_ms"],
 }
 
 # bench_memory's tex-1px variant (the tiled texture conv family left out, so the packed family schedules every conv)

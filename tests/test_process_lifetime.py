@@ -139,6 +139,30 @@ def test_compile_killed_leaves_nothing(isolated, tmp_path, after_s):
     assert not out.exists()
 
 
+def test_a_compile_of_shape_sets_killed_leaves_no_worker(isolated, tmp_path):
+    """SIGKILL while two shape sets compile side by side, each in a pool worker: the workers end with the compile,
+    nothing is left in its TMPDIR (the sets' scratch is inside the artifact's staging folder) and `-o` was never
+    made."""
+    import onnx
+
+    from tests.dynamic_models import ocr_like
+
+    tmp, env = isolated
+    onnx.save(ocr_like(), tmp_path / "ocr.onnx")
+    out = tmp_path / "out"
+    proc = start(["compile", tmp_path / "ocr.onnx", "-o", out, "--memory", "buffer", "--jobs", "2",
+                  "--input-shape", "x:1,3,8,8", "--input-shape", "x:1,3,8,16"], env)
+    ends = time.monotonic() + 120
+    while sum("spawn_main" in p for p in session_processes(proc.pid)) < 2 and time.monotonic() < ends:
+        time.sleep(0.2)
+    time.sleep(1.0)  # the workers import and start lowering
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert settled(proc.pid) == []
+    assert list(tmp.iterdir()) == []
+    assert not out.exists()
+
+
 def test_a_pool_worker_ends_when_its_parent_is_killed(tmp_path):
     """A build pool's worker (`die_with_parent` as its initializer) outlives no SIGKILLed parent, even while busy."""
     script = tmp_path / "parent.py"

@@ -21,13 +21,13 @@ WIDTHS = (8, 12, 16)
 RTOL, ATOL = 1e-3, 1e-4  # adreno run --check's
 
 
-def _compile(model, root, memory, shape_sets, host="android"):
+def _compile(model, root, memory, shape_sets, host="android", jobs=1):
     from adreno.compile_shapes import compile_shape_sets
     from adreno.options import CompileOptions
 
     onnx.save(model, root / "model.onnx")
     path, _ = compile_shape_sets(root / "model.onnx", root / "art", CompileOptions(memory=memory, host=host),
-                                 shape_sets)
+                                 shape_sets, jobs=jobs)
     return path
 
 
@@ -55,10 +55,10 @@ def _check_every_set(path, inputs_of):
 @pytest.fixture(scope="module")
 def ocr_artifacts(tmp_path_factory):
     """The recogniser at the three widths in one artifact, in each memory (buffer with a host library for this
-    machine, for --runtime tvm): {memory: path}."""
+    machine, for --runtime tvm), the sets compiled two at a time: {memory: path}."""
     sets = parse_shape_sets([f"x:1,3,8,{w}" for w in WIDTHS])
     return {memory: _compile(ocr_like(), tmp_path_factory.mktemp(f"ocr-{memory}"), memory, sets,
-                             host="native" if memory == "buffer" else "android")
+                             host="native" if memory == "buffer" else "android", jobs=2)
             for memory in ("buffer", "texture")}
 
 
@@ -84,6 +84,34 @@ def test_three_widths_in_one_artifact_each_checked(ocr_artifacts, memory):
     kernel_files = list((ocr_artifact / "kernels").iterdir())
     programs = [set(Artifact.load(ocr_artifact, shape_set=i).plan.programs.values()) for i in range(3)]
     assert len(kernel_files) == manifest["kernels_stored"] == len(set.union(*programs)) < sum(map(len, programs))
+
+
+def test_sets_compiled_side_by_side_are_the_sets_compiled_in_turn(ocr_artifact, tmp_path):
+    """The fixture's sets compiled in two processes at once; two of them compiled again one after another in this
+    process: each width's plan, kernels and host library are the same bytes (the pool returns each set to its
+    place)."""
+    again = _compile(ocr_like(), tmp_path, "buffer", parse_shape_sets([f"x:1,3,8,{w}" for w in WIDTHS[::2]]),
+                     host="native", jobs=1)
+    for index, width in ((0, WIDTHS[0]), (1, WIDTHS[2])):
+        ours = Artifact.load(again, shape_set=index)
+        theirs = Artifact.load(ocr_artifact, shape_set=WIDTHS.index(width))
+        assert ours.manifest["shape_set"]["label"] == theirs.manifest["shape_set"]["label"] == f"x 1x3x8x{width}"
+        assert ours.plan.steps == theirs.plan.steps
+        assert [ours.kernel_source(p) for p in ours.plan.programs] == \
+            [theirs.kernel_source(p) for p in theirs.plan.programs]
+        library = ours.manifest["host_library"]
+        assert (again / library).read_bytes() == (ocr_artifact / theirs.manifest["host_library"]).read_bytes()
+
+
+def test_a_set_that_fails_in_its_process_is_one_line_and_leaves_nothing(tmp_path):
+    """Width 2 pools to nothing: that set's compile fails in its worker while the other compiles; the error comes
+    back in one line (exit 2) and no artifact or staging folder is left."""
+    onnx.save(ocr_like(), tmp_path / "model.onnx")
+    proc = adreno("compile", tmp_path / "model.onnx", "-o", tmp_path / "art", "--memory", "buffer", "--jobs", "2",
+                  "--input-shape", "x:1,3,8,8", "--input-shape", "x:1,3,8,2", "-q", check_rc=2)
+    assert proc.stderr.count("\n") == 1 and "shape set x 1x3x8x2: " in proc.stderr and "Reshape" in proc.stderr, \
+        proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]
 
 
 def test_the_run_says_which_set_ran_and_refuses_another_width_in_one_line(ocr_artifact, tmp_path):
@@ -112,15 +140,28 @@ def test_runtime_tvm_runs_the_set_the_input_matches(ocr_artifact, tmp_path):
 
 def test_ids_and_mask_vary_together(tmp_path):
     """A text model of three integer inputs, all three at lengths 4, 8 and 12 in one artifact; inputs of two
-    lengths match no set."""
+    lengths match no set. The harness (the app library) selects the set of three inputs as Python does."""
+    from adreno.native.vm_executor import VmExecutor
+    from tests.native.harness_cli import one_line_error, report, run_harness
+
     names = ("input_ids", "attention_mask", "token_type_ids")
     sets = parse_shape_sets([f"{name}:1,{length}" for length in (4, 8, 12) for name in names])
     assert [sorted(s) for s in sets] == [sorted(names)] * 3
-    path = _compile(bert_like(), tmp_path, "buffer", sets)
+    path = _compile(bert_like(), tmp_path, "buffer", sets, host="native")
     labels = _check_every_set(path, lambda a: random_inputs(a.input_specs(), 3, a.value_ranges()))
     assert labels[2] == "input_ids 1x12, attention_mask 1x12, token_type_ids 1x12"
     with pytest.raises(AdrenoError, match="no shape set of this artifact takes input_ids 1x4, attention_mask 1x8"):
         Artifact.load(path).for_inputs({"input_ids": (1, 4), "attention_mask": (1, 8), "token_type_ids": (1, 4)})
+    chosen = Artifact.load(path, shape_set=1)
+    inputs = random_inputs(chosen.input_specs(), 4, chosen.value_ranges())
+    result = report(run_harness(path, dict(zip(chosen.input_names(), inputs)), tmp_path / "harness"))
+    expected = VmExecutor(chosen).run(inputs)
+    assert result["shape_set"] == 1 and len(result["outputs"]) == len(expected)
+    for name, want in zip(chosen.output_names(), expected):
+        assert np.array_equal(np.load(result["outputs"][name]), want), name
+    mixed = dict(zip(chosen.input_names(), inputs))
+    mixed["attention_mask"] = np.ones((1, 4), mixed["attention_mask"].dtype)
+    assert "no shape set of this artifact takes " in one_line_error(run_harness(path, mixed, tmp_path / "mixed"))
 
 
 def test_every_set_that_ran_is_in_the_program_cache(ocr_artifact, tmp_path):
@@ -175,18 +216,21 @@ def test_an_artifact_of_one_set_refuses_another_shape_the_same_way(tiny_artifact
         "for input 1x3x32x32" in proc.stderr, proc.stderr
 
 
-def test_the_harness_refuses_an_artifact_of_several_sets_in_one_line(ocr_artifact, tmp_path):
-    """The C++ harness chooses no set yet: it refuses the artifact in one line (exit 2) before reading any of it, so
-    it never runs one set as if it were the model."""
-    import subprocess
+def test_the_harness_runs_the_set_its_inputs_select_and_refuses_another_width_in_one_line(ocr_artifact, tmp_path):
+    """The C++ harness (over the app library) chooses the set as `adreno run` does: each width gives TVM's runtime's
+    outputs for its set (VmExecutor, `--runtime tvm`) bit for bit; another width is one line listing the sets."""
+    from adreno.native.vm_executor import VmExecutor
+    from tests.native.harness_cli import one_line_error, report, run_harness
 
-    from adreno.native.plugin import HARNESS_PATH
-
-    np.save(tmp_path / "x.npy", np.zeros((1, 3, 8, 8), np.float32))
-    proc = subprocess.run([str(HARNESS_PATH), str(ocr_artifact), "--input", f"x={tmp_path / 'x.npy'}",
-                           "--output-dir", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
-    assert "holds several shape sets" in proc.stderr, proc.stderr
+    rng = np.random.default_rng(7)
+    for index, width in ((2, 16), (0, 8)):
+        x = rng.standard_normal((1, 3, 8, width)).astype(np.float32)
+        result = report(run_harness(ocr_artifact, {"x": x}, tmp_path / f"w{width}"))
+        expected = VmExecutor(Artifact.load(ocr_artifact, shape_set=index)).run([x])[0]
+        assert result["shape_set"] == index and np.array_equal(np.load(result["outputs"]["probs"]), expected)
+    line = one_line_error(run_harness(ocr_artifact, {"x": np.zeros((1, 3, 8, 20), np.float32)}, tmp_path / "w20"))
+    assert "no shape set of this artifact takes x 1x3x8x20; it was compiled for x 1x3x8x8; x 1x3x8x12; " \
+        "x 1x3x8x16" in line, line
 
 
 def test_the_python_api_switches_sets_and_keeps_an_executor_for_each(ocr_artifact):
@@ -203,3 +247,23 @@ def test_the_python_api_switches_sets_and_keeps_an_executor_for_each(ocr_artifac
         assert artifact._executors == executors, "no new executor for a set met before"
         with pytest.raises(AdrenoError, match="inputs: no shape set of this artifact takes x 1x3x8x9"):
             artifact.run([np.zeros((1, 3, 8, 9), np.float32)])
+
+
+def test_the_python_api_compiles_several_sets(tmp_path):
+    """`adreno.compile(..., input_shapes=[{...}, {...}])` writes one artifact of both sets (the CLI's rules, one
+    line for a set given twice) and `run` picks the set each input matches."""
+    import adreno
+    from tests.conftest import single_op_model
+
+    model = single_op_model("Conv", {"x": [1, 4, 8, "w"]}, {"k": np.ones((8, 4, 3, 3))}, pads=[1, 1, 1, 1])
+    onnx.save(model, tmp_path / "conv.onnx")
+    with pytest.raises(AdrenoError, match="input_shapes: the shape set x 1x4x8x8 is given twice"):
+        adreno.compile(tmp_path / "conv.onnx", memory="buffer", output=tmp_path / "twice",
+                       input_shapes=[{"x": [1, 4, 8, 8]}, {"x": (1, 4, 8, 8)}])
+    artifact = adreno.compile(tmp_path / "conv.onnx", memory="buffer", output=tmp_path / "art", jobs=1,
+                              input_shapes=[{"x": [1, 4, 8, 8]}, {"x": (1, 4, 8, 16)}])
+    with artifact:
+        for width in (8, 16):
+            x = np.random.default_rng(width).standard_normal((1, 4, 8, width)).astype(np.float32)
+            assert artifact.run({"x": x})[0].shape == (1, 8, 8, width)
+            assert artifact.check([x])["ok"]

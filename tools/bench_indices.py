@@ -3,14 +3,15 @@
 `--trust-indices`, side by side in one run, each checked against onnxruntime, then timed on the chosen device.
 
     python tools/bench_indices.py [--vocab 30522] [--dim 128] [--seq 128 512] [--memory buffer texture]
-                                  [--device pocl] [--repeat 50] [--json out.json]
+                                  [--device pocl] [--repeat 50] [--json out.json] [--smoke]
 
 The model is BERT's embedding lookup: three Gathers (word, token type, position) whose indices are the model's inputs,
 summed. The check adds, per Gather, the guard's elementwise kernels and one reduction, and one concatenation of the
 flags (`adreno.frontend.index_guards`); the table gives the kernels, the median wall time per run (launches
 included: what an app waits) and the median device time (the sum of the kernels' profiling-event times), and the
 checked/trusted ratio of each, both variants profiled in alternating rounds. On PoCL (CPU) a launch costs what it
-costs on a CPU; on an Adreno GPU the device time of the tiny guard kernels is what to compare."""
+costs on a CPU; on an Adreno GPU the device time of the tiny guard kernels is what to compare. `--smoke` (CI): a
+64-word table of 8, 8 ids, buffer memory, one round of 2 runs."""
 
 from __future__ import annotations
 
@@ -86,7 +87,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=50, help="timed runs per round and variant (default 50)")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (default 5)")
     parser.add_argument("--json", help="write the rows to this file")
+    parser.add_argument("--smoke", action="store_true", help="a tiny table, one round (CI: the tool still runs)")
     args = parser.parse_args()
+    if args.smoke:
+        args.vocab, args.dim, args.seq, args.memory, args.repeat, args.rounds = 64, 8, [8], ["buffer"], 2, 1
     device = select_device(args.device)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The app's start and a run on x86 and in the phone box (tools/phonebox.sh, AArch64 under qemu-user), side by side.
 
-    python tools/bench_phonebox.py [tiny ...] [--memory texture] [--repeat 5] [--json bench_phonebox.json]
+    python tools/bench_phonebox.py [tiny ...] [--memory texture] [--repeat 5] [--json bench_phonebox.json] [--smoke]
 
 For each model, compiled twice (--host native for x86; --host android --cc aarch64-linux-gnu-gcc for the box; not
 timed), on each side:
@@ -10,6 +10,7 @@ timed), on each side:
   build), then once from that blob with --repeat runs: its stages plugin, load, blob, weights, first run, and the
   median of the runs. The two sides' outputs must be bit-identical, or no figure counts.
 The box must be set up (`make phonebox`). What the box's times mean: docs/native.md ("The phone box").
+`--smoke` (CI, tests/phonebox): tiny in buffer memory, one run.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def import_ms(side: str) -> float:
 def harness(side: str, artifact: Path, inputs: dict, out: Path, blob: Path, repeat: int) -> dict:
     from adreno.native.plugin import HARNESS_PATH
 
-    binary = REPO / "build" / "native-aarch64" / "adreno-harness" if side == "box" else HARNESS_PATH
+    aarch64 = Path(os.environ.get("NATIVE_AARCH64", REPO / "build" / "native-aarch64"))  # as phonebox.sh reads it
+    binary = aarch64 / "adreno-harness" if side == "box" else HARNESS_PATH
     out.mkdir(parents=True)
     args = []
     for index, (name, array) in enumerate(inputs.items()):
@@ -74,7 +76,10 @@ def main() -> None:
     parser.add_argument("--memory", default="texture", choices=["texture", "buffer"])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", default="bench_phonebox.json")
+    parser.add_argument("--smoke", action="store_true", help="tiny, buffer memory, one run (CI: the tool still runs)")
     args = parser.parse_args()
+    if args.smoke:
+        args.models, args.memory, args.repeat = ["tiny"], "buffer", 1
     from adreno.artifact.format import Artifact
     from adreno.compile import compile_model
     from adreno.options import CompileOptions

@@ -38,6 +38,9 @@ def register(sub, command) -> None:  # noqa: ARG001 - the register(sub, command)
                    "one per input; naming an input again starts another shape set, every set naming the same "
                    "inputs, and the artifact holds every set with its weights once, `adreno run` choosing the set "
                    "its input matches; see docs/shapes.md)")
+    p.add_argument("-j", "--jobs", type=int, metavar="N",
+                   help="with several shape sets: how many compile at once, each in a process of its own (default: "
+                   "one per core; 1 compiles them one after another in this process)")
     add_bind_argument(p)
     p.add_argument("--memory", **enum_argument(Memory), default=None,
                    help="where tensors live on the GPU: texture (NCHW4c activations and OIHW4o weights in OpenCL "
@@ -107,6 +110,7 @@ def cmd_compile(args) -> int:
     from ..cache import ProgramCache  # inside: loads pyopencl at import
     from ..compile import compile_model  # inside: adreno --help does not need it
 
+    require_positive(args, "jobs")
     output = default_output(args.model) if args.output is None else args.output
     shape_sets = parse_shape_sets(args.input_shape)
     options = CompileOptions(target=args.target, host=args.host, cc=args.cc, input_shapes=shape_sets[0],
@@ -158,7 +162,7 @@ def _compile_shape_sets(args, output, options, shape_sets, bind, progress, check
         raise AdrenoError("--orchestrate compiles one shape set; give each input one --input-shape")
     started = time.perf_counter()
     path, checks = compile_shape_sets(args.model, output, options, shape_sets, progress=progress, bind=bind,
-                                      build_check=check)
+                                      build_check=check, jobs=args.jobs)
     progress.finish_step()
     manifest = json.loads((path / "manifest.json").read_text())
     sets = set_summaries(path)

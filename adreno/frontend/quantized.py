@@ -21,7 +21,12 @@ as OpenCL's `rint`, saturation), DynamicQuantizeLinear and MatMulInteger. The re
 - com.microsoft's DynamicQuantizeLSTM (what `quantize_dynamic` makes of every LSTM) becomes ONNX's LSTM with its
   weights dequantized to float32 constants: W and R, stored input-major ((directions, input, 4 * hidden)) with a
   scale and zero point per direction or per direction and gate column, transposed to ONNX's (directions,
-  4 * hidden, input). `frontend.recurrent` unrolls it like any LSTM. onnxruntime also quantizes the LSTM's
+  4 * hidden, input). `frontend.recurrent` unrolls it like any LSTM, and its unrolling picks a direction and
+  transposes it back: the constants its MatMuls read are each direction's input-major (input, 4 * hidden) matrix,
+  dequantized. So each direction is listed as a `QuantizedWeight` of its own (per tensor, or along its columns),
+  and the artifact stores those constants as the int8 matrices the model has, dequantized at load like any
+  quantized weight (a Relax fold into their transpose is known too): no transform of the LSTM's own, no new
+  stored form for the loaders. onnxruntime also quantizes the LSTM's
   activations (X and H, to uint8 at every step) where we compute in float: `float_lstms` gives the model
   onnxruntime would run without that rounding, which `adreno.reference.reference_spread` measures it by.
 - Blocked quantization (`block_size`) and channels-last QOperator forms are refused in one line naming the node.
@@ -62,8 +67,9 @@ QUANTIZED_OPS = {"DequantizeLinear", QUANTIZED_LSTM, *INTEGER_DOMAIN, *FLOAT_DOM
 
 @dataclass(frozen=True)
 class QuantizedWeight:
-    """A constant integer tensor that became the float32 initializer `name`: `(values - zero_point) * scale`,
-    with `scale` and `zero_point` per tensor (`axis` None) or along `axis` of `values`."""
+    """A constant integer tensor that became the float32 initializer `name` (or, for an LSTM's weight, a float32
+    constant its unrolling reads: `name[d]`, direction d): `(values - zero_point) * scale`, with `scale` and
+    `zero_point` per tensor (`axis` None) or along `axis` of `values`."""
 
     name: str
     values: np.ndarray
@@ -278,8 +284,10 @@ class _Rewrite(NodeBuilder):
     def lstm_weight(self, name: str, scale: str, zero_point: str, what: str) -> str:
         """A quantized LSTM weight (directions, rows, 4 * hidden) dequantized with its scale and zero point per
         direction (directions,) or per direction and column (directions, 4 * hidden), as ONNX's float32
-        (directions, 4 * hidden, rows)."""
-        values = self.value(name, f"{what} weight").astype(np.int32)
+        (directions, 4 * hidden, rows). Each direction's (rows, 4 * hidden) matrix is listed as a weight (see the
+        module doc): its dequantized values are the ones below, element for element."""
+        stored = self.value(name, f"{what} weight")
+        values = stored.astype(np.int32)
         scales = self.value(scale, f"{what} scale").astype(np.float32)
         zero = self.zero_point(zero_point, np.int32).astype(np.int32)
         directions, columns = (values.shape[0], values.shape[2]) if values.ndim == 3 else (0, 0)
@@ -293,6 +301,12 @@ class _Rewrite(NodeBuilder):
             return v.reshape(directions, 1, -1) if v.size > 1 else v.reshape(())
 
         dequantized = (values - along_columns(zero)).astype(np.float32) * along_columns(scales)
+        per_column = max(scales.size, zero.size) > directions
+        for d in range(directions):
+            scale_d, zero_d = (np.broadcast_to(v.reshape(directions, -1) if v.size > 1 else v.reshape(1, 1),
+                                               (directions, columns if per_column else 1))[d] for v in (scales, zero))
+            self.weights.append(QuantizedWeight(f"{name}[{d}]", stored[d], scale_d if per_column else scale_d[0],
+                                                zero_d if per_column else zero_d[0], 1 if per_column else None))
         return self.constant(np.ascontiguousarray(dequantized.transpose(0, 2, 1)))
 
     def float_domain(self, node) -> None:

@@ -45,7 +45,7 @@ from ..opencl.executor import Executor
 from ..opencl.programs import Grouping, group_source, groups
 from ..opencl.signature import program_options
 from ..options import Precision
-from ..support.processes import die_with_parent
+from ..support.processes import die_with_parent, stop_pool
 from ..records import Database, Record
 from .batch_dir import RESULTS_NAME, BatchError, read_manifest
 from .interface import check_outputs
@@ -233,26 +233,8 @@ def prebuild(artifacts: list[str], device_spec, cache_root: Path, jobs: int | No
     except futures.TimeoutError:
         pass
     finally:
-        _stop_workers(pool)
+        stop_pool(pool)
     return done
-
-
-def _stop_workers(pool: futures.ProcessPoolExecutor) -> None:
-    """Shut `pool` down and end the builds still running past the deadline. Left running, they would load the CPU
-    under the timings that follow and write into caches that the caller removes. Python 3.11 has no public way to
-    end a pool's workers (3.14's `terminate_workers`), so they are read from the pool before it forgets them."""
-    workers = list((getattr(pool, "_processes", None) or {}).values())
-    for worker in workers:
-        if worker.is_alive():
-            worker.terminate()
-    for worker in workers:
-        worker.join(timeout=5)
-        if worker.is_alive():  # SIGTERM can be ignored (an inherited SIG_IGN) or slow under load; SIGKILL cannot
-            worker.kill()
-            worker.join()
-    # Only now, and waiting: the pool's manager thread reaps the workers too, and a worker it reaped while this
-    # thread waited for it still reads as alive here until that thread is done (waitpid: no child to wait for).
-    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def measure_artifact(artifact: str, inputs, reference, device, cache=None, repeat: int = 20,

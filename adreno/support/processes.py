@@ -86,3 +86,22 @@ def owned_temp_dir(prefix: str) -> Path:
         if owner.isdigit() and int(owner) != os.getpid() and not process_alive(int(owner)):
             shutil.rmtree(folder, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=root))
+
+
+def stop_pool(pool) -> None:
+    """Shut the `concurrent.futures.ProcessPoolExecutor` `pool` down and end the jobs still running in it (builds
+    past their deadline, the other shape sets of a compile that failed or was interrupted). Left running, they would
+    load the CPU under what follows and write into folders the caller removes. Python 3.11 has no public way to end
+    a pool's workers (3.14's `terminate_workers`), so they are read from the pool before it forgets them."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    for worker in workers:
+        if worker.is_alive():
+            worker.terminate()
+    for worker in workers:
+        worker.join(timeout=5)
+        if worker.is_alive():  # SIGTERM can be ignored (an inherited SIG_IGN) or slow under load; SIGKILL cannot
+            worker.kill()
+            worker.join()
+    # Only now, and waiting: the pool's manager thread reaps the workers too, and a worker it reaped while this
+    # thread waited for it still reads as alive here until that thread is done (waitpid: no child to wait for).
+    pool.shutdown(wait=True, cancel_futures=True)

@@ -154,3 +154,15 @@ def test_bad_input_in_the_box_is_one_line(box, tiny, tmp_path):
     (other / "BUILD_INFO").write_text("apache-tvm=0.26.0 apache-tvm-ffi=0.1.9\n")
     line = one_line_error(box.run(*run, tiny["arm"], env={"ADRENO_PLUGIN_DIR": str(other)}))
     assert "built for apache-tvm=0.26.0 apache-tvm-ffi=0.1.9" in line and "rebuild it" in line
+
+
+@pytest.mark.usefixtures("box")  # made, and NATIVE_AARCH64's harness built
+def test_bench_phonebox_smoke(tmp_path):
+    """tools/bench_phonebox.py --smoke (tiny, one run; it exits unless the box's outputs equal x86's bit for bit)
+    still runs and writes each side's stages, the fields docs/native.md quotes."""
+    from ..bench_smoke import check
+
+    stages = ("import_ms", "plugin_ms", "load_ms", "blob_ms", "weights_ms", "first_run_ms", "median_ms")
+    document = check("bench_phonebox.py", tmp_path, [f"models.tiny.{side}.{stage}" for side in ("x86", "box")
+                                                     for stage in stages])
+    assert document["models"]["tiny"]["box"]["median_ms"] > 0
