@@ -27,6 +27,12 @@ class ProgressLine(enum.Enum):
     WRITING = "writing the artifact"
     HOST_LIBRARY = "building the host library"
     BUILD_CHECK = "building the kernels on a local OpenCL device (the build check)"
+    # a compile of several shape sets (`adreno.compile_shapes`), around each set's lines or in their place
+    SHAPE_SET = "shape set {number} of {count}: {label}"
+    SHAPE_SETS_SIDE_BY_SIDE = "compiling {count} shape sets, {jobs} at a time (one process each)"
+    SHAPE_SET_COMPILED = "shape set {number} of {count} compiled: {label}"
+    SHAPE_SET_BUILD_CHECK = "building shape set {number}'s kernels on a local OpenCL device (the build check)"
+    MERGING = "merging the shape sets: one weight file, kernels of identical source once"
 
 
 def sayer(progress: Progress | None) -> Callable[..., None]:
