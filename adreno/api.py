@@ -25,6 +25,7 @@ import numpy as np
 
 from .artifact.format import Artifact as StoredArtifact
 from .artifact.format import random_inputs
+from .artifact.shape_sets import parse_shape_sets
 from .errors import AdrenoError, OutputMismatchError
 from .options import CompileOptions, Host, Memory, Precision
 from .runners.interface import Runner
@@ -40,7 +41,9 @@ def default_output(model: str | os.PathLike) -> Path:
 def compile(model: str | os.PathLike, *, target: str = "adreno-740",  # noqa: A001 - adreno.compile is the API's name
             memory: Memory | str | None = None, precision: Precision | str = Precision.FP32,
             records: str | os.PathLike | None = None, output: str | os.PathLike | None = None,
-            host: Host | str = Host.ANDROID, build_check: bool = True) -> Artifact:
+            host: Host | str = Host.ANDROID, build_check: bool = True,
+            input_shapes: Mapping[str, Sequence[int]] | Sequence[Mapping[str, Sequence[int]]] | None = None,
+            jobs: int | None = None) -> Artifact:
     """Compile `model` (a bundled model name, see `adreno models`, or an .onnx path) for `target` into the artifact
     directory `output` (default `build/<model name>`, written completely or not at all) and return it opened.
 
@@ -48,17 +51,27 @@ def compile(model: str | os.PathLike, *, target: str = "adreno-740",  # noqa: A0
     they hold buffer kernels only). `precision`: `Precision.FP16` stores images as half floats (texture only).
     `records`: a records file of `adreno.tune` whose best config per kernel is used. `host`: the CPU of the host
     library (android, or native for this machine). `build_check`: build the kernels on a local OpenCL device at the
-    end, through the program cache, as `adreno compile` does. Raises `AdrenoError` (a `ModelError` for a model the
-    pipeline cannot take, `KernelBuildError` when a kernel does not build)."""
-    options = CompileOptions(target=target, memory=memory, precision=precision, host=host,
+    end, through the program cache, as `adreno compile` does. `input_shapes`: {input name: shape} for inputs whose
+    shape the model leaves open (`--input-shape`), or a list of such sets: one artifact holding every set, `run`
+    choosing the set its inputs match (docs/shapes.md); `jobs`: how many sets compile at once (default one per
+    core). Raises `AdrenoError` (a `ModelError` for a model the pipeline cannot take, `KernelBuildError` when a
+    kernel does not build)."""
+    sets = input_shapes if isinstance(input_shapes, Sequence) else [input_shapes or {}]
+    # the CLI's rules and one-line refusals (every set names the same inputs, no set twice), on the same items
+    shape_sets = parse_shape_sets([f"{name}:{','.join(map(str, shape))}" for shapes in sets
+                                   for name, shape in shapes.items()], flag="input_shapes")
+    options = CompileOptions(target=target, memory=memory, precision=precision, host=host, input_shapes=shape_sets[0],
                              records=None if records is None else str(records))  # a bad mode: before TVM loads
     from .compiler.build_check import BuildCheck  # inside: adreno --help does not need it
     from .cache import ProgramCache  # inside: loads pyopencl at import
     from .compile import compile_model  # inside: loads TVM and onnx
+    from .compile_shapes import compile_shape_sets  # inside: loads TVM and onnx
 
-    path = compile_model(model, default_output(model) if output is None else output, options,
-                         build_check=BuildCheck(ProgramCache()) if build_check else None)
-    return load(path)
+    output = default_output(model) if output is None else output
+    check = BuildCheck(ProgramCache()) if build_check else None
+    if len(shape_sets) > 1:
+        return load(compile_shape_sets(model, output, options, shape_sets, build_check=check, jobs=jobs)[0])
+    return load(compile_model(model, output, options, build_check=check))
 
 
 def load(path: str | os.PathLike, *, device: str | int | None = None) -> Artifact:

@@ -1,8 +1,16 @@
-"""The compiler: model -> Relax -> Adreno lowering -> launch plan + OpenCL sources + host library.
+"""The compiler's pipeline: model -> Relax -> Adreno lowering -> launch plan + OpenCL sources + host library.
 
-`compile_model` is the one entry point: it imports the model (`frontend`), lowers it (`lower_relax`: layout planning
-for textures, Winograd, our schedule families, TVM's for the rest), extracts the launch plan (`plan.py`) and writes
-the artifact (`artifact.py`) with the host library.
+`compile_model` is the one entry point, and reads as its stages in order: load the model and bind its inputs
+(`load_bound`), import it to Relax (`import_to_relax`), read the knob source from the records (`knob_source`: the
+options' memory, Winograd and defaults are then decided), orchestrate its kernels when asked (`orchestrate`), lower it
+(`lower`: `lower_relax`, i.e. layout planning for textures, Winograd, our schedule families, TVM's for the rest),
+extract the launch plan (`extract`, then `completed` with the outputs no kernel writes), write the artifact with the
+host library and its `manifest`, and build its kernels on a local OpenCL device (the build check).
+
+Each stage is a function of explicit values that returns explicit values (a frozen dataclass where it returns
+several), so a caller compiling one model several times (`adreno.compile_shapes`) can run the stages it shares once.
+Every progress line is a `ProgressLine`, said by `compile_model` alone: the CLI prints them as steps and
+tools/bench_compile.py times the stages by their prefixes.
 """
 
 from __future__ import annotations
@@ -12,40 +20,39 @@ import os
 import platform
 import tempfile
 import time
-from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Mapping
 
 import numpy as np
 
 from . import __version__
-from .artifact.format import KERNEL_DIR, PARAMS_NAME, PLAN_NAME, ArtifactWriter, Plan
-from .costmodel.ranked_defaults import RankedDefaults
-from .frontend.bind import bind_inputs, bound_entries
+from .artifact.format import PLAN_NAME, ArtifactWriter, Plan
+from .artifact.index_checks import MANIFEST_KEY
+from .artifact.weights import QuantizedWeights, WinogradWeights
 from .compiler.build_check import BuildCheck
-from .frontend.empty import EmptyTensors
+from .compiler.host_library import export_host_library, param_order
+from .compiler.lowered import LoweredFunctions
+from .compiler.manifest import artifact_sizes, io_entries, weight_storage
+from .compiler.numpy_fold import fold_pass
+from .compiler.plan import bindings, extract_plan
+from .compiler.progress import Progress, ProgressLine, sayer
+from .compiler.winograd import rewrite_pass
+from .costmodel.ranked_defaults import RankedDefaults
 from .errors import AdrenoError, ModelError, UnsupportedOpError
+from .frontend.bind import bind_inputs, bound_entries
+from .frontend.empty import EmptyTensors
 from .frontend.importer import graph_inputs, load_model, to_relax
 from .frontend.index_guards import OUTPUT, GuardedNodes
 from .frontend.input_values import integer_ranges
-from .compiler.host_library import export_host_library, param_order
-from .artifact.index_checks import MANIFEST_KEY
-from .compiler.lowered import LoweredFunctions
-from .support.native_log import summarised_stderr
-from .compiler.numpy_fold import fold_pass
-from .targets.devices import describe
 from .options import CompileOptions, Defaults, Indices, Memory, Precision, Schedules, Winograd
-from .support.paths import TMPDIR_FLOOR_BYTES, regular_file, require_free_space
-from .compiler.plan import bindings, extract_plan
 from .records import TunedConfigs, default_memory
 from .schedules import last_resort, schedule_pass, thread_bound
 from .schedules.context import ScheduleContext
 from .schedules.conv2d_winograd import kernel_configs, layout_config_in_space
-from .artifact.weights import QuantizedWeights, WinogradWeights
-from .compiler.winograd import rewrite_pass
-
-Progress = Callable[[str], None]
+from .support.native_log import summarised_stderr
+from .support.paths import TMPDIR_FLOOR_BYTES, regular_file, require_free_space
+from .targets.devices import describe
 
 
 def compile_model(model, output: str | os.PathLike, options: CompileOptions | None = None,
@@ -72,165 +79,248 @@ def compile_model(model, output: str | os.PathLike, options: CompileOptions | No
     from .targets import target as targets  # inside: loads TVM at import
 
     options = options or CompileOptions()
-    say = progress or (lambda msg: None)
+    say = sayer(progress)
     device = options.device()
     # first: LLVM writes the host library's objects there and ends the process when it cannot (no error to catch)
     require_free_space(tempfile.gettempdir(), TMPDIR_FLOOR_BYTES, "TMPDIR")
+    started = time.perf_counter()
 
-    start = time.perf_counter()
-    say("loading model")
-    onnx_model, model_name = load_model(model)
-    model_bytes = onnx_model.SerializeToString()  # the model as given: `run --check` feeds it the bound values
-    onnx_model, bound = bind_inputs(onnx_model, bind)
-    say("importing to Relax")
-    empty = EmptyTensors()
-    quantized = QuantizedWeights()  # stored in their integer type, dequantized at load (adreno.artifact.weights)
-    guarded = GuardedNodes()  # run-time indices clamped and checked (adreno.frontend.index_guards)
-    mod = to_relax(onnx_model, options.input_shapes, empty, quantized,
-                   guarded if options.indices is Indices.CHECKED else None)
-    tuned = tuned_configs(options.records, options.precision, device.name)
+    say(ProgressLine.LOADING)
+    loaded = load_bound(model, bind)
+    say(ProgressLine.IMPORTING)
+    imported = import_to_relax(loaded, options)
+    tuned = knob_source(options, device.name)
     if orchestrator is not None:
         orchestrator.check(options)
-    # memory, Winograd and defaults decided; checked again (fp16 needs textures)
-    options = options.resolved(default_memory(tuned))
-    memory, winograd, host = options.memory, options.winograd, options.host
+    options = options.resolved(default_memory(tuned))  # memory, Winograd and defaults decided; checked again
+    ctx = ScheduleContext(device, targets.tvm_target(device, host=options.host), options.staging, tuned)
     transformed = WinogradWeights()  # stored as their 3x3 source, transformed at load (adreno.artifact.weights)
-    if options.defaults is Defaults.MODEL and options.schedules is Schedules.ADRENO:
-        tuned.ranker = RankedDefaults()
-    tvm_target = targets.tvm_target(device, host=host)
-    ctx = ScheduleContext(device, tvm_target, options.staging, tuned)
-    if orchestrator is not None and mod is not None:
-        say("orchestrating: fission, candidates, costs, the BLP of each block")
-        # the convs laid out first (Winograd stages; packed layouts in texture memory), so that they are primitives
-        # the candidates group; `lower_relax`'s own step then makes the same choices and changes nothing more
-        from .orchestrate.layouts import laid_out  # inside: orchestration's modules import this one
+    module = imported.module
+    if orchestrator is not None and module is not None:
+        say(ProgressLine.ORCHESTRATING)
+        chosen = orchestrate(orchestrator, module, ctx, options, transformed, loaded.name)
+        options, module = replace(options, memory=chosen.memory), chosen.module
 
-        imported = mod
-        memory, mod = orchestrator.prepare(lambda m: laid_out(imported, ctx, m, winograd, transformed), model_name)
-        options = replace(options, memory=memory)
-    refusals, lowered, plan, sources, params, ranked, store = [], None, None, {}, {}, None, None
-    if mod is None:
-        say("every output is empty: no kernels, no host library")
+    lowered, kernels = None, Kernels.none()
+    if module is None:
+        say(ProgressLine.NOTHING_TO_LOWER)
     else:
-        say(f"lowering for {device.name} ({memory} memory"
-            f"{f', {len(tuned)} tuned workloads' if options.records else ''})")
-        lowered = lower_relax(mod, ctx, options.schedules, memory=memory, winograd=winograd, refusals=refusals,
-                              weights=transformed, fuse=orchestrator.fuse_pass() if orchestrator else None)
-        for refusal in refusals:
-            say(f"fallback: {refusal}; TVM's schedule runs it")
-        ranked = tuned.ranker.summary() if tuned.ranker else None
-        if ranked:
-            say(f"defaults: {ranked['ranked']} kernels ranked by the analytical model, {ranked['changed']} differ "
-                f"from the rule (slowest ranking {ranked['max_seconds']:.2f} s)")
-        say("extracting the launch plan")
-        store = LoweredFunctions()  # the plan's lowering of each function, reused by the host library's build
-        plan, sources, params = extract_plan(lowered, tvm_target, memory=memory, device=device,
-                                             precision=options.precision, weights=transformed, quantized=quantized,
-                                             store=store)
-    model_outputs = [o.name for o in onnx_model.graph.output]
-    flags = [OUTPUT] if guarded.nodes else []  # the index flags: the plan's last output, not the model's
-    plan = empty.complete(plan, [i.name for i in graph_inputs(onnx_model)], model_outputs + flags)
-    checked_outputs = plan.outputs[:len(plan.outputs) - len(flags)]
+        say(ProgressLine.LOWERING_TUNED if options.records else ProgressLine.LOWERING, device=device.name,
+            memory=options.memory, tuned=len(tuned))
+        lowered = lower(module, ctx, options, transformed, orchestrator)
+        for refusal in lowered.refusals:
+            say(ProgressLine.FALLBACK, refusal=refusal)
+        if lowered.ranked:
+            say(ProgressLine.RANKED, **lowered.ranked)
+        say(ProgressLine.EXTRACTING)
+        kernels = extract(lowered, ctx, options, transformed, imported.quantized)
+    plan = completed(kernels.plan, loaded, imported)
 
-    say("writing the artifact")
+    say(ProgressLine.WRITING)
     with ArtifactWriter(output) as writer:
-        writer.write_kernels(plan, sources)
+        writer.write_kernels(plan, kernels.sources)
         writer.write_json(PLAN_NAME, plan.to_json())
-        writer.write_params(params)
+        writer.write_params(kernels.params)
         library = None
         if lowered is not None:
-            say("building the host library")
-            library = export_host_library(lowered, plan, tvm_target, writer.tmp, host, options.cc, store)
-        import tvm
-
-        manifest = {
-            "model": model_name,
-            "model_source": model_source(model, model_name),
-            "model_sha256": hashlib.sha256(model_bytes).hexdigest(),
-            "target": device.name,
-            "target_info": describe(device),
-            "tvm_target": str(tvm_target),
-            "memory": memory,
-            "winograd": winograd,
-            "defaults": options.defaults,
-            "model_defaults": ranked,
-            "staging": options.staging,
-            "indices": options.indices,
-            "precision": options.precision,
-            "textures": plan.texture_summary(),
-            "schedules": options.schedules,
-            "records": str(Path(options.records).resolve()) if options.records else None,
-            "tuned_kernels": len(tuned.applied),
-            "records_elsewhere": tuned.elsewhere,  # key -> device of its record, where none is of the target
-            "records_skipped": tuned.skipped,  # malformed, outside the space, or refused by a schedule
-            "refused": [str(r) for r in refusals],
-            "host": host,
-            "host_library": library,
-            "host_params": param_order(plan) if library else [],  # main(*inputs, *these) (adreno.compiler.host_library)
-            "adreno_version": __version__,
-            "tvm_version": tvm.__version__,
-            "compiled_on": platform.node(),
-            "compile_seconds": round(time.perf_counter() - start, 3),
-            "sizes": artifact_sizes(writer.tmp, library),
-            "weight_storage": weight_storage(plan),
-            "bound": bound_entries(bound),
-            "inputs": _io_entries(plan, plan.inputs, [i.name for i in graph_inputs(onnx_model)],
-                                  integer_ranges(onnx_model, graph_inputs(onnx_model))),
-            "outputs": _io_entries(plan, checked_outputs, model_outputs),
-            **({MANIFEST_KEY: {"tensor": plan.outputs[-1], "nodes": guarded.nodes}} if flags else {}),
-            "kernels": plan.kernel_count(),
-            "empty_outputs": list(empty.outputs),  # no kernel writes them: zeros of their shape (frontend.empty)
-            "orchestration": orchestrator.summary(plan) if orchestrator is not None and lowered is not None else None,
-        }
-        sealed = writer.seal(manifest)
+            say(ProgressLine.HOST_LIBRARY)
+            library = export_host_library(lowered.module, plan, ctx.target, writer.tmp, options.host, options.cc,
+                                          kernels.store)
+        orchestration = orchestrator.summary(plan) if orchestrator is not None and lowered is not None else None
+        sealed = writer.seal(manifest(loaded, imported, plan, options, ctx, lowered, library, orchestration,
+                                      writer.tmp, started))
         if build_check is not None:
-            say("building the kernels on a local OpenCL device (the build check)")
+            say(ProgressLine.BUILD_CHECK)
             build_check(sealed, device)
         return writer.install()
 
 
-def artifact_sizes(directory: Path, library: str | None) -> dict:
-    """Bytes of what an app ships: the weight file, the kernel sources, the host library (before the manifest)."""
-    kernels = directory / KERNEL_DIR
-    return {"weights": (directory / PARAMS_NAME).stat().st_size,
-            "kernels": sum(p.stat().st_size for p in kernels.iterdir()) if kernels.is_dir() else 0,
-            "host_library": (directory / library).stat().st_size if library else 0}
+# --- the stages, in order ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """The model as the compile takes it: the ONNX graph with the bound inputs baked in (`bound`: name -> value,
+    `adreno.frontend.bind`), its name, where it came from (`model_source`) and the SHA-256 of the model as given,
+    before binding (`run --check` finds the reference model by its source, checks it by the digest and feeds it the
+    bound values)."""
+
+    onnx: object  # onnx.ModelProto
+    name: str
+    source: dict
+    sha256: str
+    bound: dict
 
 
-def weight_storage(plan: Plan) -> dict:
-    """How params.npz stores the params (`adreno.artifact.weights`): the count per stored dtype and per transform, how
-    many are integer weights dequantized at load, and the
-    bytes of the params as the kernels read them next to the bytes stored."""
-    params = [t for t in plan.tensors.values() if t.kind == "param"]
-    forms = [t.stored_weight for t in params]
-    return {"dtypes": dict(Counter(f.dtype for f in forms)),
-            "transforms": dict(Counter(f.transform.value for f in forms)),
-            "quantized": sum(f.quantization is not None for f in forms),
-            "param_bytes": sum(t.nbytes for t in params), "stored_bytes": sum(f.nbytes for f in forms)}
+def load_bound(model, bind: Mapping[str, np.ndarray] | None) -> LoadedModel:
+    """Load and check `model` (a zoo name, an .onnx path or a ModelProto) and bake `bind`'s values into it."""
+    onnx_model, name = load_model(model)
+    sha256 = hashlib.sha256(onnx_model.SerializeToString()).hexdigest()
+    onnx_model, bound = bind_inputs(onnx_model, bind)
+    return LoadedModel(onnx_model, name, model_source(model, name), sha256, bound)
 
 
-def tuned_configs(records: str | None, precision: Precision, target: str) -> TunedConfigs:
+@dataclass(frozen=True)
+class ImportedModel:
+    """The Relax module (None when every output is empty: nothing to lower) and what the import collected for the
+    later stages: the outputs no kernel writes (`adreno.frontend.empty`), the integer weights stored in their
+    integer type and dequantized at load (`adreno.artifact.weights`), and the nodes whose run-time indices are
+    clamped and checked (`adreno.frontend.index_guards`; under `--indices checked` only)."""
+
+    module: object | None
+    empty: EmptyTensors
+    quantized: QuantizedWeights
+    guarded: GuardedNodes
+
+
+def import_to_relax(loaded: LoadedModel, options: CompileOptions) -> ImportedModel:
+    """The Relax module of the loaded model at the options' input shapes."""
+    empty, quantized, guarded = EmptyTensors(), QuantizedWeights(), GuardedNodes()
+    module = to_relax(loaded.onnx, options.input_shapes, empty, quantized,
+                      guarded if options.indices is Indices.CHECKED else None)
+    return ImportedModel(module, empty, quantized, guarded)
+
+
+def knob_source(options: CompileOptions, target: str) -> TunedConfigs:
+    """Where the compile's schedules get their knobs: the records' best configs for `target` (`tuned_configs`), and
+    the defaults ranked by the analytical model under `--defaults model` (our schedules only; TVM's take no knobs).
+    The ranker is decided here, from the options, so that it is part of the knob source from the start."""
+    ranked = options.defaults is Defaults.MODEL and options.schedules is Schedules.ADRENO
+    return tuned_configs(options.records, options.precision, target, RankedDefaults() if ranked else None)
+
+
+def tuned_configs(records: str | None, precision: Precision, target: str, ranker=None) -> TunedConfigs:
     """What the schedules read from `--records`: the best config per kernel key for the compile's precision,
-    measured on `target` where the records have one (`TunedConfigs.load`)."""
+    measured on `target` where the records have one (`TunedConfigs.load`); `ranker` as `TunedConfigs` takes it."""
     if not records:
-        return TunedConfigs()
+        return TunedConfigs(ranker=ranker)
     if not Path(records).exists():
         raise AdrenoError(f"--records {records}: no such file (write one with `adreno tune`)")
     regular_file(records, "--records")  # a FIFO would block the load, a directory is no records file
 
-    return TunedConfigs.load(records, precision, kernel_configs, layout_config_in_space, target)
+    return TunedConfigs.load(records, precision, kernel_configs, layout_config_in_space, target, ranker)
 
 
-def _io_entries(plan: Plan, tensors: list[str], onnx_names: list[str], ranges: dict | None = None) -> dict:
-    """The model's inputs or outputs under their ONNX names (what the user's .npz files use), each with the plan
-    tensor that holds it: names that are not C identifiers are renamed before import (`adreno.support.identifiers`: `0`
-    -> `input_0`, `gpu_0/data_0` -> `gpu_0_data_0`) and outputs are bindings (`gv`). An integer input has the range
-    a random run draws it from (`values`, `adreno.frontend.input_values`)."""
-    names = onnx_names if len(onnx_names) == len(tensors) else tensors
-    ranges = ranges or {}
-    return {name: {"tensor": t, "shape": plan.tensors[t].shape, "dtype": plan.tensors[t].dtype,
-                   **({"values": list(ranges[name])} if name in ranges else {})}
-            for name, t in zip(names, tensors)}
+@dataclass(frozen=True)
+class Orchestrated:
+    """The memory the orchestrator chose and the Relax module it emitted, for `lower` to lower."""
+
+    memory: Memory
+    module: object
+
+
+def orchestrate(orchestrator, module, ctx: ScheduleContext, options: CompileOptions, weights: WinogradWeights,
+                name: str) -> Orchestrated:
+    """The kernels `orchestrator` chooses for `module` (see `compile_model`). The convs are laid out first (Winograd
+    stages; packed layouts in texture memory), so that they are primitives the candidates group; `lower_relax`'s own
+    step then makes the same choices and changes nothing more."""
+    from .orchestrate.layouts import laid_out  # inside: orchestration's modules import this one
+
+    memory, emitted = orchestrator.prepare(lambda m: laid_out(module, ctx, m, options.winograd, weights), name)
+    return Orchestrated(memory, emitted)
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """The lowered module (a flat dataflow of `call_tir`), the functions our schedules refused (`Refused` values:
+    TVM's schedule runs them) and the ranked defaults' account (`RankedDefaults.summary`; None without a ranker)."""
+
+    module: object
+    refusals: tuple
+    ranked: dict | None
+
+
+def lower(module, ctx: ScheduleContext, options: CompileOptions, weights: WinogradWeights, orchestrator) -> Lowered:
+    """`lower_relax` with the decided options, FuseOps replaced by the orchestrator's pass when there is one."""
+    refusals = []
+    lowered = lower_relax(module, ctx, options.schedules, memory=options.memory, winograd=options.winograd,
+                          refusals=refusals, weights=weights,
+                          fuse=orchestrator.fuse_pass() if orchestrator is not None else None)
+    ranker = ctx.knobs.ranker  # the compile's knob source is `knob_source`'s `TunedConfigs`
+    return Lowered(lowered, tuple(refusals), ranker.summary() if ranker is not None else None)
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """The launch plan (None before `completed` when nothing was lowered), the OpenCL sources per program, the params'
+    values and each function's lowering (`adreno.compiler.lowered`), which the host library's build reuses."""
+
+    plan: Plan | None
+    sources: dict
+    params: dict
+    store: LoweredFunctions | None
+
+    @staticmethod
+    def none() -> Kernels:
+        """What a model whose outputs are all empty compiles to: no kernel, no param."""
+        return Kernels(None, {}, {}, None)
+
+
+def extract(lowered: Lowered, ctx: ScheduleContext, options: CompileOptions, weights: WinogradWeights,
+            quantized: QuantizedWeights) -> Kernels:
+    """The launch plan, sources and params of the lowered module (`adreno.compiler.plan`)."""
+    store = LoweredFunctions()
+    plan, sources, params = extract_plan(lowered.module, ctx.target, memory=options.memory, device=ctx.device,
+                                         precision=options.precision, weights=weights, quantized=quantized,
+                                         store=store)
+    return Kernels(plan, sources, params, store)
+
+
+def completed(plan: Plan | None, loaded: LoadedModel, imported: ImportedModel) -> Plan:
+    """The plan with the model's inputs and outputs, the empty ones included (zeros of their shape,
+    `adreno.frontend.empty`), and the index flags as its last output where indices are checked."""
+    outputs = [o.name for o in loaded.onnx.graph.output] + ([OUTPUT] if imported.guarded.nodes else [])
+    return imported.empty.complete(plan, [i.name for i in graph_inputs(loaded.onnx)], outputs)
+
+
+def manifest(loaded: LoadedModel, imported: ImportedModel, plan: Plan, options: CompileOptions,
+             ctx: ScheduleContext, lowered: Lowered | None, library: str | None, orchestration: dict | None,
+             directory: Path, started: float) -> dict:
+    """What manifest.json says of the compile (`directory`: the artifact being written, its files but the manifest
+    there; `started`: `time.perf_counter()` at the compile's start)."""
+    import tvm
+
+    inputs, model_outputs = graph_inputs(loaded.onnx), [o.name for o in loaded.onnx.graph.output]
+    guarded = imported.guarded.nodes  # the index flags: the plan's last output, not the model's (`completed`)
+    checked_outputs = plan.outputs[:-1] if guarded else plan.outputs
+    tuned: TunedConfigs = ctx.knobs  # `knob_source`'s
+    return {
+        "model": loaded.name,
+        "model_source": loaded.source,
+        "model_sha256": loaded.sha256,
+        "target": ctx.device.name,
+        "target_info": describe(ctx.device),
+        "tvm_target": str(ctx.target),
+        "memory": options.memory,
+        "winograd": options.winograd,
+        "defaults": options.defaults,
+        "model_defaults": lowered.ranked if lowered is not None else None,
+        "staging": options.staging,
+        "indices": options.indices,
+        "precision": options.precision,
+        "textures": plan.texture_summary(),
+        "schedules": options.schedules,
+        "records": str(Path(options.records).resolve()) if options.records else None,
+        "tuned_kernels": len(tuned.applied),
+        "records_elsewhere": tuned.elsewhere,  # key -> device of its record, where none is of the target
+        "records_skipped": tuned.skipped,  # malformed, outside the space, or refused by a schedule
+        "refused": [str(r) for r in lowered.refusals] if lowered is not None else [],
+        "host": options.host,
+        "host_library": library,
+        "host_params": param_order(plan) if library else [],  # main(*inputs, *these) (adreno.compiler.host_library)
+        "adreno_version": __version__,
+        "tvm_version": tvm.__version__,
+        "compiled_on": platform.node(),
+        "compile_seconds": round(time.perf_counter() - started, 3),
+        "sizes": artifact_sizes(directory, library),
+        "weight_storage": weight_storage(plan),
+        "bound": bound_entries(loaded.bound),
+        "inputs": io_entries(plan, plan.inputs, [i.name for i in inputs], integer_ranges(loaded.onnx, inputs)),
+        "outputs": io_entries(plan, checked_outputs, model_outputs),
+        **({MANIFEST_KEY: {"tensor": plan.outputs[-1], "nodes": guarded}} if guarded else {}),
+        "kernels": plan.kernel_count(),
+        "empty_outputs": list(imported.empty.outputs),  # no kernel writes them: zeros of their shape (frontend.empty)
+        "orchestration": orchestration,
+    }
 
 
 def model_source(model, model_name: str) -> dict:

@@ -29,7 +29,8 @@ import numpy as np
 
 from .artifact.format import KERNEL_DIR, MANIFEST_NAME, PARAMS_NAME, Artifact, ArtifactWriter, Plan, kernel_path
 from .compiler.build_check import BuildCheck, BuildCheckResult
-from .compile import Progress, compile_model
+from .compile import compile_model
+from .compiler.progress import Progress, ProgressLine, sayer
 from .errors import AdrenoError
 from .options import CompileOptions
 from .support.processes import die_with_parent, stop_pool
@@ -44,7 +45,7 @@ def compile_shape_sets(model, output: str | os.PathLike, options: CompileOptions
     `build_check` as `compile_model` takes them) into one artifact at `output`, up to `jobs` sets at a time (None:
     one per core this process may use). Returns the artifact's path and each set's build check result (None where
     `build_check` is None)."""
-    say = progress or (lambda message: None)
+    say = sayer(progress)
     started = time.perf_counter()
     final = Path(output)
     with ArtifactWriter(final) as writer:
@@ -56,11 +57,11 @@ def compile_shape_sets(model, output: str | os.PathLike, options: CompileOptions
         artifacts, checks = [], []
         for index, path in enumerate(compiled):
             if build_check is not None:
-                say(f"building shape set {index + 1}'s kernels on a local OpenCL device (the build check)")
+                say(ProgressLine.SHAPE_SET_BUILD_CHECK, number=index + 1)
                 build_check(path, options.device())
             artifacts.append(Artifact.load(path, checked=False))  # just written by this compile
             checks.append(build_check.result if build_check is not None else None)
-        say("merging the shape sets: one weight file, kernels of identical source once")
+        say(ProgressLine.MERGING)
         manifest = _merge(artifacts, writer)
         shutil.rmtree(scratch)
         manifest["compile_seconds"] = round(time.perf_counter() - started, 3)
@@ -80,15 +81,15 @@ def _compile_sets(model, scratch: Path, options: CompileOptions, shape_sets: lis
                   bind, jobs: int, progress: Progress | None) -> list[Path]:
     """Each set compiled (no build check) into `scratch/<index>`: in this process when `jobs` is 1 (its progress
     lines as `compile_model` says them), else on a pool of `jobs` processes (one line per set as it finishes)."""
-    say = progress or (lambda message: None)
+    say = sayer(progress)
     count = len(shape_sets)
     if jobs == 1:
         paths = []
         for index, shapes in enumerate(shape_sets):
-            say(f"shape set {index + 1} of {count}: {label(shapes)}")
+            say(ProgressLine.SHAPE_SET, number=index + 1, count=count, label=label(shapes))
             paths.append(compile_set(model, scratch / str(index), options, shapes, bind, progress))
         return paths
-    say(f"compiling {count} shape sets, {jobs} at a time (one process each)")
+    say(ProgressLine.SHAPE_SETS_SIDE_BY_SIDE, count=count, jobs=jobs)
     pool = futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
                                        initializer=die_with_parent, initargs=(os.getpid(),))
     try:
@@ -102,7 +103,7 @@ def _compile_sets(model, scratch: Path, options: CompileOptions, shape_sets: lis
             except futures.process.BrokenProcessPool:  # the worker died: a crash in TVM or LLVM, or the OOM killer
                 raise AdrenoError(f"the compile of shape set {index + 1} ({label(shape_sets[index])}) ended without "
                                   "a result (its process died); try --jobs 1 to see where") from None
-            say(f"shape set {index + 1} of {count} compiled: {label(shape_sets[index])}")
+            say(ProgressLine.SHAPE_SET_COMPILED, number=index + 1, count=count, label=label(shape_sets[index]))
         return [paths[index] for index in range(count)]
     finally:  # the other sets' compiles end with a failed or interrupted one
         stop_pool(pool)

@@ -378,22 +378,33 @@ class TunedConfigs(dict):
     tuned knobs a schedule's check refused (`refuse`; the defaults apply instead). It is the `KnobSource` of a
     compile (`adreno.schedules.context`)."""
 
-    def __init__(self, configs: dict | None = None, skipped: int = 0, runners_up: dict | None = None):
+    def __init__(self, configs: dict | None = None, skipped: int = 0, runners_up: dict | None = None,
+                 elsewhere: dict | None = None, ranker=None):
+        """`ranker` (`adreno.costmodel.ranked_defaults.RankedDefaults` under `--defaults model`, else None) is given
+        here and never set later: what a compile's defaults are is decided with its options, before any schedule
+        asks, so no schedule ever reads the rule where a later one would read the ranking."""
         super().__init__(configs or {})
-        self.ranker = None  # `adreno.costmodel.ranked_defaults.RankedDefaults` under `--defaults model`
+        self._ranker = ranker
         self.used: set[str] = set()
         self.skipped = skipped  # record lines not applied: malformed (the database skips them) or outside the space
         self.refused: dict[str, str] = {}  # key -> why a schedule refused its tuned knobs
         # key -> the slower valid configs of its records, fastest first: what `refuse` falls back to
         self.runners_up: dict[str, list[dict]] = runners_up or {}
-        self.elsewhere: dict[str, str] = {}  # key -> the device its record was measured on, not the target
+        self.elsewhere: dict[str, str] = elsewhere or {}  # key -> the device its record was measured on, not the target
+
+    @property
+    def ranker(self):
+        """What ranks the knobs of kernels without records (None: the families' rule defaults); read-only."""
+        return self._ranker
 
     @classmethod
-    def load(cls, records: str | os.PathLike, precision: Precision, expand, in_space, target: str) -> TunedConfigs:
+    def load(cls, records: str | os.PathLike, precision: Precision, expand, in_space, target: str,
+             ranker=None) -> TunedConfigs:
         """The best records of `precision` whose (workload, config) `in_space` accepts, expanded by `expand`; the
         slower ones of each plain (not layout) key are kept as runners-up for a schedule that refuses the best.
         A key's records measured on the compile's `target` (`device_target`) are used when it has any; otherwise
-        those of other devices are, and `elsewhere` says so (`adreno compile` says it in one line)."""
+        those of other devices are, and `elsewhere` says so (`adreno compile` says it in one line). `ranker`: as
+        the constructor takes it."""
         database, fastest = Database.fastest(records, precision)
         outside, ranked = 0, {}
         for record, count in fastest:
@@ -411,10 +422,8 @@ class TunedConfigs(dict):
                 elsewhere[key] = records_[0].device
             chosen[key] = [r.config for r in on_target or records_]
         runners_up = {key: configs[1:] for key, configs in chosen.items() if layout_workload(key) is None}
-        tuned = cls(expand({key: configs[0] for key, configs in chosen.items()}), database.skipped + outside,
-                    runners_up)
-        tuned.elsewhere = elsewhere
-        return tuned
+        return cls(expand({key: configs[0] for key, configs in chosen.items()}), database.skipped + outside,
+                   runners_up, elsewhere, ranker)
 
     def get(self, key, default=None):
         if key in self:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import onnx
@@ -11,6 +12,7 @@ from onnx import TensorProto, helper
 
 from adreno.artifact.format import Artifact
 from adreno.compile import compile_model
+from adreno.compiler.progress import ProgressLine
 from adreno.errors import AdrenoError, DynamicShapeError, ModelError, UnknownTargetError, UnsupportedOpError
 from adreno.opencl.executor import Executor
 from adreno.options import CompileOptions
@@ -193,3 +195,15 @@ def test_unknown_winograd_mode_is_refused(memory, tmp_path, rng):
     with pytest.raises(AdrenoError, match="winograd must be one of off, auto, f2, f4"):
         compile_model(model, tmp_path / "o", CompileOptions(memory=memory, winograd="f3"))
     assert not (tmp_path / "o").exists()
+
+
+def test_progress_lines_come_from_one_list_in_its_order(tmp_path):
+    """Issue 50: every line a compile says is a `ProgressLine`, said in the list's order (the CLI, the bench's stage
+    timer and users read them); `--defaults model` says the ranking's account after lowering."""
+    said = []
+    compile_model("tiny", tmp_path / "o", CompileOptions(memory="buffer", defaults="model"), progress=said.append)
+    patterns = [re.compile(re.sub(r"\\\{\w+(:[^}]*)?\\\}", ".+", re.escape(line.value)) + "$") for line in ProgressLine]
+    order = [next(i for i, pattern in enumerate(patterns) if pattern.match(text)) for text in said]
+    assert order == sorted(order), said
+    names = [list(ProgressLine)[i].name for i in order]
+    assert names == ["LOADING", "IMPORTING", "LOWERING", "RANKED", "EXTRACTING", "WRITING", "HOST_LIBRARY"], said

@@ -140,15 +140,28 @@ def test_runtime_tvm_runs_the_set_the_input_matches(ocr_artifact, tmp_path):
 
 def test_ids_and_mask_vary_together(tmp_path):
     """A text model of three integer inputs, all three at lengths 4, 8 and 12 in one artifact; inputs of two
-    lengths match no set."""
+    lengths match no set. The harness (the app library) selects the set of three inputs as Python does."""
+    from adreno.native.vm_executor import VmExecutor
+    from tests.native.harness_cli import one_line_error, report, run_harness
+
     names = ("input_ids", "attention_mask", "token_type_ids")
     sets = parse_shape_sets([f"{name}:1,{length}" for length in (4, 8, 12) for name in names])
     assert [sorted(s) for s in sets] == [sorted(names)] * 3
-    path = _compile(bert_like(), tmp_path, "buffer", sets)
+    path = _compile(bert_like(), tmp_path, "buffer", sets, host="native")
     labels = _check_every_set(path, lambda a: random_inputs(a.input_specs(), 3, a.value_ranges()))
     assert labels[2] == "input_ids 1x12, attention_mask 1x12, token_type_ids 1x12"
     with pytest.raises(AdrenoError, match="no shape set of this artifact takes input_ids 1x4, attention_mask 1x8"):
         Artifact.load(path).for_inputs({"input_ids": (1, 4), "attention_mask": (1, 8), "token_type_ids": (1, 4)})
+    chosen = Artifact.load(path, shape_set=1)
+    inputs = random_inputs(chosen.input_specs(), 4, chosen.value_ranges())
+    result = report(run_harness(path, dict(zip(chosen.input_names(), inputs)), tmp_path / "harness"))
+    expected = VmExecutor(chosen).run(inputs)
+    assert result["shape_set"] == 1 and len(result["outputs"]) == len(expected)
+    for name, want in zip(chosen.output_names(), expected):
+        assert np.array_equal(np.load(result["outputs"][name]), want), name
+    mixed = dict(zip(chosen.input_names(), inputs))
+    mixed["attention_mask"] = np.ones((1, 4), mixed["attention_mask"].dtype)
+    assert "no shape set of this artifact takes " in one_line_error(run_harness(path, mixed, tmp_path / "mixed"))
 
 
 def test_every_set_that_ran_is_in_the_program_cache(ocr_artifact, tmp_path):
@@ -203,18 +216,21 @@ def test_an_artifact_of_one_set_refuses_another_shape_the_same_way(tiny_artifact
         "for input 1x3x32x32" in proc.stderr, proc.stderr
 
 
-def test_the_harness_refuses_an_artifact_of_several_sets_in_one_line(ocr_artifact, tmp_path):
-    """The C++ harness chooses no set yet: it refuses the artifact in one line (exit 2) before reading any of it, so
-    it never runs one set as if it were the model."""
-    import subprocess
+def test_the_harness_runs_the_set_its_inputs_select_and_refuses_another_width_in_one_line(ocr_artifact, tmp_path):
+    """The C++ harness (over the app library) chooses the set as `adreno run` does: each width gives TVM's runtime's
+    outputs for its set (VmExecutor, `--runtime tvm`) bit for bit; another width is one line listing the sets."""
+    from adreno.native.vm_executor import VmExecutor
+    from tests.native.harness_cli import one_line_error, report, run_harness
 
-    from adreno.native.plugin import HARNESS_PATH
-
-    np.save(tmp_path / "x.npy", np.zeros((1, 3, 8, 8), np.float32))
-    proc = subprocess.run([str(HARNESS_PATH), str(ocr_artifact), "--input", f"x={tmp_path / 'x.npy'}",
-                           "--output-dir", str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
-    assert "holds several shape sets" in proc.stderr, proc.stderr
+    rng = np.random.default_rng(7)
+    for index, width in ((2, 16), (0, 8)):
+        x = rng.standard_normal((1, 3, 8, width)).astype(np.float32)
+        result = report(run_harness(ocr_artifact, {"x": x}, tmp_path / f"w{width}"))
+        expected = VmExecutor(Artifact.load(ocr_artifact, shape_set=index)).run([x])[0]
+        assert result["shape_set"] == index and np.array_equal(np.load(result["outputs"]["probs"]), expected)
+    line = one_line_error(run_harness(ocr_artifact, {"x": np.zeros((1, 3, 8, 20), np.float32)}, tmp_path / "w20"))
+    assert "no shape set of this artifact takes x 1x3x8x20; it was compiled for x 1x3x8x8; x 1x3x8x12; " \
+        "x 1x3x8x16" in line, line
 
 
 def test_the_python_api_switches_sets_and_keeps_an_executor_for_each(ocr_artifact):
@@ -231,3 +247,23 @@ def test_the_python_api_switches_sets_and_keeps_an_executor_for_each(ocr_artifac
         assert artifact._executors == executors, "no new executor for a set met before"
         with pytest.raises(AdrenoError, match="inputs: no shape set of this artifact takes x 1x3x8x9"):
             artifact.run([np.zeros((1, 3, 8, 9), np.float32)])
+
+
+def test_the_python_api_compiles_several_sets(tmp_path):
+    """`adreno.compile(..., input_shapes=[{...}, {...}])` writes one artifact of both sets (the CLI's rules, one
+    line for a set given twice) and `run` picks the set each input matches."""
+    import adreno
+    from tests.conftest import single_op_model
+
+    model = single_op_model("Conv", {"x": [1, 4, 8, "w"]}, {"k": np.ones((8, 4, 3, 3))}, pads=[1, 1, 1, 1])
+    onnx.save(model, tmp_path / "conv.onnx")
+    with pytest.raises(AdrenoError, match="input_shapes: the shape set x 1x4x8x8 is given twice"):
+        adreno.compile(tmp_path / "conv.onnx", memory="buffer", output=tmp_path / "twice",
+                       input_shapes=[{"x": [1, 4, 8, 8]}, {"x": (1, 4, 8, 8)}])
+    artifact = adreno.compile(tmp_path / "conv.onnx", memory="buffer", output=tmp_path / "art", jobs=1,
+                              input_shapes=[{"x": [1, 4, 8, 8]}, {"x": (1, 4, 8, 16)}])
+    with artifact:
+        for width in (8, 16):
+            x = np.random.default_rng(width).standard_normal((1, 4, 8, width)).astype(np.float32)
+            assert artifact.run({"x": x})[0].shape == (1, 8, 8, width)
+            assert artifact.check([x])["ok"]

@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-# progress line prefix -> stage (adreno.compile.compile_model's messages, in order)
+# progress line prefix -> stage (adreno.compiler.progress.ProgressLine, the lines compile_model says, in order)
 STAGES = {"loading model": "import", "importing to Relax": "import", "lowering for": "lowering",
           "extracting the launch plan": "launch plan", "writing the artifact": "writing",
           "building the host library": "host library", "building the kernels on a local OpenCL": "build check"}

@@ -9,7 +9,7 @@ become `_`, a leading digit gets `input_` (as TVM's importer does: `0` -> `input
 that (`a/b` and `a_b`) get `_1`, `_2`, ... while a name that is already an identifier keeps it.
 
 Only the graph TVM sees is renamed: the manifest, `run --input`/`--output`, `--input-shape` and `--bind` keep the
-model's own names (`compile._io_entries` maps them by position), and node names stay for error messages."""
+model's own names (`compiler.manifest.io_entries` maps them by position), and node names stay for error messages."""
 
 from __future__ import annotations
 

@@ -105,9 +105,12 @@ void RunOne(const uint8_t* data, size_t size) {
     case Kind::kBlob: {
       Write(context->scratch, data, size);
       std::string why;
-      if (auto payload = LoadBlobFile(context->scratch, kBlobKey, &why)) adreno_native::ParseProgramBlob(*payload);
-      // the payload parser as one who recomputed the digest would reach it: after the header of a blob with this key
-      const size_t header = 14 + 4 + 8 + (sizeof(kBlobKey) - 1) + 8 + 32;
+      if (auto sections = LoadBlobFile(context->scratch, kBlobKey, &why)) {
+        for (const auto& [section, payload] : *sections) adreno_native::ParseProgramBlob(payload);
+      }
+      // the payload parser as one who recomputed the digest would reach it: after the headers of a blob with this
+      // key whose first section's key is a SHA-256 hex (64 characters)
+      const size_t header = 14 + 4 + 8 + (sizeof(kBlobKey) - 1) + 8 + 8 + 64 + 8 + 32;
       if (size > header) adreno_native::ParseProgramBlob(text.substr(header));
       return;
     }

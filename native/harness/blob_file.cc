@@ -14,7 +14,7 @@ namespace {
 
 const char kMagic[] = "ADRENO-CLBLOB\n";
 const size_t kMagicLen = sizeof(kMagic) - 1;
-const uint32_t kVersion = 2;
+const uint32_t kVersion = 3;
 const size_t kDigestLen = 32;
 
 template <typename T>
@@ -30,6 +30,15 @@ bool Get(const std::string& in, size_t* pos, T* value) {
   return true;
 }
 
+// A u64 length and that many bytes at *pos; false when the bytes end first.
+bool GetString(const std::string& in, size_t* pos, std::string* value) {
+  uint64_t length = 0;
+  if (!Get(in, pos, &length) || length > in.size() - *pos) return false;
+  *value = in.substr(*pos, length);
+  *pos += length;
+  return true;
+}
+
 // The payload's SHA-256, its 32 bytes.
 std::string Digest(const std::string& payload) {
   Sha256 hash;
@@ -39,7 +48,7 @@ std::string Digest(const std::string& payload) {
 
 }  // namespace
 
-std::optional<std::string> LoadBlobFile(const std::string& path, const std::string& key, std::string* why) {
+std::optional<BlobSections> LoadBlobFile(const std::string& path, const std::string& key, std::string* why) {
   struct stat info;
   if (stat(path.c_str(), &info) != 0) {
     *why = "absent";
@@ -54,7 +63,6 @@ std::optional<std::string> LoadBlobFile(const std::string& path, const std::stri
   }
   size_t pos = kMagicLen;
   uint32_t version = 0;
-  uint64_t key_len = 0, payload_len = 0;
   if (bytes.size() < kMagicLen || bytes.compare(0, kMagicLen, kMagic) != 0 || !Get(bytes, &pos, &version)) {
     *why = "not a program-binary file";
     return std::nullopt;
@@ -63,37 +71,67 @@ std::optional<std::string> LoadBlobFile(const std::string& path, const std::stri
     *why = "format version " + std::to_string(version) + ", this harness reads " + std::to_string(kVersion);
     return std::nullopt;
   }
-  if (!Get(bytes, &pos, &key_len) || key_len > bytes.size() - pos) {
+  std::string file_key;
+  if (!GetString(bytes, &pos, &file_key)) {
     *why = "truncated";
     return std::nullopt;
   }
-  if (key_len != key.size() || bytes.compare(pos, key_len, key) != 0) {
+  if (file_key != key) {
     *why = "for another device or kernels";
     return std::nullopt;
   }
-  pos += key_len;
-  if (!Get(bytes, &pos, &payload_len) || bytes.size() - pos < kDigestLen ||
-      payload_len != bytes.size() - pos - kDigestLen) {
+  uint64_t count = 0;
+  if (!Get(bytes, &pos, &count) || count == 0) {
     *why = "truncated";
     return std::nullopt;
   }
-  const std::string digest = bytes.substr(pos, kDigestLen);
-  std::string payload = bytes.substr(pos + kDigestLen);
-  if (Digest(payload) != digest) {
-    *why = "SHA-256 mismatch";
+  BlobSections sections;
+  for (uint64_t i = 0; i < count; ++i) {
+    std::string section, payload;
+    if (!GetString(bytes, &pos, &section) || bytes.size() - pos < 8 + kDigestLen) {
+      *why = "truncated";
+      return std::nullopt;
+    }
+    uint64_t payload_len = 0;
+    Get(bytes, &pos, &payload_len);
+    const std::string digest = bytes.substr(pos, kDigestLen);
+    pos += kDigestLen;
+    if (payload_len > bytes.size() - pos) {
+      *why = "truncated";
+      return std::nullopt;
+    }
+    payload = bytes.substr(pos, payload_len);
+    pos += payload_len;
+    if (Digest(payload) != digest) {
+      *why = "SHA-256 mismatch";
+      return std::nullopt;
+    }
+    if (!sections.emplace(section, std::move(payload)).second) {
+      *why = "section " + section.substr(0, 16) + " twice";
+      return std::nullopt;
+    }
+  }
+  if (pos != bytes.size()) {
+    *why = "bytes after its last section";
     return std::nullopt;
   }
-  return payload;
+  return sections;
 }
 
-void SaveBlobFile(const std::string& path, const std::string& key, const std::string& payload) {
+void SaveBlobFile(const std::string& path, const std::string& key, const BlobSections& sections) {
+  if (sections.empty()) throw std::runtime_error(path + ": no programs to write");
   std::string out(kMagic, kMagicLen);
   Put(&out, kVersion);
   Put<uint64_t>(&out, key.size());
   out += key;
-  Put<uint64_t>(&out, payload.size());
-  out += Digest(payload);
-  out += payload;
+  Put<uint64_t>(&out, sections.size());
+  for (const auto& [section, payload] : sections) {
+    Put<uint64_t>(&out, section.size());
+    out += section;
+    Put<uint64_t>(&out, payload.size());
+    out += Digest(payload);
+    out += payload;
+  }
   WriteFileAtomically(path, out);
 }
 

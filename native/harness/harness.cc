@@ -7,11 +7,12 @@
 // 1. opens the artifact through the library: TVM's OpenCL plugin, the host library (lib.so), with --blob the
 //    program binaries of an earlier start when the file is for this device and these kernels and intact, the
 //    weights of params.npz each in its plan scope;
-// 2. reads each input from its .npy file (the model's names, manifest.json), checked against the model's dtype and
-//    shape, runs once and writes each output to DIR/<output name>.npy; the library rewrites the blob after a
-//    start that built anything from source;
+// 2. reads each input from its .npy file (the model's names, manifest.json); their shapes select the artifact's
+//    shape set whose inputs have exactly those (adreno_rt_select_shapes: another shape is one line listing the
+//    sets), their dtypes are checked against the set's, runs once and writes each output to
+//    DIR/<output name>.npy; the library rewrites the blob after a start that built anything from source;
 // 3. with --repeat N, runs N more times and reports the median;
-// 4. prints one JSON line: the start's stages in milliseconds, where the programs came from, and the outputs.
+// 4. prints one JSON line: the shape set that ran, the start's stages in milliseconds, where the programs came from, and the outputs.
 // Exit status: 0 on success, 2 with a one-line error (the library's status message) on bad input (an index out of
 // range included: index_checks.h) or a failure.
 #include <algorithm>
@@ -174,8 +175,9 @@ int Run(const Options& o) {
   adreno_rt_model* opened = nullptr;
   Check(adreno_rt_open(o.artifact.c_str(), &options, &opened));
   ModelHandle model(opened);
-  std::vector<adreno_rt_tensor_info> inputs = Ports(model.get(), true), outputs = Ports(model.get(), false);
+  std::vector<adreno_rt_tensor_info> inputs = Ports(model.get(), true);
 
+  // the inputs' files, then the shape set their shapes select (the same rule as `adreno run`'s), then their dtypes
   std::vector<NpyArray> arrays;
   for (const adreno_rt_tensor_info& port : inputs) {
     auto file = o.inputs.find(port.name);
@@ -184,15 +186,25 @@ int Run(const Options& o) {
                        ")");
     }
     arrays.push_back(adreno_harness::ReadNpy(file->second));
-    if (arrays.back().dtype != port.dtype_name || arrays.back().shape != ShapeOf(port)) {
-      std::string want;
-      for (int64_t d : ShapeOf(port)) want += (want.empty() ? "" : "x") + std::to_string(d);
-      throw UsageError(file->second + ": input " + port.name + " must be " + port.dtype_name + " " + want);
-    }
   }
   for (const auto& given : o.inputs) {
     bool known = std::any_of(inputs.begin(), inputs.end(), [&](const auto& p) { return given.first == p.name; });
     if (!known) throw UsageError("--input " + given.first + ": the model has no input of that name");
+  }
+  std::vector<adreno_rt_shape> shapes;
+  for (const NpyArray& array : arrays) shapes.push_back({static_cast<int32_t>(array.shape.size()), array.shape.data()});
+  Check(adreno_rt_select_shapes(model.get(), shapes.data(), shapes.size()));
+  size_t shape_set = 0;
+  Check(adreno_rt_selected_shape_set(model.get(), &shape_set));
+  inputs = Ports(model.get(), true);
+  std::vector<adreno_rt_tensor_info> outputs = Ports(model.get(), false);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (arrays[i].dtype != inputs[i].dtype_name) {
+      std::string want;
+      for (int64_t d : ShapeOf(inputs[i])) want += (want.empty() ? "" : "x") + std::to_string(d);
+      throw UsageError(o.inputs.at(inputs[i].name) + ": input " + inputs[i].name + " must be " +
+                       inputs[i].dtype_name + " " + want);
+    }
   }
   std::vector<adreno_rt_view> views;
   for (const NpyArray& array : arrays) views.push_back({array.data.data(), array.data.size()});
@@ -225,10 +237,10 @@ int Run(const Options& o) {
   std::snprintf(programs, sizeof(programs), "from_source=%lld from_binary=%lld rejected=%lld",
                 static_cast<long long>(start.programs_from_source), static_cast<long long>(start.programs_from_binary),
                 static_cast<long long>(start.programs_rejected));
-  std::printf("{\"device\": %s, \"plugin_ms\": %.3f, \"load_ms\": %.3f, \"blob_ms\": %.3f, \"weights_ms\": %.3f, "
+  std::printf("{\"device\": %s, \"shape_set\": %zu, \"plugin_ms\": %.3f, \"load_ms\": %.3f, \"blob_ms\": %.3f, \"weights_ms\": %.3f, "
               "\"first_run_ms\": %.3f, \"start_ms\": %.3f, \"verify_ms\": %.3f, \"median_ms\": %s, \"blob\": %s, "
               "\"programs\": %s, \"peak_rss_mb\": %.1f, \"outputs\": {%s}}\n",
-              JsonString(start.device).c_str(), start.plugin_ms, start.load_ms, start.blob_ms, start.weights_ms,
+              JsonString(start.device).c_str(), shape_set, start.plugin_ms, start.load_ms, start.blob_ms, start.weights_ms,
               start.first_run_ms,
               start.plugin_ms + start.load_ms + start.blob_ms + start.weights_ms + start.first_run_ms, start.verify_ms,
               runs.empty() ? "null" : std::to_string(runs[runs.size() / 2]).c_str(),

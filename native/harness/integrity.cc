@@ -134,6 +134,22 @@ void VerifyRunDigest(const json::Object& manifest) {
   for (const char* key : kRunFields) {
     if (Has(manifest, key)) fields.Set(ffi::String(key), Field(manifest, key, "manifest.json"));
   }
+  if (Has(manifest, "shape_sets")) {  // an artifact of several sets: each set's plan and its own fields of kRunFields
+    json::Array sets;
+    for (const json::Value& item : ArrayField(manifest, "shape_sets", "manifest.json")) {
+      const json::Object entry = AsObject(item, "manifest.json shape_sets entry");
+      const json::Object own = ObjectField(entry, "manifest", "manifest.json shape_sets entry");
+      json::Object projected;
+      for (const char* key : kRunFields) {
+        if (Has(own, key)) projected.Set(ffi::String(key), Field(own, key, "manifest.json shape_sets entry"));
+      }
+      json::Object kept;
+      kept.Set(ffi::String("plan"), Field(entry, "plan", "manifest.json shape_sets entry"));
+      kept.Set(ffi::String("manifest"), projected);
+      sets.push_back(kept);
+    }
+    fields.Set(ffi::String("shape_sets"), sets);
+  }
   const std::string text = CanonicalJson(fields, "manifest.json");
   if (Sha256Hex(text.data(), text.size()) != StringField(manifest, "run_sha256", "manifest.json")) {
     throw std::runtime_error("manifest.json: the fields that decide what runs (host_params, inputs, outputs, files, "

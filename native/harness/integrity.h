@@ -19,7 +19,8 @@ namespace adreno_harness {
 std::string CanonicalJson(const json::Value& value, const std::string& where);
 
 // Throws std::runtime_error "manifest.json: ..." unless run_sha256 is the SHA-256 of the canonical JSON of the
-// manifest's RUN_FIELDS (adreno.artifact.check.run_digest).
+// manifest's RUN_FIELDS, with each shape set's plan and RUN_FIELDS for an artifact of several
+// (adreno.artifact.check.run_digest).
 void VerifyRunDigest(const json::Object& manifest);
 
 // Throws std::runtime_error "<rel>: ..." unless `size` bytes at `data` are the size and SHA-256 the manifest lists

@@ -134,4 +134,36 @@ JNIEXPORT void JNICALL Java_adreno_rt_AdrenoModel_nativeClose(JNIEnv* env, jclas
   Failed(env, adreno_rt_close(Model(handle)));
 }
 
+JNIEXPORT jint JNICALL Java_adreno_rt_AdrenoModel_nativeShapeSetCount(JNIEnv* env, jclass, jlong handle) {
+  size_t count = 0;
+  if (Failed(env, adreno_rt_shape_set_count(Model(handle), &count))) return 0;
+  return static_cast<jint>(count);
+}
+
+JNIEXPORT jint JNICALL Java_adreno_rt_AdrenoModel_nativeSelectedShapeSet(JNIEnv* env, jclass, jlong handle) {
+  size_t set = 0;
+  if (Failed(env, adreno_rt_selected_shape_set(Model(handle), &set))) return 0;
+  return static_cast<jint>(set);
+}
+
+JNIEXPORT void JNICALL Java_adreno_rt_AdrenoModel_nativeSelectShapes(JNIEnv* env, jclass, jlong handle,
+                                                                     jobjectArray shapes) {
+  jsize count = shapes ? env->GetArrayLength(shapes) : 0;
+  std::vector<std::vector<int64_t>> dims(count);
+  for (jsize i = 0; i < count; ++i) {
+    jlongArray shape = static_cast<jlongArray>(env->GetObjectArrayElement(shapes, i));
+    if (shape == nullptr) {
+      Invalid(env, "shape " + std::to_string(i) + " is null");
+      return;
+    }
+    std::vector<jlong> values(env->GetArrayLength(shape));
+    env->GetLongArrayRegion(shape, 0, static_cast<jsize>(values.size()), values.data());
+    dims[i].assign(values.begin(), values.end());
+    env->DeleteLocalRef(shape);
+  }
+  std::vector<adreno_rt_shape> given;
+  for (const std::vector<int64_t>& shape : dims) given.push_back({static_cast<int32_t>(shape.size()), shape.data()});
+  Failed(env, adreno_rt_select_shapes(Model(handle), given.data(), given.size()));
+}
+
 }  // extern "C"

@@ -2,10 +2,11 @@
  * `adreno compile --host native`, or for a phone with the NDK) on an OpenCL device through TVM's runtime and
  * adreno's OpenCL plugin (libtvm_runtime_opencl.so).
  *
- * The library does what every app would otherwise redo: loads the plugin and the host library (lib.so), uploads
- * the weights of params.npz into their plan scopes (images for texture tensors, half pixels for fp16 artifacts),
- * takes the OpenCL program binaries of an earlier start from the blob file when it is for this device and these
- * kernels and intact, and rewrites that file atomically after a start that built anything from source.
+ * The library does what every app would otherwise redo: loads the plugin and the host library (lib.so; of an
+ * artifact of several shape sets, the library of each set it selects), uploads the weights of params.npz into their
+ * plan scopes (images for texture tensors, half pixels for fp16 artifacts), takes the OpenCL program binaries of an
+ * earlier start from the blob file when it is for this device and these kernels and intact, and rewrites that file
+ * atomically after a start (of a shape set: that set's first run) that built anything from source.
  *
  * Conventions:
  *  - Every call returns an adreno_rt_status. `message` is "" on success, otherwise one readable line naming what
@@ -124,10 +125,10 @@ typedef struct {
   /* ADRENO_RT_BLOB_REJECTED: "for another device or kernels", "truncated", "checksum mismatch",
    * "not a program-binary file", "format version N, ..." or a read error; otherwise "" */
   const char* blob_rejected_because;
-  int blob_written;             /* 1 once the first run built programs from source and the blob was rewritten */
+  int blob_written;             /* 1 once a set's first run built programs from source and the blob was rewritten */
   const char* blob_write_error; /* "" or why rewriting it failed (the run itself succeeded) */
-  /* the model's OpenCL programs so far (built at the first run): from source, from the blob's binaries, and the
-   * blob's binaries the driver refused */
+  /* the model's OpenCL programs so far, of every set that has been selected (built at a set's first run): from
+   * source, from the blob's binaries, and the blob's binaries the driver refused */
   int64_t programs_from_source, programs_from_binary, programs_rejected;
   /* the start's stages in milliseconds; first_run_ms is 0 before the first run */
   double plugin_ms, load_ms, blob_ms, weights_ms, first_run_ms;
@@ -139,12 +140,53 @@ typedef struct {
  * the plugin beside the library. */
 ADRENO_RT_API void adreno_rt_options_init(adreno_rt_options* options);
 
-/* Opens the artifact directory: the plugin (once per process), lib.so on the device, the blob (if any), the
- * weights. `options` may be NULL for the defaults. On success *model is a handle; on failure it is NULL. */
+/* Opens the artifact directory: the plugin (once per process), the blob (if any), the weights, the first shape
+ * set's lib.so on the device. `options` may be NULL for the defaults. On success *model is a handle; on failure it is NULL. */
 ADRENO_RT_API adreno_rt_status adreno_rt_open(const char* artifact_dir, const adreno_rt_options* options,
                                               adreno_rt_model** model);
 
-/* The model's inputs and outputs, in the order run() takes and gives them. */
+/* Shape sets. An artifact compiled for several static shapes (`adreno compile --input-shape x:1,3,48,160
+ * --input-shape x:1,3,48,320 ...`, docs/shapes.md) holds one shape set per compile of them: every set takes the
+ * model's inputs, in the same order and dtypes, each at its own shape, and has its own host library; the weights are
+ * shared (uploaded once at open: a weight that several sets take in the same form is one device tensor). An artifact
+ * of one shape has one set. One set is selected at a time, the first at open: adreno_rt_input_info, output_info,
+ * run and run_owned are the selected set's. Selecting another set is what `adreno run` does with an input of that
+ * shape; padding a request to the next shape the artifact has is the app's choice (docs/app.md).
+ *
+ * Every set's plan.json is proved (size and SHA-256) at open; a set's code, its plan's steps against their kernels'
+ * contracts and its lib.so (size, SHA-256, ELF headers), is proved at its first selection, just before its library
+ * is loaded, and a failure is ADRENO_RT_BAD_ARTIFACT from adreno_rt_select_shapes (the selection is kept): an app
+ * that runs one shape pays for hashing and loading one library, and a damaged set stops only the runs of its
+ * shape. A set selected after open adds its load, blob and verify times to the start report, and its programs are
+ * built at its first run (or taken from the blob, which holds the programs of every set that has run).
+ *
+ * The selected set is the model's, not the calling thread's: threads that run different shapes on one model hold
+ * a lock of their own around select and run. */
+
+/* The shape sets of the artifact: 1 for an artifact of one shape. */
+ADRENO_RT_API adreno_rt_status adreno_rt_shape_set_count(adreno_rt_model* model, size_t* count);
+
+/* Input `index` of set `set` (in run()'s order), as adreno_rt_input_info describes the selected set's. */
+ADRENO_RT_API adreno_rt_status adreno_rt_shape_set_input_info(adreno_rt_model* model, size_t set, size_t index,
+                                                              adreno_rt_tensor_info* info);
+
+/* One input's shape for adreno_rt_select_shapes. */
+typedef struct {
+  int32_t ndim;
+  const int64_t* shape; /* ndim dimensions */
+} adreno_rt_shape;
+
+/* Selects the set whose inputs have exactly these shapes (one per input, in run()'s order), as `adreno run` chooses
+ * a set for its inputs. No such set: ADRENO_RT_INVALID_ARGUMENT, the message one line listing the artifact's sets
+ * ("no shape set of this artifact takes x 1x3x48x200; it was compiled for x 1x3x48x160; x 1x3x48x320 (...)"). On
+ * any failure the selected set stays selected. */
+ADRENO_RT_API adreno_rt_status adreno_rt_select_shapes(adreno_rt_model* model, const adreno_rt_shape* shapes,
+                                                       size_t count);
+
+/* The selected set's index (0 at open). */
+ADRENO_RT_API adreno_rt_status adreno_rt_selected_shape_set(adreno_rt_model* model, size_t* set);
+
+/* The selected shape set's inputs and outputs, in the order run() takes and gives them. */
 ADRENO_RT_API adreno_rt_status adreno_rt_input_count(adreno_rt_model* model, size_t* count);
 ADRENO_RT_API adreno_rt_status adreno_rt_output_count(adreno_rt_model* model, size_t* count);
 ADRENO_RT_API adreno_rt_status adreno_rt_input_info(adreno_rt_model* model, size_t index,
@@ -152,7 +194,7 @@ ADRENO_RT_API adreno_rt_status adreno_rt_input_info(adreno_rt_model* model, size
 ADRENO_RT_API adreno_rt_status adreno_rt_output_info(adreno_rt_model* model, size_t index,
                                                      adreno_rt_tensor_info* info);
 
-/* Runs once: every input (count and bytes exactly as adreno_rt_input_info says) is copied from the caller's
+/* Runs the selected set once: every input (count and bytes exactly as adreno_rt_input_info says) is copied from the caller's
  * memory to the device, every output from the device into the caller's memory (exact sizes too). */
 ADRENO_RT_API adreno_rt_status adreno_rt_run(adreno_rt_model* model, const adreno_rt_view* inputs,
                                              size_t input_count, const adreno_rt_buffer* outputs,

@@ -11,6 +11,7 @@
 #include "../harness/integrity.h"
 #include "../harness/json_fields.h"
 #include "../harness/kernel_contract.h"
+#include "../harness/sha256.h"
 #include "rt_error.h"
 
 namespace json = tvm::ffi::json;
@@ -50,16 +51,65 @@ std::vector<Port> Ports(const std::vector<adreno_harness::Port>& described) {
   return ports;
 }
 
-// An artifact of several shape sets (adreno/artifact/shape_sets.py) keeps a plan.json and a host library per set
-// under shapes/ and none at the top. The library does not choose a set: it refuses the artifact in these words
-// rather than in those of the first file it misses, and never runs one set as if it were the model.
-void RefuseShapeSets(const json::Object& manifest, const std::string& dir) {
-  auto sets = manifest.find(tvm::ffi::String("shape_sets"));
-  if (sets == manifest.end()) return;
-  auto listed = (*sets).second.try_cast<json::Array>();
-  Bad(dir + " holds several shape sets" + (listed ? " (" + std::to_string(listed->size()) + ")" : std::string()) +
-      "; the app library runs an artifact of one: run it with `adreno run` or the Python API, or compile one shape "
-      "per artifact (docs/shapes.md)");
+// A path the manifest gives for a file of the artifact: relative and inside it.
+std::string Confined(const std::string& rel, const std::string& where) {
+  if (rel.empty() || rel[0] == '/' || rel.find("..") != std::string::npos) {
+    Bad(where + ": path " + rel + " leads outside the artifact; recompile the model");
+  }
+  return rel;
+}
+
+// adreno.artifact.shape_sets.SET_FIELDS: the fields a set's own manifest gives, over the shared ones
+const char* const kSetFields[] = {"inputs", "outputs", "host_library", "host_params", "kernels", "textures", "refused",
+                                  "weight_storage", "tuned_kernels", "records_elsewhere", "records_skipped",
+                                  "model_defaults", "empty_outputs", "orchestration", "compile_seconds",
+                                  "index_checks"};
+
+json::Object Overlay(const json::Object& shared, const json::Object& own) {
+  json::Object overlay;
+  for (const auto& [key, value] : shared) overlay.Set(key, value);
+  for (const char* key : kSetFields) {
+    if (adreno_harness::Has(own, key)) overlay.Set(tvm::ffi::String(key), adreno_harness::Field(own, key, ""));
+  }
+  return overlay;
+}
+
+// Set `index` described: `plan_rel` proved and read, its ports and weights from the plan and `manifest` (the set's).
+ShapeSetFiles ReadSet(const std::string& dir, const json::Object& manifest, const std::string& plan_rel,
+                      double* verify_ms) {
+  ShapeSetFiles set;
+  set.manifest = manifest;
+  auto library = manifest.find(tvm::ffi::String("host_library"));
+  auto name = library == manifest.end() ? std::nullopt : (*library).second.try_cast<tvm::ffi::String>();
+  const std::string rel = name ? std::string(*name) : std::string();
+  if (rel != "lib.so" && (rel.size() < 7 || rel.compare(rel.size() - 7, 7, "/lib.so") != 0)) {
+    Bad(dir + " has no loadable host library (manifest host_library: " + (name ? rel : std::string("none")) +
+        "); compile with --host native");
+  }
+  set.library = Confined(rel, "manifest.json host_library");
+  set.plan = ReadJson(dir, plan_rel, &manifest, verify_ms);
+  const adreno_harness::ArtifactSpec spec = adreno_harness::ReadArtifactSpec(set.plan, manifest);
+  set.inputs = Ports(spec.inputs);
+  set.outputs = Ports(spec.outputs);
+  if (!set.outputs.empty() && adreno_harness::IsIndexFlags(manifest, set.outputs.back().tensor)) {
+    set.index_flags = set.outputs.back();
+    set.outputs.pop_back();
+  }
+  set.params = spec.params;
+  return set;
+}
+
+// Every set takes the model's inputs in the same order and dtypes (only their shapes differ): what the C API's
+// adreno_rt_select_shapes relies on.
+void CheckSameInputs(const std::vector<ShapeSetFiles>& sets) {
+  for (size_t i = 1; i < sets.size(); ++i) {
+    bool same = sets[i].inputs.size() == sets[0].inputs.size();
+    for (size_t k = 0; same && k < sets[i].inputs.size(); ++k) {
+      same = sets[i].inputs[k].name == sets[0].inputs[k].name &&
+             sets[i].inputs[k].dtype.name == sets[0].inputs[k].dtype.name;
+    }
+    if (!same) Bad("manifest.json shape set " + std::to_string(i) + " takes other inputs than set 0; recompile");
+  }
 }
 
 }  // namespace
@@ -86,35 +136,64 @@ ArtifactFiles ReadArtifactFiles(const std::string& dir, double* verify_ms) {
   return Stage(ADRENO_RT_BAD_ARTIFACT, "", [&] {
     ArtifactFiles files;
     files.manifest = ReadJson(dir, "manifest.json", nullptr, verify_ms);
-    RefuseShapeSets(files.manifest, dir);
     Timed(verify_ms, [&] { adreno_harness::VerifyRunDigest(files.manifest); });
-    auto library = files.manifest.find(tvm::ffi::String("host_library"));
-    auto name = library == files.manifest.end() ? std::nullopt : (*library).second.try_cast<tvm::ffi::String>();
-    if (!name || std::string(*name) != "lib.so") {
-      Bad(dir + " has no loadable host library (manifest host_library: " +
-          (name ? std::string(*name) : std::string("none")) + "); compile with --host native");
+    if (!adreno_harness::Has(files.manifest, "shape_sets")) {
+      files.sets.push_back(ReadSet(dir, files.manifest, "plan.json", verify_ms));
+      return files;
     }
-    const json::Object plan = ReadJson(dir, "plan.json", &files.manifest, verify_ms);
-    const adreno_harness::ArtifactSpec spec = adreno_harness::ReadArtifactSpec(plan, files.manifest);
-    Timed(verify_ms, [&] { adreno_harness::CheckKernelContracts(dir, plan, files.manifest); });
-    const std::string library_bytes = adreno_harness::ReadFile(dir + "/lib.so");
-    Timed(verify_ms, [&] {
-      adreno_harness::VerifyListedFile(files.manifest, "lib.so", library_bytes.data(), library_bytes.size());
-    });
-    // after its size and SHA-256, as every file is checked before use; a library that passes them and still maps
-    // past its end (a manifest rewritten with it) would die of SIGBUS at the first page dlopen did not back
-    // (elf_file.h)
-    const std::string elf_problem = adreno_harness::ElfProblem(dir + "/lib.so");
-    if (!elf_problem.empty()) Bad(dir + "/lib.so " + elf_problem + ": compile the artifact again");
-    files.inputs = Ports(spec.inputs);
-    files.outputs = Ports(spec.outputs);
-    if (!files.outputs.empty() && adreno_harness::IsIndexFlags(files.manifest, files.outputs.back().tensor)) {
-      files.index_flags = files.outputs.back();
-      files.outputs.pop_back();
+    const json::Array entries = adreno_harness::ArrayField(files.manifest, "shape_sets", "manifest.json");
+    if (entries.size() < 2) {
+      Bad("manifest.json: its shape_sets list " + std::to_string(entries.size()) + " set(s); an artifact of several "
+          "lists two or more: recompile the model");
     }
-    files.params = spec.params;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const std::string where = "manifest.json shape_sets " + std::to_string(i);
+      const json::Object entry = adreno_harness::AsObject(entries[i], where);
+      const std::string plan = Confined(adreno_harness::StringField(entry, "plan", where), where + " plan");
+      const json::Object own = adreno_harness::ObjectField(entry, "manifest", where);
+      files.sets.push_back(ReadSet(dir, Overlay(files.manifest, own), plan, verify_ms));
+    }
+    CheckSameInputs(files.sets);
     return files;
   });
+}
+
+void VerifySetCode(const std::string& dir, const ArtifactFiles& files, size_t index, double* verify_ms) {
+  const ShapeSetFiles& set = files.sets.at(index);
+  Stage(ADRENO_RT_BAD_ARTIFACT, "", [&] {
+    Timed(verify_ms, [&] { adreno_harness::CheckKernelContracts(dir, set.plan, set.manifest); });
+    const std::string library_bytes = adreno_harness::ReadFile(dir + "/" + set.library);
+    Timed(verify_ms, [&] {
+      adreno_harness::VerifyListedFile(set.manifest, set.library, library_bytes.data(), library_bytes.size());
+    });
+  });
+  // after its size and SHA-256, as every file is checked before use; a library that passes them and still maps
+  // past its end (a manifest rewritten with it) would die of SIGBUS at the first page dlopen did not back
+  // (elf_file.h)
+  const std::string elf_problem = adreno_harness::ElfProblem(dir + "/" + set.library);
+  if (!elf_problem.empty()) Bad(dir + "/" + set.library + " " + elf_problem + ": compile the artifact again");
+}
+
+std::string KernelsKey(const ArtifactFiles& files) {
+  return Stage(ADRENO_RT_BAD_ARTIFACT, "", [&] {
+    std::string listed;
+    const json::Object entries = adreno_harness::ObjectField(files.manifest, "files", "manifest.json");
+    for (const ShapeSetFiles& set : files.sets) {
+      const json::Object entry = adreno_harness::ObjectField(entries, set.library.c_str(), "manifest.json files");
+      listed += adreno_harness::StringField(entry, "sha256", "manifest.json files " + set.library) + "\n";
+    }
+    return adreno_harness::Sha256Hex(listed.data(), listed.size());
+  });
+}
+
+std::string ShapesLabel(const std::vector<Port>& inputs) {
+  std::string text;
+  for (const Port& port : inputs) {
+    std::string shape;
+    for (int64_t d : port.shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
+    text += (text.empty() ? "" : ", ") + port.name + " " + shape;
+  }
+  return text;
 }
 
 }  // namespace adreno_rt

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "adreno_rt.h"
 #include "model.h"
@@ -137,6 +138,48 @@ adreno_rt_status adreno_rt_open(const char* artifact_dir, const adreno_rt_option
     uintptr_t handle = ++adreno_rt::last_handle;
     adreno_rt::registry[handle] = entry;
     *model = reinterpret_cast<adreno_rt_model*>(handle);
+  });
+}
+
+adreno_rt_status adreno_rt_shape_set_count(adreno_rt_model* model, size_t* count) {
+  return WithModel(model, [&](OpenModel& open) {
+    Require(count, "count");
+    *count = open.model->set_count();
+  });
+}
+
+adreno_rt_status adreno_rt_shape_set_input_info(adreno_rt_model* model, size_t set, size_t index,
+                                                adreno_rt_tensor_info* info) {
+  return WithModel(model, [&](OpenModel& open) {
+    Require(info, "info");
+    if (set >= open.model->set_count()) {
+      throw RtError(ADRENO_RT_INVALID_ARGUMENT, "no shape set " + std::to_string(set) + " (the model has " +
+                                                    std::to_string(open.model->set_count()) + ")");
+    }
+    adreno_rt::Describe(adreno_rt::PortAt(open.model->inputs_of(set), index, "input"), info);
+  });
+}
+
+adreno_rt_status adreno_rt_select_shapes(adreno_rt_model* model, const adreno_rt_shape* shapes, size_t count) {
+  return WithModel(model, [&](OpenModel& open) {
+    if (count > 0) Require(shapes, "shapes");
+    std::vector<std::vector<int64_t>> given;
+    for (size_t i = 0; i < count; ++i) {
+      if (shapes[i].ndim < 0 || (shapes[i].ndim > 0 && shapes[i].shape == nullptr)) {
+        throw RtError(ADRENO_RT_INVALID_ARGUMENT, "shape " + std::to_string(i) + " has ndim " +
+                                                      std::to_string(shapes[i].ndim) + " and its dimensions " +
+                                                      (shapes[i].shape ? "given" : "NULL"));
+      }
+      given.emplace_back(shapes[i].shape, shapes[i].shape + shapes[i].ndim);
+    }
+    open.model->SelectShapes(given);
+  });
+}
+
+adreno_rt_status adreno_rt_selected_shape_set(adreno_rt_model* model, size_t* set) {
+  return WithModel(model, [&](OpenModel& open) {
+    Require(set, "set");
+    *set = open.model->selected();
   });
 }
 

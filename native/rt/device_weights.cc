@@ -72,6 +72,13 @@ ffi::Any Upload(const adreno_harness::ParamSpec& spec, const adreno_harness::Npy
 
 }  // namespace
 
+bool SameUpload(const adreno_harness::ParamSpec& a, const adreno_harness::ParamSpec& b) {
+  const adreno_harness::StoredForm &x = a.form, &y = b.form;
+  return a.name == b.name && a.dtype == b.dtype && a.scope == b.scope && a.shape == b.shape && a.stored == b.stored &&
+         a.half_pixels == b.half_pixels && x.transform == y.transform && x.packed == y.packed &&
+         x.quantized == y.quantized && x.scale == y.scale && x.zero_point == y.zero_point && x.axis == y.axis;
+}
+
 std::vector<ffi::Any> UploadWeights(const std::string& npz_path, const std::vector<adreno_harness::ParamSpec>& specs,
                                     int device_id, int threads,
                                     const std::function<void(const void*, size_t)>& verify) {

@@ -15,6 +15,10 @@
 
 namespace adreno_rt {
 
+// True when `a` and `b` are one device tensor: the same params.npz member rebuilt and allocated the same way (the
+// shape sets of an artifact share a member of the same stored bytes; each set's plan gives its scope and form).
+bool SameUpload(const adreno_harness::ParamSpec& a, const adreno_harness::ParamSpec& b);
+
 // The weights in `specs`' order, on OpenCL device `device_id`; rebuilt on up to `threads` threads (0: one per core).
 // `verify` sees the file's bytes before any of them is parsed, and throws to refuse them.
 std::vector<tvm::ffi::Any> UploadWeights(const std::string& npz_path,

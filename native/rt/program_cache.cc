@@ -6,7 +6,6 @@
 
 #include <cstdio>
 
-#include "../harness/blob_file.h"
 #include "../harness/sha256.h"
 #include "rt_error.h"
 
@@ -27,49 +26,75 @@ std::optional<ffi::Module> FindModule(const ffi::Module& root, const std::string
 
 }  // namespace
 
-ProgramCache::ProgramCache(const ffi::Module& executable, const std::string& device_identity,
+ProgramCache::ProgramCache(const std::string& device_identity, const std::string& kernels_key,
                            const std::string& blob_path, bool write_blob)
-    : kernels_(FindModule(executable, "opencl")), blob_path_(blob_path), write_blob_(write_blob) {
-  if (kernels_ && !blob_path_.empty()) {
-    ffi::Bytes module_bytes = (*kernels_)->SaveToBytes();
-    key_ = device_identity + "\n" + adreno_harness::Sha256Hex(module_bytes.data(), module_bytes.size());
-  }
-}
-
-void ProgramCache::Offer() {
-  if (key_.empty()) return;
+    : blob_path_(blob_path), write_blob_(write_blob) {
+  if (blob_path_.empty()) return;
+  key_ = device_identity + "\n" + kernels_key;
   std::string why;
-  std::optional<std::string> payload = adreno_harness::LoadBlobFile(blob_path_, key_, &why);
-  if (!payload) {
+  std::optional<adreno_harness::BlobSections> sections = adreno_harness::LoadBlobFile(blob_path_, key_, &why);
+  if (sections) {
+    read_ = std::move(*sections);
+    state_ = ADRENO_RT_BLOB_LOADED;
+  } else {
     state_ = why == "absent" ? ADRENO_RT_BLOB_ABSENT : ADRENO_RT_BLOB_REJECTED;
     if (state_ == ADRENO_RT_BLOB_REJECTED) rejected_because_ = why;
-    return;
   }
-  int64_t taken = Stage(ADRENO_RT_DEVICE, "offering the blob's programs", [&] {
-    return (*kernels_)->GetFunction("opencl.SetPreCompiledPrograms").value()(ffi::Bytes(*payload)).cast<int64_t>();
-  });
-  state_ = taken > 0 ? ADRENO_RT_BLOB_LOADED : ADRENO_RT_BLOB_REFUSED_BY_DRIVER;
 }
 
-ProgramCounts ProgramCache::Counts() const {
-  ProgramCounts counts;
-  if (!kernels_) return counts;
-  std::string stats = (*kernels_)->GetFunction("adreno.opencl.program_stats").value()().cast<ffi::String>();
+void ProgramCache::Attach(size_t set, const ffi::Module& executable) {
+  std::optional<ffi::Module> kernels = FindModule(executable, "opencl");
+  if (!kernels) return;
+  SetKernels attached{*kernels, ""};
+  if (!key_.empty()) {
+    ffi::Bytes module_bytes = (*kernels)->SaveToBytes();
+    attached.section = adreno_harness::Sha256Hex(module_bytes.data(), module_bytes.size());
+  }
+  sets_.insert_or_assign(set, attached);  // a set whose load failed after this is attached again
+  if (key_.empty()) return;
+  auto section = read_.find(attached.section);
+  if (section == read_.end()) return;
+  int64_t taken = Stage(ADRENO_RT_DEVICE, "offering the blob's programs", [&] {
+    return attached.module->GetFunction("opencl.SetPreCompiledPrograms").value()(ffi::Bytes(section->second))
+        .cast<int64_t>();
+  });
+  if (taken == 0) state_ = ADRENO_RT_BLOB_REFUSED_BY_DRIVER;
+}
+
+ProgramCounts ProgramCache::CountsOf(const ffi::Module& kernels) const {
+  std::string stats = kernels->GetFunction("adreno.opencl.program_stats").value()().cast<ffi::String>();
   long long source = 0, binary = 0, rejected = 0;
   if (std::sscanf(stats.c_str(), "from_source=%lld from_binary=%lld rejected=%lld", &source, &binary, &rejected) != 3) {
     throw RtError(ADRENO_RT_NO_RUNTIME, "the OpenCL plugin's program_stats reads \"" + stats + "\"");
   }
-  counts.from_source = source;
-  counts.from_binary = binary;
-  counts.rejected = rejected;
-  return counts;
+  return {source, binary, rejected};
 }
 
-void ProgramCache::AfterFirstRun() {
-  if (key_.empty() || !write_blob_ || Counts().from_source == 0) return;
+ProgramCounts ProgramCache::Counts() const {
+  ProgramCounts total;
+  for (const auto& [set, kernels] : sets_) {
+    ProgramCounts counts = CountsOf(kernels.module);
+    total.from_source += counts.from_source;
+    total.from_binary += counts.from_binary;
+    total.rejected += counts.rejected;
+  }
+  return total;
+}
+
+void ProgramCache::AfterFirstRun(size_t set) {
+  auto ran = sets_.find(set);
+  if (ran == sets_.end() || key_.empty() || !write_blob_ || CountsOf(ran->second.module).from_source == 0) return;
   try {
-    ffi::Bytes blob = (*kernels_)->GetFunction("opencl.GetPreCompiledPrograms").value()().cast<ffi::Bytes>();
-    adreno_harness::SaveBlobFile(blob_path_, key_, std::string(blob.data(), blob.size()));
+    adreno_harness::BlobSections sections = read_;
+    for (const auto& [index, kernels] : sets_) {
+      // this set's programs, and those of another set that built any (an earlier write of them may have failed);
+      // never a set that has not run: its module would build every program to answer
+      if (index != set && CountsOf(kernels.module).from_source == 0) continue;
+      ffi::Bytes blob = kernels.module->GetFunction("opencl.GetPreCompiledPrograms").value()().cast<ffi::Bytes>();
+      sections[kernels.section] = std::string(blob.data(), blob.size());
+    }
+    adreno_harness::SaveBlobFile(blob_path_, key_, sections);
+    read_ = std::move(sections);
     written_ = true;
   } catch (const std::exception& error) {
     write_error_ = FirstLine(error);

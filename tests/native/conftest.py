@@ -17,6 +17,26 @@ def native_tiny(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def native_shape_sets(tmp_path_factory):
+    """An OCR-recogniser-like model (tests/dynamic_models.py) at widths 8 and 16 in one artifact of two shape sets
+    (texture, --host native), with an input of each set's shape: (path, [x of set 0, x of set 1])."""
+    import numpy as np
+    import onnx
+
+    from adreno.artifact.shape_sets import parse_shape_sets
+    from adreno.compile_shapes import compile_shape_sets
+    from adreno.options import CompileOptions
+    from tests.dynamic_models import ocr_like
+
+    root = tmp_path_factory.mktemp("native-shapes")
+    onnx.save(ocr_like(), root / "model.onnx")
+    path, _ = compile_shape_sets(root / "model.onnx", root / "art", CompileOptions(memory="texture", host="native"),
+                                 parse_shape_sets(["x:1,3,8,8", "x:1,3,8,16"]))
+    rng = np.random.default_rng(6)
+    return path, [rng.standard_normal((1, 3, 8, width)).astype(np.float32) for width in (8, 16)]
+
+
+@pytest.fixture(scope="session")
 def rt_check(tmp_path_factory):
     """tests/native/rt_check.c built against the app library's header (a C program of the C API)."""
     from .rt_programs import HERE, build_c

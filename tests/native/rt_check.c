@@ -12,27 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "adreno_rt.h"
-
-static const char* kBlobStates[] = {"not used", "absent", "loaded", "rejected", "refused by the driver"};
-
-static void check(adreno_rt_status status, const char* what) {
-  if (status.code != ADRENO_RT_OK) {
-    fprintf(stderr, "%s: status %d: %s\n", what, (int)status.code, status.message);
-    exit(1);
-  }
-}
-
-static void* read_file(const char* path, size_t bytes) {
-  void* data = malloc(bytes ? bytes : 1);
-  FILE* f = fopen(path, "rb");
-  if (!f || fread(data, 1, bytes, f) != bytes) {
-    fprintf(stderr, "%s: cannot read %zu bytes\n", path, bytes);
-    exit(1);
-  }
-  fclose(f);
-  return data;
-}
+#include "rt_common.h"
 
 static void print_ports(adreno_rt_model* model, int inputs) {
   size_t count = 0;
@@ -79,31 +59,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   adreno_rt_options options;
-  adreno_rt_options_init(&options);
-  options.blob_path = strcmp(argv[3], "-") == 0 ? NULL : argv[3];
-  adreno_rt_model* model = NULL;
-  check(adreno_rt_open(argv[1], &options, &model), "open");
+  adreno_rt_model* model = open_model(argv[1], argv[3], &options);
 
   size_t input_count = 0, output_count = 0;
   check(adreno_rt_input_count(model, &input_count), "input_count");
   check(adreno_rt_output_count(model, &output_count), "output_count");
   if (output_count > 16) return 1;
   char path[4096];
-  adreno_rt_view* inputs = calloc(input_count + 1, sizeof(adreno_rt_view));
-  for (size_t i = 0; i < input_count; ++i) {
-    adreno_rt_tensor_info info;
-    check(adreno_rt_input_info(model, i, &info), "input_info");
-    snprintf(path, sizeof(path), "%s/in%zu.bin", argv[2], i);
-    inputs[i].data = read_file(path, info.bytes);
-    inputs[i].bytes = info.bytes;
-  }
+  snprintf(path, sizeof(path), "%s/", argv[2]);
+  adreno_rt_view* inputs = read_inputs(model, path, input_count);
   adreno_rt_buffer outputs[16];
-  for (size_t i = 0; i < output_count; ++i) {
-    adreno_rt_tensor_info info;
-    check(adreno_rt_output_info(model, i, &info), "output_info");
-    outputs[i].bytes = info.bytes;
-    outputs[i].data = malloc(info.bytes ? info.bytes : 1);
-  }
+  allocate_outputs(model, outputs, output_count);
   check(adreno_rt_run(model, inputs, input_count, outputs, output_count), "run");
   const adreno_rt_view* owned = NULL;
   check(adreno_rt_run_owned(model, inputs, input_count, &owned), "run_owned");

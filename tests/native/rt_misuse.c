@@ -50,6 +50,12 @@ int main(int argc, char** argv) {
   show("wrong_output_size", adreno_rt_run(model, &good_input, 1, &out, 1));
   show("wrong_input_count", adreno_rt_run(model, &good_input, 2, &out, 1));
   show("null_owned_outputs", adreno_rt_run_owned(model, &good_input, 1, NULL));
+  adreno_rt_shape same = {info.ndim, info.shape}, no_dims = {2, NULL};
+  show("select_own_shape", adreno_rt_select_shapes(model, &same, 1));
+  show("select_null_shapes", adreno_rt_select_shapes(model, NULL, 1));
+  show("select_null_dims", adreno_rt_select_shapes(model, &no_dims, 1));
+  show("select_wrong_count", adreno_rt_select_shapes(model, &same, 0));
+  show("shape_set_info_range", adreno_rt_shape_set_input_info(model, 1, 0, &info));
   show("close", adreno_rt_close(model));
   show("run_after_close", adreno_rt_run(model, &good_input, 1, &out, 1));
   show("info_after_close", adreno_rt_input_info(model, 0, &info));

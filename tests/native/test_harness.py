@@ -70,6 +70,9 @@ def test_bad_input_is_one_line(texture, tmp_path):
     artifact, inputs, _ = texture
     assert "no --input input=" in one_line_error(run_harness(artifact.path, {}, tmp_path / "a"))
     wrong = {"input": inputs["input"][:, :2]}
+    assert "no shape set of this artifact takes input 1x2x32x32; it was compiled for input 1x3x32x32" in \
+        one_line_error(run_harness(artifact.path, wrong, tmp_path / "b"))
+    wrong = {"input": inputs["input"].astype(np.float16)}
     assert "must be float32 1x3x32x32" in one_line_error(run_harness(artifact.path, wrong, tmp_path / "b"))
     assert "has no input" in one_line_error(run_harness(artifact.path, {**inputs, "nope": inputs["input"]},
                                                         tmp_path / "c"))

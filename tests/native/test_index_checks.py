@@ -4,7 +4,8 @@ each index-taking op and both memories; in-range negative indices give onnxrunti
 out-of-range ones (ONNX defines them)
 (`adreno.frontend.index_guards`, `adreno.artifact.index_checks`, native/harness/index_checks.cc).
 
-One model holds every op (each with its own index input), compiled once per memory with a host library."""
+One model holds the gathers, scatters and OneHot (each with its own index input), compiled once per memory with a
+host library; MaxUnpool's and RoiAlign's indices, which never wrap, have a small model of their own (buffer)."""
 
 from __future__ import annotations
 
@@ -140,3 +141,50 @@ def test_harness_exits_2_naming_the_node(artifacts, memory, tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1 and "-3..2" in proc.stderr
     good = report(run_harness(paths[memory], dict(zip(names, _inputs())), tmp_path / "good"))
     assert sorted(good["outputs"]) == sorted(f"{n}_out" for n in [*CASES, "classes"])  # the flags are no output file
+
+
+def _pooling_model() -> onnx.ModelProto:
+    """MaxUnpool of a 2x2 pooled map by run-time argmax positions (flat, into the 4x4 output: valid 0..15) and
+    RoiAlign of two boxes by run-time batch indices (valid 0..1): neither wraps a negative index."""
+    nodes = [helper.make_node("MaxUnpool", ["pooled", "where"], ["unpooled"], name="unpool", kernel_shape=[2, 2],
+                              strides=[2, 2]),
+             helper.make_node("RoiAlign", ["features", "boxes", "batch"], ["aligned"], name="align", output_height=2,
+                              output_width=2, sampling_ratio=1)]
+    inputs = [helper.make_tensor_value_info("where", TensorProto.INT64, [1, 1, 2, 2]),
+              helper.make_tensor_value_info("batch", TensorProto.INT64, [2])]
+    outputs = [helper.make_tensor_value_info("unpooled", TensorProto.FLOAT, [1, 1, 4, 4]),
+               helper.make_tensor_value_info("aligned", TensorProto.FLOAT, [2, 1, 2, 2])]
+    weights = [numpy_helper.from_array(np.array([[[[1, 2], [3, 4]]]], np.float32), "pooled"),
+               numpy_helper.from_array(np.arange(32, dtype=np.float32).reshape(2, 1, 4, 4), "features"),
+               numpy_helper.from_array(np.array([[0, 0, 3, 3], [1, 1, 3, 3]], np.float32), "boxes")]
+    graph = helper.make_graph(nodes, "pooling_indices", inputs, outputs, weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+
+
+def test_maxunpool_and_roialign_indices_are_checked(tmp_path):
+    """In range: onnxruntime's outputs exactly, on the plan and TVM's runtime; one past the end, or negative (these
+    ops do not wrap): onnxruntime refuses, and both runtimes fail in one line naming the node and its range."""
+    from adreno.compile import compile_model
+    from adreno.options import CompileOptions
+
+    model = _pooling_model()
+    onnx.save(model, tmp_path / "pooling.onnx")
+    path = compile_model(tmp_path / "pooling.onnx", tmp_path / "art", CompileOptions(memory="buffer", host="native"))
+    where, batch = np.array([[[[0, 3], [9, 15]]]], np.int64), np.array([1, 0], np.int64)
+    expected = onnxruntime_outputs(model, [where, batch])
+    executors = (Executor(path), VmExecutor(path))
+    for executor in executors:
+        for out, ref in zip(executor.run([where, batch]), expected, strict=True):
+            np.testing.assert_array_equal(out, ref)
+    bad_cases = [("unpool", "MaxUnpool", "0..15", [np.where(where == 15, 16, where), batch]),
+                 ("unpool", "MaxUnpool", "0..15", [np.where(where == 0, -1, where), batch]),
+                 ("align", "RoiAlign", "0..1", [where, np.array([2, 0], np.int64)]),
+                 ("align", "RoiAlign", "0..1", [where, np.array([1, -1], np.int64)])]
+    for name, op, valid, inputs in bad_cases:
+        with pytest.raises(Exception, match="INVALID_ARG"):
+            onnxruntime_outputs(model, inputs)
+        for executor in executors:
+            with pytest.raises(IndexRangeError) as caught:
+                executor.run(inputs)
+            message = str(caught.value)
+            assert message.startswith(f"node {name} ({op}): ") and f"outside {valid}," in message, message

@@ -141,6 +141,10 @@ def test_bad_use_is_a_status_each_under_address_sanitizer(native_tiny, tmp_path)
                 "wrong_input_size": (invalid, "12288 bytes, not 12284"), "null_inputs": (invalid, "inputs is NULL"),
                 "null_input_data": (invalid, "has no data"), "wrong_output_size": (invalid, "output probs is"),
                 "wrong_input_count": (invalid, "takes 1 inputs, not 2"), "null_owned_outputs": (invalid, "NULL"),
+                "select_own_shape": (ok, ""), "select_null_shapes": (invalid, "shapes is NULL"),
+                "select_null_dims": (invalid, "shape 0 has ndim 2 and its dimensions NULL"),
+                "select_wrong_count": (invalid, "takes 1 inputs, not 0 shapes"),
+                "shape_set_info_range": (invalid, "no shape set 1 (the model has 1)"),
                 "close": (ok, ""), "run_after_close": (closed, "closed"), "info_after_close": (closed, "closed"),
                 "second_close": (closed, "closed already"), "null_close": (closed, "NULL"),
                 "null_run": (closed, "NULL")}

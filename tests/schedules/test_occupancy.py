@@ -174,8 +174,7 @@ def _plan_launches(model: str, memory: Memory):
     from adreno.schedules.context import ScheduleContext
 
     device = devices.get_device("adreno-740")
-    defaults = TunedConfigs()  # as `adreno compile` (--defaults model) without records
-    defaults.ranker = RankedDefaults()
+    defaults = TunedConfigs(ranker=RankedDefaults())  # as `adreno compile` (--defaults model) without records
     ctx = ScheduleContext.for_device(device, host=Host.NATIVE, knobs=defaults)
     lowered = lower_relax(to_relax(get_model(model)), ctx, Schedules.ADRENO, memory=memory, winograd=Winograd.AUTO)
     assert defaults.ranker.summary()["changed"] > 0

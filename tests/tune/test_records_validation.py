@@ -163,6 +163,24 @@ def test_records_of_the_target_device_come_first(tmp_path):
     assert tuned[POOL] == {"threads_x": 8} and tuned.elsewhere == {POOL: "nvidia-h200|NVIDIA H200|570"}
 
 
+def test_the_ranker_is_given_at_construction_and_never_set_later(tmp_path):
+    """Issue 50: `--defaults model`'s ranker is part of the knob source from its construction (`TunedConfigs(ranker=)`,
+    `TunedConfigs.load(..., ranker=)`); a kernel without records gets its pick, and no one assigns it afterwards."""
+    from adreno.records import TunedConfigs
+
+    def ranker(family, matched, rule, ctx):
+        return {**rule, "ranked": (family, matched, ctx)}
+
+    path = tmp_path / "records.jsonl"
+    path.write_text(VALID[1] + "\n")
+    loaded = TunedConfigs.load(path, Precision.FP32, dict, lambda key, config: True, "dev", ranker)
+    assert loaded.ranker is ranker and loaded[SOFTMAX] == {"threads_x": 2, "threads_y": 1}
+    assert loaded.default("pool", POOL, {"threads_x": 8}, "ctx") == {"threads_x": 8, "ranked": ("pool", POOL, "ctx")}
+    assert TunedConfigs().default("pool", POOL, {"threads_x": 8}, "ctx") == {"threads_x": 8}  # the rule
+    with pytest.raises(AttributeError):
+        loaded.ranker = None
+
+
 def test_compile_says_in_one_line_when_records_are_from_another_device(tmp_path):
     path = tmp_path / "records.jsonl"
     path.write_text(VALID[1] + "\n")  # device "dev": not adreno-740

@@ -73,8 +73,8 @@ public final class AdrenoModel implements AutoCloseable {
   }
 
   private final long handle;
-  private final List<TensorInfo> inputs;
-  private final List<TensorInfo> outputs;
+  private volatile List<TensorInfo> inputs;
+  private volatile List<TensorInfo> outputs;
   private volatile boolean closed = false;
 
   private AdrenoModel(long handle) throws AdrenoException {
@@ -96,10 +96,34 @@ public final class AdrenoModel implements AutoCloseable {
     }
   }
 
+  /** The artifact's shape sets (1 for an artifact of one shape); the first is selected at open. */
+  public int shapeSetCount() throws AdrenoException {
+    return nativeShapeSetCount(handle);
+  }
+
+  /** The selected shape set's index. */
+  public int selectedShapeSet() throws AdrenoException {
+    return nativeSelectedShapeSet(handle);
+  }
+
+  /**
+   * Selects the shape set whose inputs have exactly these shapes (one per input, in {@link #inputs()}'s order), as
+   * {@code adreno run} chooses one; {@link #inputs()}, {@link #outputs()} and the runs are then that set's. No such
+   * set: an AdrenoException (code 1) whose message lists the artifact's sets, and the selection is kept. Padding an
+   * input to a shape the artifact has is the app's choice (docs/app.md).
+   */
+  public void selectShapes(long[]... shapes) throws AdrenoException {
+    nativeSelectShapes(handle, shapes);
+    inputs = ports(true);
+    outputs = ports(false);
+  }
+
+  /** The selected shape set's inputs. */
   public List<TensorInfo> inputs() {
     return inputs;
   }
 
+  /** The selected shape set's outputs. */
   public List<TensorInfo> outputs() {
     return outputs;
   }
@@ -195,4 +219,10 @@ public final class AdrenoModel implements AutoCloseable {
       ByteBuffer[] outputs, int[] outputPositions, int[] outputLengths) throws AdrenoException;
 
   private static native void nativeClose(long handle) throws AdrenoException;
+
+  private static native int nativeShapeSetCount(long handle) throws AdrenoException;
+
+  private static native int nativeSelectedShapeSet(long handle) throws AdrenoException;
+
+  private static native void nativeSelectShapes(long handle, long[][] shapes) throws AdrenoException;
 }
