@@ -312,7 +312,7 @@ def manifest(loaded: LoadedModel, imported: ImportedModel, plan: Plan, options: 
         "compiled_on": platform.node(),
         "compile_seconds": round(time.perf_counter() - started, 3),
         "sizes": artifact_sizes(directory, library),
-        "weight_storage": weight_storage(plan),
+        "weight_storage": weight_storage(plan, imported.quantized),
         "bound": bound_entries(loaded.bound),
         "inputs": io_entries(plan, plan.inputs, [i.name for i in inputs], integer_ranges(loaded.onnx, inputs)),
         "outputs": io_entries(plan, checked_outputs, model_outputs),

@@ -148,6 +148,23 @@ def test_an_int32_param_is_widened_only_from_a_unit_scale():
             param_value("p", [2, 3], "int32", form, q)
 
 
+def test_a_quantized_weight_the_compile_changed_is_counted_as_stored_wide():
+    """A quantized weight whose every form the compile changed (here: folded with another constant, so no param
+    holds its dequantized value) is stored as the floats the kernels read: correct, larger, and counted, never
+    silent. One that a param holds, as it is or transposed, is not counted."""
+    from adreno.artifact.weights import QuantizedWeights
+
+    rng = np.random.default_rng(3)
+    kept, folded = (rng.integers(-128, 128, (4, 6), dtype=np.int8) for _ in range(2))
+    weights = QuantizedWeights()
+    for q in (kept, folded, kept):  # the same tensor twice is one weight
+        weights.record(q, np.float32(0.05), np.int8(0), None)
+    assert weights.stored_wide() == 2
+    assert weights.source_of(np.ascontiguousarray((kept.astype(np.float32) * np.float32(0.05)).T)) is not None
+    assert weights.source_of(folded.astype(np.float32) * np.float32(0.05) + np.float32(1.0)) is None
+    assert weights.stored_wide() == 1
+
+
 def _compile_cli(model, tmp_path):
     onnx.save(model, tmp_path / "m.onnx")
     return subprocess.run([sys.executable, "-m", "adreno.cli", "compile", str(tmp_path / "m.onnx"), "-o",
@@ -200,6 +217,7 @@ def test_artifact_stores_the_integer_weights(recipe, memory, tiny_quantized, poc
     integer = "uint8" if recipe is Recipe.DYNAMIC_UINT8 else "int8"
     count = 4
     assert storage["quantized"] == storage["dtypes"][integer] == count and "int32" not in storage["dtypes"]
+    assert storage["quantized_stored_wide"] == 0, "every quantized weight was found among the params"
     assert storage["stored_bytes"] < storage["param_bytes"]
     artifact = Artifact.load(tmp_path / "a")
     stored, params = artifact.stored_params(), artifact.params()

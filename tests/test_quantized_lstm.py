@@ -60,6 +60,7 @@ def _assert_weights_stored_int8(artifact: Artifact) -> None:
     assert all(t.stored_weight.dtype == "int8" and t.stored_weight.quantization.axis == 1 for t in quantized)
     assert 4 * sum(t.stored_weight.nbytes for t in quantized) == sum(t.nbytes for t in quantized)
     assert artifact.manifest["weight_storage"]["quantized"] == 4
+    assert artifact.manifest["weight_storage"]["quantized_stored_wide"] == 0
 
 
 def test_quantized_lstm_runs_and_checks_against_onnxruntime(tmp_path):
@@ -98,6 +99,7 @@ def test_every_loader_dequantizes_the_lstm_weights_alike_in_buffer_memory(tmp_pa
     forms = [t.stored_weight for t in artifact.plan.tensors.values() if t.kind == "param"]
     assert [(f.dtype, len(f.quantization.scale)) for f in forms if f.quantization] == [("int8", 1)] * 4
     assert artifact.manifest["weight_storage"]["quantized"] == 4
+    assert artifact.manifest["weight_storage"]["quantized_stored_wide"] == 0
     x = np.random.default_rng(4).standard_normal((STEPS, 1, FEATURES)).astype(np.float32)
     planned = Executor(artifact).run([x])
     harness = report(run_harness(art, {"x": x}, tmp_path / "harness"))["outputs"]

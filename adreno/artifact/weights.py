@@ -259,6 +259,8 @@ class QuantizedWeights:
 
     def __init__(self):
         self._by_digest: dict[tuple, tuple[np.ndarray, Quantization, bool, WeightTransform]] = {}
+        self._recorded: dict[tuple, int] = {}  # digest of each form -> which recorded weight it is
+        self._found: set[int] = set()  # the recorded weights a param was matched to
 
     def record(self, values: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, axis: int | None,
                integer: bool = False) -> None:
@@ -275,14 +277,19 @@ class QuantizedWeights:
         if integer and not quantization.unit_scale:
             return  # no integer op reads a scaled weight: nothing folds to this value
         value = quantization.widen(values) if integer else quantization.dequantize(values)
-        self._by_digest[content_digest(value)] = (values, quantization, False, WeightTransform.NONE)
+        if content_digest(value) in self._recorded:
+            return  # the same weight again (a model may list one tensor twice): one weight to find
+        forms = {content_digest(value): (values, quantization, False, WeightTransform.NONE)}
         if value.ndim == 4 and not integer:
             for depthwise in (False, True) if value.shape[1] == 1 else (False,):
-                self._by_digest[content_digest(pack_oihw4o(value, depthwise))] = (values, quantization, True,
-                                                                                   WeightTransform.NONE)
+                forms[content_digest(pack_oihw4o(value, depthwise))] = (values, quantization, True,
+                                                                        WeightTransform.NONE)
         if value.ndim == 2:
-            self._by_digest[content_digest(np.ascontiguousarray(value.T))] = (values, quantization, False,
-                                                                              WeightTransform.TRANSPOSE)
+            forms[content_digest(np.ascontiguousarray(value.T))] = (values, quantization, False,
+                                                                    WeightTransform.TRANSPOSE)
+        index = len(set(self._recorded.values()))
+        self._by_digest.update(forms)
+        self._recorded.update(dict.fromkeys(forms, index))
 
     def source_of(self, array: np.ndarray) -> tuple[np.ndarray, Quantization, bool, WeightTransform] | None:
         """(q, quantization, packed, transform) when `array` is a recorded weight's dequantized (or, int32, widened)
@@ -290,7 +297,17 @@ class QuantizedWeights:
         if array.dtype not in (np.float32, np.dtype(INTEGER_PARAM)) or \
                 not any(key[0] == array.shape for key in self._by_digest):
             return None
-        return self._by_digest.get(content_digest(array))
+        digest = content_digest(array)
+        if digest in self._recorded:
+            self._found.add(self._recorded[digest])
+        return self._by_digest.get(digest)
+
+    def stored_wide(self) -> int:
+        """How many recorded weights no param was matched to: Relax changed them past recognition (folded them with
+        another constant, or laid them out in a form not recorded here), so they are stored as the float32 (or
+        int32) values the kernels read. The outputs are right; the weight file is up to 4x larger than it could be.
+        The manifest's `weight_storage.quantized_stored_wide` and the compile's summary say it."""
+        return len(set(self._recorded.values()) - self._found)
 
 
 def content_digest(array: np.ndarray) -> tuple:

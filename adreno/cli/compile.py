@@ -146,10 +146,14 @@ def cmd_compile(args) -> int:
     if manifest.get("orchestration"):
         tuned += f", {orchestration_line(manifest['orchestration'])}"
     sizes = manifest["sizes"]
+    wide = manifest["weight_storage"].get("quantized_stored_wide", 0)
+    summary["quantized_stored_wide"] = wide
+    wide_line = (f" ({wide} quantized weight(s) stored as the wide values the kernels read: the compile changed them "
+                 "past recognition; outputs are right, the file is larger)" if wide else "")
     emit(args, summary, f"compiled {manifest['model']} for {manifest['target']} ({manifest['memory']} memory): "
                          f"{manifest['kernels']} kernels{tuned}, host library {library} -> {path} "
-                         f"({summary['seconds']} s)\n  size: weights {megabytes(sizes['weights'])}, kernels "
-                         f"{megabytes(sizes['kernels'])}, host library {megabytes(sizes['host_library'])}"
+                         f"({summary['seconds']} s)\n  size: weights {megabytes(sizes['weights'])}{wide_line}, "
+                         f"kernels {megabytes(sizes['kernels'])}, host library {megabytes(sizes['host_library'])}"
                          f"\n  {check.result.line() if check else 'build check: off (--no-build-check)'}")
     return 0
 

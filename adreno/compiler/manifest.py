@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..artifact.format import KERNEL_DIR, PARAMS_NAME, Plan
+from ..artifact.weights import QuantizedWeights
 
 
 def artifact_sizes(directory: Path, library: str | None) -> dict:
@@ -18,15 +19,17 @@ def artifact_sizes(directory: Path, library: str | None) -> dict:
             "host_library": (directory / library).stat().st_size if library else 0}
 
 
-def weight_storage(plan: Plan) -> dict:
+def weight_storage(plan: Plan, quantized: QuantizedWeights | None = None) -> dict:
     """How params.npz stores the params (`adreno.artifact.weights`): the count per stored dtype and per transform, how
-    many are integer weights dequantized at load, and the bytes of the params as the kernels read them next to the
-    bytes stored."""
+    many are integer weights dequantized at load, how many of the model's quantized weights were not recognised
+    among the params and are stored wide (`QuantizedWeights.stored_wide`), and the bytes of the params as the kernels
+    read them next to the bytes stored."""
     params = [t for t in plan.tensors.values() if t.kind == "param"]
     forms = [t.stored_weight for t in params]
     return {"dtypes": dict(Counter(f.dtype for f in forms)),
             "transforms": dict(Counter(f.transform.value for f in forms)),
             "quantized": sum(f.quantization is not None for f in forms),
+            "quantized_stored_wide": quantized.stored_wide() if quantized is not None else 0,
             "param_bytes": sum(t.nbytes for t in params), "stored_bytes": sum(f.nbytes for f in forms)}
 
 
