@@ -154,11 +154,13 @@ ADRENO_RT_API adreno_rt_status adreno_rt_open(const char* artifact_dir, const ad
  * shape; padding a request to the next shape the artifact has is the app's choice (docs/app.md).
  *
  * Every set's plan.json is proved (size and SHA-256) at open; a set's code, its plan's steps against their kernels'
- * contracts and its lib.so (size, SHA-256, ELF headers), is proved at its first selection, just before its library
- * is loaded, and a failure is ADRENO_RT_BAD_ARTIFACT from adreno_rt_select_shapes (the selection is kept): an app
- * that runs one shape pays for hashing and loading one library, and a damaged set stops only the runs of its
- * shape. A set selected after open adds its load, blob and verify times to the start report, and its programs are
- * built at its first run (or taken from the blob, which holds the programs of every set that has run).
+ * contracts and its lib.so (size, SHA-256, ELF headers), is proved at its first selection (the first set, selected
+ * at open: at its first selection or first run), just before its library is loaded, and a failure is
+ * ADRENO_RT_BAD_ARTIFACT from adreno_rt_select_shapes (the selection is kept) or from that run: an app that runs one
+ * shape pays for hashing and loading one library, whichever set it is, and a damaged set stops only the runs of
+ * its shape. (An artifact of one shape is proved and loaded whole at open, as always.) A set's load, blob and
+ * verify times are added to the start report when it is loaded, and its programs are built at its first run (or
+ * taken from the blob, which holds the programs of every set that has run).
  *
  * The selected set is the model's, not the calling thread's: threads that run different shapes on one model hold
  * a lock of their own around select and run. */

@@ -66,7 +66,8 @@ Model::Model(const std::string& dir, const OpenOptions& options) : dir_(dir) {
   auto start = Clock::now();
   RequirePlugin(options.plugin_path.empty() ? PluginBesideLibrary() : options.plugin_path);
   files_ = ReadArtifactFiles(dir, &times_.verify_ms);
-  VerifySetCode(dir, files_, 0, &times_.verify_ms);  // the set opened first, proved before anything is loaded
+  const bool one_set = files_.sets.size() == 1;
+  if (one_set) VerifySetCode(dir, files_, 0, &times_.verify_ms);  // proved before anything is loaded
   device_id_ = SelectDevice(options.device_index, options.device_name, &identity_);
   times_.plugin_ms = MsSince(start);
 
@@ -95,14 +96,16 @@ Model::Model(const std::string& dir, const OpenOptions& options) : dir_(dir) {
   times_.weights_ms = MsSince(stage);
 
   loaded_.resize(files_.sets.size());
-  Load(0);
+  // an artifact of one set is loaded now; of several, a set is loaded when it is selected or first runs (set 0,
+  // selected at open, included): an app whose requests take another shape never loads set 0's library
+  if (one_set) Load(0);
 }
 
 Model::LoadedSet& Model::Load(size_t index) {
   if (loaded_[index]) return *loaded_[index];
   const ShapeSetFiles& files = files_.sets[index];
   const std::string library = dir_ + "/" + files.library;
-  if (index > 0) VerifySetCode(dir_, files_, index, &times_.verify_ms);  // set 0's was proved at open
+  if (files_.sets.size() > 1) VerifySetCode(dir_, files_, index, &times_.verify_ms);  // one set's: at open
   auto stage = Clock::now();
   auto set = std::make_unique<LoadedSet>();
   ffi::Module executable = Stage(ADRENO_RT_BAD_ARTIFACT, library, [&] { return ffi::Module::LoadFromFile(library); });
@@ -165,7 +168,7 @@ void Model::CheckInputs(const adreno_rt_view* inputs, size_t count) const {
 }
 
 std::vector<tvm::runtime::Tensor> Model::Call(const adreno_rt_view* inputs) {
-  LoadedSet& set = *loaded_[selected_];
+  LoadedSet& set = Load(selected_);
   const ShapeSetFiles& files = files_.sets[selected_];
   std::vector<tvm::runtime::Tensor> results;
   Stage(ADRENO_RT_RUN_FAILED, "running the model", [&] {

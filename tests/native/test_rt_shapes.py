@@ -86,6 +86,23 @@ def test_a_set_whose_library_changed_is_refused_when_selected(shapes_run, tmp_pa
     assert np.array_equal(outputs[0], expected[0][0]) and np.array_equal(outputs[2], expected[0][0])
 
 
+def test_the_first_set_is_loaded_only_when_it_is_used(shapes_run, tmp_path):
+    """Set 0 is selected at open but proved and loaded at its first use: an app whose inputs take set 1 never reads
+    set 0's library, so a changed one opens and runs set 1, and is refused (the selection kept) when set 0 is
+    selected."""
+    run, path, expected = shapes_run
+    copy = shutil.copytree(path, tmp_path / "art")
+    library = copy / "shapes" / "0" / "lib.so"
+    data = bytearray(library.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    library.write_bytes(bytes(data))
+    report, outputs = run(copy, None, 1, 0, 1)
+    codes = [(s["code"], s["selected"]) for s in report["steps"]]
+    assert codes == [(0, 1), (2, 1), (0, 1)], report["steps"]
+    assert report["steps"][1]["message"].startswith("shapes/0/lib.so: its SHA-256 differs from the manifest's")
+    assert np.array_equal(outputs[0], expected[1][0]) and np.array_equal(outputs[2], expected[1][0])
+
+
 def test_an_edited_set_of_the_manifest_is_refused_at_open(shapes_run, tmp_path):
     """run_sha256 covers each set's fields: set 1's weights swapped in the manifest refuse the whole artifact."""
     run, path, _ = shapes_run
