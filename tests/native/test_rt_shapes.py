@@ -72,14 +72,19 @@ def test_each_set_gives_tvm_runtime_outputs_back_and_forth_and_the_blob_holds_bo
     assert np.array_equal(outputs[0], expected[1][0]) and np.array_equal(outputs[1], expected[0][0])
 
 
-def test_a_set_whose_library_changed_is_refused_when_selected(shapes_run, tmp_path):
-    run, path, expected = shapes_run
+def _with_a_changed_library(path, tmp_path, index: int):
+    """A copy of the artifact at `path` with one byte of set `index`'s lib.so flipped (its manifest as it was)."""
     copy = shutil.copytree(path, tmp_path / "art")
-    library = copy / "shapes" / "1" / "lib.so"
+    library = copy / "shapes" / str(index) / "lib.so"
     data = bytearray(library.read_bytes())
     data[len(data) // 2] ^= 0x01
     library.write_bytes(bytes(data))
-    report, outputs = run(copy, None, 0, 1, 0)
+    return copy
+
+
+def test_a_set_whose_library_changed_is_refused_when_selected(shapes_run, tmp_path):
+    run, path, expected = shapes_run
+    report, outputs = run(_with_a_changed_library(path, tmp_path, 1), None, 0, 1, 0)
     codes = [(s["code"], s["selected"]) for s in report["steps"]]
     assert codes == [(0, 0), (2, 0), (0, 0)], report["steps"]
     assert report["steps"][1]["message"].startswith("shapes/1/lib.so: its SHA-256 differs from the manifest's")
@@ -91,12 +96,7 @@ def test_the_first_set_is_loaded_only_when_it_is_used(shapes_run, tmp_path):
     set 0's library, so a changed one opens and runs set 1, and is refused (the selection kept) when set 0 is
     selected."""
     run, path, expected = shapes_run
-    copy = shutil.copytree(path, tmp_path / "art")
-    library = copy / "shapes" / "0" / "lib.so"
-    data = bytearray(library.read_bytes())
-    data[len(data) // 2] ^= 0x01
-    library.write_bytes(bytes(data))
-    report, outputs = run(copy, None, 1, 0, 1)
+    report, outputs = run(_with_a_changed_library(path, tmp_path, 0), None, 1, 0, 1)
     codes = [(s["code"], s["selected"]) for s in report["steps"]]
     assert codes == [(0, 1), (2, 1), (0, 1)], report["steps"]
     assert report["steps"][1]["message"].startswith("shapes/0/lib.so: its SHA-256 differs from the manifest's")
