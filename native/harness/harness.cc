@@ -200,10 +200,8 @@ int Run(const Options& o) {
   std::vector<adreno_rt_tensor_info> outputs = Ports(model.get(), false);
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (arrays[i].dtype != inputs[i].dtype_name) {
-      std::string want;
-      for (int64_t d : ShapeOf(inputs[i])) want += (want.empty() ? "" : "x") + std::to_string(d);
       throw UsageError(o.inputs.at(inputs[i].name) + ": input " + inputs[i].name + " must be " +
-                       inputs[i].dtype_name + " " + want);
+                       inputs[i].dtype_name + " " + adreno_harness::DimsText(ShapeOf(inputs[i])));
     }
   }
   std::vector<adreno_rt_view> views;

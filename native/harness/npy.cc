@@ -124,6 +124,12 @@ class HeaderReader {
 
 }  // namespace
 
+std::string DimsText(const std::vector<int64_t>& shape) {
+  std::string text;
+  for (int64_t d : shape) text += (text.empty() ? "" : "x") + std::to_string(d);
+  return text;
+}
+
 size_t DtypeBytes(const std::string& dtype) {
   if (dtype == "float32" || dtype == "int32") return 4;
   if (dtype == "float16") return 2;

@@ -23,6 +23,9 @@ struct NpyView {
   size_t size = 0;
 };
 
+// A shape as errors name it, "1x3x224x224" (`adreno run`'s words; "" for a scalar).
+std::string DimsText(const std::vector<int64_t>& shape);
+
 // Element size of a dtype name; throws std::invalid_argument for one the harness does not handle.
 size_t DtypeBytes(const std::string& dtype);
 

@@ -11,6 +11,7 @@
 #include "../harness/integrity.h"
 #include "../harness/json_fields.h"
 #include "../harness/kernel_contract.h"
+#include "../harness/npy.h"
 #include "../harness/sha256.h"
 #include "rt_error.h"
 
@@ -189,9 +190,7 @@ std::string KernelsKey(const ArtifactFiles& files) {
 std::string ShapesLabel(const std::vector<Port>& inputs) {
   std::string text;
   for (const Port& port : inputs) {
-    std::string shape;
-    for (int64_t d : port.shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
-    text += (text.empty() ? "" : ", ") + port.name + " " + shape;
+    text += (text.empty() ? "" : ", ") + port.name + " " + adreno_harness::DimsText(port.shape);
   }
   return text;
 }

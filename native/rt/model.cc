@@ -7,6 +7,7 @@
 
 #include "../harness/index_checks.h"
 #include "../harness/integrity.h"
+#include "../harness/npy.h"
 #include "device_weights.h"
 #include "opencl_runtime.h"
 #include "rt_error.h"
@@ -17,16 +18,12 @@ namespace adreno_rt {
 
 namespace {
 
+using adreno_harness::DimsText;
+
 using Clock = std::chrono::steady_clock;
 
 double MsSince(Clock::time_point since) {
   return std::chrono::duration<double, std::milli>(Clock::now() - since).count();
-}
-
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  std::string text;
-  for (int64_t d : shape) text += (text.empty() ? "" : "x") + std::to_string(d);
-  return text;
 }
 
 // How the caller's memory for one side of a run is named in its errors.
@@ -51,7 +48,7 @@ void CheckMemory(const std::vector<Port>& ports, const Memory* memory, size_t co
     const Port& port = ports[i];
     if (memory[i].bytes != port.bytes) {
       throw RtError(ADRENO_RT_INVALID_ARGUMENT, port_kind + " " + port.name + " is " + port.dtype.name + " " +
-                                                    ShapeText(port.shape) + ", " + std::to_string(port.bytes) +
+                                                    DimsText(port.shape) + ", " + std::to_string(port.bytes) +
                                                     " bytes, not " + std::to_string(memory[i].bytes));
     }
     if (memory[i].data == nullptr && port.bytes > 0) {
@@ -196,8 +193,8 @@ std::vector<tvm::runtime::Tensor> Model::Call(const adreno_rt_view* inputs) {
     const Port& port = ports[i];
     std::vector<int64_t> shape(results[i].shape().begin(), results[i].shape().end());
     if (shape != port.shape || results[i].dtype() != port.dtype.tvm) {
-      throw RtError(ADRENO_RT_BAD_ARTIFACT, "output " + port.name + " came back " + ShapeText(shape) +
-                                                ", the plan says " + port.dtype.name + " " + ShapeText(port.shape));
+      throw RtError(ADRENO_RT_BAD_ARTIFACT, "output " + port.name + " came back " + DimsText(shape) +
+                                                ", the plan says " + port.dtype.name + " " + DimsText(port.shape));
     }
   }
   if (files.index_flags) {  // a set flag: an input held an index outside its tensor, the outputs are not the model's
