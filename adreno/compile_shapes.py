@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import os
 import shutil
 import time
@@ -33,7 +32,7 @@ from .compile import compile_model
 from .compiler.progress import Progress, ProgressLine, sayer
 from .errors import AdrenoError
 from .options import CompileOptions
-from .support.processes import die_with_parent, stop_pool
+from .support.processes import spawn_pool, stop_pool
 from .artifact.shape_sets import SET_FIELDS, SHAPES_DIR, label
 
 
@@ -90,8 +89,7 @@ def _compile_sets(model, scratch: Path, options: CompileOptions, shape_sets: lis
             paths.append(compile_set(model, scratch / str(index), options, shapes, bind, progress))
         return paths
     say(ProgressLine.SHAPE_SETS_SIDE_BY_SIDE, count=count, jobs=jobs)
-    pool = futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=die_with_parent, initargs=(os.getpid(),))
+    pool = spawn_pool(jobs)
     try:
         pending = {pool.submit(compile_set, model, scratch / str(index), options, shapes, bind): index
                    for index, shapes in enumerate(shape_sets)}

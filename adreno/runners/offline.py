@@ -27,7 +27,6 @@ from __future__ import annotations
 import concurrent.futures as futures
 import hashlib
 import json
-import multiprocessing
 import os
 import sys
 import time
@@ -45,7 +44,7 @@ from ..opencl.executor import Executor
 from ..opencl.programs import Grouping, group_source, groups
 from ..opencl.signature import program_options
 from ..options import Precision
-from ..support.processes import die_with_parent, stop_pool
+from ..support.processes import spawn_pool, stop_pool
 from ..records import Database, Record
 from .batch_dir import RESULTS_NAME, BatchError, read_manifest
 from .interface import check_outputs
@@ -221,8 +220,7 @@ def prebuild(artifacts: list[str], device_spec, cache_root: Path, jobs: int | No
     (seconds, error or None) for those built by `deadline` (a `time.perf_counter()` value; the rest are left out,
     their builds stopped)."""
     jobs = jobs or os.cpu_count() or 1
-    pool = futures.ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=die_with_parent, initargs=(os.getpid(),))
+    pool = spawn_pool(jobs)
     jobs_ = {pool.submit(_build_programs, a, device_spec,
                          str(Path(cache_root) / Path(a).name if separate else cache_root)): a for a in artifacts}
     done = {}

@@ -88,6 +88,17 @@ def owned_temp_dir(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=root))
 
 
+def spawn_pool(workers: int):
+    """A `concurrent.futures.ProcessPoolExecutor` of `workers` processes started fresh (spawn: nothing of this
+    process's threads or TVM state is forked into them), each of which ends with this process (`die_with_parent`).
+    End it with `stop_pool` where jobs may still run; `shutdown` where none can."""
+    import multiprocessing
+    from concurrent import futures
+
+    return futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=die_with_parent, initargs=(os.getpid(),))
+
+
 def stop_pool(pool) -> None:
     """Shut the `concurrent.futures.ProcessPoolExecutor` `pool` down and end the jobs still running in it (builds
     past their deadline, the other shape sets of a compile that failed or was interrupted). Left running, they would

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import concurrent.futures as futures
 import importlib
-import multiprocessing
 import os
 import shutil
 import time
@@ -29,7 +28,7 @@ import numpy as np
 from ..artifact.format import Plan, Step, TensorSpec, kernel_path
 from ..compile import lower_relax
 from ..errors import TVM_ERRORS
-from ..support.processes import die_with_parent, owned_temp_dir
+from ..support.processes import owned_temp_dir, spawn_pool
 from ..compiler.local_arrays import LocalMemoryError
 from ..options import Schedules
 from ..compiler.plan import extract_plan, lower_primfunc, plan_storage
@@ -236,8 +235,7 @@ class Builder:
         self._counter = 0
 
     def _new_pool(self) -> futures.ProcessPoolExecutor:
-        return futures.ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                           initializer=die_with_parent, initargs=(os.getpid(),))
+        return spawn_pool(self.workers)
 
     def build(self, task, configs: list[dict]) -> list[BuildResult]:
         jobs = []
