@@ -260,6 +260,7 @@ class QuantizedWeights:
     def __init__(self):
         self._by_digest: dict[tuple, tuple[np.ndarray, Quantization, bool, WeightTransform]] = {}
         self._recorded: dict[tuple, int] = {}  # digest of each form -> which recorded weight it is
+        self._weights = 0  # recorded weights
         self._found: set[int] = set()  # the recorded weights a param was matched to
 
     def record(self, values: np.ndarray, scale: np.ndarray, zero_point: np.ndarray, axis: int | None,
@@ -287,9 +288,9 @@ class QuantizedWeights:
         if value.ndim == 2:
             forms[content_digest(np.ascontiguousarray(value.T))] = (values, quantization, False,
                                                                     WeightTransform.TRANSPOSE)
-        index = len(set(self._recorded.values()))
         self._by_digest.update(forms)
-        self._recorded.update(dict.fromkeys(forms, index))
+        self._recorded.update(dict.fromkeys(forms, self._weights))
+        self._weights += 1
 
     def source_of(self, array: np.ndarray) -> tuple[np.ndarray, Quantization, bool, WeightTransform] | None:
         """(q, quantization, packed, transform) when `array` is a recorded weight's dequantized (or, int32, widened)
@@ -307,7 +308,7 @@ class QuantizedWeights:
         another constant, or laid them out in a form not recorded here), so they are stored as the float32 (or
         int32) values the kernels read. The outputs are right; the weight file is up to 4x larger than it could be.
         The manifest's `weight_storage.quantized_stored_wide` and the compile's summary say it."""
-        return len(set(self._recorded.values()) - self._found)
+        return self._weights - len(self._found)
 
 
 def content_digest(array: np.ndarray) -> tuple:
